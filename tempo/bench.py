@@ -1,0 +1,103 @@
+"""`make bench`: solve time of every policy and tempo's makespan ratio to the MILP.
+
+Grid (issue #2): EP 8/16/32/64, E = 128 and 256 experts, top-8 routing at 32/128/512/2048
+tokens per GPU, Zipf skew 1.0, EPLB placement at 1.25x replication (rounded up to whole
+slots per GPU), Dirichlet batch fluctuation (kappa 2000).  Times are medians over
+``reps`` batches on this machine; the MILP runs with a time limit on each batch.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+from . import CostModel, Instance, solve
+from .placement import eplb_placement
+from .workloads import sample_counts, zipf_popularity
+
+POLICIES = ["static", "static_sglang", "uniform", "token_lp", "metro", "llep", "semi_matching", "tempo"]
+
+
+def run(eps=(8, 16, 32, 64), experts=(128, 256), tokens=(32, 128, 512, 2048), skew=1.0,
+        replication=1.25, reps=3, milp_limit=10.0, params="dsv3-offline", seed=0,
+        progress=True) -> pd.DataFrame:
+    """One row per (EP, E, tokens per GPU): median solve ms per policy, tempo/MILP ratios."""
+    model = CostModel.named(params)
+    cells = [(g, E, B) for g in eps for E in experts for B in tokens]
+    rows = []
+    bar = None
+    if progress:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(cells), desc="bench", unit="cell", file=sys.stderr)
+        except ImportError:
+            bar = None
+    for g, E, B in cells:
+        pop = zipf_popularity(E, skew, seed=seed)
+        placement = eplb_placement(pop, g, replication)
+        batches = sample_counts(pop, B, 8, g, n_batches=reps, seed=seed + 1)
+        insts = [Instance.from_placement(c, placement, g) for c in batches]
+        row = {"ep": g, "experts": E, "tokens_per_gpu": B}
+        for p in POLICIES:
+            times = []
+            for inst in insts:
+                t0 = time.perf_counter()
+                solve(inst, model, p)
+                times.append(time.perf_counter() - t0)
+            row[f"{p}_ms"] = 1e3 * statistics.median(times)
+        ratios, gaps = [], []
+        if milp_limit and milp_limit > 0:
+            for inst in insts:
+                t = model.makespan(inst, solve(inst, model, "tempo"))
+                m = solve(inst, model, "milp", time_limit=milp_limit)
+                ratios.append(t / m.meta["objective"])
+                gaps.append(m.meta["gap"])
+            row["tempo_vs_milp_mean"] = float(np.mean(ratios))
+            row["tempo_vs_milp_max"] = float(np.max(ratios))
+            row["milp_gap_max"] = float(np.max(gaps))
+        rows.append(row)
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    return pd.DataFrame(rows)
+
+
+def summary(df: pd.DataFrame) -> str:
+    lines = []
+    ep8 = df[(df.ep == 8) & (df.tokens_per_gpu <= 256)]
+    ep64 = df[df.ep == 64]
+    if len(ep8):
+        lines.append(f"tempo median solve, EP8 <= 256 tok/GPU: max over cells {ep8.tempo_ms.max():.2f} ms "
+                     f"(target <= 1 ms; paper 1.9 ms pure Python)")
+    if len(ep64):
+        lines.append(f"tempo median solve, EP64: max over cells {ep64.tempo_ms.max():.2f} ms (target <= 10 ms)")
+    if "tempo_vs_milp_mean" in df:
+        lines.append(f"tempo / MILP makespan: mean {df.tempo_vs_milp_mean.mean():.4f}, "
+                     f"max {df.tempo_vs_milp_max.max():.4f} (targets 1.005 / 1.02; paper 1.005 / 1.033); "
+                     f"largest MILP gap left {df.milp_gap_max.max():.2%}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--eps", type=int, nargs="+", default=[8, 16, 32, 64])
+    ap.add_argument("--experts", type=int, nargs="+", default=[128, 256])
+    ap.add_argument("--tokens", type=int, nargs="+", default=[32, 128, 512, 2048])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--milp-limit", type=float, default=10.0, help="seconds per MILP; 0 skips the MILP")
+    ap.add_argument("--params", default="dsv3-offline")
+    ap.add_argument("--csv", help="also write the table here")
+    args = ap.parse_args(argv)
+    df = run(args.eps, args.experts, args.tokens, reps=args.reps, milp_limit=args.milp_limit, params=args.params)
+    with pd.option_context("display.width", 250, "display.max_columns", 50, "display.float_format", "{:.3f}".format):
+        print(df.to_string(index=False))
+    print()
+    print(summary(df))
+    if args.csv:
+        df.to_csv(args.csv, index=False)

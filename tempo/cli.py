@@ -1,0 +1,50 @@
+"""``python -m tempo <command>``: bench | policies | params | solve."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        print("  bench     benchmark table (make bench); --help for options\n"
+              "  policies  list the dispatch policies\n"
+              "  params    list the named cost-parameter sets\n"
+              "  solve     dispatch one batch: --counts 600 30 30 --gpus 2 --params dsv3-offline --policy tempo")
+        return 0
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "bench":
+        from .bench import main as bench_main
+
+        bench_main(rest)
+    elif cmd == "policies":
+        from . import available_policies
+
+        print("\n".join(available_policies()))
+    elif cmd == "params":
+        from .params import params_table
+
+        print(params_table().to_string())
+    elif cmd == "solve":
+        import numpy as np
+
+        from . import CostModel, Instance, solve
+
+        ap = argparse.ArgumentParser(prog="python -m tempo solve")
+        ap.add_argument("--counts", type=int, nargs="+", required=True)
+        ap.add_argument("--gpus", type=int, required=True)
+        ap.add_argument("--params", default="dsv3-offline")
+        ap.add_argument("--policy", default="tempo")
+        a = ap.parse_args(rest)
+        inst = Instance.full_replication(a.counts, a.gpus)
+        model = CostModel.named(a.params)
+        d = solve(inst, model, a.policy)
+        print(json.dumps({"makespan_us": model.makespan(inst, d), "gpu_times_us": model.gpu_times(inst, d).tolist(),
+                          "shares": np.round(d.shares, 3).tolist()}, indent=1))
+    else:
+        print(f"unknown command {cmd!r}; try: python -m tempo --help", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,191 @@
+"""The measured cost of expert work on one GPU (paper Sections 2.2 and 4.3).
+
+Per-GPU time, with ``G`` activated (expert, replica) pairs, ``N`` tokens and ``T`` 128-token
+tiles on the GPU::
+
+    t = max(a + b*G + b2*(T - G),  c + beta*N,  c2 + gamma*N)
+
+* Eq. 1 (max-affine, two regimes): ``b2 = 0`` and no traffic piece.
+* Eq. 2 (tile-aware): ``b2 > 0``; ``T = sum over activated pairs of ceil(x / tile)``.
+* Eq. 4 (communication-aware): the third piece ``c2 + gamma*N`` (all-to-all traffic).
+
+The layer time is the makespan, the largest per-GPU time (Section 2.1).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .instance import EPS_TOKENS, Dispatch, Instance
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Max-affine per-GPU cost, times in microseconds.
+
+    Parameters
+    ----------
+    a, b : float
+        Flat (activation) piece: constant and cost per activated (expert, replica) pair, the
+        "activation floor" -- streaming one more expert's weights from HBM.
+    c, beta : float
+        Linear (compute) piece: constant and cost per token.
+    b2 : float
+        Cost of each extra 128-token M-tile beyond an expert's first (Eq. 2); 0 disables it.
+    tile : int
+        Grouped-GEMM M-tile size (128 for DeepGEMM).
+    c2, gamma : float, optional
+        Traffic piece of Eq. 4; both or neither.
+    name : str
+        Label (for named parameter sets).
+    """
+
+    a: float
+    b: float
+    c: float
+    beta: float
+    b2: float = 0.0
+    tile: int = 128
+    c2: float | None = None
+    gamma: float | None = None
+    name: str = ""
+
+    def __post_init__(self):
+        for key in ("a", "b", "c", "beta", "b2"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise ValueError(f"{key} must be a number, got {v!r}")
+            if not math.isfinite(float(v)) or float(v) < 0:
+                raise ValueError(f"{key} must be finite and non-negative, got {v!r}")
+            object.__setattr__(self, key, float(v))
+        if (self.c2 is None) != (self.gamma is None):
+            raise ValueError("c2 and gamma go together: give both (Eq. 4) or neither")
+        for key in ("c2", "gamma"):
+            v = getattr(self, key)
+            if v is not None:
+                if not math.isfinite(float(v)) or float(v) < 0:
+                    raise ValueError(f"{key} must be finite and non-negative, got {v!r}")
+                object.__setattr__(self, key, float(v))
+        if not isinstance(self.tile, (int, np.integer)) or self.tile < 1:
+            raise ValueError(f"tile must be a positive integer, got {self.tile!r}")
+
+    # ------------------------------------------------------------------ named sets
+    @classmethod
+    def named(cls, name: str, **overrides) -> "CostModel":
+        """A parameter set of paper Tables 6 and 7, from ``data/params/cost_params.csv``."""
+        from .params import load_params
+
+        return load_params(name, **overrides)
+
+    @property
+    def has_traffic(self) -> bool:
+        return self.c2 is not None
+
+    @property
+    def has_tiles(self) -> bool:
+        return self.b2 > 0
+
+    def without(self, *terms: str) -> "CostModel":
+        """The model with terms deleted (Table 9): ``"floor"`` sets a = b = b2 = 0,
+        ``"traffic"`` drops (c2, gamma), ``"tiles"`` sets b2 = 0."""
+        kw = dict(a=self.a, b=self.b, c=self.c, beta=self.beta, b2=self.b2, tile=self.tile,
+                  c2=self.c2, gamma=self.gamma, name=self.name)
+        for t in terms:
+            if t == "floor":
+                kw.update(a=0.0, b=0.0, b2=0.0)
+            elif t == "traffic":
+                kw.update(c2=None, gamma=None)
+            elif t == "tiles":
+                kw.update(b2=0.0)
+            else:
+                raise ValueError(f"unknown term {t!r}: expected 'floor', 'traffic' or 'tiles'")
+        return CostModel(**kw)
+
+    # ------------------------------------------------------------------ regimes
+    @property
+    def n_star(self) -> float:
+        """Inflection of one expert alone on a GPU: tokens where ``a + b = c + beta*n``
+        (Fig. 2; ``b / beta`` when ``a = c = 0``, e.g. 14.78 / 0.0945 = 156 for DSv3)."""
+        return self.n_star_at(1)
+
+    def n_star_at(self, G: float) -> float:
+        """Tokens per expert at which ``G`` equally loaded experts leave the flat regime."""
+        if self.beta == 0:
+            return math.inf
+        return max(0.0, (self.a - self.c + self.b * G) / (self.beta * G))
+
+    # ------------------------------------------------------------------ pricing
+    def time(self, G, N, T=None):
+        """Per-GPU time for arrays of activated pairs ``G``, tokens ``N`` and tiles ``T``
+        (``T`` defaults to ``G``: one tile per activation)."""
+        G = np.asarray(G, dtype=np.float64)
+        N = np.asarray(N, dtype=np.float64)
+        flat = self.a + self.b * G
+        if self.b2 > 0 and T is not None:
+            flat = flat + self.b2 * (np.asarray(T, dtype=np.float64) - G)
+        t = np.maximum(flat, self.c + self.beta * N)
+        if self.c2 is not None:
+            t = np.maximum(t, self.c2 + self.gamma * N)
+        return t
+
+    def expert_time(self, n):
+        """Time of one expert alone on a GPU with ``n`` tokens (the curve of Fig. 1a/2a)."""
+        n = np.asarray(n, dtype=np.float64)
+        tiles = np.ceil(n / self.tile)
+        return self.time(np.where(n > 0, 1.0, 0.0), n, np.where(n > 0, tiles, 0.0))
+
+    def gpu_features(self, inst: Instance, d: Dispatch | np.ndarray):
+        """Per-GPU activated pairs G, tokens N and tiles T, each float64[n_gpus]."""
+        shares = d.shares if isinstance(d, Dispatch) else np.asarray(d, dtype=np.float64)
+        return gpu_features(inst, shares, self.tile)
+
+    def gpu_times(self, inst: Instance, d: Dispatch | np.ndarray) -> np.ndarray:
+        """float64[n_gpus]: each GPU's modeled time under dispatch ``d``."""
+        G, N, T = self.gpu_features(inst, d)
+        return self.time(G, N, T)
+
+    def makespan(self, inst: Instance, d: Dispatch | np.ndarray) -> float:
+        """The layer's modeled time: the slowest GPU (Eq. 3's objective)."""
+        return float(self.gpu_times(inst, d).max())
+
+    def lower_bound(self, inst: Instance) -> float:
+        """Splitting-allowed lower bound under full replication (Section 3.1, Appendix A.4):
+        ``max(a + b*ceil(E_live/g), c + beta*N/g, c2 + gamma*N/g)``."""
+        g = inst.n_gpus
+        live = int(inst.live.sum())
+        n = inst.total_tokens / g
+        lb = max(self.a + self.b * math.ceil(live / g), self.c + self.beta * n)
+        if self.c2 is not None:
+            lb = max(lb, self.c2 + self.gamma * n)
+        return lb
+
+    def __str__(self) -> str:
+        parts = [f"a={self.a:g}", f"b={self.b:g}", f"c={self.c:g}", f"beta={self.beta:g}"]
+        if self.b2:
+            parts.append(f"b2={self.b2:g}")
+        if self.c2 is not None:
+            parts += [f"c2={self.c2:g}", f"gamma={self.gamma:g}"]
+        return f"CostModel({', '.join(parts)}{', ' + repr(self.name) if self.name else ''})"
+
+
+def gpu_features(inst: Instance, shares: np.ndarray, tile: int = 128):
+    """Per-GPU (G, N, T) from shares, by ``np.bincount`` over the replica GPU ids."""
+    shares = np.asarray(shares, dtype=np.float64)
+    if shares.shape != inst.replica_gpu.shape:
+        raise ValueError(f"shares has shape {shares.shape}, instance replica_gpu has {inst.replica_gpu.shape}")
+    act = (shares > EPS_TOKENS) & inst.valid
+    gpu = inst.replica_gpu[act]
+    x = shares[act]
+    g = inst.n_gpus
+    G = np.bincount(gpu, minlength=g).astype(np.float64)
+    N = np.bincount(gpu, weights=x, minlength=g)
+    T = np.bincount(gpu, weights=tiles_of(x, tile), minlength=g)
+    return G, N, T
+
+
+def tiles_of(x, tile: int = 128):
+    """M-tiles a share of ``x`` tokens occupies: ``ceil(x / tile)``, at least 1 when ``x > 0``."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(x > EPS_TOKENS, np.maximum(1.0, np.ceil(x / tile - 1e-9)), 0.0)

@@ -1,0 +1,124 @@
+"""EPLB placement (DeepSeek EPLB, github deepseek-ai/EPLB ``eplb.py``), re-implemented in
+numpy with stable sorts (EPLB issue #8: ``torch.sort`` is not stable)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def replicate_experts(weight: np.ndarray, n_slots: int):
+    """Give every expert one replica, then each extra slot to ``argmax(weight / count)``
+    (ties to the lowest index).  Returns (phy2log int64[P], rank int64[P], logcnt int64[E])."""
+    weight = np.asarray(weight, dtype=np.float64)
+    E = weight.size
+    if n_slots < E:
+        raise ValueError(f"n_slots={n_slots} is fewer than the {E} experts")
+    phy2log = np.concatenate([np.arange(E), np.zeros(n_slots - E, np.int64)])
+    rank = np.zeros(n_slots, np.int64)
+    logcnt = np.ones(E, np.int64)
+    for i in range(E, n_slots):
+        e = int(np.argmax(weight / logcnt))
+        phy2log[i] = e
+        rank[i] = logcnt[e]
+        logcnt[e] += 1
+    return phy2log, rank, logcnt
+
+
+def balanced_packing(weight: np.ndarray, n_packs: int):
+    """Pack ``n`` items into ``n_packs`` packs of exactly ``n / n_packs`` items: heaviest
+    first, each to the lightest pack with room (ties to the lowest pack).
+    Returns (pack int64[n], rank_in_pack int64[n])."""
+    weight = np.asarray(weight, dtype=np.float64)
+    n = weight.size
+    if n % n_packs:
+        raise ValueError(f"{n} items do not split evenly into {n_packs} packs")
+    per = n // n_packs
+    pack = np.full(n, -1, np.int64)
+    rank = np.full(n, -1, np.int64)
+    if per == 1:
+        return np.arange(n, dtype=np.int64), np.zeros(n, np.int64)
+    load = [0.0] * n_packs
+    cnt = [0] * n_packs
+    for i in np.argsort(-weight, kind="stable").tolist():
+        best = min((p for p in range(n_packs) if cnt[p] < per), key=lambda p: (load[p], p))
+        pack[i] = best
+        rank[i] = cnt[best]
+        load[best] += weight[i]
+        cnt[best] += 1
+    return pack, rank
+
+
+def rebalance_experts(weight: np.ndarray, n_slots: int, n_groups: int = 1, n_nodes: int = 1,
+                      n_gpus: int = 1):
+    """EPLB's ``rebalance_experts_hierarchical`` for one or more layers.
+
+    Parameters
+    ----------
+    weight : float[L, E] or float[E]
+        Expected load of each logical expert.
+    n_slots : int
+        Physical expert slots in total (P), a multiple of ``n_gpus``.
+    n_groups, n_nodes, n_gpus : int
+        Expert groups, nodes and GPUs; hierarchical when ``n_groups % n_nodes == 0``,
+        else the global policy (one group, one node).
+
+    Returns
+    -------
+    phy2log : int64[L, P]   logical expert of every physical slot (GPU-major)
+    log2phy : int64[L, E, maxcount]   physical slots of every expert, -1 padded
+    logcnt : int64[L, E]    replica counts
+    """
+    w = np.atleast_2d(np.asarray(weight, dtype=np.float64))
+    L, E = w.shape
+    if n_slots % n_gpus:
+        raise ValueError(f"n_slots={n_slots} must be a multiple of n_gpus={n_gpus}")
+    if n_gpus % n_nodes:
+        raise ValueError(f"n_gpus={n_gpus} must be a multiple of n_nodes={n_nodes}")
+    if n_groups % n_nodes or E % n_groups:
+        n_groups, n_nodes = 1, 1
+    group_size = E // n_groups
+    groups_per_node = n_groups // n_nodes
+    slots_per_node = n_slots // n_nodes
+    gpus_per_node = n_gpus // n_nodes
+    if slots_per_node < group_size * groups_per_node:
+        raise ValueError("fewer physical slots per node than logical experts per node")
+    out = np.zeros((L, n_slots), np.int64)
+    for layer in range(L):
+        wl = w[layer]
+        # 1) groups onto nodes
+        gw = wl.reshape(n_groups, group_size).sum(axis=1)
+        gpack, grank = balanced_packing(gw, n_nodes)
+        log_of_mlog = np.zeros(E, np.int64)  # node-major logical order -> logical id
+        for grp in range(n_groups):
+            base = (gpack[grp] * groups_per_node + grank[grp]) * group_size
+            log_of_mlog[base:base + group_size] = grp * group_size + np.arange(group_size)
+        per_node_log = E // n_nodes
+        for node in range(n_nodes):
+            mlog = log_of_mlog[node * per_node_log:(node + 1) * per_node_log]
+            # 2) replicate within the node
+            p2l, _, cnt = replicate_experts(wl[mlog], slots_per_node)
+            # 3) pack replicas onto the node's GPUs
+            tok = wl[mlog][p2l] / cnt[p2l]
+            pack, prank = balanced_packing(tok, gpus_per_node)
+            per_gpu = slots_per_node // gpus_per_node
+            phy = pack * per_gpu + prank
+            node_slots = np.empty(slots_per_node, np.int64)
+            node_slots[phy] = mlog[p2l]
+            out[layer, node * slots_per_node:(node + 1) * slots_per_node] = node_slots
+    logcnt = np.stack([np.bincount(out[l], minlength=E) for l in range(L)])
+    maxcnt = int(logcnt.max())
+    log2phy = np.full((L, E, maxcnt), -1, np.int64)
+    for l in range(L):
+        order = np.argsort(out[l], kind="stable")
+        rank = np.arange(n_slots) - np.repeat(np.cumsum(logcnt[l]) - logcnt[l], logcnt[l])
+        log2phy[l, out[l][order], rank] = order
+    return out, log2phy, logcnt
+
+
+def eplb_placement(weight: np.ndarray, n_gpus: int, replication: float = 1.25) -> np.ndarray:
+    """int64[P]: a one-layer EPLB placement (global policy) with about ``replication * E``
+    slots, rounded up to a whole number of slots per GPU."""
+    weight = np.asarray(weight, dtype=np.float64)
+    E = weight.size
+    per_gpu = int(np.ceil(replication * E / n_gpus - 1e-9))
+    phy2log, _, _ = rebalance_experts(weight, per_gpu * n_gpus, 1, 1, n_gpus)
+    return phy2log[0]

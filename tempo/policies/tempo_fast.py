@@ -1,0 +1,465 @@
+"""tempo_fast: the makespan-aware dispatcher of paper Section 4.2.
+
+Four stages, each switchable for the ablations of Tables 2 and 8:
+
+1. **Cost-aware greedy seeding.**  Experts whole, in descending token order, each on the
+   replica GPU whose time after receiving it is lowest (ties: smaller increase, then lower
+   GPU id).  Experts with a single replica GPU have no choice and are placed first, so the
+   choices see every forced load (our refinement; the order among choices is the paper's).
+2. **Augmenting chains** (the flat-regime move).  Whole-expert moves off the bottleneck GPU,
+   1-step (g -> h) and 2-step (g -> h, then another expert h -> k, so h's activation count
+   stays put): the truncation of the semi-matching augmenting path of Lemma 2.
+3. **Bottleneck local search with partial migrations** (the linear-regime move).  Move token
+   mass off the bottleneck: whole experts, or a partial share ``delta`` chosen by an exact
+   line search.  For fixed activation changes the objective restricted to ``delta`` is a
+   maximum of affine functions (convex, piecewise-linear), so its minimum lies at one of a
+   handful of crossing points; we evaluate all of them, which finds the same optimum as the
+   paper's ternary search in one vectorised step.  With ``b2 > 0`` every candidate is also
+   snapped to the neighbouring 128-token tile boundaries.  A partial move may be followed by
+   a whole move out of its destination (a 2-step chain with a partial first step); without
+   it a seed like Fig. 1b's "hot + 2 cold | 4 cold" is a local optimum.  At most
+   ``max_iter`` (300) accepted moves.
+4. **Ensemble with switching tolerance** (Proposition 1).  Token-LP (both the vertex and the
+   even variant) and, under full replication, the round-robin A3 of Theorem 2 are scored
+   under the model; the solver switches to the best only if it is more than ``tau`` (1%)
+   better than the local-search result.
+
+A move is accepted only when every GPU it touches ends strictly below the bottleneck's
+current time, so each accepted move lowers the makespan or the number of GPUs attaining it.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..cost import CostModel
+from ..instance import EPS_TOKENS, Dispatch, Instance
+from . import register
+
+_REL = 1e-9
+
+
+class _State:
+    """Flat per-(live expert, valid slot) pair arrays plus per-GPU (G, N, T)."""
+
+    def __init__(self, inst: Instance, model: CostModel):
+        self.inst, self.model = inst, model
+        e_idx, r_idx = np.nonzero(inst.valid & inst.live[:, None])
+        self.pe, self.pr = e_idx, r_idx
+        self.pgpu = inst.replica_gpu[e_idx, r_idx]
+        self.P = e_idx.size
+        E = inst.n_experts
+        self.ptr = np.searchsorted(e_idx, np.arange(E + 1))
+        self.x = np.zeros(self.P)
+        g = inst.n_gpus
+        self.g = g
+        order = np.argsort(self.pgpu, kind="stable")
+        bounds = np.searchsorted(self.pgpu[order], np.arange(g + 1))
+        self.gpu_pairs = [order[bounds[h]:bounds[h + 1]] for h in range(g)]
+        self.a, self.b, self.c, self.beta = model.a, model.b, model.c, model.beta
+        self.b2, self.tile = model.b2, float(model.tile)
+        self.traffic = model.c2 is not None
+        self.c2 = model.c2 if self.traffic else 0.0
+        self.gamma = model.gamma if self.traffic else 0.0
+        self.split_seed = True
+
+    # ---------------------------------------------------------------- pricing helpers
+    def tl(self, x):
+        if self.b2 == 0:
+            return np.where(x > EPS_TOKENS, 1.0, 0.0)
+        return np.where(x > EPS_TOKENS, np.maximum(1.0, np.ceil(x / self.tile - 1e-9)), 0.0)
+
+    def cost(self, G, N, T):
+        t = np.maximum(self.a + self.b * G + self.b2 * (T - G), self.c + self.beta * N)
+        if self.traffic:
+            t = np.maximum(t, self.c2 + self.gamma * N)
+        return t
+
+    def features(self):
+        act = self.x > EPS_TOKENS
+        gp = self.pgpu[act]
+        xs = self.x[act]
+        G = np.bincount(gp, minlength=self.g).astype(np.float64)
+        N = np.bincount(gp, weights=xs, minlength=self.g)
+        T = np.bincount(gp, weights=self.tl(xs), minlength=self.g)
+        return G, N, T
+
+    def load(self, shares: np.ndarray):
+        self.x = shares[self.pe, self.pr].astype(np.float64).copy()
+        self.G, self.N, self.T = self.features()
+
+    def shares(self) -> np.ndarray:
+        out = np.zeros(self.inst.replica_gpu.shape)
+        out[self.pe, self.pr] = self.x
+        return out
+
+    def times(self):
+        return self.cost(self.G, self.N, self.T)
+
+    # ---------------------------------------------------------------- stage 1
+    def seed(self):
+        inst = self.inst
+        counts = inst.counts
+        pe, pgpu = self.pe, self.pgpu
+        # experts whose replicas all sit on one GPU: forced, placed at once
+        gmin = np.full(inst.n_experts, np.iinfo(np.int64).max)
+        gmax = np.full(inst.n_experts, -1)
+        np.minimum.at(gmin, pe, pgpu)
+        np.maximum.at(gmax, pe, pgpu)
+        live = inst.live
+        forced = live & (gmin == gmax)
+        first = self.ptr[:-1]
+        self.x[:] = 0.0
+        fe = np.flatnonzero(forced)
+        self.x[first[fe]] = counts[fe]
+        G, N, T = self.features()
+        Gl, Nl, Tl = G.tolist(), N.tolist(), T.tolist()
+        a, b, c, beta, b2, tile = self.a, self.b, self.c, self.beta, self.b2, self.tile
+        c2, gamma, traffic = self.c2, self.gamma, self.traffic
+        choice = np.flatnonzero(live & ~forced)
+        choice = choice[np.argsort(-counts[choice], kind="stable")]
+        ptr = self.ptr.tolist()
+        pg = pgpu.tolist()
+        x = self.x
+        split = self.split_seed
+        for e in choice.tolist():
+            n = float(counts[e])
+            nt = max(1.0, float(np.ceil(n / tile - 1e-9))) if b2 else 1.0
+            best = None
+            for p in range(ptr[e], ptr[e + 1]):
+                h = pg[p]
+                Gh, Nh, Th = Gl[h], Nl[h], Tl[h]
+                old = max(a + b * Gh + b2 * (Th - Gh), c + beta * Nh)
+                new = max(a + b * (Gh + 1) + b2 * (Th + nt - Gh - 1), c + beta * (Nh + n))
+                if traffic:
+                    old = max(old, c2 + gamma * Nh)
+                    new = max(new, c2 + gamma * (Nh + n))
+                key = (new, new - old, h)
+                if best is None or key < best[0]:
+                    best = (key, p, h)
+            plan = None
+            if split and ptr[e + 1] - ptr[e] > 1 and n > 1:
+                plan = self._waterfill(e, n, Gl, Nl, Tl, ptr, pg, best[0][0])
+            if plan is None:
+                _, p, h = best
+                x[p] = n
+                Gl[h] += 1.0
+                Nl[h] += n
+                Tl[h] += nt
+            else:
+                for p, amount in plan:
+                    h = pg[p]
+                    x[p] = amount
+                    Gl[h] += 1.0
+                    Nl[h] += amount
+                    Tl[h] += max(1.0, float(np.ceil(amount / tile - 1e-9))) if b2 else 1.0
+        self.G, self.N, self.T = np.array(Gl), np.array(Nl), np.array(Tl)
+
+    def _waterfill(self, e, n, Gl, Nl, Tl, ptr, pg, whole_cost):
+        """Split expert e over its k least-loaded replica GPUs (k >= 2), levelling their
+        token counts; return [(pair, tokens)] if some k beats ``whole_cost``, else None."""
+        a, b, c, beta, b2, tile = self.a, self.b, self.c, self.beta, self.b2, self.tile
+        c2, gamma, traffic = self.c2, self.gamma, self.traffic
+        seen = {}
+        for p in range(ptr[e], ptr[e + 1]):
+            seen.setdefault(pg[p], p)  # one pair per distinct GPU
+        cands = sorted(seen.items(), key=lambda kv: (Nl[kv[0]], kv[0]))
+        best = None
+        acc = 0.0
+        for k in range(1, len(cands) + 1):
+            acc += Nl[cands[k - 1][0]]
+            if k == 1:
+                continue
+            level = (acc + n) / k
+            if level <= Nl[cands[k - 1][0]]:  # the k-th GPU would receive nothing
+                break
+            worst = 0.0
+            plan = []
+            for h, p in cands[:k]:
+                amount = level - Nl[h]
+                nt = max(1.0, float(np.ceil(amount / tile - 1e-9))) if b2 else 1.0
+                t = max(a + b * (Gl[h] + 1) + b2 * (Tl[h] + nt - Gl[h] - 1), c + beta * level)
+                if traffic:
+                    t = max(t, c2 + gamma * level)
+                worst = max(worst, t)
+                plan.append((p, amount))
+            if best is None or worst < best[0]:
+                best = (worst, plan)
+        if best is not None and best[0] < whole_cost * (1 - 1e-12):
+            return best[1]
+        return None
+
+    # ---------------------------------------------------------------- moves
+    def _siblings(self, src: np.ndarray, exclude_gpu: np.ndarray):
+        """All (i, j) with j a pair of i's expert on a GPU other than ``exclude_gpu[i]``."""
+        e = self.pe[src]
+        starts = self.ptr[e]
+        lens = self.ptr[e + 1] - starts
+        tot = int(lens.sum())
+        if tot == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        rep_i = np.repeat(src, lens)
+        offs = np.arange(tot) - np.repeat(np.cumsum(lens) - lens, lens)
+        j = np.repeat(starts, lens) + offs
+        keep = self.pgpu[j] != np.repeat(exclude_gpu, lens)
+        return rep_i[keep], j[keep]
+
+    def _evaluate(self, gb, i, j, whole_only, i2=None, j2=None):
+        """Best delta and resulting max time for moves: share of pair i (on gb) to pair j
+        (GPU h), then optionally all of pair i2 (on h) to pair j2 (GPU k).
+        Returns (value[M], delta[M])."""
+        x = self.x
+        G, N, T = self.G, self.N, self.T
+        h = self.pgpu[j]
+        x1, xj = x[i], x[j]
+        M = i.size
+        chain = i2 is not None
+        Gg0, Ng0, Tg0 = np.full(M, G[gb]), np.full(M, N[gb]), np.full(M, T[gb])
+        Gh0, Nh0, Th0 = G[h].copy(), N[h].copy(), T[h].copy()
+        Tg0 = Tg0 - self.tl(x1)  # tiles of the pair being moved are re-added below
+        Th0 = Th0 - self.tl(xj)
+        Gh0 = Gh0 + (xj <= EPS_TOKENS)
+        third = np.zeros(M)
+        if chain:
+            x2, xk = x[i2], x[j2]
+            k = self.pgpu[j2]
+            Gh0 = Gh0 - 1.0
+            Nh0 = Nh0 - x2
+            Th0 = Th0 - self.tl(x2)
+            on_g = k == gb
+            addk = (xk <= EPS_TOKENS).astype(np.float64)
+            dT = self.tl(xk + x2) - self.tl(xk)
+            Gg0 = Gg0 + on_g * addk
+            Ng0 = Ng0 + on_g * x2
+            Tg0 = Tg0 + on_g * dT
+            third = np.where(on_g, 0.0, self.cost(G[k] + addk, N[k] + x2, T[k] + dT))
+        # candidate deltas [M, C]
+        if whole_only:
+            cand = x1[:, None]
+        else:
+            c, beta, c2, gamma = self.c, self.beta, self.c2, self.gamma
+            Kflat = np.maximum(np.maximum(self.a + self.b * Gg0 + self.b2 * (Tg0 + 1 - Gg0),
+                                          self.a + self.b * Gh0 + self.b2 * (Th0 + 1 - Gh0)), third)
+            cols = [(Ng0 - Nh0) / 2.0, x1]
+            if beta > 0:
+                cols += [(c + beta * Ng0 - Kflat) / beta, (Kflat - c - beta * Nh0) / beta]
+            if self.traffic and gamma > 0:
+                cols += [(c2 + gamma * Ng0 - Kflat) / gamma, (Kflat - c2 - gamma * Nh0) / gamma]
+                if beta + gamma > 0:
+                    cols += [(c + beta * Ng0 - c2 - gamma * Nh0) / (beta + gamma),
+                             (c2 + gamma * Ng0 - c - beta * Nh0) / (beta + gamma)]
+            cand = np.clip(np.stack(cols, axis=1), 0.0, x1[:, None])
+            if self.b2 > 0:
+                tile = self.tile
+                rem = x1[:, None] - cand
+                to = xj[:, None] + cand
+                cand = np.concatenate([cand,
+                                       x1[:, None] - tile * np.floor(rem / tile),
+                                       x1[:, None] - tile * np.ceil(rem / tile),
+                                       tile * np.ceil(to / tile) - xj[:, None],
+                                       tile * np.floor(to / tile) - xj[:, None]], axis=1)
+            cand = np.clip(cand, 0.0, x1[:, None])
+        rem = x1[:, None] - cand
+        whole = rem <= EPS_TOKENS * np.maximum(1.0, x1[:, None])
+        tg = self.cost(Gg0[:, None] - whole, Ng0[:, None] - cand, Tg0[:, None] + self.tl(np.where(whole, 0.0, rem)))
+        th = self.cost(Gh0[:, None], Nh0[:, None] + cand, Th0[:, None] + self.tl(xj[:, None] + cand))
+        val = np.maximum(np.maximum(tg, th), third[:, None])
+        val = np.where(cand > EPS_TOKENS, val, np.inf)
+        best = np.argmin(val, axis=1)
+        rows = np.arange(M)
+        return val[rows, best], cand[rows, best]
+
+    def _apply(self, i, j, delta, i2=-1, j2=-1):
+        x = self.x
+        if delta >= x[i] - EPS_TOKENS * max(1.0, x[i]):
+            delta = x[i]
+        x[i] -= delta
+        x[j] += delta
+        if x[i] < EPS_TOKENS:
+            x[i] = 0.0
+        if i2 >= 0:
+            x[j2] += x[i2]
+            x[i2] = 0.0
+        self.G, self.N, self.T = self.features()
+
+    def improve(self, whole_only: bool, chains: bool, max_iter: int, fanout: int = 4):
+        """Bottleneck local search; returns the number of accepted moves."""
+        moves = 0
+        for _ in range(max_iter):
+            t = self.times()
+            gb = int(np.argmax(t))
+            tb = t[gb]
+            thresh = tb - _REL * max(1.0, tb)
+            gp = self.gpu_pairs[gb]
+            A = gp[self.x[gp] > EPS_TOKENS]
+            if A.size == 0:
+                break
+            i, j = self._siblings(A, np.full(A.size, gb))
+            if i.size == 0:
+                break
+            val, dl = self._evaluate(gb, i, j, whole_only)
+            m = int(np.argmin(val))
+            if val[m] < thresh:
+                self._apply(int(i[m]), int(j[m]), float(dl[m]))
+                moves += 1
+                continue
+            if not chains:
+                break
+            found = self._chain(gb, thresh, t, i, j, whole_only, fanout)
+            if not found:
+                break
+            moves += 1
+        return moves
+
+    def _chain(self, gb, thresh, t, i, j, whole_only, fanout):
+        h = self.pgpu[j]
+        # keep, per first pair i, the `fanout` destination GPUs with the lowest time
+        if fanout and i.size > fanout:
+            order = np.lexsort((t[h], i))
+            i, j, h = i[order], j[order], h[order]
+            first = np.r_[0, np.flatnonzero(np.diff(i)) + 1]
+            rank = np.arange(i.size) - np.repeat(first, np.diff(np.r_[first, i.size]))
+            keep = rank < fanout
+            i, j, h = i[keep], j[keep], h[keep]
+        best = None
+        for hh in np.unique(h).tolist():
+            gp = self.gpu_pairs[hh]
+            B = gp[self.x[gp] > EPS_TOKENS]
+            if B.size == 0:
+                continue
+            i2, j2 = self._siblings(B, np.full(B.size, hh))
+            if i2.size == 0:
+                continue
+            # per second pair, destinations: GPU gb (a swap) and the cheapest other GPU
+            k = self.pgpu[j2]
+            onb = k == gb
+            order = np.lexsort((t[k], i2))
+            i2s, j2s = i2[order], j2[order]
+            firsts = np.r_[True, i2s[1:] != i2s[:-1]]
+            sel_i2 = np.concatenate([i2[onb], i2s[firsts]])
+            sel_j2 = np.concatenate([j2[onb], j2s[firsts]])
+            m1 = np.flatnonzero(h == hh)
+            I = np.repeat(i[m1], sel_i2.size)
+            J = np.repeat(j[m1], sel_i2.size)
+            I2 = np.tile(sel_i2, m1.size)
+            J2 = np.tile(sel_j2, m1.size)
+            ok = (self.pe[I2] != self.pe[I]) & (J2 != I)
+            if not ok.any():
+                continue
+            I, J, I2, J2 = I[ok], J[ok], I2[ok], J2[ok]
+            val, dl = self._evaluate(gb, I, J, whole_only, I2, J2)
+            m = int(np.argmin(val))
+            if val[m] < thresh and (best is None or val[m] < best[0]):
+                best = (val[m], int(I[m]), int(J[m]), float(dl[m]), int(I2[m]), int(J2[m]))
+        if best is None:
+            return False
+        _, a, bb, d, a2, b2 = best
+        self._apply(a, bb, d, a2, b2)
+        return True
+
+
+@register("tempo")
+def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains: bool = True,
+               local_search: bool = True, partial: bool = True, ensemble: bool = True,
+               tau: float = 0.01, max_iter: int = 300, fanout: int = 4,
+               lp_variants="auto") -> Dispatch:
+    """tempo_fast (Section 4.2): minimise the modeled makespan of Eq. 3 (with the tile and
+    traffic terms when ``model`` has them).
+
+    Parameters
+    ----------
+    seed : {"greedy", "whole", "static"}
+        Stage 1: the cost-aware greedy seed ("greedy": an expert may be water-filled over
+        its least-loaded replica GPUs when that beats its best whole placement; "whole":
+        the paper's whole-expert seed), or the static map (for ablations).
+    chains : bool
+        Stage 2: whole-expert 1- and 2-step augmenting chains.
+    local_search, partial : bool
+        Stage 3, and whether it may split experts (``partial=False`` is Table 2's
+        "no partial moves": whole-expert moves only).
+    ensemble : bool
+        Stage 4: score token-LP (``lp_variants``) and round-robin (full replication only) and
+        switch when more than ``tau`` better (Proposition 1).
+    max_iter : int
+        Accepted moves per stage, at most.
+    fanout : int
+        2-step chains consider, per first move, the ``fanout`` cheapest destination GPUs.
+    lp_variants : "auto" or tuple of {"vertex", "even"}
+        Token-LP candidates of the ensemble.  "auto": the max-flow vertex always, and the
+        even split too under full replication (where it is closed-form; elsewhere it needs an
+        iterative projection).  Proposition 1 holds against every candidate scored.
+    """
+    if not 0 <= tau < 1:
+        raise ValueError(f"tau must lie in [0, 1), got {tau}")
+    if seed not in ("greedy", "whole", "static"):
+        raise ValueError(f"seed must be 'greedy', 'whole' or 'static', got {seed!r}")
+    if max_iter < 0:
+        raise ValueError(f"max_iter must be non-negative, got {max_iter}")
+    t0 = time.perf_counter()
+    st = _State(inst, model)
+    if seed in ("greedy", "whole"):
+        st.split_seed = seed == "greedy"
+        st.seed()
+    else:
+        from .proxies import static
+
+        st.load(static(inst).shares)
+    stages = {"seed": float(st.times().max(initial=0.0))}
+    if st.P and chains:
+        st.improve(whole_only=True, chains=True, max_iter=max_iter, fanout=fanout)
+        stages["chains"] = float(st.times().max())
+    if st.P and local_search:
+        st.improve(whole_only=not partial, chains=True, max_iter=max_iter, fanout=fanout)
+        stages["local_search"] = float(st.times().max())
+    shares = st.shares()
+    best_ms = float(st.times().max(initial=0.0))
+    chosen = "local_search"
+    if ensemble and st.P:
+        from .exact import token_lp_even, token_lp_vertex
+        from .proxies import round_robin
+
+        full = inst.is_full_replication()
+        if lp_variants == "auto":
+            lp_variants = ("vertex", "even") if full else ("vertex",)
+        makers = []
+        if "vertex" in lp_variants:
+            makers.append(("token_lp_vertex", lambda: token_lp_vertex(inst).shares))
+        if "even" in lp_variants:
+            makers.append(("token_lp_even", lambda: token_lp_even(inst).shares))
+        if full:
+            makers.append(("round_robin", lambda: round_robin(inst).shares))
+        # Every candidate costs at least the splitting-allowed lower bound; when that bound
+        # already rules out a switch, skip building the candidates (same output, less time).
+        lb = _lower_bound(inst, model)
+        if lb >= (1 - tau) * best_ms:
+            makers = []
+            stages["ensemble_pruned"] = True
+        cand_best = None
+        for name, make in makers:
+            sh = make()
+            ms = model.makespan(inst, sh)
+            if cand_best is None or ms < cand_best[0]:
+                cand_best = (ms, name, sh)
+        if cand_best is not None and cand_best[0] < (1 - tau) * best_ms:
+            best_ms, chosen, shares = cand_best[0], cand_best[1], cand_best[2]
+        stages["ensemble"] = best_ms
+    return Dispatch(shares, {"policy": "tempo", "makespan": best_ms, "chosen": chosen,
+                             "stages": stages, "solve_s": time.perf_counter() - t0})
+
+
+def _lower_bound(inst: Instance, model: CostModel) -> float:
+    """A lower bound on every dispatch's makespan: each live expert activates at least one
+    replica (``a + b*ceil(live/g)``), and tokens need at least ``max(total/g, max_e n_e/|R(e)|)``
+    on some GPU (an expert cannot spread beyond its replica GPUs)."""
+    g = inst.n_gpus
+    live = inst.live
+    L = int(live.sum())
+    if L == 0:
+        return max(model.a, model.c)
+    distinct = np.array([np.unique(inst.replica_gpu[e][inst.valid[e]]).size for e in np.flatnonzero(live)])
+    z = max(inst.total_tokens / g, float((inst.counts[live] / distinct).max()))
+    lb = max(model.a + model.b * np.ceil(L / g), model.c + model.beta * z)
+    if model.has_traffic:
+        lb = max(lb, model.c2 + model.gamma * z)
+    return float(lb)
