@@ -42,23 +42,29 @@ class _Bipartite:
         self.n_pair = self.pe.size
 
     def flow(self, exp_cap, pair_cap, gpu_cap):
+        """Max-flow with the given capacities; returns (value, caps[edges], flow[edges])."""
         caps = np.concatenate([exp_cap, pair_cap, gpu_cap]).astype(np.int64)
         if caps.max(initial=0) >= 2**31:
             raise OverflowError("capacities exceed int32; instance too large for the flow solver")
-        C = sp.csr_matrix((caps.astype(np.int32), (self.src, self.dst)), shape=(self.n, self.n))
+        if not hasattr(self, "_indptr"):
+            # edges are already sorted by source node, and by target within a source
+            self._indptr = np.r_[0, np.cumsum(np.bincount(self.src, minlength=self.n))].astype(np.int32)
+            self._indices = self.dst.astype(np.int32)
+        C = sp.csr_matrix((caps.astype(np.int32), self._indices, self._indptr), shape=(self.n, self.n))
         res = maximum_flow(C, self.s, self.t, method="dinic")
-        F = res.flow
-        return res.flow_value, C, F
+        Fd = res.flow.toarray()
+        return res.flow_value, caps, Fd[self.src, self.dst]
 
-    def pair_flow(self, F):
-        F = F.tocsr()
-        return np.asarray(F[1 + self.pe, 1 + self.L + self.pg]).ravel()
+    def pair_flow(self, edge_flow):
+        return edge_flow[self.L:self.L + self.n_pair]
 
-    def source_side(self, C, F):
+    def source_side(self, caps, edge_flow):
         """bool[n]: nodes reachable from the source in the residual graph (min-cut side)."""
-        R = (C - F).tocsr()
-        R.data[R.data < 0] = 0
-        R.eliminate_zeros()
+        fwd = caps - edge_flow > 0
+        back = edge_flow > 0
+        rs = np.concatenate([self.src[fwd], self.dst[back]])
+        rd = np.concatenate([self.dst[fwd], self.src[back]])
+        R = sp.csr_matrix((np.ones(rs.size, np.int8), (rs, rd)), shape=(self.n, self.n))
         reach = breadth_first_order(R, self.s, directed=True, return_predecessors=False)
         side = np.zeros(self.n, dtype=bool)
         side[reach] = True
@@ -92,6 +98,11 @@ def _token_lp(inst: Instance):
     graph = _Bipartite(inst)
     n = inst.counts[graph.live].astype(np.int64)
     W, k = int(n.sum()), inst.n_gpus
+    # start from the larger of two valid lower bounds: total/g and each expert over its GPUs
+    deg = np.bincount(graph.pe, minlength=graph.L)
+    e = int(np.argmax(n / deg))
+    if n[e] * k > W * deg[e]:
+        W, k = int(n[e]), int(deg[e])
     for _ in range(inst.n_gpus + 2):
         val, C, F = graph.flow(n * k, n[graph.pe] * k, np.full(graph.g, W))
         if val >= n.sum() * k:
@@ -211,8 +222,10 @@ def semi_matching(inst: Instance, model: CostModel | None = None) -> Dispatch:
     ones = np.ones(L, np.int64)
     lo, hi = math.ceil(L / inst.n_gpus), L
     best = None
+    first = True
     while lo <= hi:
-        mid = (lo + hi) // 2
+        mid = lo if first else (lo + hi) // 2  # the bound ceil(L/g) is usually optimal: try it first
+        first = False
         val, C, F = graph.flow(ones, np.ones(graph.n_pair, np.int64), np.full(graph.g, mid))
         if val >= L:
             best, hi = (mid, graph.pair_flow(F)), mid - 1

@@ -8,7 +8,10 @@ Four stages, each switchable for the ablations of Tables 2 and 8:
    choices see every forced load (our refinement; the order among choices is the paper's).
 2. **Augmenting chains** (the flat-regime move).  Whole-expert moves off the bottleneck GPU,
    1-step (g -> h) and 2-step (g -> h, then another expert h -> k, so h's activation count
-   stays put): the truncation of the semi-matching augmenting path of Lemma 2.
+   stays put): the truncation of the semi-matching augmenting path of Lemma 2.  When both
+   fail we go further than the paper and search a breadth-first augmenting path of any
+   length (``chain_depth=None``; set 2 for the paper's truncation): it is cheap, and it
+   makes the solver exact in the beta -> 0 limit.
 3. **Bottleneck local search with partial migrations** (the linear-regime move).  Move token
    mass off the bottleneck: whole experts, or a partial share ``delta`` chosen by an exact
    line search.  For fixed activation changes the objective restricted to ``delta`` is a
@@ -22,7 +25,10 @@ Four stages, each switchable for the ablations of Tables 2 and 8:
 4. **Ensemble with switching tolerance** (Proposition 1).  Token-LP (both the vertex and the
    even variant) and, under full replication, the round-robin A3 of Theorem 2 are scored
    under the model; the solver switches to the best only if it is more than ``tau`` (1%)
-   better than the local-search result.
+   better than the local-search result.  Two exact shortcuts save time without changing
+   the guarantee: candidates are not built when the lower bound already rules out a
+   switch, and when the bottleneck is token-bound after stage 2 and the token-LP candidate
+   attains the lower bound, it is returned at once (it is optimal).
 
 A move is accepted only when every GPU it touches ends strictly below the bottleneck's
 current time, so each accepted move lowers the makespan or the number of GPUs attaining it.
@@ -63,6 +69,8 @@ class _State:
         self.c2 = model.c2 if self.traffic else 0.0
         self.gamma = model.gamma if self.traffic else 0.0
         self.split_seed = True
+        self.chain_depth = None
+        self.lb = 0.0
 
     # ---------------------------------------------------------------- pricing helpers
     def tl(self, x):
@@ -290,6 +298,8 @@ class _State:
             t = self.times()
             gb = int(np.argmax(t))
             tb = t[gb]
+            if tb <= self.lb * (1 + 1e-12):  # provably optimal: nothing to gain
+                break
             thresh = tb - _REL * max(1.0, tb)
             gp = self.gpu_pairs[gb]
             A = gp[self.x[gp] > EPS_TOKENS]
@@ -307,14 +317,112 @@ class _State:
             if not chains:
                 break
             found = self._chain(gb, thresh, t, i, j, whole_only, fanout)
+            if not found and (self.chain_depth is None or self.chain_depth > 2):
+                found = self._augment(gb, thresh, self.chain_depth)
             if not found:
                 break
             moves += 1
         return moves
 
+    def _augment(self, gb, thresh, depth):
+        """Breadth-first augmenting path of whole-expert moves gb -> v1 -> ... -> vk: each
+        intermediate GPU receives one expert and sends another (its activation count is
+        unchanged), the last one absorbs an activation.  This is the semi-matching
+        augmenting path of Lemma 2, priced with the full model at every GPU it touches."""
+        x = self.x
+        Gl, Nl, Tl = self.G.tolist(), self.N.tolist(), self.T.tolist()
+        a, b, c, beta, b2, tile = self.a, self.b, self.c, self.beta, self.b2, self.tile
+        c2, gamma, traffic = self.c2, self.gamma, self.traffic
+
+        def cost(G, N, T):
+            v = max(a + b * G + b2 * (T - G), c + beta * N)
+            return max(v, c2 + gamma * N) if traffic else v
+
+        def tl(v):
+            if v <= EPS_TOKENS:
+                return 0.0
+            return max(1.0, float(np.ceil(v / tile - 1e-9))) if b2 else 1.0
+
+        pe, pgpu, ptr = self.pe, self.pgpu, self.ptr
+        act = x > EPS_TOKENS
+        active = {}
+        for p in np.flatnonzero(act).tolist():
+            active.setdefault(int(pgpu[p]), []).append(p)
+        xs = x.tolist()
+        pel = pe.tolist()
+        pgl = pgpu.tolist()
+        ptrl = ptr.tolist()
+        # label-correcting search: a GPU is re-entered when a path brings it fewer tokens
+        label = {gb: -1.0}
+        parent = {}
+        frontier = []
+
+        def ancestors(v):
+            seen = set()
+            while v != gb:
+                seen.add(v)
+                v = parent[v][0]
+            return seen
+
+        def push(u, p, q, d):
+            w = pgl[q]
+            n_in = xs[p]
+            if w == gb or (w in label and label[w] <= n_in):
+                return
+            if w in label and u != gb and w in ancestors(u):
+                return
+            label[w] = n_in
+            parent[w] = (u, p, q)
+            frontier.append((w, d, n_in))
+
+        for p in sorted(active.get(gb, []), key=lambda p: xs[p]):
+            xp = xs[p]
+            if cost(Gl[gb] - 1, Nl[gb] - xp, Tl[gb] - tl(xp)) >= thresh:
+                continue
+            e = pel[p]
+            for q in range(ptrl[e], ptrl[e + 1]):
+                if pgl[q] != gb:
+                    push(gb, p, q, 1)
+        head = 0
+        budget = 50 * self.g + len(frontier)
+        while head < len(frontier) and head < budget:
+            v, d, n_lab = frontier[head]
+            head += 1
+            if label.get(v) != n_lab:  # superseded by a better entry
+                continue
+            _, p_in, q_in = parent[v]
+            n_in = xs[p_in]
+            add = 1.0 if xs[q_in] <= EPS_TOKENS else 0.0
+            dT = tl(xs[q_in] + n_in) - tl(xs[q_in])
+            if cost(Gl[v] + add, Nl[v] + n_in, Tl[v] + dT) < thresh:
+                # apply the path backwards from v
+                node = v
+                while node != gb:
+                    u, p, q = parent[node]
+                    x[q] += x[p]
+                    x[p] = 0.0
+                    node = u
+                self.G, self.N, self.T = self.features()
+                return True
+            if depth is not None and d >= depth:
+                continue
+            e_in = pel[p_in]
+            for p in active.get(v, []):
+                e = pel[p]
+                if e == e_in:
+                    continue
+                xp = xs[p]
+                if cost(Gl[v] + add - 1, Nl[v] + n_in - xp, Tl[v] + dT - tl(xp)) >= thresh:
+                    continue
+                for q in range(ptrl[e], ptrl[e + 1]):
+                    if pgl[q] != v:
+                        push(v, p, q, d + 1)
+        return False
+
     def _chain(self, gb, thresh, t, i, j, whole_only, fanout):
+        """2-step chains from the bottleneck gb: pair i -> pair j (GPU h), then a whole
+        other expert off h to gb (a swap) or to its cheapest other replica GPU."""
         h = self.pgpu[j]
-        # keep, per first pair i, the `fanout` destination GPUs with the lowest time
         if fanout and i.size > fanout:
             order = np.lexsort((t[h], i))
             i, j, h = i[order], j[order], h[order]
@@ -322,47 +430,50 @@ class _State:
             rank = np.arange(i.size) - np.repeat(first, np.diff(np.r_[first, i.size]))
             keep = rank < fanout
             i, j, h = i[keep], j[keep], h[keep]
-        best = None
-        for hh in np.unique(h).tolist():
-            gp = self.gpu_pairs[hh]
-            B = gp[self.x[gp] > EPS_TOKENS]
-            if B.size == 0:
-                continue
-            i2, j2 = self._siblings(B, np.full(B.size, hh))
-            if i2.size == 0:
-                continue
-            # per second pair, destinations: GPU gb (a swap) and the cheapest other GPU
-            k = self.pgpu[j2]
-            onb = k == gb
-            order = np.lexsort((t[k], i2))
-            i2s, j2s = i2[order], j2[order]
-            firsts = np.r_[True, i2s[1:] != i2s[:-1]]
-            sel_i2 = np.concatenate([i2[onb], i2s[firsts]])
-            sel_j2 = np.concatenate([j2[onb], j2s[firsts]])
-            m1 = np.flatnonzero(h == hh)
-            I = np.repeat(i[m1], sel_i2.size)
-            J = np.repeat(j[m1], sel_i2.size)
-            I2 = np.tile(sel_i2, m1.size)
-            J2 = np.tile(sel_j2, m1.size)
-            ok = (self.pe[I2] != self.pe[I]) & (J2 != I)
-            if not ok.any():
-                continue
-            I, J, I2, J2 = I[ok], J[ok], I2[ok], J2[ok]
-            val, dl = self._evaluate(gb, I, J, whole_only, I2, J2)
-            m = int(np.argmin(val))
-            if val[m] < thresh and (best is None or val[m] < best[0]):
-                best = (val[m], int(I[m]), int(J[m]), float(dl[m]), int(I2[m]), int(J2[m]))
-        if best is None:
+        hs = np.unique(h)
+        onh = np.isin(self.pgpu, hs) & (self.x > EPS_TOKENS)
+        B = np.flatnonzero(onh)
+        if B.size == 0:
             return False
-        _, a, bb, d, a2, b2 = best
-        self._apply(a, bb, d, a2, b2)
+        i2, j2 = self._siblings(B, self.pgpu[B])
+        if i2.size == 0:
+            return False
+        k = self.pgpu[j2]
+        onb = k == gb
+        order = np.lexsort((t[k], i2))
+        i2s, j2s = i2[order], j2[order]
+        firsts = np.r_[True, i2s[1:] != i2s[:-1]]
+        sel_i2 = np.concatenate([i2[onb], i2s[firsts]])
+        sel_j2 = np.concatenate([j2[onb], j2s[firsts]])
+        # group second moves by their source GPU, then join with first moves on h
+        sec_gpu = self.pgpu[sel_i2]
+        order = np.argsort(sec_gpu, kind="stable")
+        sel_i2, sel_j2, sec_gpu = sel_i2[order], sel_j2[order], sec_gpu[order]
+        ptr = np.searchsorted(sec_gpu, np.arange(self.g + 1))
+        lens = ptr[h + 1] - ptr[h]
+        tot = int(lens.sum())
+        if tot == 0:
+            return False
+        I = np.repeat(i, lens)
+        J = np.repeat(j, lens)
+        idx = np.repeat(ptr[h], lens) + np.arange(tot) - np.repeat(np.cumsum(lens) - lens, lens)
+        I2, J2 = sel_i2[idx], sel_j2[idx]
+        ok = (self.pe[I2] != self.pe[I]) & (J2 != I)
+        if not ok.any():
+            return False
+        I, J, I2, J2 = I[ok], J[ok], I2[ok], J2[ok]
+        val, dl = self._evaluate(gb, I, J, whole_only, I2, J2)
+        m = int(np.argmin(val))
+        if not val[m] < thresh:
+            return False
+        self._apply(int(I[m]), int(J[m]), float(dl[m]), int(I2[m]), int(J2[m]))
         return True
 
 
 @register("tempo")
 def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains: bool = True,
                local_search: bool = True, partial: bool = True, ensemble: bool = True,
-               tau: float = 0.01, max_iter: int = 300, fanout: int = 4,
+               tau: float = 0.01, max_iter: int = 300, fanout: int = 4, chain_depth: int | None = None,
                lp_variants="auto") -> Dispatch:
     """tempo_fast (Section 4.2): minimise the modeled makespan of Eq. 3 (with the tile and
     traffic terms when ``model`` has them).
@@ -383,6 +494,10 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
         switch when more than ``tau`` better (Proposition 1).
     max_iter : int
         Accepted moves per stage, at most.
+    chain_depth : int or None
+        When 1- and 2-step chains fail, search a breadth-first augmenting path of whole
+        moves up to this many steps (None: unlimited; 2: the paper's truncation).  In the
+        beta -> 0 limit this is the exact semi-matching algorithm (Lemma 2).
     fanout : int
         2-step chains consider, per first move, the ``fanout`` cheapest destination GPUs.
     lp_variants : "auto" or tuple of {"vertex", "even"}
@@ -398,6 +513,8 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
         raise ValueError(f"max_iter must be non-negative, got {max_iter}")
     t0 = time.perf_counter()
     st = _State(inst, model)
+    st.lb = _lower_bound(inst, model)
+    st.chain_depth = chain_depth
     if seed in ("greedy", "whole"):
         st.split_seed = seed == "greedy"
         st.seed()
@@ -409,6 +526,36 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
     if st.P and chains:
         st.improve(whole_only=True, chains=True, max_iter=max_iter, fanout=fanout)
         stages["chains"] = float(st.times().max())
+    full = inst.is_full_replication()
+    if lp_variants == "auto":
+        lp_variants = ("vertex", "even") if full else ("vertex",)
+    cache = {}
+
+    def candidate(name):
+        if name not in cache:
+            from .exact import token_lp_even, token_lp_vertex
+            from .proxies import round_robin
+
+            make = {"token_lp_vertex": token_lp_vertex, "token_lp_even": token_lp_even,
+                    "round_robin": round_robin}[name]
+            sh = make(inst).shares
+            cache[name] = (model.makespan(inst, sh), sh)
+        return cache[name]
+
+    names = [f"token_lp_{v}" for v in lp_variants] + (["round_robin"] if full else [])
+    if st.P and local_search and ensemble:
+        # Compute regime shortcut: if the bottleneck is token-bound and a token-LP candidate
+        # attains the lower bound, it is optimal and local search cannot improve on it.
+        G, N, T = st.G, st.N, st.T
+        gb = int(np.argmax(st.times()))
+        flat = st.a + st.b * G[gb] + st.b2 * (T[gb] - G[gb])
+        if st.c + st.beta * N[gb] >= flat or (st.traffic and st.c2 + st.gamma * N[gb] >= flat):
+            for name in names[:1]:
+                ms, sh = candidate(name)
+                if ms <= st.lb * (1 + 1e-9):
+                    return Dispatch(sh.copy(), {"policy": "tempo", "makespan": ms, "chosen": name,
+                                                "stages": {**stages, "shortcut": ms},
+                                                "solve_s": time.perf_counter() - t0})
     if st.P and local_search:
         st.improve(whole_only=not partial, chains=True, max_iter=max_iter, fanout=fanout)
         stages["local_search"] = float(st.times().max())
@@ -416,33 +563,18 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
     best_ms = float(st.times().max(initial=0.0))
     chosen = "local_search"
     if ensemble and st.P:
-        from .exact import token_lp_even, token_lp_vertex
-        from .proxies import round_robin
-
-        full = inst.is_full_replication()
-        if lp_variants == "auto":
-            lp_variants = ("vertex", "even") if full else ("vertex",)
-        makers = []
-        if "vertex" in lp_variants:
-            makers.append(("token_lp_vertex", lambda: token_lp_vertex(inst).shares))
-        if "even" in lp_variants:
-            makers.append(("token_lp_even", lambda: token_lp_even(inst).shares))
-        if full:
-            makers.append(("round_robin", lambda: round_robin(inst).shares))
-        # Every candidate costs at least the splitting-allowed lower bound; when that bound
-        # already rules out a switch, skip building the candidates (same output, less time).
-        lb = _lower_bound(inst, model)
-        if lb >= (1 - tau) * best_ms:
-            makers = []
+        # Every candidate costs at least the lower bound; when that bound already rules out
+        # a switch, skip building the candidates (same output, less time).
+        if st.lb >= (1 - tau) * best_ms and not cache:
+            names = []
             stages["ensemble_pruned"] = True
         cand_best = None
-        for name, make in makers:
-            sh = make()
-            ms = model.makespan(inst, sh)
+        for name in names:
+            ms, sh = candidate(name)
             if cand_best is None or ms < cand_best[0]:
                 cand_best = (ms, name, sh)
         if cand_best is not None and cand_best[0] < (1 - tau) * best_ms:
-            best_ms, chosen, shares = cand_best[0], cand_best[1], cand_best[2]
+            best_ms, chosen, shares = cand_best[0], cand_best[1], cand_best[2].copy()
         stages["ensemble"] = best_ms
     return Dispatch(shares, {"policy": "tempo", "makespan": best_ms, "chosen": chosen,
                              "stages": stages, "solve_s": time.perf_counter() - t0})
@@ -451,13 +583,16 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
 def _lower_bound(inst: Instance, model: CostModel) -> float:
     """A lower bound on every dispatch's makespan: each live expert activates at least one
     replica (``a + b*ceil(live/g)``), and tokens need at least ``max(total/g, max_e n_e/|R(e)|)``
-    on some GPU (an expert cannot spread beyond its replica GPUs)."""
+    on some GPU (an expert cannot spread beyond its distinct replica GPUs)."""
     g = inst.n_gpus
     live = inst.live
     L = int(live.sum())
     if L == 0:
         return max(model.a, model.c)
-    distinct = np.array([np.unique(inst.replica_gpu[e][inst.valid[e]]).size for e in np.flatnonzero(live)])
+    has = np.zeros((inst.n_experts, g), dtype=bool)
+    e, r = np.nonzero(inst.valid)
+    has[e, inst.replica_gpu[e, r]] = True
+    distinct = has[live].sum(axis=1)
     z = max(inst.total_tokens / g, float((inst.counts[live] / distinct).max()))
     lb = max(model.a + model.b * np.ceil(L / g), model.c + model.beta * z)
     if model.has_traffic:
