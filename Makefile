@@ -1,4 +1,8 @@
 # TEMPO book. `make book` and `make test` set everything up from scratch (Python 3.11).
+#   make book                  run every notebook (PROFILE=full) and build _build/html
+#   make book PROFILE=smoke    the same with tiny grids (seconds), into build/smoke-book/
+#   make notebook NB=01_balance_time PROFILE=gpu   run one notebook
+#   make test                  unit tests, smoke build of the whole book, browser check
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -6,7 +10,21 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PROFILE ?= full
 
-.PHONY: all book test unit bench venv clean
+NB_SRC := $(sort $(wildcard notebooks/[0-9][0-9]_*.md))
+NB_NAMES := $(notdir $(basename $(NB_SRC)))
+LEDGER := 99_claims_ledger
+EXEC := build/executed/$(PROFILE)
+EXECUTED := $(addprefix $(EXEC)/,$(addsuffix .ipynb,$(NB_NAMES)))
+DEPS := $(shell find tempo -name '*.py') $(wildcard data/paper/* data/params/*) $(STAMP)
+ifeq ($(PROFILE),smoke)
+BOOK_OUT := build/smoke-book
+else
+BOOK_OUT := .
+endif
+
+.PHONY: all book test unit browser bench venv notebook clean
+.SECONDARY:
+.DELETE_ON_ERROR:
 all: book
 
 venv: $(STAMP)
@@ -17,17 +35,46 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
+# one executed notebook per source; papermill passes the profile
+$(EXEC)/%.ipynb: notebooks/%.md $(DEPS)
+	@$(PY) -m tempo.runbook $* $(PROFILE)
+
+# the ledger reads the claims every other chapter recorded
+$(EXEC)/$(LEDGER).ipynb: $(filter-out $(EXEC)/$(LEDGER).ipynb,$(EXECUTED))
+
+# MathJax 3 served from _static (the default CDN is unreachable offline)
+MATHJAX := _vendor/mathjax/tex-svg-full.js
+$(MATHJAX):
+	@mkdir -p build/npm _vendor/mathjax
+	cd build/npm && npm pack mathjax@3.2.2 --silent >/dev/null && tar -xzf mathjax-3.2.2.tgz package/es5/tex-svg-full.js
+	cp build/npm/package/es5/tex-svg-full.js $@
+
+_static/vega-bundle.js: $(STAMP)
+	$(PY) -c "from tempo.figures import write_vega_bundle; write_vega_bundle()"
+
+book: $(EXECUTED) _static/vega-bundle.js $(MATHJAX)
+	@rm -rf book/generated && mkdir -p book/generated
+	@cp $(EXECUTED) book/generated/
+	@cp build/results/$(PROFILE)/ledger_summary.md book/generated/ledger_summary.md
+	$(VENV)/bin/jupyter-book build . --path-output $(BOOK_OUT) -W --keep-going -q
+	@echo "book ($(PROFILE)): $(BOOK_OUT)/_build/html/index.html"
+
+notebook: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make notebook NB=01_balance_time [PROFILE=gpu]"; exit 2; }
+	$(MAKE) --no-print-directory $(EXEC)/$(NB).ipynb
+
 unit: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests --ignore=tests/browser
+
+browser: $(STAMP)
+	BOOK_HTML=build/smoke-book/_build/html $(PY) -m pytest -q tests/browser
 
 test: unit
+	$(MAKE) --no-print-directory book PROFILE=smoke
+	$(MAKE) --no-print-directory browser
 
 bench: $(STAMP)
 	$(PY) -m tempo bench
 
-book: $(STAMP)
-	$(VENV)/bin/jupyter-book build . --path-output . -W --keep-going -q
-	@echo "book: _build/html/index.html"
-
 clean:
-	rm -rf _build build book/generated
+	rm -rf _build build book/generated _static/vega-bundle.js _vendor

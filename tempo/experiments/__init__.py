@@ -1,0 +1,43 @@
+"""Experiments: each is a function ``(config: dict) -> pandas.DataFrame`` (tidy, one row per
+cell and policy), registered by name.  :func:`run` caches the result and writes it to
+``build/results/<profile>/<experiment>.csv``, the one place chapters and the ledger read."""
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+
+from .. import paths
+from ..cache import atomic_write_csv, cached
+
+EXPERIMENTS: dict[str, Callable[[dict], pd.DataFrame]] = {}
+
+
+def experiment(name: str):
+    def deco(fn):
+        EXPERIMENTS[name] = fn
+        return fn
+
+    return deco
+
+
+def run(name: str, config: dict, profile: str, refresh: bool = False) -> pd.DataFrame:
+    """Run (or load from cache) experiment ``name`` and write its tidy CSV."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
+    if profile not in ("smoke", "full", "gpu"):
+        raise ValueError(f"profile must be 'smoke', 'full' or 'gpu', got {profile!r}")
+    df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
+    atomic_write_csv(df, paths.results_dir(profile) / f"{name}.csv")
+    return df
+
+
+def load(name: str, profile: str) -> pd.DataFrame:
+    """The tidy CSV an earlier :func:`run` wrote."""
+    path = paths.results_dir(profile) / f"{name}.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: run the notebook that computes {name!r} first")
+    return pd.read_csv(path)
+
+
+from . import toy  # noqa: E402,F401

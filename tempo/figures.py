@@ -1,0 +1,166 @@
+"""Altair chart builders (DataFrame in, ``alt.Chart`` out) and the offline renderer.
+
+Charts render in the book with no network: vega, vega-lite and vega-embed are bundled into
+``_static/vega-bundle.js`` (:func:`write_vega_bundle`) and loaded by Sphinx; the renderer
+(:func:`enable_offline`) emits a ``<div>`` plus a ``vegaEmbed`` call, and a static SVG copy
+that is shown when printing.
+"""
+from __future__ import annotations
+
+import html
+import json
+import uuid
+from pathlib import Path
+
+import pandas as pd
+
+from . import paths
+
+POLICY_COLORS = {"token_lp": "#4c78a8", "metro": "#f58518", "tempo": "#54a24b", "uniform": "#b279a2",
+                 "static": "#9d755d", "llep": "#e45756", "round_robin": "#72b7b2", "milp": "#bab0ac"}
+
+
+def _alt():
+    import altair as alt
+
+    return alt
+
+
+def write_vega_bundle(path: Path | None = None) -> Path:
+    """Write vega + vega-lite + vega-embed as one script exposing ``window.vegaEmbed``,
+    wrapped in a function scope so it cannot clash with Sphinx's globals."""
+    import vl_convert as vlc
+
+    path = Path(path) if path else paths.ROOT / "_static" / "vega-bundle.js"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    js = vlc.javascript_bundle()
+    from .cache import atomic_write_text
+
+    atomic_write_text(path, "(function(){\n" + js + "\n})();\n")
+    return path
+
+
+def chart_html(chart, static: bool = True) -> str:
+    """HTML for one chart: an interactive vegaEmbed target and a print-only static SVG."""
+    spec = chart.to_dict()
+    uid = "tc-" + uuid.uuid4().hex[:10]
+    svg = ""
+    if static:
+        try:
+            import vl_convert as vlc
+
+            svg = vlc.vegalite_to_svg(spec)
+        except Exception as exc:  # the interactive chart still renders
+            svg = f"<p>(static copy unavailable: {html.escape(str(exc))})</p>"
+    payload = json.dumps(spec).replace("</", "<\\/")
+    return f"""<div class="tempo-chart" id="{uid}"></div>
+<div class="tempo-chart-static">{svg}</div>
+<script type="text/javascript">
+(function() {{
+  var spec = {payload};
+  var tries = 0;
+  function draw() {{
+    if (typeof window.vegaEmbed === "undefined") {{
+      if (++tries > 200) {{ console.error("vegaEmbed is not loaded: chart {uid} cannot render"); return; }}
+      return setTimeout(draw, 25);
+    }}
+    window.vegaEmbed("#{uid}", spec, {{actions: false, renderer: "svg"}})
+      .then(function() {{ document.getElementById("{uid}").setAttribute("data-rendered", "1"); }})
+      .catch(function(err) {{ console.error("chart {uid}: " + err); }});
+  }}
+  draw();
+}})();
+</script>"""
+
+
+def enable_offline(static: bool = True) -> None:
+    """Make altair charts display through :func:`chart_html` (call once per notebook)."""
+    alt = _alt()
+    alt.renderers.register("tempo_offline", lambda spec, **kw: {"text/html": _spec_html(spec, static)})
+    alt.renderers.enable("tempo_offline")
+
+
+def _spec_html(spec: dict, static: bool) -> str:
+    class _Spec:
+        def __init__(self, d):
+            self.d = d
+
+        def to_dict(self):
+            return self.d
+
+    return chart_html(_Spec(spec), static=static)
+
+
+# ---------------------------------------------------------------------------- chart builders
+def cost_curve(df: pd.DataFrame, roofline: dict | None = None):
+    """Fig. 1a: one expert's time against its tokens (log x), flat then linear."""
+    alt = _alt()
+    base = alt.Chart(df).encode(
+        x=alt.X("tokens:Q", scale=alt.Scale(type="log"), title="tokens routed to the expert"),
+        y=alt.Y("time_us:Q", title="modeled expert time (us)", scale=alt.Scale(type="log")),
+        color=alt.Color("params:N", title="parameter set", legend=alt.Legend(orient="bottom", labelLimit=300)),
+        tooltip=["params", alt.Tooltip("tokens:Q", format=".0f"), alt.Tooltip("time_us:Q", format=".2f"), "regime"],
+    )
+    chart = base.mark_line() + base.mark_point(size=12, filled=True)
+    rules = alt.Chart(df.drop_duplicates("params")).mark_rule(strokeDash=[4, 3]).encode(
+        x="n_star:Q", color="params:N", tooltip=[alt.Tooltip("n_star:Q", title="n* (tokens)", format=".0f")])
+    return (chart + rules).properties(width=560, height=300, title="One expert: flat below n*, linear above")
+
+
+def toy_bars(df: pd.DataFrame):
+    """Fig. 1b: per-GPU floor (b*G) and compute (beta*N) for each policy; GPU time is the max."""
+    alt = _alt()
+    long = df.melt(id_vars=["label", "gpu", "time_us", "makespan_us", "activated", "tokens"],
+                   value_vars=["floor_us", "compute_us"], var_name="term", value_name="us")
+    long["term"] = long.term.map({"floor_us": "activation floor a + b*G", "compute_us": "compute c + beta*N"})
+    long["GPU"] = "GPU " + long.gpu.astype(str)
+    return alt.Chart(long).mark_bar().encode(
+        x=alt.X("GPU:N", title=None),
+        xOffset="term:N",
+        y=alt.Y("us:Q", title="microseconds"),
+        color=alt.Color("term:N", title="cost piece"),
+        column=alt.Column("label:N", title=None),
+        tooltip=["label", "GPU", "term", alt.Tooltip("us:Q", format=".1f"), "activated",
+                 alt.Tooltip("tokens:Q", format=".0f"), alt.Tooltip("time_us:Q", title="GPU time", format=".1f"),
+                 alt.Tooltip("makespan_us:Q", title="makespan", format=".1f")],
+    ).properties(width=150, height=260)
+
+
+def toy_explorer(df: pd.DataFrame):
+    """Interactive: sliders for b and beta; bars show each policy's makespan on the toy."""
+    alt = _alt()
+    df = df.assign(beta_ns=(df.beta * 1000).round().astype(int))
+    bs = sorted(df.b.unique())
+    betas = sorted(df.beta_ns.unique())
+    b_step = bs[1] - bs[0] if len(bs) > 1 else 1.0
+    beta_step = int(betas[1] - betas[0]) if len(betas) > 1 else 10
+    b0 = min(bs, key=lambda v: abs(v - 15.0))
+    beta0 = int(min(betas, key=lambda v: abs(v - 100)))
+    pb = alt.param("b_us", value=b0, bind=alt.binding_range(min=bs[0], max=bs[-1], step=b_step, name="b (us per activated expert) "))
+    pbeta = alt.param("beta_us", value=beta0, bind=alt.binding_range(min=int(betas[0]), max=int(betas[-1]), step=beta_step, name="beta (ns per token) "))
+    return alt.Chart(df).mark_bar().encode(
+        y=alt.Y("label:N", title=None, sort=["token balancing (token-LP)", "activation balancing (METRO)", "time model (TEMPO)"]),
+        x=alt.X("makespan_us:Q", title="makespan of the toy batch (us)"),
+        color=alt.Color("policy:N", scale=alt.Scale(domain=list(POLICY_COLORS), range=list(POLICY_COLORS.values())), legend=None),
+        tooltip=["label", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("vs_best:Q", title="x best", format=".3f"),
+                 alt.Tooltip("b:Q", format=".2f"), alt.Tooltip("beta:Q", format=".3f")],
+    ).add_params(pb, pbeta).transform_filter(
+        f"abs(datum.b - b_us) < {b_step / 2} && abs(datum.beta_ns - beta_us) < {beta_step / 2}"
+    ).properties(width=520, height=140, title="Move the sliders: which proxy pays, and how much?")
+
+
+def toy_winner_map(df: pd.DataFrame):
+    """Heat map over (b, beta): how much worse the best proxy is than the time model."""
+    alt = _alt()
+    prox = df[df.policy != "tempo"].groupby(["b", "beta"]).makespan_us.min().rename("best_proxy")
+    tm = df[df.policy == "tempo"].set_index(["b", "beta"]).makespan_us.rename("tempo")
+    winner = df[df.policy != "tempo"].loc[lambda d: d.groupby(["b", "beta"]).makespan_us.idxmin()].set_index(["b", "beta"]).label
+    m = pd.concat([prox, tm, winner.rename("best_proxy_policy")], axis=1).reset_index()
+    m["proxy_over_tempo"] = m.best_proxy / m.tempo
+    return alt.Chart(m).mark_rect().encode(
+        x=alt.X("b:O", title="b (us per activated expert)", axis=alt.Axis(format=".1f")),
+        y=alt.Y("beta:O", title="beta (us per token)", sort="descending", axis=alt.Axis(format=".3f")),
+        color=alt.Color("proxy_over_tempo:Q", title="best proxy / TEMPO", scale=alt.Scale(scheme="oranges")),
+        tooltip=[alt.Tooltip("b:Q", format=".2f"), alt.Tooltip("beta:Q", format=".3f"), "best_proxy_policy",
+                 alt.Tooltip("proxy_over_tempo:Q", format=".3f")],
+    ).properties(width=420, height=260, title="Price of the best proxy on the toy batch")

@@ -1,0 +1,67 @@
+"""Run one book notebook: ``python -m tempo.runbook NN_slug PROFILE``.
+
+Converts ``notebooks/NN_slug.md`` (MyST, jupytext) and executes it with papermill, passing
+``profile``, into ``build/executed/<profile>/NN_slug.ipynb``.  Execution writes to a
+``.partial.ipynb`` first and renames on success, so make never mistakes a failed run for a
+built one; on failure the partial notebook is kept for inspection and the failing cell's
+error is printed with the notebook's name.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from . import paths
+
+
+def executed_path(name: str, profile: str):
+    d = paths.BUILD / "executed" / profile
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{name}.ipynb"
+
+
+def run(name: str, profile: str, progress: bool = True) -> int:
+    import jupytext
+    import papermill as pm
+
+    src = paths.NOTEBOOKS / f"{name}.md"
+    if not src.exists():
+        avail = sorted(p.stem for p in paths.NOTEBOOKS.glob("[0-9][0-9]_*.md"))
+        print(f"no notebook {src}; available: {', '.join(avail)}", file=sys.stderr)
+        return 2
+    if profile not in ("smoke", "full", "gpu"):
+        print(f"PROFILE must be smoke, full or gpu, got {profile!r}", file=sys.stderr)
+        return 2
+    out = executed_path(name, profile)
+    partial = out.with_suffix(".partial.ipynb")
+    nb = jupytext.read(src)
+    params = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    if not params:
+        print(f"{name}: the first code cell must be tagged 'parameters'", file=sys.stderr)
+        return 2
+    env_root = os.environ.get("TEMPO_ROOT")
+    try:
+        pm.execute_notebook(nb, str(partial), parameters={"profile": profile}, cwd=str(paths.ROOT),
+                            progress_bar=progress, kernel_name="python3", log_output=False)
+    except pm.PapermillExecutionError as err:
+        print(f"\nnotebook {name} failed (profile {profile}) in cell {err.exec_count}: "
+              f"{err.ename}: {err.evalue}\npartial output kept at {partial}", file=sys.stderr)
+        return 1
+    finally:
+        if env_root is not None:
+            os.environ["TEMPO_ROOT"] = env_root
+    os.replace(partial, out)
+    print(f"{name}: executed -> {out.relative_to(paths.ROOT)}")
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m tempo.runbook NN_slug PROFILE", file=sys.stderr)
+        return 2
+    return run(argv[0], argv[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The notebook runner: a failing notebook names itself and keeps its partial output."""
+import textwrap
+
+from tempo import paths, runbook
+
+NB = textwrap.dedent('''\
+    ---
+    jupytext:
+      text_representation:
+        extension: .md
+        format_name: myst
+    kernelspec:
+      display_name: Python 3
+      language: python
+      name: python3
+    ---
+    # t
+    ```{code-cell} ipython3
+    :tags: [parameters]
+    profile = "full"
+    ```
+    ```{code-cell} ipython3
+    assert profile == "smoke", profile
+    raise RuntimeError("boom in cell two")
+    ```
+    ''')
+
+
+def test_failing_notebook_reports_and_keeps_partial(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(paths, "NOTEBOOKS", tmp_path / "nb")
+    monkeypatch.setattr(paths, "BUILD", tmp_path / "build")
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "50_fail.md").write_text(NB)
+    rc = runbook.run("50_fail", "smoke", progress=False)
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "notebook 50_fail failed" in err and "boom in cell two" in err
+    assert (tmp_path / "build" / "executed" / "smoke" / "50_fail.partial.ipynb").exists()
+    assert not (tmp_path / "build" / "executed" / "smoke" / "50_fail.ipynb").exists()
+    assert runbook.run("99_missing", "smoke") == 2
+    assert runbook.run("50_fail", "huge") == 2
