@@ -122,3 +122,21 @@ def eplb_placement(weight: np.ndarray, n_gpus: int, replication: float = 1.25) -
     per_gpu = int(np.ceil(replication * E / n_gpus - 1e-9))
     phy2log, _, _ = rebalance_experts(weight, per_gpu * n_gpus, 1, 1, n_gpus)
     return phy2log[0]
+
+
+def drift_corrupt(weight: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """Drift-K corruption (paper Section 5.12): the statistics of the ``k`` hottest experts
+    are swapped with those of ``k`` random cold experts (drawn from the rest).  A placement
+    built from the result is stale for the true traffic.  Works per layer for 2-d input."""
+    w = np.array(weight, dtype=np.float64, copy=True)
+    rng = np.random.default_rng(seed)
+    rows = w.reshape(-1, w.shape[-1])
+    E = rows.shape[1]
+    if not 0 <= k <= E // 2:
+        raise ValueError(f"k must lie in [0, E/2 = {E // 2}], got {k}")
+    for row in rows:
+        hot = np.argsort(-row, kind="stable")[:k]
+        rest = np.setdiff1d(np.arange(E), hot)
+        cold = rng.choice(rest, size=k, replace=False)
+        row[hot], row[cold] = row[cold].copy(), row[hot].copy()
+    return rows.reshape(w.shape)

@@ -56,3 +56,101 @@ def roofline_floor_us(shape: str, hbm_bytes_per_s: float = TESTBED_A_HBM, bytes_
     if hbm_bytes_per_s <= 0:
         raise ValueError("hbm_bytes_per_s must be positive")
     return expert_bytes(shape, bytes_per_param) / hbm_bytes_per_s * 1e6
+
+
+# ---------------------------------------------------------------------------- Theorem 1 (Appendix A.1)
+def partition_reduction(weights, T: float = 100.0):
+    """Theorem 1's reduction from Balanced PARTITION.
+
+    Given positive integers ``w_1..w_m`` (m even, sum 2W), build the dispatch instance: two
+    GPUs, one expert per weight with ``n_i = w_i`` tokens and replicas on both GPUs,
+    ``a = c = 0``, ``b = T/(m/2)``, ``beta = T/W``.  A dispatch of makespan <= T exists iff
+    an index set of size m/2 and weight W exists.
+
+    Returns (Instance, CostModel, T).
+    """
+    w = np.asarray(weights, dtype=np.int64)
+    if w.ndim != 1 or w.size < 2 or w.size % 2:
+        raise ValueError("weights must be a 1-d array of even length >= 2")
+    if np.any(w <= 0):
+        raise ValueError("weights must be positive integers")
+    if w.sum() % 2:
+        raise ValueError("the weights must sum to an even number 2W")
+    if T <= 0:
+        raise ValueError("T must be positive")
+    m, W = w.size, int(w.sum()) // 2
+    inst = Instance.full_replication(w, 2)
+    model = CostModel(a=0.0, b=T / (m / 2), c=0.0, beta=T / W)
+    return inst, model, float(T)
+
+
+def has_balanced_partition(weights) -> bool:
+    """Exact Balanced PARTITION by dynamic programming over (count, sum): is there a set of
+    exactly m/2 weights summing to half the total?"""
+    w = [int(v) for v in weights]
+    m, total = len(w), sum(w)
+    if m % 2 or total % 2:
+        return False
+    half, k = total // 2, m // 2
+    reach = [set() for _ in range(k + 1)]
+    reach[0].add(0)
+    for v in w:
+        for c in range(k, 0, -1):
+            reach[c] |= {s + v for s in reach[c - 1] if s + v <= half}
+    return half in reach[k]
+
+
+def random_partition_instance(m: int, solvable: bool, seed: int = 0, max_weight: int = 60):
+    """Random Balanced PARTITION weights that do (``solvable``) or do not have a balanced
+    partition (checked by :func:`has_balanced_partition`)."""
+    if m < 2 or m % 2:
+        raise ValueError("m must be even and >= 2")
+    rng = np.random.default_rng(seed)
+    for _ in range(10_000):
+        if solvable:
+            half = rng.integers(1, max_weight, size=m // 2)
+            other = rng.integers(1, max_weight, size=m // 2 - 1)
+            last = int(half.sum() - other.sum())
+            if last < 1:
+                continue
+            w = rng.permutation(np.concatenate([half, other, [last]]))
+        else:
+            w = rng.integers(1, max_weight, size=m)
+            if w.sum() % 2:
+                w[0] += 1
+            if has_balanced_partition(w):
+                continue
+        assert has_balanced_partition(w) == solvable
+        return w.astype(np.int64)
+    raise RuntimeError("could not draw a PARTITION instance with the requested answer")
+
+
+# ---------------------------------------------------------------------------- Theorem 2 probe suite
+def probe_suite(n: int = 1296, seed: int = 0, max_experts: int = 512, max_gpus: int = 16):
+    """Full-replication instances for Theorem 2's tightness probe (Appendix A.4): Zipf and
+    uniform token counts, several scales, and adversarial constructions with one giant
+    expert.  Yields (kind, Instance, CostModel)."""
+    rng = np.random.default_rng(seed)
+    kinds = ["zipf", "uniform", "giant", "giant_plus_dust"]
+    models = [("dsv3-offline", CostModel.named("dsv3-offline")),
+              ("qwen3-30b-offline", CostModel.named("qwen3-30b-offline")),
+              ("dsv3-testbedb-tile", CostModel.named("dsv3-testbedb-tile"))]
+    for i in range(n):
+        kind = kinds[i % len(kinds)]
+        g = int(rng.choice([2, 4, 8, 16][: 1 + int(np.log2(max_gpus))]))
+        E = int(rng.choice([8, 32, 128, max_experts]))
+        scale = float(rng.choice([16, 64, 256, 1024]))
+        if kind == "zipf":
+            p = np.arange(1, E + 1) ** -float(rng.uniform(0.5, 1.5))
+            counts = rng.multinomial(int(scale * E), p / p.sum())
+        elif kind == "uniform":
+            counts = rng.integers(0, int(2 * scale) + 1, size=E)
+        elif kind == "giant":
+            counts = np.zeros(E, np.int64)
+            counts[0] = int(scale * E)
+            counts[1:] = rng.integers(0, 3, size=E - 1)
+        else:
+            counts = rng.integers(1, 4, size=E)
+            counts[0] = int(scale * g * 4)
+        name, model = models[i % len(models)]
+        yield kind, name, Instance.full_replication(counts, g), model

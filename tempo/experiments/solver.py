@@ -1,0 +1,211 @@
+"""Theory and solver-quality studies (paper Sections 3.1, 4.2; Appendix A; Tables 2, 8, 9)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from .. import CostModel, solve, theory
+from ..instance import Instance
+from . import experiment
+from .scenarios import drift_batches, zipf_batches
+
+
+def _progress(iterable, total=None, desc=""):
+    try:
+        from tqdm.auto import tqdm
+
+        return tqdm(iterable, total=total, desc=desc, leave=False)
+    except ImportError:
+        return iterable
+
+
+# ---------------------------------------------------------------------------- Theorem 1
+@experiment("thm1_partition")
+def thm1_partition(config: dict) -> pd.DataFrame:
+    """PARTITION reduction: MILP makespan vs T on solvable and unsolvable instances."""
+    rows = []
+    for m in config["sizes"]:
+        for solvable in (True, False):
+            for rep in range(config["reps"]):
+                seed = 1000 * m + 10 * rep + int(solvable)
+                w = theory.random_partition_instance(m, solvable, seed=seed)
+                inst, model, T = theory.partition_reduction(w)
+                d = solve(inst, model, "milp", time_limit=config.get("time_limit", 20.0))
+                splits = int(((d.shares > 1e-9).sum(axis=1) > 1).sum())
+                rows.append({"m": m, "solvable": solvable, "seed": seed, "T": T,
+                             "milp_makespan": d.meta["objective"], "proven_optimal": d.meta["optimal"],
+                             "reaches_T": bool(d.meta["objective"] <= T * (1 + 1e-9)), "split_experts": splits})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------- Lemmas 1 and 2
+def _random_restricted(rng, g, E):
+    counts = rng.integers(0, 300, size=E)
+    R = min(3, g)
+    rep = np.full((E, R), -1)
+    for e in range(E):
+        k = int(rng.integers(1, R + 1))
+        rep[e, :k] = rng.choice(g, size=k, replace=False)
+    return Instance(counts, rep, g)
+
+
+@experiment("lemmas")
+def lemmas(config: dict) -> pd.DataFrame:
+    """Lemma 1 (a = b = 0: token LP = MILP) and Lemma 2 (c = beta = 0: semi-matching = MILP)."""
+    rng = np.random.default_rng(config.get("seed", 0))
+    rows = []
+    for i in range(config["n"]):
+        g = int(rng.integers(2, 7))
+        E = int(rng.integers(4, 16))
+        inst = _random_restricted(rng, g, E) if i % 2 else Instance.full_replication(rng.integers(0, 300, size=E), g)
+        for lemma, model, poly in [(1, CostModel(0, 0, float(rng.uniform(0, 5)), float(rng.uniform(0.05, 1))), "token_lp"),
+                                   (2, CostModel(float(rng.uniform(0, 5)), float(rng.uniform(1, 20)), 0, 0), "semi_matching")]:
+            opt = solve(inst, model, "milp", time_limit=config.get("time_limit", 10.0))
+            p = model.makespan(inst, solve(inst, model, poly))
+            t = model.makespan(inst, solve(inst, model, "tempo"))
+            rows.append({"instance": i, "lemma": lemma, "n_gpus": g, "experts": E, "full": inst.is_full_replication(),
+                         "milp": opt.meta["objective"], "optimal": opt.meta["optimal"], "polynomial": p, "tempo": t,
+                         "poly_over_milp": p / opt.meta["objective"], "tempo_over_milp": t / opt.meta["objective"]})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------- Theorem 2
+@experiment("thm2_probe")
+def thm2_probe(config: dict) -> pd.DataFrame:
+    """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
+    instance is small enough (its proven bound and incumbent), else [lower bound, tempo]."""
+    rows = []
+    suite = theory.probe_suite(config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
+                               max_gpus=config.get("max_gpus", 16))
+    for i, (kind, pname, inst, model) in enumerate(_progress(suite, total=config["n"], desc="probe suite")):
+        rr = model.makespan(inst, solve(inst, model, "round_robin"))
+        tp = model.makespan(inst, solve(inst, model, "tempo"))
+        lb = model.lower_bound(inst)
+        opt_lo, opt_hi, how = lb, min(tp, rr), "bounds"
+        if inst.n_experts * inst.n_gpus <= config.get("milp_max_vars", 256):
+            d = solve(inst, model, "milp", time_limit=config.get("time_limit", 5.0))
+            opt_lo, opt_hi, how = max(lb, d.meta["lower_bound"]), min(opt_hi, d.meta["objective"]), "milp"
+        term = theory.additive_term(model, float(inst.counts.max()))
+        rows.append({"i": i, "kind": kind, "params": pname, "experts": inst.n_experts, "n_gpus": inst.n_gpus,
+                     "tokens": inst.total_tokens, "rr": rr, "tempo": tp, "lb": lb, "opt_lo": opt_lo, "opt_hi": opt_hi,
+                     "opt_from": how, "term": term,
+                     # ratio to the bound: exact when opt is pinned; an upper estimate using the lower bound
+                     "rr_over_bound_hi": rr / (opt_lo + term), "rr_over_bound_lo": rr / (opt_hi + term),
+                     "rr_over_opt_max": rr / opt_lo, "rr_over_opt_min": rr / opt_hi,
+                     "tempo_over_opt_max": tp / opt_lo, "eps": term / lb if lb > 0 else np.nan})
+    return pd.DataFrame(rows)
+
+
+@experiment("thm2_epsilon")
+def thm2_epsilon(config: dict) -> pd.DataFrame:
+    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches, at 1x and 4x scale."""
+    rows = []
+    model = CostModel.named(config.get("params", "dsv3-offline"))
+    for scale in config["scales"]:
+        for B in config["tokens"]:
+            for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B):
+                full = Instance.full_replication(inst.counts, inst.n_gpus)
+                rows.append({"scale": scale, "tokens_per_gpu": B * scale, "eps": theory.round_robin_epsilon(full, model)})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------- tempo vs MILP, solve time
+def _phase_cells(config):
+    for g in config["eps"]:
+        for E in config.get("experts", [256]):
+            for s in config["skews"]:
+                for rep in config["replications"]:
+                    for B in config["tokens"]:
+                        yield g, E, s, rep, B
+
+
+@experiment("solver_vs_milp")
+def solver_vs_milp(config: dict) -> pd.DataFrame:
+    """tempo_fast against the time-limited MILP on the synthetic phase grid."""
+    model = CostModel.named(config.get("params", "dsv3-offline"))
+    cells = list(_phase_cells(config))
+    rows = []
+    for g, E, s, rep, B in _progress(cells, desc="tempo vs MILP"):
+        for b, inst in enumerate(zipf_batches(E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B)):
+            t0 = time.perf_counter()
+            d = solve(inst, model, "tempo")
+            t_ms = 1e3 * (time.perf_counter() - t0)
+            ms = model.makespan(inst, d)
+            m = solve(inst, model, "milp", time_limit=config["time_limit"], warm_start=config.get("warm_start", False))
+            rows.append({"ep": g, "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
+                         "tempo": ms, "milp": m.meta["objective"], "milp_lb": m.meta["lower_bound"],
+                         "milp_optimal": m.meta["optimal"], "ratio": ms / m.meta["objective"],
+                         "ratio_to_lb": ms / m.meta["lower_bound"], "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
+                         "chosen": d.meta["chosen"]})
+    return pd.DataFrame(rows)
+
+
+VARIANTS = {"full": {}, "no partial moves": {"partial": False}, "no aug. chains": {"chains": False},
+            "no ensemble": {"ensemble": False}}
+
+
+@experiment("ablation")
+def ablation(config: dict) -> pd.DataFrame:
+    """Table 2: each stage switched off in turn, makespan degradation against full tempo."""
+    model = CostModel.named(config.get("params", "dsv3-offline"))
+    rows = []
+    for grid in ("phase", "scale"):
+        cells = list(_phase_cells(config[grid]))
+        for g, E, s, rep, B in _progress(cells, desc=f"ablation ({grid})"):
+            for b, inst in enumerate(zipf_batches(E, g, B, s, rep, config["batches"], seed=B + 17)):
+                full = model.makespan(inst, solve(inst, model, "tempo"))
+                for name, opts in VARIANTS.items():
+                    if name == "full":
+                        continue
+                    v = model.makespan(inst, solve(inst, model, "tempo", **opts))
+                    rows.append({"grid": grid, "ep": g, "experts": E, "skew": s, "replication": rep,
+                                 "tokens_per_gpu": B, "batch": b, "variant": name, "makespan": v, "full": full,
+                                 "degradation_pct": 100 * (v / full - 1)})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------- drift-16 (Tables 8, 9)
+STAGES = {"seed only": dict(chains=False, local_search=False, ensemble=False),
+          "+aug. chains": dict(local_search=False, ensemble=False),
+          "+local search": dict(ensemble=False),
+          "+LP ensemble": dict(),
+          "seed+local, no chains": dict(chains=False, ensemble=False)}
+
+
+@experiment("drift16_stages")
+def drift16_stages(config: dict) -> pd.DataFrame:
+    """Table 8: cumulative stages on the drift-16 scenario, makespan / static under the
+    three-term serving model; solve time per batch."""
+    model = CostModel.named(config.get("params", "proxy-serving"))
+    rows = []
+    for B in config["tokens"]:
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0))):
+            static = model.makespan(inst, solve(inst, model, "static"))
+            for name, opts in STAGES.items():
+                t0 = time.perf_counter()
+                d = solve(inst, model, "tempo", **opts)
+                rows.append({"tokens_per_gpu": B, "batch": b, "stages": name,
+                             "ratio_to_static": model.makespan(inst, d) / static,
+                             "solve_ms": 1e3 * (time.perf_counter() - t0)})
+    return pd.DataFrame(rows)
+
+
+TERMS = {"full 3-term (4)": (), "drop traffic (c2 gamma)": ("traffic",), "drop floor (a b) = tokens only": ("floor",)}
+
+
+@experiment("drift16_terms")
+def drift16_terms(config: dict) -> pd.DataFrame:
+    """Table 9: solve with terms deleted from the objective, score under the full model."""
+    full = CostModel.named(config.get("params", "proxy-serving"))
+    rows = []
+    for B in config["tokens"]:
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0))):
+            static = full.makespan(inst, solve(inst, full, "static"))
+            for name, drop in TERMS.items():
+                obj = full.without(*drop) if drop else full
+                d = solve(inst, obj, "tempo")
+                rows.append({"tokens_per_gpu": B, "batch": b, "objective": name,
+                             "ratio_to_static": full.makespan(inst, d) / static})
+    return pd.DataFrame(rows)
