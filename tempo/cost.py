@@ -152,11 +152,15 @@ class CostModel:
 
     def lower_bound(self, inst: Instance) -> float:
         """Splitting-allowed lower bound under full replication (Section 3.1, Appendix A.4):
-        ``max(a + b*ceil(E_live/g), c + beta*N/g, c2 + gamma*N/g)``."""
+        ``max(a + b*ceil(E_live/g), c + beta*N/g, c2 + gamma*N/g)``, and with tiles the
+        average activation-plus-tile load ``a + (b*E_live + b2*(tiles - E_live))/g``."""
         g = inst.n_gpus
         live = int(inst.live.sum())
         n = inst.total_tokens / g
         lb = max(self.a + self.b * math.ceil(live / g), self.c + self.beta * n)
+        if self.b2 > 0:  # every expert needs at least ceil(n_e / tile) tiles wherever it runs
+            tiles = float(np.ceil(inst.counts[inst.live] / self.tile).sum())
+            lb = max(lb, self.a + (self.b * live + self.b2 * (tiles - live)) / g)
         if self.c2 is not None:
             lb = max(lb, self.c2 + self.gamma * n)
         return lb

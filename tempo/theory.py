@@ -137,8 +137,8 @@ def probe_suite(n: int = 1296, seed: int = 0, max_experts: int = 512, max_gpus: 
               ("dsv3-testbedb-tile", CostModel.named("dsv3-testbedb-tile"))]
     for i in range(n):
         kind = kinds[i % len(kinds)]
-        g = int(rng.choice([2, 4, 8, 16][: 1 + int(np.log2(max_gpus))]))
-        E = int(rng.choice([8, 32, 128, max_experts]))
+        g = int(rng.choice([v for v in (2, 4, 8, 16) if v <= max_gpus] or [max_gpus]))
+        E = int(rng.choice(sorted({e for e in (8, 32, 128, 512) if e <= max_experts} | {max_experts})))
         scale = float(rng.choice([16, 64, 256, 1024]))
         if kind == "zipf":
             p = np.arange(1, E + 1) ** -float(rng.uniform(0.5, 1.5))

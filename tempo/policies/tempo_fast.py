@@ -316,7 +316,7 @@ class _State:
                 continue
             if not chains:
                 break
-            found = self._chain(gb, thresh, t, i, j, whole_only, fanout)
+            found = self._chain(gb, thresh, t, i, j, whole_only, fanout, val)
             if not found and (self.chain_depth is None or self.chain_depth > 2):
                 found = self._augment(gb, thresh, self.chain_depth)
             if not found:
@@ -419,9 +419,16 @@ class _State:
                         push(v, p, q, d + 1)
         return False
 
-    def _chain(self, gb, thresh, t, i, j, whole_only, fanout):
+    def _chain(self, gb, thresh, t, i, j, whole_only, fanout, single_val=None, cap=64):
         """2-step chains from the bottleneck gb: pair i -> pair j (GPU h), then a whole
-        other expert off h to gb (a swap) or to its cheapest other replica GPU."""
+        other expert off h to gb (a swap) or to its cheapest other replica GPU.
+
+        To bound the work on large instances, at most ``cap`` first moves (those whose
+        single-move value came closest to improving) and, per GPU h, the ``cap`` smallest
+        active shares as second moves are combined."""
+        if single_val is not None and i.size > cap:
+            keep = np.argsort(single_val, kind="stable")[:cap]
+            i, j = i[keep], j[keep]
         h = self.pgpu[j]
         if fanout and i.size > fanout:
             order = np.lexsort((t[h], i))
@@ -435,6 +442,13 @@ class _State:
         B = np.flatnonzero(onh)
         if B.size == 0:
             return False
+        if B.size > cap * hs.size:  # per GPU, the `cap` smallest active shares
+            order = np.lexsort((self.x[B], self.pgpu[B]))
+            B = B[order]
+            gp = self.pgpu[B]
+            first = np.r_[0, np.flatnonzero(np.diff(gp)) + 1]
+            rank = np.arange(B.size) - np.repeat(first, np.diff(np.r_[first, B.size]))
+            B = B[rank < cap]
         i2, j2 = self._siblings(B, self.pgpu[B])
         if i2.size == 0:
             return False
