@@ -23,10 +23,24 @@ def cache_dir() -> Path:
     return d
 
 
+def code_version() -> str:
+    """tempo's version plus a hash of its source files: results computed by older code are
+    never served from the cache, even when the version number was not bumped."""
+    from . import __version__
+
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode())
+        h.update(p.read_bytes())
+    return f"{__version__}+{h.hexdigest()[:12]}"
+
+
 def key(experiment: str, config: dict, version: str | None = None) -> str:
-    """Stable hash of the experiment name, its config (JSON, sorted keys) and tempo's version."""
+    """Stable hash of the experiment name, its config (JSON, sorted keys) and tempo's
+    version (:func:`code_version` by default)."""
     if version is None:
-        from . import __version__ as version
+        version = code_version()
     blob = json.dumps({"experiment": experiment, "config": config, "version": version},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]

@@ -71,13 +71,21 @@ def claim(claim_id: str) -> dict:
 
 
 def within(claim_row: dict, ours: float) -> bool:
-    """Is ``ours`` within the claim's tolerance of the paper's value?"""
+    """Is ``ours`` within the claim's tolerance of the paper's value?  Claims with
+    ``bound: upper`` ("at most", e.g. a worst-case ratio) are reproduced by any value up to
+    the paper's plus the tolerance; ``bound: lower`` the mirror image."""
     paper, tol = float(claim_row["paper"]), float(claim_row["tol"])
     if ours is None or (isinstance(ours, float) and math.isnan(ours)):
         return False
-    if claim_row["tol_kind"] == "rel":
-        return abs(ours - paper) <= tol * abs(paper) + 1e-12
-    return abs(ours - paper) <= tol + 1e-12
+    slack = tol * abs(paper) if claim_row["tol_kind"] == "rel" else tol
+    bound = claim_row.get("bound") or "value"
+    if isinstance(bound, float):  # NaN from a DataFrame row without the field
+        bound = "value"
+    if bound == "upper":   # the paper states "at most": ours may be anywhere below
+        return ours <= paper + slack + 1e-12
+    if bound == "lower":   # "at least"
+        return ours >= paper - slack - 1e-12
+    return abs(ours - paper) <= slack + 1e-12
 
 
 def _claims_dir(profile: str):

@@ -61,3 +61,10 @@ def test_side_by_side():
     o = pd.DataFrame({"B": [128, 512], "x": [1.1, 2.0]})
     s = paper.side_by_side(p, o, ["B"], "x")
     assert s["difference"].round(6).tolist() == [0.1, 0.0]
+
+
+def test_bounded_claims():
+    up = {"paper": 1.0102, "tol": 0.01, "tol_kind": "abs", "bound": "upper"}
+    assert paper.within(up, 1.0) and paper.within(up, 1.02) and not paper.within(up, 1.03)
+    lo = {"paper": -0.3, "tol": 0.7, "tol_kind": "abs", "bound": "lower"}
+    assert paper.within(lo, 5.0) and not paper.within(lo, -1.1)

@@ -150,17 +150,18 @@ VARIANTS = {"full": {}, "no partial moves": {"partial": False}, "no aug. chains"
 def ablation(config: dict) -> pd.DataFrame:
     """Table 2: each stage switched off in turn, makespan degradation against full tempo."""
     model = CostModel.named(config.get("params", "dsv3-offline"))
+    seed = config.get("seed", "greedy")
     rows = []
     for grid in ("phase", "scale"):
         cells = list(_phase_cells(config[grid]))
         for g, E, s, rep, B in _progress(cells, desc=f"ablation ({grid})"):
             for b, inst in enumerate(zipf_batches(E, g, B, s, rep, config["batches"], seed=B + 17)):
-                full = model.makespan(inst, solve(inst, model, "tempo"))
+                full = model.makespan(inst, solve(inst, model, "tempo", seed=seed))
                 for name, opts in VARIANTS.items():
                     if name == "full":
                         continue
-                    v = model.makespan(inst, solve(inst, model, "tempo", **opts))
-                    rows.append({"grid": grid, "ep": g, "experts": E, "skew": s, "replication": rep,
+                    v = model.makespan(inst, solve(inst, model, "tempo", seed=seed, **opts))
+                    rows.append({"seed": seed, "grid": grid, "ep": g, "experts": E, "skew": s, "replication": rep,
                                  "tokens_per_gpu": B, "batch": b, "variant": name, "makespan": v, "full": full,
                                  "degradation_pct": 100 * (v / full - 1)})
     return pd.DataFrame(rows)

@@ -499,7 +499,8 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
         its least-loaded replica GPUs when that beats its best whole placement; "whole":
         the paper's whole-expert seed), or the static map (for ablations).
     chains : bool
-        Stage 2: whole-expert 1- and 2-step augmenting chains.
+        Stage 2: whole-expert 1- and 2-step augmenting chains (and longer augmenting paths);
+        False also removes chain moves from stage 3, which then moves one share at a time.
     local_search, partial : bool
         Stage 3, and whether it may split experts (``partial=False`` is Table 2's
         "no partial moves": whole-expert moves only).
@@ -571,7 +572,7 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
                                                 "stages": {**stages, "shortcut": ms},
                                                 "solve_s": time.perf_counter() - t0})
     if st.P and local_search:
-        st.improve(whole_only=not partial, chains=True, max_iter=max_iter, fanout=fanout)
+        st.improve(whole_only=not partial, chains=chains, max_iter=max_iter, fanout=fanout)
         stages["local_search"] = float(st.times().max())
     shares = st.shares()
     best_ms = float(st.times().max(initial=0.0))
