@@ -13,10 +13,11 @@ from .scenarios import drift_batches, zipf_batches
 
 
 def _progress(iterable, total=None, desc=""):
+    """A progress bar on a terminal; silent in notebooks and logs (not a TTY)."""
     try:
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
 
-        return tqdm(iterable, total=total, desc=desc, leave=False)
+        return tqdm(iterable, total=total, desc=desc, leave=False, disable=None)
     except ImportError:
         return iterable
 

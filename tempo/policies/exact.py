@@ -19,6 +19,36 @@ from . import register
 from ._util import slot_on_gpu
 
 
+_HIGHS_READY = False
+
+
+def new_highs():
+    """A silent ``highspy.Highs``.  HiGHS prints a banner to the C-level stdout when the
+    first instance is created, before any option can be set; we create that one with file
+    descriptor 1 pointed at /dev/null."""
+    global _HIGHS_READY
+    import highspy
+
+    if not _HIGHS_READY:
+        import os
+        import sys
+
+        sys.stdout.flush()
+        saved = os.dup(1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, 1)
+            highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(devnull)
+        _HIGHS_READY = True
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h
+
+
 # ---------------------------------------------------------------------------- max-flow core
 class _Bipartite:
     """source -> live experts -> GPUs (their replica GPUs) -> sink, as a reusable graph."""
@@ -340,8 +370,7 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start:
     lp.a_matrix_.index_ = A.indices
     lp.a_matrix_.value_ = A.data
     lp.integrality_ = integrality
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
     h.setOptionValue("threads", int(threads))
