@@ -135,11 +135,14 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
             t_ms = 1e3 * (time.perf_counter() - t0)
             ms = model.makespan(inst, d)
             m = solve(inst, model, "milp", time_limit=config["time_limit"], warm_start=config.get("warm_start", False))
+            lp_even = model.makespan(inst, solve(inst, model, "token_lp"))
+            lp_vertex = model.makespan(inst, solve(inst, model, "token_lp", vertex=True))
             rows.append({"ep": g, "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
                          "tempo": ms, "milp": m.meta["objective"], "milp_lb": m.meta["lower_bound"],
                          "milp_optimal": m.meta["optimal"], "ratio": ms / m.meta["objective"],
                          "ratio_to_lb": ms / m.meta["lower_bound"], "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
-                         "chosen": d.meta["chosen"]})
+                         "chosen": d.meta["chosen"], "token_lp_even": lp_even, "token_lp_vertex": lp_vertex,
+                         "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1)})
     return pd.DataFrame(rows)
 
 
