@@ -180,21 +180,26 @@ STAGES = {"seed only (whole experts, as the paper)": dict(seed="whole", chains=F
           "seed+local, no chains": dict(chains=False, ensemble=False)}
 
 
+def _drift_cells(config: dict, model: CostModel):
+    """(B, batch index, instance, static makespan) over the drift-16 batches of ``config``."""
+    for B in config["tokens"]:
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0))):
+            yield B, b, inst, model.makespan(inst, solve(inst, model, "static"))
+
+
 @experiment("drift16_stages")
 def drift16_stages(config: dict) -> pd.DataFrame:
     """Table 8: cumulative stages on the drift-16 scenario, makespan / static under the
     three-term serving model; solve time per batch."""
     model = CostModel.named(config.get("params", "proxy-serving"))
     rows = []
-    for B in config["tokens"]:
-        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0))):
-            static = model.makespan(inst, solve(inst, model, "static"))
-            for name, opts in STAGES.items():
-                t0 = time.perf_counter()
-                d = solve(inst, model, "tempo", **opts)
-                rows.append({"B": B, "batch": b, "stages": name,
-                             "ratio_to_static": model.makespan(inst, d) / static,
-                             "solve_ms": 1e3 * (time.perf_counter() - t0)})
+    for B, b, inst, static in _drift_cells(config, model):
+        for name, opts in STAGES.items():
+            t0 = time.perf_counter()
+            d = solve(inst, model, "tempo", **opts)
+            rows.append({"B": B, "batch": b, "stages": name,
+                         "ratio_to_static": model.makespan(inst, d) / static,
+                         "solve_ms": 1e3 * (time.perf_counter() - t0)})
     return pd.DataFrame(rows)
 
 
@@ -206,12 +211,10 @@ def drift16_terms(config: dict) -> pd.DataFrame:
     """Table 9: solve with terms deleted from the objective, score under the full model."""
     full = CostModel.named(config.get("params", "proxy-serving"))
     rows = []
-    for B in config["tokens"]:
-        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0))):
-            static = full.makespan(inst, solve(inst, full, "static"))
-            for name, drop in TERMS.items():
-                obj = full.without(*drop) if drop else full
-                d = solve(inst, obj, "tempo")
-                rows.append({"B": B, "batch": b, "objective": name,
-                             "ratio_to_static": full.makespan(inst, d) / static})
+    for B, b, inst, static in _drift_cells(config, full):
+        for name, drop in TERMS.items():
+            obj = full.without(*drop) if drop else full
+            d = solve(inst, obj, "tempo")
+            rows.append({"B": B, "batch": b, "objective": name,
+                         "ratio_to_static": full.makespan(inst, d) / static})
     return pd.DataFrame(rows)
