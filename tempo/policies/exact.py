@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+from scipy.sparse.csgraph import maximum_flow
 
 from ..cost import CostModel
 from ..instance import Dispatch, Instance
@@ -76,12 +76,13 @@ class _Bipartite:
         caps = np.concatenate([exp_cap, pair_cap, gpu_cap]).astype(np.int64)
         if caps.max(initial=0) >= 2**31:
             raise OverflowError("capacities exceed int32; instance too large for the flow solver")
-        if not hasattr(self, "_indptr"):
+        if not hasattr(self, "_C"):
             # edges are already sorted by source node, and by target within a source
-            self._indptr = np.r_[0, np.cumsum(np.bincount(self.src, minlength=self.n))].astype(np.int32)
-            self._indices = self.dst.astype(np.int32)
-        C = sp.csr_matrix((caps.astype(np.int32), self._indices, self._indptr), shape=(self.n, self.n))
-        res = maximum_flow(C, self.s, self.t, method="dinic")
+            indptr = np.r_[0, np.cumsum(np.bincount(self.src, minlength=self.n))].astype(np.int32)
+            self._C = sp.csr_matrix((caps.astype(np.int32), self.dst.astype(np.int32), indptr), shape=(self.n, self.n))
+        else:
+            self._C.data = caps.astype(np.int32)
+        res = maximum_flow(self._C, self.s, self.t, method="dinic")
         Fd = res.flow.toarray()
         return res.flow_value, caps, Fd[self.src, self.dst]
 
@@ -89,16 +90,19 @@ class _Bipartite:
         return edge_flow[self.L:self.L + self.n_pair]
 
     def source_side(self, caps, edge_flow):
-        """bool[n]: nodes reachable from the source in the residual graph (min-cut side)."""
+        """bool[n]: nodes reachable from the source in the residual graph (min-cut side),
+        by frontier expansion over the residual edge list (no sparse matrices needed)."""
         fwd = caps - edge_flow > 0
         back = edge_flow > 0
         rs = np.concatenate([self.src[fwd], self.dst[back]])
         rd = np.concatenate([self.dst[fwd], self.src[back]])
-        R = sp.csr_matrix((np.ones(rs.size, np.int8), (rs, rd)), shape=(self.n, self.n))
-        reach = breadth_first_order(R, self.s, directed=True, return_predecessors=False)
         side = np.zeros(self.n, dtype=bool)
-        side[reach] = True
-        return side
+        side[self.s] = True
+        while True:
+            new = rd[side[rs] & ~side[rd]]
+            if new.size == 0:
+                return side
+            side[new] = True
 
     def to_shares(self, pair_values) -> np.ndarray:
         """Expert-GPU amounts -> shares on the first slot of each expert on that GPU."""
