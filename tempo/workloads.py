@@ -45,3 +45,41 @@ def sample_counts(popularity, tokens_per_gpu: int, top_k: int, n_gpus: int, n_ba
         alpha = np.maximum(kappa * p, 1e-12)
         probs = rng.dirichlet(alpha, size=n_batches)
     return np.stack([rng.multinomial(T, pr / pr.sum()) for pr in probs]).astype(np.int64)
+
+
+# ---------------------------------------------------------------------------- routing traces
+TRACE_VERSION = 1
+
+
+def write_trace(path, counts, **metadata) -> None:
+    """Save a routing trace: ``counts`` int[steps, layers, experts] plus JSON-able metadata
+    (model, top_k, n_gpus, source, ...), as a compressed ``.npz``, written atomically."""
+    import io
+    import json
+
+    from .cache import atomic_write_bytes
+
+    counts = np.asarray(counts)
+    if counts.ndim != 3:
+        raise ValueError(f"counts must be [steps, layers, experts], got shape {counts.shape}")
+    if np.any(counts < 0):
+        raise ValueError("counts must be non-negative")
+    meta = {"version": TRACE_VERSION, **metadata}
+    buf = io.BytesIO()
+    np.savez_compressed(buf, counts=counts.astype(np.int64), metadata=np.array(json.dumps(meta, default=str)))
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def read_trace(path):
+    """Load a routing trace written by :func:`write_trace`: (counts int64[steps, layers,
+    experts], metadata dict)."""
+    import json
+
+    with np.load(path, allow_pickle=False) as z:
+        if "counts" not in z or "metadata" not in z:
+            raise ValueError(f"{path} is not a tempo routing trace (needs 'counts' and 'metadata')")
+        counts = z["counts"].astype(np.int64)
+        meta = json.loads(str(z["metadata"]))
+    if counts.ndim != 3:
+        raise ValueError(f"{path}: counts has shape {counts.shape}, expected [steps, layers, experts]")
+    return counts, meta
