@@ -154,3 +154,39 @@ def probe_suite(n: int = 1296, seed: int = 0, max_experts: int = 512, max_gpus: 
             counts[0] = int(scale * g * 4)
         name, model = models[i % len(models)]
         yield kind, name, Instance.full_replication(counts, g), model
+
+
+# ---------------------------------------------------------------------------- flip boundary (Section 3.2)
+def effective_replicas(popularity, replicas, tokens_per_gpu: float, top_k: int, n_gpus: int) -> float:
+    """``E_eff = sum_e (1 - (1 - p_e)^T) r_e``: expected activated replicas in a batch of
+    ``T = B K n_gpus`` token-expert draws (replicas of an activated expert all counted)."""
+    p = np.asarray(popularity, dtype=np.float64)
+    r = np.asarray(replicas, dtype=np.float64)
+    T = tokens_per_gpu * top_k * n_gpus
+    return float(np.sum((1.0 - (1.0 - p) ** T) * r))
+
+
+def flip_boundary(popularity, replicas, n_star: float, top_k: int, n_gpus: int, iters: int = 50):
+    """The analytic flip boundary ``B* = min(B*_avg, B*_hot)`` of Section 3.2, solved as a
+    fixed point in B (E_eff depends on B).
+
+    * average mechanism: balanced pieces cross at ``B*_avg = n* E_eff / (K g)``;
+    * hot-expert mechanism: the GPU with the hottest expert (popularity p_1) goes linear at
+      ``B*_hot = n* E_eff / (p_1 K g^2)``.
+
+    Returns (B*, B*_avg, B*_hot) in tokens per GPU.
+    """
+    p = np.asarray(popularity, dtype=np.float64)
+    p1 = float(p.max())
+    B = 1.0
+    avg = hot = B
+    for _ in range(iters):
+        E_eff = effective_replicas(p, replicas, B, top_k, n_gpus)
+        avg = n_star * E_eff / (top_k * n_gpus)
+        hot = n_star * E_eff / (p1 * top_k * n_gpus**2)
+        new = min(avg, hot)
+        if abs(new - B) <= 1e-9 * max(1.0, B):
+            B = new
+            break
+        B = new
+    return B, avg, hot

@@ -1,0 +1,112 @@
+"""Simulator studies (paper Sections 2.3, 2.4, 3.2): mixed regimes (Fig. 5), proxy
+mispricing (Table 1) and the phase diagram (Fig. 6)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import CostModel, solve
+from ..placement import eplb_placement
+from ..sweep import run_grid
+from ..theory import flip_boundary
+from ..workloads import sample_counts, zipf_popularity
+from . import experiment
+from .scenarios import zipf_batches
+
+#: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
+SHAPES = {"DSv3": (256, 8, "dsv3-offline"), "Qwen3-30B": (128, 8, "qwen3-30b-offline"),
+          "DSv2-Lite": (64, 6, "dsv2lite-offline")}
+FIXED = {"metro": "M", "token_lp": "L", "uniform": "E"}
+
+
+@experiment("mixed_regime")
+def mixed_regime(config: dict) -> pd.DataFrame:
+    """Fig. 5: per batch, the share of activated experts in the flat region (n_e < n*) and
+    of tokens in the linear region (n_e >= n*); a batch is mixed when both are >= 20%."""
+    E, K, params = SHAPES[config.get("shape", "DSv3")]
+    n_star = CostModel.named(params).n_star
+    pop = zipf_popularity(E, config["skew"], seed=config.get("seed", 0))
+    rows = []
+    for B in config["tokens"]:
+        counts = sample_counts(pop, B, K, config.get("n_gpus", 8), n_batches=config["batches"], seed=B)
+        for b, c in enumerate(counts):
+            act = c > 0
+            flat = act & (c < n_star)
+            flat_share = flat.sum() / max(act.sum(), 1)
+            lin_tokens = c[c >= n_star].sum() / max(c.sum(), 1)
+            rows.append({"tokens_per_gpu": B, "batch": b, "flat_expert_share": flat_share,
+                         "linear_token_share": lin_tokens, "mixed": bool(flat_share >= 0.2 and lin_tokens >= 0.2)})
+    return pd.DataFrame(rows)
+
+
+@experiment("proxy_mispricing")
+def proxy_mispricing(config: dict) -> pd.DataFrame:
+    """Table 1: each proxy's modeled block time over TEMPO's on the same batch (DSv3-shape
+    proxy, EP8, R redundant slots, fresh EPLB placement, three-term serving model)."""
+    model = CostModel.named(config.get("params", "proxy-serving"))
+    E, K, g, R = 256, 8, 8, config.get("redundant", 64)
+    pop = zipf_popularity(E, config.get("skew", 1.0), seed=config.get("seed", 0))
+    placement = eplb_placement(pop, g, (E + R) / E)
+    from ..instance import Instance
+
+    rows = []
+    for B in config["concurrency"]:
+        counts = sample_counts(pop, B // K, K, g, n_batches=config["batches"], seed=B + 1)
+        for b, c in enumerate(counts):
+            inst = Instance.from_placement(c, placement, g)
+            t = model.makespan(inst, solve(inst, model, "tempo"))
+            ms = {p: model.makespan(inst, solve(inst, model, p)) for p in ("static", "uniform", "token_lp", "metro")}
+            row = {"B": B, "batch": b, **{p: v / t for p, v in ms.items()}}
+            row["spread"] = max(ms.values()) / min(ms.values())
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def phase_cell(cell: dict) -> pd.DataFrame:
+    """One phase-diagram cell: mean makespan of each fixed policy and TEMPO over batches."""
+    E, K, params = SHAPES[cell["shape"]]
+    model = CostModel.named(params)
+    insts = zipf_batches(E, cell["ep"], cell["B"], cell["skew"], cell["replication"], cell["batches"],
+                         seed=cell["seed"], top_k=K)
+    ms = {p: float(np.mean([model.makespan(i, solve(i, model, p)) for i in insts])) for p in list(FIXED) + ["tempo"]}
+    best = min(FIXED, key=lambda p: ms[p])
+    return pd.DataFrame([{**{f"ms_{p}": v for p, v in ms.items()}, "winner": FIXED[best],
+                          "gain_pct": 100 * (1 - ms["tempo"] / ms[best])}])
+
+
+@experiment("phase_diagram")
+def phase_diagram(config: dict) -> pd.DataFrame:
+    """Fig. 6 / Fig. 12: winning fixed policy and TEMPO's gain over it on a grid of batch
+    size, skew, replication, EP size and expert shape."""
+    cells = [{"shape": sh, "ep": ep, "skew": s, "replication": r, "B": B, "batches": config["batches"],
+              "seed": config.get("seed", 0)}
+             for sh in config["shapes"] for ep in config["eps"] for s in config["skews"]
+             for r in config["replications"] for B in config["tokens"]]
+    return run_grid(phase_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
+                    desc="phase diagram")
+
+
+def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8) -> pd.DataFrame:
+    """Per (skew, replication) column: the observed flip band (last B where METRO-like wins,
+    first B where token-LP wins) and the analytic B* of Section 3.2; ``hit`` when B* falls
+    inside the band (inclusive, on the log-spaced ladder)."""
+    E, K, params = SHAPES[shape]
+    n_star = CostModel.named(params).n_star
+    rows = []
+    sub = df[(df["shape"] == shape) & (df.ep == ep)]
+    for (s, r), grp in sub.groupby(["skew", "replication"]):
+        grp = grp.sort_values("B")
+        Bs, win = grp.B.to_numpy(), grp.winner.to_numpy()
+        m_idx = np.flatnonzero(win == "M")
+        l_idx = np.flatnonzero(win == "L")
+        lo = Bs[m_idx.max()] if m_idx.size else Bs.min()
+        after = l_idx[l_idx > (m_idx.max() if m_idx.size else -1)]
+        hi = Bs[after.min()] if after.size else Bs.max()
+        pop = zipf_popularity(E, s, seed=0)
+        placement = eplb_placement(pop, ep, r)
+        reps = np.bincount(placement, minlength=E)
+        bstar, bavg, bhot = flip_boundary(pop, reps, n_star, K, ep)
+        rows.append({"skew": s, "replication": r, "band_lo": lo, "band_hi": hi, "B_star": bstar,
+                     "B_star_avg": bavg, "B_star_hot": bhot, "mechanism": "hot" if bhot < bavg else "avg",
+                     "hit": bool(lo <= bstar <= hi)})
+    return pd.DataFrame(rows)
