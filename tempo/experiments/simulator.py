@@ -110,3 +110,25 @@ def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8) -> pd.Dat
                      "B_star_avg": bavg, "B_star_hot": bhot, "mechanism": "hot" if bhot < bavg else "avg",
                      "hit": bool(lo <= bstar <= hi)})
     return pd.DataFrame(rows)
+
+
+LANDSCAPE = ["uniform", "token_lp", "metro", "llep", "tempo"]
+
+
+@experiment("policy_landscape")
+def policy_landscape(config: dict) -> pd.DataFrame:
+    """Table 4: block makespan of each dispatch kernel relative to static on the drift-K
+    scenario, at several batch scales, for each redundancy R and drift K."""
+    from .scenarios import drift_batches
+
+    model = CostModel.named(config.get("params", "proxy-serving"))
+    rows = []
+    for R in config["redundant"]:
+        for K in config["drift"]:
+            for label, B in config["scales"].items():
+                for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), drift=K, redundant=R)):
+                    static = model.makespan(inst, solve(inst, model, "static"))
+                    for p in LANDSCAPE:
+                        rows.append({"redundant": R, "drift": K, "scale": label, "B": B, "batch": b, "policy": p,
+                                     "ratio_to_static": model.makespan(inst, solve(inst, model, p)) / static})
+    return pd.DataFrame(rows)
