@@ -45,3 +45,17 @@ def test_mixed_regime_shares():
     big = df[df.tokens_per_gpu == 2048].linear_token_share.mean()
     small = df[df.tokens_per_gpu == 16].linear_token_share.mean()
     assert big > small
+
+
+def test_staleness_regimes_exact_is_best():
+    df = EXPERIMENTS["staleness"]({"scales": {"1x": 256}, "batches": 3})
+    med = df.groupby("regime").ratio_to_static.median()
+    assert set(med.index) == {"exact", "stale-1", "frozen", "uniform"}
+    assert med["exact"] <= min(med["stale-1"], med["frozen"], med["uniform"]) + 1e-9
+
+
+def test_policy_landscape_rows():
+    df = EXPERIMENTS["policy_landscape"]({"redundant": [64], "drift": [16], "scales": {"1x": 256}, "batches": 1})
+    assert set(df.policy) == {"uniform", "token_lp", "metro", "llep", "tempo"}
+    t = df.set_index("policy").ratio_to_static
+    assert t["tempo"] <= t.drop("tempo").min() * 1.01      # regression check on this seeded batch

@@ -132,3 +132,29 @@ def policy_landscape(config: dict) -> pd.DataFrame:
                         rows.append({"redundant": R, "drift": K, "scale": label, "B": B, "batch": b, "policy": p,
                                      "ratio_to_static": model.makespan(inst, solve(inst, model, p)) / static})
     return pd.DataFrame(rows)
+
+
+@experiment("staleness")
+def staleness(config: dict) -> pd.DataFrame:
+    """Section 5.5: the same solver under four information regimes, scored on the true
+    current batch: exact (solve the current counts), stale-1 (apply the routing table solved
+    on the previous batch), frozen (the table of the first batch, never refreshed) and
+    uniform (no solve: even split over replicas)."""
+    from ..instance import Dispatch
+    from .scenarios import drift_batches
+
+    model = CostModel.named(config.get("params", "proxy-serving"))
+    rows = []
+    for scale, B in config["scales"].items():
+        insts = drift_batches(B, config["batches"] + 1, seed=config.get("seed", 0), redundant=config.get("redundant", 64))
+        tables = [solve(i, model, "tempo").probabilities(i) for i in insts]
+        uniform = Dispatch(np.zeros_like(tables[0])).probabilities(insts[0])
+        for t in range(1, len(insts)):
+            inst = insts[t]
+            static = model.makespan(inst, solve(inst, model, "static"))
+            regimes = {"exact": tables[t], "stale-1": tables[t - 1], "frozen": tables[0], "uniform": uniform}
+            for name, prob in regimes.items():
+                shares = inst.counts[:, None] * prob  # the table applied to the true counts
+                rows.append({"scale": scale, "B": B, "batch": t, "regime": name,
+                             "ratio_to_static": model.makespan(inst, shares) / static})
+    return pd.DataFrame(rows)
