@@ -42,7 +42,11 @@ def write_vega_bundle(path: Path | None = None) -> Path:
 
 def chart_html(chart, static: bool = True) -> str:
     """HTML for one chart: an interactive vegaEmbed target and a print-only static SVG."""
-    spec = chart.to_dict()
+    return spec_html(chart.to_dict(), static)
+
+
+def spec_html(spec: dict, static: bool = True) -> str:
+    """:func:`chart_html` for a Vega-Lite spec given as a dict (what altair renderers receive)."""
     uid = "tc-" + uuid.uuid4().hex[:10]
     svg = ""
     if static:
@@ -76,19 +80,8 @@ def chart_html(chart, static: bool = True) -> str:
 def enable_offline(static: bool = True) -> None:
     """Make altair charts display through :func:`chart_html` (call once per notebook)."""
     alt = _alt()
-    alt.renderers.register("tempo_offline", lambda spec, **kw: {"text/html": _spec_html(spec, static)})
+    alt.renderers.register("tempo_offline", lambda spec, **kw: {"text/html": spec_html(spec, static)})
     alt.renderers.enable("tempo_offline")
-
-
-def _spec_html(spec: dict, static: bool) -> str:
-    class _Spec:
-        def __init__(self, d):
-            self.d = d
-
-        def to_dict(self):
-            return self.d
-
-    return chart_html(_Spec(spec), static=static)
 
 
 # ---------------------------------------------------------------------------- chart builders

@@ -39,7 +39,6 @@ def run(name: str, profile: str, progress: bool = True) -> int:
     if not params:
         print(f"{name}: the first code cell must be tagged 'parameters'", file=sys.stderr)
         return 2
-    env_root = os.environ.get("TEMPO_ROOT")
     try:
         pm.execute_notebook(nb, str(partial), parameters={"profile": profile}, cwd=str(paths.ROOT),
                             progress_bar=progress, kernel_name="python3", log_output=False)
@@ -47,9 +46,6 @@ def run(name: str, profile: str, progress: bool = True) -> int:
         print(f"\nnotebook {name} failed (profile {profile}) in cell {err.exec_count}: "
               f"{err.ename}: {err.evalue}\npartial output kept at {partial}", file=sys.stderr)
         return 1
-    finally:
-        if env_root is not None:
-            os.environ["TEMPO_ROOT"] = env_root
     os.replace(partial, out)
     print(f"{name}: executed -> {out.relative_to(paths.ROOT)}")
     return 0

@@ -404,9 +404,9 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start:
     has_sol = info.primal_solution_status == highspy.kSolutionStatusFeasible
     if has_sol:
         x = np.clip(np.asarray(h.getSolution().col_value)[ox:ox + nx], 0.0, None)
+        x[x < 1e-9] = 0.0  # solver noise is not an activation
         shares = np.zeros(inst.replica_gpu.shape)
         shares[e_idx, r_idx] = x
-        x[x < 1e-9] = 0
         rows_sum = shares.sum(axis=1)
         scale = np.divide(n, rows_sum, out=np.zeros_like(n), where=rows_sum > 0)
         shares *= scale[:, None]
