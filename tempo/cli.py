@@ -1,4 +1,4 @@
-"""``python -m tempo <command>``: bench | policies | params | solve."""
+"""``python -m tempo <command>``: bench | policies | params | solve | import-trace."""
 from __future__ import annotations
 
 import argparse
@@ -13,7 +13,8 @@ def main(argv=None):
         print("  bench     benchmark table (make bench); --help for options\n"
               "  policies  list the dispatch policies\n"
               "  params    list the named cost-parameter sets\n"
-              "  solve     dispatch one batch: --counts 600 30 30 --gpus 2 --params dsv3-offline --policy tempo")
+              "  solve     dispatch one batch: --counts 600 30 30 --gpus 2 --params dsv3-offline --policy tempo\n"
+              "  import-trace  SGLang expert-distribution recorder dumps -> routing trace: DUMP... -o trace.npz")
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd == "bench":
@@ -44,6 +45,17 @@ def main(argv=None):
         d = solve(inst, model, a.policy)
         print(json.dumps({"makespan_us": model.makespan(inst, d), "gpu_times_us": model.gpu_times(inst, d).tolist(),
                           "shares": np.round(d.shares, 3).tolist()}, indent=1))
+    elif cmd == "import-trace":
+        from .workloads import import_sglang_dumps
+
+        ap = argparse.ArgumentParser(prog="python -m tempo import-trace",
+                                     description="convert SGLang recorder dumps (per_pass: one file per rank; or stat)")
+        ap.add_argument("dumps", nargs="+")
+        ap.add_argument("-o", "--out", required=True)
+        ap.add_argument("--model", default="", help="model name stored in the trace metadata")
+        a = ap.parse_args(rest)
+        counts = import_sglang_dumps(a.dumps, a.out, model=a.model)
+        print(f"wrote {a.out}: {counts.shape[0]} steps x {counts.shape[1]} layers x {counts.shape[2]} experts")
     else:
         print(f"unknown command {cmd!r}; try: python -m tempo --help", file=sys.stderr)
         return 2

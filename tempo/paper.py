@@ -135,9 +135,11 @@ def ledger(profile: str, hardware: set[str] | None = None) -> pd.DataFrame:
             source.append(r.get("source", ""))
         else:
             ours.append(float("nan"))
+            requires = c.get("requires") if isinstance(c.get("requires"), str) else ""
             if c.kind != "model" and c.kind not in hardware:
                 status.append("needs hardware not present")
-                note.append(f"needs {KINDS[c.kind]}: run `make notebook NB={c.chapter} PROFILE=gpu` there")
+                note.append(f"needs {requires}" if requires else
+                            f"needs {KINDS[c.kind]}: run `make notebook NB={c.chapter} PROFILE=gpu` there")
             else:
                 status.append("not yet implemented")
                 note.append(f"planned in {c.chapter}")

@@ -40,4 +40,4 @@ def load(name: str, profile: str) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-from . import simulator, solver, toy  # noqa: E402,F401
+from . import replay, simulator, solver, toy  # noqa: E402,F401

@@ -1,0 +1,221 @@
+"""Replay studies of the simulator chapter: the faster-EPLB control (Table 10), the MoonEP
+replay (Appendix H), tile-aware prefill search (Section 2.2), the B*_a2a regime table
+(Section 5.13, Table 3) and replay of a recorded routing trace (Section 5.4)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import CostModel, solve
+from ..instance import Instance
+from ..placement import drift_corrupt, eplb_placement
+from ..policies.moonep import moonep
+from ..workloads import sample_counts, zipf_popularity
+from . import experiment
+from .scenarios import drift_batches, zipf_batches
+
+# ------------------------------------------------------------------ Table 10
+#: (dispatch policy, placement refresh scheme) rows of Table 10.
+T10_ROWS = [("static", "never"), ("uniform", "never"), ("uniform", "cum16"), ("static", "cum16"),
+            ("tempo", "never"), ("tempo", "cum16"), ("tempo", "W4")]
+
+
+def _refreshed(initial: np.ndarray, counts: np.ndarray, scheme: str, n_gpus: int, replication: float) -> list:
+    """Placement in force at each window under a refresh scheme: ``never``; ``cumN``
+    rebuilt every N windows from all counts observed so far; ``WN`` rebuilt every N windows
+    from the trailing N windows."""
+    out, current = [], initial
+    for t in range(len(counts)):
+        if scheme != "never":
+            every = int(scheme[3:] if scheme.startswith("cum") else scheme[1:])
+            if t > 0 and t % every == 0:
+                hist = counts[:t] if scheme.startswith("cum") else counts[t - every:t]
+                current = eplb_placement(hist.sum(axis=0) + 1e-9, n_gpus, replication)
+        out.append(current)
+    return out
+
+
+@experiment("faster_eplb")
+def faster_eplb(config: dict) -> pd.DataFrame:
+    """Table 10: replay a drift-16 timeline with the EPLB placement rebuilt every W windows
+    from observed counts, under each dispatch; ratio to the never-refreshed static map on the
+    same window.  Our timeline: windows drawn independently around one Zipf(1.0) popularity
+    (Dirichlet kappa = 2000), the initial placement built from the drift-16-corrupted
+    statistics, ``B`` token-expert pairs per GPU (as in :func:`drift_batches`)."""
+    model = CostModel.named(config.get("params", "proxy-serving"))
+    E, g, K, R = 256, 8, 8, config.get("redundant", 64)
+    seed = config.get("seed", 0)
+    rep = (E + R) / E
+    pop = zipf_popularity(E, config.get("skew", 1.0), seed=seed)
+    initial = eplb_placement(drift_corrupt(pop, config.get("drift", 16), seed=seed + 7), g, rep)
+    rows = []
+    for B in config["pairs"]:
+        counts = sample_counts(pop, B // K, K, g, n_batches=config["windows"], seed=seed + 1)
+        plans = {s: _refreshed(initial, counts, s, g, rep) for s in {s for _, s in T10_ROWS}}
+        for t, c in enumerate(counts):
+            base_inst = Instance.from_placement(c, plans["never"][t], g)
+            base = model.makespan(base_inst, solve(base_inst, model, "static"))
+            for pol, scheme in T10_ROWS:
+                inst = Instance.from_placement(c, plans[scheme][t], g)
+                rows.append({"B": B, "window": t, "policy": pol, "refresh": scheme,
+                             "ratio": model.makespan(inst, solve(inst, model, pol)) / base})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ Appendix H
+@experiment("moonep_replay")
+def moonep_replay(config: dict) -> pd.DataFrame:
+    """Appendix H: MoonEP's weight-moving balance (free and charged prefetch), TEMPO and
+    token-LP relative to the static map, Qwen3-235B shape (128 experts, top-8, EP8, EPLB
+    1.25x) under the tile-aware Testbed B model, on synthetic Zipf batches."""
+    model = CostModel.named(config.get("params", "qwen3-235b-testbedb-tile"))
+    ratio = config.get("ratio", 4.0)
+    rows = []
+    for B in config["tokens"]:
+        insts = zipf_batches(128, 8, B, config.get("skew", 1.0), config.get("replication", 1.25),
+                             config["batches"], seed=config.get("seed", 0), top_k=8)
+        for b, inst in enumerate(insts):
+            res = moonep(inst)
+            ms = {"moonep_free": res.makespan(model, "free"), "moonep_charged": res.makespan(model, "charged", ratio)}
+            for p in ("static", "static_sglang", "tempo", "token_lp"):
+                ms[p] = model.makespan(inst, solve(inst, model, p))
+            for base in ("static", "static_sglang"):
+                for p, v in ms.items():
+                    rows.append({"tokens_per_gpu": B, "batch": b, "baseline": base, "policy": p,
+                                 "change_pct": 100 * (v / ms[base] - 1), "fetched": int(res.fetched.sum())})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ Section 2.2
+@experiment("tile_prefill")
+def tile_prefill(config: dict) -> pd.DataFrame:
+    """Section 2.2: at prefill scale, does tile-aware search change the tile-blind solution,
+    and by how much does it cut modeled block time?  TEMPO is solved once with the Eq. 2
+    model and once with ``b2 = 0``; both are scored with Eq. 2.  The Testbed B expert models
+    are used without the traffic piece (the study is about the expert kernel's staircase;
+    with gamma = 0.10 the traffic piece dominates every prefill batch and hides it).  Also
+    the extra padded tiles of EPLB's uniform split over the tile-aware solution."""
+    rows = []
+    for shape, (E, params) in {"DSv3": (256, "dsv3-testbedb-tile"),
+                               "Qwen3-235B": (128, "qwen3-235b-testbedb-tile")}.items():
+        if shape not in config.get("shapes", ["DSv3", "Qwen3-235B"]):
+            continue
+        aware = CostModel.named(params).without("traffic")
+        blind = aware.without("tiles")
+        for pairs in config["pairs"]:
+            insts = zipf_batches(E, 8, pairs // 8, config.get("skew", 1.0), config.get("replication", 1.25),
+                                 config["batches"], seed=config.get("seed", 0), top_k=8)
+            for b, inst in enumerate(insts):
+                da, db, du = (solve(inst, aware, "tempo"), solve(inst, blind, "tempo"), solve(inst, aware, "uniform"))
+                tiles = {k: aware.gpu_features(inst, d)[2].sum() for k, d in (("aware", da), ("blind", db), ("uniform", du))}
+                rows.append({"shape": shape, "pairs_per_gpu": pairs, "batch": b,
+                             "changed": bool(np.abs(da.shares - db.shares).max() > 0.5),
+                             "cut_pct": 100 * (1 - aware.makespan(inst, da) / aware.makespan(inst, db)),
+                             "uniform_extra_tiles_pct": 100 * (tiles["uniform"] / tiles["aware"] - 1),
+                             "blind_extra_tiles_pct": 100 * (tiles["blind"] / tiles["aware"] - 1)})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ Section 5.13
+def dominant_term(model: CostModel, inst: Instance, d) -> str:
+    """Which piece of the max sets the bottleneck GPU's time: floor, compute or traffic."""
+    G, N, T = model.gpu_features(inst, d)
+    k = int(np.argmax(model.time(G, N, T)))
+    pieces = {"floor": model.a + model.b * G[k] + (model.b2 * (T[k] - G[k]) if model.b2 else 0.0),
+              "compute": model.c + model.beta * N[k]}
+    if model.c2 is not None:
+        pieces["traffic"] = model.c2 + model.gamma * N[k]
+    return max(pieces, key=pieces.get)
+
+
+def ba2a(model: CostModel, G: float) -> float:
+    """Section 5.13: tokens per GPU where the traffic piece overtakes the activation floor,
+    ``N* = (a + b*G - c2) / gamma``."""
+    if model.c2 is None or not model.gamma:
+        raise ValueError("B*_a2a needs a model with the traffic piece (c2, gamma)")
+    return (model.a + model.b * G - model.c2) / model.gamma
+
+
+@experiment("ba2a_regimes")
+def ba2a_regimes(config: dict) -> pd.DataFrame:
+    """Table 3's model columns: on the drift-16 scenario (R = 64), per concurrency B, the
+    dominant term of TEMPO's bottleneck GPU, TEMPO's block ratio to static, and the
+    activated experts per GPU the solver sees (the G of the B*_a2a formula)."""
+    model = CostModel.named(config.get("params", "proxy-serving"))
+    rows = []
+    for B in config["pairs"]:
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0))):
+            d = solve(inst, model, "tempo")
+            G, _, _ = model.gpu_features(inst, d)
+            rows.append({"B": B, "batch": b, "regime": dominant_term(model, inst, d),
+                         "static_regime": dominant_term(model, inst, solve(inst, model, "static")),
+                         "ratio_to_static": model.makespan(inst, d) / model.makespan(inst, solve(inst, model, "static")),
+                         "mean_G": float(G.mean())})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ Section 5.4
+REPLAY_FIXED = ("static", "uniform", "token_lp", "metro")
+
+
+def replay_trace(counts: np.ndarray, model: CostModel, n_gpus: int = 8, replication: float = 1.25,
+                 tokens_per_gpu=None, top_k: int = 8, seed: int = 0, warmup: float = 0.5) -> pd.DataFrame:
+    """Replay a routing trace (``counts`` [steps, layers, experts]) through every fixed
+    policy and TEMPO (Section 5.4).
+
+    Per layer, the EPLB placement is built from the first ``warmup`` share of the steps and
+    the rest are replayed on it.  ``tokens_per_gpu`` (a list) rescales each recorded step to
+    that batch size by multinomial resampling of its routing distribution; ``None`` replays
+    the recorded counts.  One row per (step, layer, batch size, policy) with the makespan.
+    """
+    counts = np.asarray(counts)
+    if counts.ndim != 3:
+        raise ValueError(f"counts must be [steps, layers, experts], got shape {counts.shape}")
+    S, L, E = counts.shape
+    split = max(1, int(round(warmup * S)))
+    if split >= S:
+        raise ValueError(f"trace has {S} steps; need more than the {split} warm-up steps")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for layer in range(L):
+        placement = eplb_placement(counts[:split, layer].sum(axis=0) + 1e-9, n_gpus, replication)
+        for step in range(split, S):
+            c = counts[step, layer]
+            if c.sum() == 0:
+                continue
+            for B in (tokens_per_gpu or [None]):
+                cc = c if B is None else rng.multinomial(B * top_k * n_gpus, c / c.sum())
+                inst = Instance.from_placement(cc, placement, n_gpus)
+                for p in REPLAY_FIXED + ("tempo",):
+                    rows.append({"step": step, "layer": layer, "B": B if B is not None else int(c.sum() // (top_k * n_gpus)),
+                                 "policy": p, "makespan": model.makespan(inst, solve(inst, model, p))})
+    return pd.DataFrame(rows)
+
+
+def oracle_gap(df: pd.DataFrame, cell: tuple = ("layer", "B")) -> pd.DataFrame:
+    """Section 5.4: per cell, TEMPO's mean makespan against a fixed-policy oracle that picks,
+    in hindsight, the best fixed policy of that cell (unrealizable in deployment); the gap
+    is ``1 - tempo / oracle`` in percent."""
+    mean = df.groupby(list(cell) + ["policy"]).makespan.mean().unstack("policy")
+    fixed = [p for p in REPLAY_FIXED if p in mean]
+    out = pd.DataFrame({"oracle_policy": mean[fixed].idxmin(axis=1), "oracle": mean[fixed].min(axis=1),
+                        "tempo": mean["tempo"]})
+    out["gap_pct"] = 100 * (1 - out.tempo / out.oracle)
+    return out.reset_index()
+
+
+@experiment("trace_replay")
+def trace_replay(config: dict) -> pd.DataFrame:
+    """Section 5.4 on a trace file (``config["trace"]``, npz) or, when none is given, on a
+    synthetic trace (labelled so): Zipf(skew) popularity per layer, drifting slowly."""
+    from ..workloads import read_trace, synthetic_trace
+
+    if config.get("trace"):
+        counts, meta = read_trace(config["trace"])
+    else:
+        counts, meta = synthetic_trace(config.get("steps", 16), config.get("layers", 4), config.get("experts", 128),
+                                       config.get("tokens", 64), top_k=8, n_gpus=8, seed=config.get("seed", 0))
+    df = replay_trace(counts, CostModel.named(config.get("params", "qwen3-30b-offline")),
+                      tokens_per_gpu=config.get("rescale"), seed=config.get("seed", 0))
+    df["source"] = meta.get("source", "unknown")
+    return df
