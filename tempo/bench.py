@@ -84,6 +84,63 @@ def summary(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int = 32, refreshes: int = 5,
+            seed: int = 0) -> str:
+    """Serving runtime (issue #7): the solver round trip -- snapshot, window, solve in the
+    worker process, validate, publish -- for a whole model, and the reference kernel's
+    throughput (torch CPU; skipped without torch)."""
+    from .serving import DispatchTable
+    from .serving.refresher import Refresher
+
+    pop = zipf_popularity(experts, 1.0, seed=seed)
+    pops = [np.roll(pop, l) for l in range(layers)]  # each layer its own hot experts, placed by EPLB
+    p2l = np.stack([eplb_placement(p, n_gpus, 1.25) for p in pops])
+    lines = []
+    for workers in (1, 2):
+        table = DispatchTable.from_placement(p2l)
+        cum = {"c": np.zeros((layers, experts), np.int64)}
+        r = Refresher(table, lambda: cum["c"], p2l, n_gpus, deadline_s=30, workers=workers)
+        times = []
+        try:
+            for i in range(refreshes + 1):
+                cum["c"] = cum["c"] + np.stack([sample_counts(p, tokens, 8, n_gpus, seed=seed + 100 * i + l)[0]
+                                                for l, p in enumerate(pops)])
+                t0 = time.perf_counter()
+                out = r.step()
+                if out != "published":
+                    raise RuntimeError(f"refresh {i}: {out} ({r.last_error})")
+                if i:  # the first includes the workers' start-up
+                    times.append(time.perf_counter() - t0)
+        finally:
+            r.stop()
+        lines.append(f"serving: whole-model refresh ({layers} layers x {experts} experts, EP{n_gpus}, {tokens} tok/GPU, "
+                     f"{workers} solver process{'es' if workers > 1 else ''}), snapshot to published table: median "
+                     f"{1e3 * statistics.median(times):.0f} ms, max {1e3 * max(times):.0f} ms over {refreshes} "
+                     f"(paper default period 200 ms)")
+    try:
+        import torch
+
+        from .serving.kernels import dispatch_and_count_reference
+
+        T, K = 4096, 8
+        prob = torch.tensor(table.prob[0])
+        phys = torch.tensor(table.phys[0])
+        ids = torch.randint(0, experts, (T, K))
+        counts = torch.zeros(experts, dtype=torch.int64)
+        u = torch.rand(T * K)
+        dispatch_and_count_reference(ids, prob, phys, counts, u)
+        t0 = time.perf_counter()
+        n = 20
+        for _ in range(n):
+            dispatch_and_count_reference(ids, prob, phys, counts, u)
+        dt = (time.perf_counter() - t0) / n
+        lines.append(f"serving: reference dispatch-and-count kernel (torch CPU), {T} x {K} routed pairs: "
+                     f"{1e3 * dt:.2f} ms per call, {T * K / dt / 1e6:.1f} M pairs/s")
+    except ImportError:
+        lines.append("serving: torch not installed, reference kernel not timed")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
     ap.add_argument("--eps", type=int, nargs="+", default=[8, 16, 32, 64])
@@ -93,11 +150,16 @@ def main(argv=None):
     ap.add_argument("--milp-limit", type=float, default=10.0, help="seconds per MILP; 0 skips the MILP")
     ap.add_argument("--params", default="dsv3-offline")
     ap.add_argument("--csv", help="also write the table here")
+    ap.add_argument("--serving-only", action="store_true", help="only the serving-runtime figures")
     args = ap.parse_args(argv)
+    if args.serving_only:
+        print(serving())
+        return
     df = run(args.eps, args.experts, args.tokens, reps=args.reps, milp_limit=args.milp_limit, params=args.params)
     with pd.option_context("display.width", 250, "display.max_columns", 50, "display.float_format", "{:.3f}".format):
         print(df.to_string(index=False))
     print()
     print(summary(df))
+    print(serving())
     if args.csv:
         df.to_csv(args.csv, index=False)

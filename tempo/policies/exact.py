@@ -114,6 +114,35 @@ class _Bipartite:
         return shares
 
 
+def _densest_set(graph: "_Bipartite", n: np.ndarray) -> tuple[int, int]:
+    """Hall density over all GPU sets at once (g <= 16): tokens of experts whose replicas all
+    lie in S, by a subset-sum (zeta) transform over the 2^g sets; returns (W, |S|) of the
+    densest set, whose ratio is the optimal min-max tokens per GPU."""
+    mask = np.zeros(graph.L, np.int64)
+    np.add.at(mask, graph.pe, np.left_shift(1, graph.pg))  # pairs are deduplicated: sum == OR
+    tok = np.bincount(mask, weights=n, minlength=1 << graph.g)
+    for i in range(graph.g):
+        v = tok.reshape(-1, 2, 1 << i)
+        v[:, 1, :] += v[:, 0, :]
+    size = np.bitwise_count(np.arange(1 << graph.g, dtype=np.uint32)).astype(np.float64)
+    size[0] = np.inf
+    best = int(np.argmax(tok / size))
+    return int(round(tok[best])), int(size[best])
+
+
+def min_max_tokens(inst: Instance) -> float | None:
+    """The least possible largest per-GPU token load over all dispatches (the token LP's
+    value, Hall's condition), by the subset transform when ``n_gpus <= 16``; None above
+    (use :func:`token_lp_value`).  A lower bound for every dispatch's ``N`` on its busiest GPU."""
+    if inst.n_gpus > 16:
+        return None
+    if inst.total_tokens == 0:
+        return 0.0
+    graph = _Bipartite(inst)
+    W, k = _densest_set(graph, inst.counts[graph.live].astype(np.float64))
+    return W / k
+
+
 def token_lp_value(inst: Instance) -> float:
     """The optimal min-max tokens per GPU (Lemma 1's objective), exactly."""
     return _token_lp(inst)[0]
@@ -132,11 +161,15 @@ def _token_lp(inst: Instance):
     graph = _Bipartite(inst)
     n = inst.counts[graph.live].astype(np.int64)
     W, k = int(n.sum()), inst.n_gpus
-    # start from the larger of two valid lower bounds: total/g and each expert over its GPUs
-    deg = np.bincount(graph.pe, minlength=graph.L)
-    e = int(np.argmax(n / deg))
-    if n[e] * k > W * deg[e]:
-        W, k = int(n[e]), int(deg[e])
+    if graph.g <= 16:
+        # the densest GPU set is the optimum, so the first max-flow below already saturates
+        W, k = _densest_set(graph, n)
+    else:
+        # start from the larger of two valid lower bounds: total/g and each expert over its GPUs
+        deg = np.bincount(graph.pe, minlength=graph.L)
+        e = int(np.argmax(n / deg))
+        if n[e] * k > W * deg[e]:
+            W, k = int(n[e]), int(deg[e])
     for _ in range(inst.n_gpus + 2):
         val, C, F = graph.flow(n * k, n[graph.pe] * k, np.full(graph.g, W))
         if val >= n.sum() * k:

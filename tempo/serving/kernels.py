@@ -1,0 +1,74 @@
+"""The fused dispatch-and-count kernel (paper Section 4.4): torch reference implementation.
+
+For every routed (token, slot) pair with logical expert ``e = topk_ids[t, k]`` and uniform
+``u[t*K + k]``, pick a replica column of ``e`` by inverse-CDF sampling of the row
+``prob[e]`` -- renormalised at use; a row with no positive mass on a real replica falls back
+to uniform over the replicas that hold the expert -- write its physical id and increment
+``counts[e]``.  Rows at or beyond ``num_token_non_padded`` (CUDA-graph padding) are neither
+routed by the table nor counted: their degenerate routing would otherwise fabricate a
+phantom hot expert (Section 5.9).  They get the expert's first replica, a valid physical id
+any downstream kernel can index.  Negative logical ids (already-masked slots) stay -1.
+
+The Triton kernel in :mod:`.triton_kernels` implements the same contract on GPU; this one runs
+anywhere torch does and is the oracle the tests compare it against.
+"""
+from __future__ import annotations
+
+
+def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None):
+    """Route logical expert ids to physical replicas by the table and count them.
+
+    Parameters
+    ----------
+    topk_ids : int[T, K] torch tensor
+        Logical expert ids from the router (negative = masked slot).
+    prob : float[E, R]
+        One layer's table row weights (need not be normalised).
+    phys_map : int[E, R]
+        Physical id of each replica column, -1 padding.
+    counts : int64[E] (or int32[E])
+        Persistent cumulative counter, updated in place for non-padding rows.
+    u : float[T*K]
+        Uniforms in [0, 1), one per routed pair.
+    num_token_non_padded : int or 0-d tensor, optional
+        Rows ``t >= num_token_non_padded`` are padding (default: none).
+
+    Returns
+    -------
+    int[T, K] physical ids, dtype of ``topk_ids``.
+    """
+    import torch
+
+    if topk_ids.dim() != 2:
+        raise ValueError(f"topk_ids must be [T, K], got shape {tuple(topk_ids.shape)}")
+    T, K = topk_ids.shape
+    E, R = phys_map.shape
+    if prob.shape != phys_map.shape:
+        raise ValueError(f"prob {tuple(prob.shape)} and phys_map {tuple(phys_map.shape)} differ in shape")
+    if counts.shape != (E,):
+        raise ValueError(f"counts must be [E] = [{E}], got {tuple(counts.shape)}")
+    if u.numel() != T * K:
+        raise ValueError(f"u must hold T*K = {T * K} uniforms, got {u.numel()}")
+    ids = topk_ids.reshape(-1).long()
+    n_valid = T if num_token_non_padded is None else int(num_token_non_padded)
+    real = (torch.arange(T * K, device=ids.device) // K) < n_valid
+    routed = (ids >= 0) & (ids < E)
+    e = ids.clamp(0, E - 1)
+    ph = phys_map[e].long()                                # [T*K, R]
+    valid = ph >= 0
+    p = prob[e].to(torch.float32)
+    p = torch.where(valid & torch.isfinite(p) & (p > 0), p, torch.zeros_like(p))
+    s = p.sum(-1, keepdim=True)
+    p = torch.where(s > 0, p, valid.to(p.dtype))            # torn / idle row -> uniform over holders
+    cdf = torch.cumsum(p, -1)
+    x = u.reshape(-1, 1).to(cdf.dtype) * cdf[:, -1:]
+    col = (cdf <= x).sum(-1)                                # first column whose cdf exceeds u * total
+    last_pos = (R - 1) - torch.argmax(torch.flip((p > 0).to(torch.int8), [-1]), -1)
+    col = torch.minimum(col, last_pos)                      # guards u * total rounding onto the total
+    chosen = torch.gather(ph, 1, col[:, None])[:, 0]
+    first = ph[:, 0]
+    out = torch.where(real, chosen, first)
+    out = torch.where(routed, out, torch.full_like(out, -1))
+    hit = real & routed
+    counts.index_add_(0, e[hit], torch.ones(int(hit.sum()), dtype=counts.dtype, device=counts.device))
+    return out.reshape(T, K).to(topk_ids.dtype)

@@ -1,0 +1,125 @@
+"""Dispatch tables (paper Section 4.4).
+
+A table is two arrays over (layer, logical expert, replica column):
+
+* ``prob : float32[L, E, R]`` -- the probability of sending a token of expert e to its r-th
+  replica.  Columns without a replica are 0.  Rows need not be normalised: the kernel
+  renormalises each row at use, and a row summing to zero (a torn or idle row) falls back to
+  uniform over the replicas that hold the expert.
+* ``phys : int32[L, E, R]`` -- the physical expert id (SGLang's global physical slot) of
+  each replica column, ``-1`` padding.
+
+``phys`` is built from SGLang's ``physical_to_logical_map [L, P]`` (every rank holds the full
+map), not from the per-rank shrunk ``logical_to_all_physical_map``; replica columns are in
+increasing physical-id order, the same order as :meth:`tempo.Instance.from_placement`, so a
+solved :class:`tempo.Dispatch` maps onto the table column for column.
+
+Race safety without double buffering: invalid columns are zero in every table ever
+published and every entry is finite and non-negative, so a reader that sees any mixture of
+old and new entries -- whole rows or single elements -- still gets, after renormalisation or
+the uniform fallback, a distribution over replicas that hold the expert.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def replica_map(physical_to_logical_map, n_logical: int | None = None) -> np.ndarray:
+    """int32[L, E, R]: physical ids of each logical expert's replicas, ascending, -1 padded.
+
+    Parameters
+    ----------
+    physical_to_logical_map : int[L, P]
+        Logical expert held by each physical slot (SGLang's map; GPU-major slots).
+    n_logical : int, optional
+        Number of logical experts E (default: largest id + 1).
+    """
+    p2l = np.asarray(physical_to_logical_map)
+    if p2l.ndim == 1:
+        p2l = p2l[None]
+    if p2l.ndim != 2 or not np.issubdtype(p2l.dtype, np.integer):
+        raise ValueError(f"physical_to_logical_map must be an integer [L, P] array, got {p2l.dtype} {p2l.shape}")
+    if p2l.size and p2l.min() < 0:
+        raise ValueError("physical_to_logical_map has negative logical ids")
+    L, P = p2l.shape
+    E = int(p2l.max()) + 1 if n_logical is None else int(n_logical)
+    if p2l.size and p2l.max() >= E:
+        raise ValueError(f"physical_to_logical_map has ids >= n_logical={E}")
+    cnt = np.stack([np.bincount(p2l[l], minlength=E) for l in range(L)])
+    if np.any(cnt == 0):
+        l, e = np.argwhere(cnt == 0)[0]
+        raise ValueError(f"logical expert {e} of layer {l} has no physical replica")
+    R = int(cnt.max())
+    out = np.full((L, E, R), -1, np.int32)
+    for l in range(L):
+        order = np.argsort(p2l[l], kind="stable")
+        rank = np.arange(P) - np.repeat(np.cumsum(cnt[l]) - cnt[l], cnt[l])
+        out[l, p2l[l][order], rank] = order
+    return out
+
+
+def effective_probabilities(prob: np.ndarray, phys: np.ndarray) -> np.ndarray:
+    """What the kernel samples from: each row clipped to valid, finite, non-negative
+    entries and renormalised; a row summing to zero becomes uniform over the replicas that
+    hold the expert.  Shapes ``[..., R]``; the result is float64 and every row sums to 1 over
+    ``phys >= 0`` (the kernel's semantics, in numpy, for tests and the refresher)."""
+    valid = np.asarray(phys) >= 0
+    p = np.asarray(prob, dtype=np.float64)
+    p = np.where(valid & np.isfinite(p) & (p > 0), p, 0.0)
+    s = p.sum(axis=-1, keepdims=True)
+    uni = valid / np.maximum(valid.sum(axis=-1, keepdims=True), 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s > 0, p / np.where(s > 0, s, 1.0), uni)
+
+
+def validate_table(prob: np.ndarray, phys: np.ndarray) -> None:
+    """Raise ``ValueError`` unless ``prob`` may be published against ``phys``: same shape,
+    finite, non-negative, zero on every padding column."""
+    prob, phys = np.asarray(prob), np.asarray(phys)
+    if prob.shape != phys.shape:
+        raise ValueError(f"prob has shape {prob.shape}, phys has {phys.shape}")
+    if not np.all(np.isfinite(prob)):
+        raise ValueError("prob has non-finite entries")
+    if np.any(prob < 0):
+        raise ValueError("prob has negative entries")
+    if np.any(prob[phys < 0] != 0):
+        raise ValueError("prob is non-zero on a padding column (a replica that does not exist)")
+
+
+@dataclass
+class DispatchTable:
+    """A live table: ``prob float32[L, E, R]`` (or ``[n_nodes, L, E, R]`` for per-source-node
+    topology tables) and ``phys int32[L, E, R]``."""
+
+    prob: np.ndarray
+    phys: np.ndarray
+
+    @classmethod
+    def uniform(cls, phys: np.ndarray, n_nodes: int | None = None) -> "DispatchTable":
+        """Even split over each expert's replicas (what ``noop`` keeps forever)."""
+        phys = np.asarray(phys, np.int32)
+        valid = phys >= 0
+        prob = (valid / np.maximum(valid.sum(-1, keepdims=True), 1)).astype(np.float32)
+        if n_nodes is not None:
+            prob = np.broadcast_to(prob, (n_nodes,) + prob.shape).copy()
+        return cls(prob, phys)
+
+    @classmethod
+    def from_placement(cls, physical_to_logical_map, n_logical: int | None = None,
+                       n_nodes: int | None = None) -> "DispatchTable":
+        return cls.uniform(replica_map(physical_to_logical_map, n_logical), n_nodes)
+
+    @property
+    def shape(self) -> tuple:
+        return self.phys.shape
+
+    def layer(self, layer: int, node: int = 0):
+        """(prob [E, R], phys [E, R]) of one layer, for the kernel."""
+        prob = self.prob[node] if self.prob.ndim == 4 else self.prob
+        return prob[layer], self.phys[layer]
+
+    def validate(self) -> None:
+        phys = self.phys if self.prob.ndim == 3 else np.broadcast_to(self.phys, self.prob.shape)
+        validate_table(self.prob, phys)

@@ -1,0 +1,86 @@
+"""The fused dispatch-and-count kernel in Triton (paper Section 4.4): same contract as
+:func:`tempo.serving.kernels.dispatch_and_count_reference`, one launch, no host sync, safe
+inside a captured CUDA graph (``num_token_non_padded`` may be a device tensor).
+
+Each program handles ``BLOCK`` routed pairs: a first pass over the ``R`` replica columns
+sums the row's valid mass (and counts the holders, for the uniform fallback), a second pass
+walks the cumulative mass to the first column exceeding ``u * total``; the physical id is
+stored and the logical expert's cumulative counter is incremented atomically.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_ptr, nvalid_ptr,
+                           n_pairs, K, E, n_valid_scalar,
+                           NVALID_FROM_PTR: tl.constexpr, R: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    inb = offs < n_pairs
+    e = tl.load(ids_ptr + offs, mask=inb, other=-1).to(tl.int64)
+    routed = inb & (e >= 0) & (e < E)
+    ec = tl.where(routed, e, 0)
+    if NVALID_FROM_PTR:
+        nv = tl.load(nvalid_ptr).to(tl.int64)
+    else:
+        nv = n_valid_scalar
+    real = inb & ((offs // K) < nv)
+    u = tl.load(u_ptr + offs, mask=inb, other=0.0).to(tl.float32)
+
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    holders = tl.zeros([BLOCK], dtype=tl.float32)
+    for r in tl.static_range(R):
+        ph = tl.load(phys_ptr + ec * R + r, mask=routed, other=-1)
+        p = tl.load(prob_ptr + ec * R + r, mask=routed, other=0.0).to(tl.float32)
+        ok = (ph >= 0) & (p > 0) & (p < float("inf"))  # NaN fails p > 0
+        total += tl.where(ok, p, 0.0)
+        holders += tl.where(ph >= 0, 1.0, 0.0)
+    fallback = total <= 0.0
+    x = u * tl.where(fallback, holders, total)
+
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    chosen = tl.full([BLOCK], -1, dtype=tl.int64)
+    last = tl.full([BLOCK], -1, dtype=tl.int64)
+    first = tl.full([BLOCK], -1, dtype=tl.int64)
+    for r in tl.static_range(R):
+        ph = tl.load(phys_ptr + ec * R + r, mask=routed, other=-1).to(tl.int64)
+        p = tl.load(prob_ptr + ec * R + r, mask=routed, other=0.0).to(tl.float32)
+        ok = (ph >= 0) & (p > 0) & (p < float("inf"))
+        w = tl.where(fallback, tl.where(ph >= 0, 1.0, 0.0), tl.where(ok, p, 0.0))
+        acc += w
+        pick = (w > 0) & (chosen < 0) & (acc > x)
+        chosen = tl.where(pick, ph, chosen)
+        last = tl.where(w > 0, ph, last)
+        if r == 0:
+            first = ph
+    chosen = tl.where(chosen < 0, last, chosen)  # u * total rounded onto the total
+    out = tl.where(real, chosen, first)
+    out = tl.where(routed, out, -1)
+    tl.store(out_ptr + offs, out, mask=inb)
+    tl.atomic_add(counts_ptr + ec, tl.full([BLOCK], 1, dtype=tl.int64).to(counts_ptr.dtype.element_ty),
+                  mask=real & routed)
+
+
+def dispatch_and_count_triton(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None, block: int = 256):
+    """Triton version of :func:`tempo.serving.kernels.dispatch_and_count_reference` (CUDA
+    tensors; ``counts`` int64 or int32)."""
+    import torch
+
+    if topk_ids.dim() != 2:
+        raise ValueError(f"topk_ids must be [T, K], got shape {tuple(topk_ids.shape)}")
+    T, K = topk_ids.shape
+    E, R = phys_map.shape
+    if prob.shape != phys_map.shape or counts.shape != (E,) or u.numel() != T * K:
+        raise ValueError("shape mismatch among topk_ids, prob, phys_map, counts and u")
+    ids = topk_ids.reshape(-1).contiguous()
+    out = torch.empty(T * K, dtype=torch.int64, device=ids.device)
+    from_ptr = torch.is_tensor(num_token_non_padded)
+    nvalid = num_token_non_padded if from_ptr else ids  # dummy pointer when unused
+    n_valid_scalar = T if (num_token_non_padded is None or from_ptr) else int(num_token_non_padded)
+    grid = (triton.cdiv(T * K, block),)
+    _dispatch_count_kernel[grid](ids, prob.contiguous(), phys_map.contiguous(), counts, u.contiguous(), out, nvalid,
+                                 T * K, K, E, n_valid_scalar, NVALID_FROM_PTR=from_ptr, R=R, BLOCK=block)
+    return out.view(T, K).to(topk_ids.dtype)

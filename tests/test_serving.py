@@ -1,0 +1,405 @@
+"""Serving runtime (Section 4.4): tables, counters, the dispatch-and-count kernel, torn
+publication, the solver process under faults, and a soak run of the refresher."""
+import logging
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tempo
+from tempo import CostModel, Instance
+from tempo.placement import drift_corrupt, eplb_placement
+from tempo.serving import DispatchTable, effective_probabilities, replica_map, validate_table, window_counts
+from tempo.serving.refresher import Refresher, TorchPublisher
+from tempo.serving.solver import TableSolver, check_counts, solve_tables
+from tempo.workloads import sample_counts, zipf_popularity
+
+torch = pytest.importorskip("torch")
+from tempo.serving.kernels import dispatch_and_count_reference as kernel  # noqa: E402
+
+
+def _placement(L=3, E=16, g=4, rep=1.5, seed=0):
+    pop = zipf_popularity(E, 1.0, seed=seed)
+    return np.stack([eplb_placement(np.roll(pop, l), g, rep) for l in range(L)]), pop
+
+
+# ------------------------------------------------------------------ tables
+def test_replica_map_matches_instance_layout():
+    p2l, _ = _placement()
+    phys = replica_map(p2l)
+    L, E, R = phys.shape
+    per_gpu = p2l.shape[1] // 4
+    for l in range(L):
+        inst = Instance.from_placement(np.ones(E, int), p2l[l], 4)
+        w = inst.replica_gpu.shape[1]
+        gpu = np.where(phys[l] >= 0, phys[l] // per_gpu, -1)
+        assert np.array_equal(gpu[:, :w], inst.replica_gpu)
+        assert np.all(phys[l][:, w:] == -1)
+        for e in range(E):  # every physical id of e, ascending
+            assert phys[l, e][phys[l, e] >= 0].tolist() == np.flatnonzero(p2l[l] == e).tolist()
+
+
+def test_replica_map_errors():
+    with pytest.raises(ValueError, match="no physical replica"):
+        replica_map([[0, 0, 2]])
+    with pytest.raises(ValueError, match="negative"):
+        replica_map([[0, -1]])
+    with pytest.raises(ValueError, match="integer"):
+        replica_map(np.array([[0.0, 1.0]]))
+
+
+def test_effective_probabilities_and_validation():
+    phys = np.array([[3, 7, -1], [2, -1, -1], [0, 1, 4]])
+    prob = np.array([[1.0, 3.0, 0.0], [0.0, 0.0, 0.0], [np.nan, -1.0, 0.0]])
+    eff = effective_probabilities(prob, phys)
+    assert np.allclose(eff, [[0.25, 0.75, 0], [1, 0, 0], [1 / 3, 1 / 3, 1 / 3]])
+    validate_table(np.array([[0.5, 0.5, 0]]), phys[:1])
+    with pytest.raises(ValueError, match="padding"):
+        validate_table(np.array([[0.5, 0.25, 0.25]]), phys[:1])
+    with pytest.raises(ValueError, match="negative"):
+        validate_table(np.array([[1.5, -0.5, 0]]), phys[:1])
+    with pytest.raises(ValueError, match="non-finite"):
+        validate_table(np.array([[np.nan, 0, 0]]), phys[:1])
+
+
+# ------------------------------------------------------------------ counters
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_window_counts_across_wrap(dtype):
+    info = np.iinfo(dtype)
+    old = np.array([info.max - 5, 10, info.max], dtype)
+    inc = np.array([17, 3, 1])
+    with np.errstate(over="ignore"):
+        new = (old.astype(np.uint64) + inc.astype(np.uint64)).astype(np.dtype(f"uint{np.dtype(dtype).itemsize * 8}")).view(dtype)
+    assert new[0] < old[0]  # it wrapped
+    assert window_counts(new, old).tolist() == inc.tolist()
+
+
+def test_window_counts_errors():
+    with pytest.raises(ValueError, match="shape"):
+        window_counts(np.zeros(3, np.int64), np.zeros(4, np.int64))
+    with pytest.raises(ValueError, match="dtype"):
+        window_counts(np.zeros(3, np.int64), np.zeros(3, np.int32))
+
+
+def test_counter_wrap_through_the_kernel():
+    phys = torch.tensor([[0, 1], [2, -1]], dtype=torch.int32)
+    prob = torch.tensor([[0.5, 0.5], [1.0, 0.0]])
+    counts = torch.tensor([2**31 - 3, 5], dtype=torch.int32)
+    before = counts.numpy().copy()
+    ids = torch.zeros(10, 1, dtype=torch.int64)
+    kernel(ids, prob, phys, counts, torch.rand(10))
+    assert counts[0] < 0  # int32 wrapped
+    assert window_counts(counts.numpy(), before).tolist() == [10, 0]
+
+
+# ------------------------------------------------------------------ kernel
+def test_kernel_split_matches_table_chi_square():
+    from scipy.stats import chisquare
+
+    p2l, _ = _placement(L=1, E=8, g=4, rep=2.0)
+    phys = torch.tensor(replica_map(p2l)[0])
+    g = torch.Generator().manual_seed(0)
+    prob = torch.rand(phys.shape, generator=g) * (phys >= 0)
+    T, K = 40000, 4
+    ids = torch.randint(0, 8, (T, K), generator=g)
+    counts = torch.zeros(8, dtype=torch.int64)
+    out = kernel(ids, prob, phys, counts, torch.rand(T * K, generator=g))
+    assert counts.tolist() == torch.bincount(ids.reshape(-1), minlength=8).tolist()
+    eff = effective_probabilities(prob.numpy(), phys.numpy())
+    tested = 0
+    for e in range(8):
+        cols = np.flatnonzero(phys[e].numpy() >= 0)
+        got = np.array([(out[ids == e] == phys[e, c]).sum().item() for c in cols])
+        assert got.sum() == (ids == e).sum()
+        exp = eff[e, cols] * got.sum()
+        if len(cols) > 1:
+            assert chisquare(got, exp).pvalue > 1e-4
+            tested += 1
+    assert tested >= 4
+
+
+def test_kernel_padding_rows_neither_routed_nor_counted():
+    phys = torch.tensor([[5, 6], [7, -1]], dtype=torch.int32)
+    prob = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    ids = torch.tensor([[0, 1], [0, 0], [0, 0], [0, 0]])  # rows 2, 3 are CUDA-graph padding
+    counts = torch.zeros(2, dtype=torch.int64)
+    out = kernel(ids, prob, phys, counts, torch.full((8,), 0.5), num_token_non_padded=torch.tensor(2))
+    assert counts.tolist() == [3, 1]  # the padding rows would have made expert 0 a phantom hot expert
+    assert out[:2].tolist() == [[6, 7], [6, 6]]
+    assert out[2:].tolist() == [[5, 5], [5, 5]]  # a valid physical id, the first replica
+
+
+def test_kernel_zero_nan_rows_and_masked_ids():
+    phys = torch.tensor([[1, 2, -1], [3, -1, -1]], dtype=torch.int32)
+    prob = torch.tensor([[0.0, 0.0, 5.0], [float("nan"), 0.0, 0.0]])  # mass only on padding / NaN
+    ids = torch.tensor([[0, 1, -1]] * 3000)
+    counts = torch.zeros(2, dtype=torch.int64)
+    out = kernel(ids, prob, phys, counts, torch.rand(9000))
+    assert set(out[:, 0].tolist()) == {1, 2}  # uniform fallback over the holders
+    assert abs((out[:, 0] == 1).float().mean().item() - 0.5) < 0.05
+    assert set(out[:, 1].tolist()) == {3}
+    assert set(out[:, 2].tolist()) == {-1} and counts.tolist() == [3000, 3000]
+
+
+def test_kernel_u_at_the_edges_stays_on_positive_columns():
+    phys = torch.tensor([[0, 1, 2]], dtype=torch.int32)
+    prob = torch.tensor([[0.3, 0.7, 0.0]])
+    ids = torch.zeros(3, 1, dtype=torch.int64)
+    out = kernel(ids, prob, phys, torch.zeros(1, dtype=torch.int64), torch.tensor([0.0, 0.3, 1.0 - 1e-9]))
+    assert out[:, 0].tolist() == [0, 1, 1]
+
+
+def test_kernel_input_errors():
+    phys = torch.tensor([[0, 1]], dtype=torch.int32)
+    with pytest.raises(ValueError, match="T, K"):
+        kernel(torch.zeros(3, dtype=torch.int64), torch.ones(1, 2), phys, torch.zeros(1, dtype=torch.int64), torch.rand(3))
+    with pytest.raises(ValueError, match="uniforms"):
+        kernel(torch.zeros(3, 1, dtype=torch.int64), torch.ones(1, 2), phys, torch.zeros(1, dtype=torch.int64), torch.rand(2))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the Triton kernel needs a CUDA GPU")
+def test_triton_kernel_agrees_with_reference():
+    pytest.importorskip("triton")
+    from tempo.serving.triton_kernels import dispatch_and_count_triton
+
+    p2l, _ = _placement(L=1, E=64, g=8, rep=1.5)
+    phys = torch.tensor(replica_map(p2l)[0], device="cuda")
+    prob = torch.rand(phys.shape, device="cuda") * (phys >= 0)
+    prob[3] = 0  # a torn row
+    ids = torch.randint(0, 64, (4096, 8), device="cuda")
+    u = torch.rand(4096 * 8, device="cuda")
+    c_ref = torch.zeros(64, dtype=torch.int64, device="cuda")
+    c_tri = torch.zeros(64, dtype=torch.int64, device="cuda")
+    nv = torch.tensor(4000, device="cuda")
+    ref = kernel(ids, prob, phys, c_ref, u, nv)
+    tri = dispatch_and_count_triton(ids, prob, phys, c_tri, u, nv)
+    assert torch.equal(c_ref, c_tri)
+    assert (ref == tri).float().mean().item() > 0.999  # float rounding at a cdf boundary may differ
+
+
+# ------------------------------------------------------------------ torn publication
+def _check_state(prob, phys):
+    eff = effective_probabilities(prob, phys)
+    assert np.allclose(eff.sum(-1), 1.0)
+    assert np.all(eff[phys < 0] == 0)
+    E = phys.shape[0]
+    ids = torch.arange(E).repeat_interleave(8)[:, None]
+    counts = torch.zeros(E, dtype=torch.int64)
+    out = kernel(ids, torch.tensor(prob), torch.tensor(phys), counts, torch.rand(ids.numel()))
+    holders = [set(phys[e][phys[e] >= 0].tolist()) for e in range(E)]
+    assert all(o in holders[e] for o, e in zip(out[:, 0].tolist(), ids[:, 0].tolist()))
+
+
+@pytest.mark.parametrize("order", ["element", "row", "reverse-element"])
+def test_torn_publication_always_reads_a_valid_table(order):
+    p2l, pop = _placement(L=1, E=12, g=4, rep=1.75)
+    phys = replica_map(p2l)[0]
+    old = solve_tables(sample_counts(pop, 16, 4, 4, seed=3), p2l, 4, CostModel.named("proxy-serving"))[0]
+    # the new table concentrates each expert on one replica: worst case for tearing
+    new = np.zeros_like(old)
+    for e in range(phys.shape[0]):
+        new[e, np.flatnonzero(phys[e] >= 0)[-1]] = 1.0
+    live = old.copy()
+    idx = list(np.ndindex(*live.shape)) if order != "row" else list(range(live.shape[0]))
+    if order == "reverse-element":
+        idx = idx[::-1]
+    for i in idx:
+        live[i] = new[i]
+        _check_state(live, phys)
+    assert np.array_equal(live, new)
+
+
+# ------------------------------------------------------------------ solver and refresher
+@pytest.fixture
+def setup():
+    L, E, g = 3, 16, 4
+    p2l, pop = _placement(L, E, g)
+    table = DispatchTable.from_placement(p2l)
+    state = {"cum": np.zeros((L, E), np.int64)}
+    return p2l, pop, table, state
+
+
+def _feed(state, pop, n=1, seed=0):
+    L = state["cum"].shape[0]
+    state["cum"] += sample_counts(pop, 64, 4, 4, n_batches=L * n, seed=seed).reshape(n, L, -1).sum(0)
+
+
+def test_table_solver_layers_match_direct_solve(setup):
+    p2l, pop, table, state = setup
+    w = sample_counts(pop, 64, 4, 4, n_batches=3, seed=5)
+    model = CostModel.named("proxy-serving")
+    out = TableSolver(p2l, 4, model).solve(w)
+    for l in range(3):
+        inst = Instance.from_placement(w[l], p2l[l], 4)
+        exp = tempo.solve(inst, model, "tempo").probabilities(inst)
+        assert np.allclose(out[l, :, :exp.shape[1]], exp, atol=1e-6)
+    hier = TableSolver(p2l, 4, model, topology="hier", gpus_per_node=2).solve(w)
+    assert hier.shape == (2,) + table.phys.shape
+    for k in range(2):
+        validate_table(hier[k], table.phys)
+    with pytest.raises(ValueError, match="gpus_per_node"):
+        TableSolver(p2l, 4, model, topology="hier")
+    with pytest.raises(ValueError, match="shape"):
+        check_counts(np.zeros((2, 16)), 3, 16)
+
+
+def test_refresher_publishes_and_noop_never_solves(setup):
+    p2l, pop, table, state = setup
+    uniform = table.prob.copy()
+    noop = Refresher(DispatchTable.from_placement(p2l), lambda: state["cum"], p2l, 4, policy="noop")
+    assert noop.solver is None
+    _feed(state, pop)
+    assert noop.step() == "noop" and np.array_equal(noop.table.prob, uniform)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=30)
+    try:
+        assert r.step() == "idle"  # nothing counted since the refresher started
+        _feed(state, pop, seed=1)
+        assert r.step() == "published"
+        table.validate()
+        assert not np.array_equal(table.prob, uniform)
+        lp = Refresher(DispatchTable.from_placement(p2l), lambda: state["cum"], p2l, 4, policy="token_lp", deadline_s=30)
+        _feed(state, pop, seed=2)
+        assert lp.step() == "published"
+        lp.stop()
+    finally:
+        r.stop()
+
+
+def test_malformed_counts_are_rejected_and_logged(setup, caplog):
+    p2l, pop, table, state = setup
+    before = table.prob.copy()
+    bad = {"fn": lambda w: -w}
+    r = Refresher(table, lambda: state["cum"], p2l, 4, aggregate=lambda w: bad["fn"](w), deadline_s=30)
+    try:
+        _feed(state, pop)
+        with caplog.at_level(logging.ERROR, logger="tempo.serving"):
+            assert r.step() == "rejected"
+            bad["fn"] = lambda w: w[:2]
+            _feed(state, pop, seed=1)
+            assert r.step() == "rejected"
+        assert "negative" in caplog.text and "shape" in caplog.text
+        assert np.array_equal(table.prob, before)
+    finally:
+        r.stop()
+
+
+def test_deadline_drops_late_solves_and_discards_their_reply(setup, caplog):
+    p2l, pop, table, state = setup
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=0.2)
+    try:
+        before = table.prob.copy()
+        _feed(state, pop)
+        assert r.step(delay_s=1.0) == "dropped"
+        assert np.array_equal(table.prob, before)
+        r.deadline_s = 30
+        _feed(state, pop, seed=1)
+        with caplog.at_level(logging.INFO, logger="tempo.serving"):
+            assert r.step() == "published"  # waits past the late reply, which is dropped
+        assert "late reply" in caplog.text
+    finally:
+        r.stop()
+
+
+def test_killed_worker_keeps_last_table_and_restarts(setup):
+    p2l, pop, table, state = setup
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=30)
+    try:
+        _feed(state, pop)
+        assert r.step() == "published"
+        good = table.prob.copy()
+        pid = r.solver.pid
+        _feed(state, pop, seed=1)
+        res = {}
+        th = threading.Thread(target=lambda: res.setdefault("out", r.step(delay_s=3.0)))
+        th.start()
+        time.sleep(0.5)
+        os.kill(pid, 9)
+        th.join(10)
+        assert res["out"] == "died"
+        assert np.array_equal(table.prob, good)
+        assert r.solver.pid != pid and r.solver.restarts == 1
+        _feed(state, pop, seed=2)
+        assert r.step() == "published"
+    finally:
+        r.stop()
+
+
+def test_torch_publisher_copies_into_live_tensor(setup):
+    p2l, pop, table, state = setup
+    live = torch.tensor(table.prob)
+    pub = TorchPublisher(live)
+    new = np.zeros_like(table.prob)
+    new[..., 0] = 1.0
+    pub(new)
+    assert torch.equal(live, torch.tensor(new))
+
+
+def test_soak_refresher_on_drifting_workload():
+    """Run the refresher in its thread for a bounded time against batches routed by the
+    reference kernel on a drifting, skewed workload with a stale (drift-16) placement."""
+    L, E, g, K, B = 2, 256, 8, 8, 32  # the drift scenario's DSv3-shape proxy
+    model = CostModel.named("proxy-serving")
+    rng = np.random.default_rng(0)
+    pop = zipf_popularity(E, 1.0, seed=1)
+    p2l = np.stack([eplb_placement(drift_corrupt(pop, 8, seed=l), g, 1.25) for l in range(L)])
+    table = DispatchTable.from_placement(p2l)
+    phys = table.phys
+    counts = torch.zeros((L, E), dtype=torch.int64)
+    lock = threading.Lock()
+    published = []
+
+    def snapshot():
+        with lock:
+            return counts.numpy().copy()
+
+    def on_publish(new, window):
+        validate_table(new, phys)
+        published.append(new.copy())
+
+    r = Refresher(table, snapshot, p2l, g, model=model, interval_s=0.1, deadline_s=2.0, on_publish=on_publish,
+                  batch_tokens=B * K * g)
+    ratios, t_end = [], time.monotonic() + 3.0
+    r.start()
+    try:
+        p = pop.copy()
+        while time.monotonic() < t_end:
+            p = p * np.exp(0.02 * rng.standard_normal(E))
+            p /= p.sum()
+            ids = torch.tensor(rng.choice(E, size=(B * g, K), p=p))
+            live = table.prob.copy()  # what the kernel reads for this batch
+            for l in range(L):
+                c_l = counts[l].clone()
+                out = kernel(ids, torch.tensor(live[l]), torch.tensor(phys[l]), c_l, torch.rand(ids.numel()))
+                with lock:
+                    counts[l] = c_l
+                assert torch.isin(out, torch.tensor(phys[l][phys[l] >= 0])).all()
+                n = np.bincount(ids.reshape(-1).numpy(), minlength=E)
+                inst = Instance.from_placement(n, p2l[l], g)
+                w = inst.replica_gpu.shape[1]
+                tab = model.makespan(inst, n[:, None] * effective_probabilities(live[l][:, :w], phys[l][:, :w]))
+                uni = model.makespan(inst, tempo.solve(inst, model, "uniform"))
+                if len(published):
+                    ratios.append(tab / uni)
+            time.sleep(0.01)
+    finally:
+        r.stop()
+    assert r.stats["published"] >= 5 and not r.stats["rejected"] and not r.stats["error"]
+    assert len(published) == r.stats["published"]
+    assert np.mean(ratios) < 0.97, np.mean(ratios)
+
+
+def test_sharded_workers_give_the_same_table(setup):
+    p2l, pop, table, state = setup
+    from tempo.serving.solver import SolverProcess
+
+    w = sample_counts(pop, 64, 4, 4, n_batches=3, seed=9)
+    with SolverProcess(p2l, 4, "proxy-serving") as one, SolverProcess(p2l, 4, "proxy-serving", workers=2) as two:
+        a = one.result(one.submit(w), 30)
+        b = two.result(two.submit(w), 30)
+        assert len(set(two.pids)) == 2
+    assert a[0] == b[0] == "ok"
+    assert np.array_equal(a[1], b[1])
+    with pytest.raises(ValueError, match="workers"):
+        SolverProcess(p2l, 4, workers=4)
