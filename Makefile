@@ -15,7 +15,7 @@ NB_NAMES := $(notdir $(basename $(NB_SRC)))
 LEDGER := 99_claims_ledger
 EXEC := build/executed/$(PROFILE)
 EXECUTED := $(addprefix $(EXEC)/,$(addsuffix .ipynb,$(NB_NAMES)))
-DEPS := $(shell find tempo -name '*.py') $(wildcard data/paper/* data/params/*) $(STAMP)
+DEPS := $(shell find tempo -name '*.py') $(wildcard data/paper/* data/params/*) $(shell find data/measured -type f 2>/dev/null) $(STAMP)
 ifeq ($(PROFILE),smoke)
 BOOK_OUT := build/smoke-book
 else

@@ -1,4 +1,4 @@
-"""``python -m tempo <command>``: bench | policies | params | solve | import-trace."""
+"""``python -m tempo <command>``: bench | policies | params | solve | import-trace | calibrate."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +14,8 @@ def main(argv=None):
               "  policies  list the dispatch policies\n"
               "  params    list the named cost-parameter sets\n"
               "  solve     dispatch one batch: --counts 600 30 30 --gpus 2 --params dsv3-offline --policy tempo\n"
-              "  import-trace  SGLang expert-distribution recorder dumps -> routing trace: DUMP... -o trace.npz")
+              "  import-trace  SGLang expert-distribution recorder dumps -> routing trace: DUMP... -o trace.npz\n"
+              "  calibrate     measure expert time here and fit the cost models: --backend auto --shape qwen3-30b")
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd == "bench":
@@ -45,6 +46,10 @@ def main(argv=None):
         d = solve(inst, model, a.policy)
         print(json.dumps({"makespan_us": model.makespan(inst, d), "gpu_times_us": model.gpu_times(inst, d).tolist(),
                           "shares": np.round(d.shares, 3).tolist()}, indent=1))
+    elif cmd == "calibrate":
+        from .calib.record import main as calib_main
+
+        return calib_main(rest)
     elif cmd == "import-trace":
         from .workloads import import_sglang_dumps
 
