@@ -3,6 +3,7 @@
 #   make book PROFILE=smoke    the same with tiny grids (seconds), into build/smoke-book/
 #   make notebook NB=01_balance_time PROFILE=gpu   run one notebook
 #   make test                  unit tests, smoke build of the whole book, browser check
+#   make sglang-test           optional: the SGLang plugin against sglang 0.5.23 (CPU, large download)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -22,7 +23,7 @@ else
 BOOK_OUT := .
 endif
 
-.PHONY: all book test unit browser bench venv notebook clean
+.PHONY: all book test unit browser bench venv notebook clean sglang-test
 .SECONDARY:
 .DELETE_ON_ERROR:
 all: book
@@ -72,6 +73,15 @@ browser: $(STAMP)
 test: unit
 	$(MAKE) --no-print-directory book PROFILE=smoke
 	$(MAKE) --no-print-directory browser
+
+# optional: the plugin against the real sglang 0.5.23 on CPU (about 1.4 GB into build/sglang-site;
+# not part of `make test`)
+SGL_SITE := build/sglang-site
+$(SGL_SITE)/.stamp: tests/sglang/requirements.txt $(STAMP)
+	$(PY) -m pip install -q --no-deps --target $(SGL_SITE) -r tests/sglang/requirements.txt
+	@touch $@
+sglang-test: $(SGL_SITE)/.stamp
+	PYTHONPATH=tests/sglang/stubs:$(SGL_SITE) $(PY) -m pytest -q tests/sglang
 
 bench: $(STAMP)
 	$(PY) -m tempo bench

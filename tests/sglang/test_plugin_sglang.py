@@ -1,0 +1,109 @@
+"""The SGLang plugin against the real sglang 0.5.23 package (CPU).  Runs in the optional
+environment of ``make sglang-test``; skipped where sglang is not importable."""
+import argparse
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("sglang.srt.plugins.hook_registry")
+
+from tempo.serving import sglang_plugin as sp  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def hooked():
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    HookRegistry.reset()
+    sp.register()
+    HookRegistry.apply_hooks()
+    yield HookRegistry
+    sp._RUNTIME = None
+
+
+def test_version_pinned():
+    assert sp.check_sglang_version() == sp.SGLANG_VERSION
+
+
+def test_every_hook_target_resolves_and_is_patched(hooked):
+    targets = {t for t, _, _ in sp.HOOKS}
+    assert targets <= hooked._patched, targets - hooked._patched
+
+
+def test_tempo_parses_as_a_dispatch_algorithm(hooked):
+    from sglang.srt.server_args import ServerArgs
+
+    p = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(p)
+    for algo in ("tempo", "tempo_noop", "static"):
+        assert p.parse_args(["--model-path", "m", "--ep-dispatch-algorithm", algo]).ep_dispatch_algorithm == algo
+    with pytest.raises(SystemExit):
+        p.parse_args(["--model-path", "m", "--ep-dispatch-algorithm", "nonsense"])
+
+
+def _runtime_and_info(layer=1):
+    from sglang.srt.eplb.expert_location_dispatch import ExpertLocationDispatchInfo
+
+    E, L, g = 8, 2, 4
+    p2l = np.array([[0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 0]] * L)  # 12 physical slots, 3 per GPU
+    rt = sp.TempoRuntime(p2l, g, start=False)
+    sp._RUNTIME = rt
+    info = ExpertLocationDispatchInfo(
+        ep_dispatch_algorithm="tempo", partial_logical_to_rank_dispatch_physical_map=None,
+        partial_logical_to_all_physical_map=torch.zeros(E, 3, dtype=torch.int64),
+        partial_logical_to_all_physical_map_num_valid=torch.ones(E, dtype=torch.int64), num_physical_experts=12)
+    info.tempo_layer_id = layer
+    return rt, info, p2l
+
+
+def test_select_experts_cpu_path_routes_through_tempo(hooked):
+    from sglang.srt.layers.moe import topk as T
+
+    rt, info, p2l = _runtime_and_info()
+    rt.prob[1, 0] = torch.tensor([0.0, 0.0, 1.0])  # expert 0: all tokens to its third replica (slot 11)
+    torch.manual_seed(0)
+    h, logits = torch.randn(6, 16), torch.randn(6, 8)
+    logits[:, 0] = 10.0  # every token routes expert 0 first
+    out = T.select_experts(h, logits, T.TopKConfig(top_k=2, renormalize=True, torch_native=True), layer_id=1,
+                           num_token_non_padded=torch.tensor(4), expert_location_dispatch_info=info)
+    ids = out.topk_ids
+    assert ids[4:].eq(-1).all()  # SGLang masks the padding rows after mapping
+    for t in range(4):
+        for pid in ids[t].tolist():
+            assert pid >= 0
+    assert (ids[:4, 0] == 11).all()
+    assert rt.counts[1].sum().item() == 8 and rt.counts[1, 0].item() == 4  # padding never counted
+    assert rt.counts[0].sum().item() == 0
+    logical = torch.tensor(p2l[1])[ids[:4]]
+    assert logical[:, 0].eq(0).all()
+
+
+def test_biased_postprocess_masks_padding_in_counts(hooked):
+    from sglang.srt.layers.moe import topk as T
+
+    rt, info, _ = _runtime_and_info(layer=0)
+    ids = torch.tensor([[0, 1], [2, 3], [0, 0]])
+    out = T._biased_grouped_topk_postprocess(ids.clone(), info, torch.tensor(2))
+    assert rt.counts[0].sum().item() == 4 and rt.counts[0, 0].item() == 1
+    assert out[2].eq(-1).all()
+
+
+def test_non_tempo_layers_fall_through(hooked):
+    from sglang.srt.eplb.expert_location_dispatch import ExpertLocationDispatchInfo, topk_ids_logical_to_physical
+
+    info = ExpertLocationDispatchInfo(
+        ep_dispatch_algorithm="static", partial_logical_to_rank_dispatch_physical_map=torch.tensor([3, 2, 1, 0]),
+        partial_logical_to_all_physical_map=torch.zeros(4, 1, dtype=torch.int64),
+        partial_logical_to_all_physical_map_num_valid=torch.ones(4, dtype=torch.int64), num_physical_experts=4)
+    assert topk_ids_logical_to_physical(torch.tensor([[0, 1]]), info).tolist() == [[3, 2]]
+
+
+def test_recorder_buffer_capped(hooked, monkeypatch):
+    from sglang.srt.eplb import expert_distribution as ed
+
+    monkeypatch.setenv("TEMPO_RECORDER_BUFFER_CAP", "16")
+    buf = ed._Buffer.init_new(item_shape=(2, 4), buffer_size=1000, dtype=torch.int32, device="cpu")
+    assert len(buf._buffer) == 16
+    grow = ed._Buffer.init_new(item_shape=(2, 4), buffer_size=-1, dtype=torch.int32, device="cpu")
+    assert len(grow._buffer) == 16
