@@ -1,4 +1,4 @@
-"""``python -m tempo <command>``: bench | policies | params | solve | import-trace | calibrate."""
+"""``python -m tempo <command>``: bench | policies | params | solve | import-trace | calibrate | epbench | serve-bench."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +15,9 @@ def main(argv=None):
               "  params    list the named cost-parameter sets\n"
               "  solve     dispatch one batch: --counts 600 30 30 --gpus 2 --params dsv3-offline --policy tempo\n"
               "  import-trace  SGLang expert-distribution recorder dumps -> routing trace: DUMP... -o trace.npz\n"
-              "  calibrate     measure expert time here and fit the cost models: --backend auto --shape qwen3-30b")
+              "  calibrate     measure expert time here and fit the cost models: --backend auto --shape qwen3-30b\n"
+              "  epbench       wall-clock EP microbenchmark: --device cpu --world-size 4 --shape tiny (or --emulate)\n"
+              "  serve-bench   SGLang serving benchmark driver (GPU servers): --help")
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd == "bench":
@@ -46,6 +48,14 @@ def main(argv=None):
         d = solve(inst, model, a.policy)
         print(json.dumps({"makespan_us": model.makespan(inst, d), "gpu_times_us": model.gpu_times(inst, d).tolist(),
                           "shares": np.round(d.shares, 3).tolist()}, indent=1))
+    elif cmd == "epbench":
+        from .serving.epbench import main as ep_main
+
+        return ep_main(rest)
+    elif cmd == "serve-bench":
+        from .serving.servebench import main as sb_main
+
+        return sb_main(rest)
     elif cmd == "calibrate":
         from .calib.record import main as calib_main
 

@@ -30,7 +30,8 @@ clear error (``TEMPO_SGLANG_ANY_VERSION=1`` overrides, at your own risk).
 Configuration (environment, read at initialisation): ``TEMPO_PARAMS`` (cost-parameter set,
 default ``proxy-serving``), ``TEMPO_REFRESH_MS`` (200), ``TEMPO_DEADLINE_MS`` (150),
 ``TEMPO_TOPOLOGY`` (``flat`` or ``hier``), ``TEMPO_GPUS_PER_NODE``, ``TEMPO_SOLVER_WORKERS`` (1),
-``TEMPO_BATCH_TOKENS`` (rescale windows to one batch; default: off).
+``TEMPO_BATCH_TOKENS`` (rescale windows to one batch; default: off), ``TEMPO_POLICY`` (``tempo``
+or ``token_lp``: the exact token LP in the same worker, Section 5.12's control).
 """
 from __future__ import annotations
 
@@ -297,7 +298,8 @@ def hook_after_lplb_init(result, model_runner, *args, **kwargs):
     rank = getattr(model_runner, "moe_ep_rank", 0) or 0
     _RUNTIME = TempoRuntime(
         meta.physical_to_logical_map, meta.ep_size, device=meta.physical_to_logical_map.device,
-        policy="noop" if algo == "tempo_noop" else "tempo", params=env.get("TEMPO_PARAMS", "proxy-serving"),
+        policy="noop" if algo == "tempo_noop" else env.get("TEMPO_POLICY", "tempo"),
+        params=env.get("TEMPO_PARAMS", "proxy-serving"),
         interval_s=float(env.get("TEMPO_REFRESH_MS", 200)) / 1e3, deadline_s=float(env.get("TEMPO_DEADLINE_MS", 150)) / 1e3,
         topology=topo, gpus_per_node=gpn, aggregate=_gloo_aggregate(), workers=int(env.get("TEMPO_SOLVER_WORKERS", 1)),
         batch_tokens=int(env["TEMPO_BATCH_TOKENS"]) if env.get("TEMPO_BATCH_TOKENS") else None,

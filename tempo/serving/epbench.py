@@ -1,0 +1,304 @@
+"""Wall-clock EP microbenchmark (paper Section 5.1, 5.2): ``python -m tempo epbench``.
+
+One process per EP rank (``torch.distributed``: NCCL on GPUs, gloo on CPU processes).  Every
+step, all ranks draw the same routed batch (same seed), every policy dispatches it, and each
+policy runs back-to-back on that batch: dispatch all-to-all of the hidden states, the rank's
+expert FFNs for the tokens its replicas received, combine all-to-all.  A rank's step time is
+measured around those three phases (CUDA events on GPU, ``perf_counter`` on CPU); the layer
+time is the all-reduce MAX over ranks; the table reports medians over the steps.
+
+Tokens originate evenly from all ranks (each rank routes ``tokens`` tokens, top-k), so the
+all-to-all sends rank i's share of every replica's tokens to the replica's rank.  Expert work
+is the FFN of the chosen shape (gate/up, SiLU-and-mul, down) as a loop over the active local
+experts, bf16 on GPU and float32 on CPU.
+
+``--emulate`` runs the EP ranks one after another on one device (no collectives): each rank's
+expert work is timed alone and the makespan is the max -- what one GPU can say about whether
+the model's ranking of policies transfers to measured time (Section 5.2: pairwise ranking
+agreement and gain-transfer error against the model's prediction).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import socket
+import statistics
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+DEFAULT_POLICIES = ("static", "uniform", "token_lp", "metro", "tempo")
+
+
+def plan_steps(n_experts: int, world: int, tokens: int, top_k: int, steps: int, skew: float, replication: float,
+               seed: int):
+    """The placement and each step's per-expert counts (identical on every rank)."""
+    from ..placement import eplb_placement
+    from ..workloads import sample_counts, zipf_popularity
+
+    pop = zipf_popularity(n_experts, skew, seed=seed)
+    placement = eplb_placement(pop, world, replication)
+    counts = sample_counts(pop, tokens, top_k, world, n_batches=steps, seed=seed + 1)
+    return placement, counts
+
+
+def integer_split(shares: np.ndarray) -> np.ndarray:
+    """Round a dispatch's shares to whole tokens per replica, keeping each expert's total."""
+    fl = np.floor(shares + 1e-9)
+    rem = np.rint(shares.sum(axis=1) - fl.sum(axis=1)).astype(int)
+    frac = shares - fl
+    out = fl.copy()
+    for e in np.flatnonzero(rem > 0):
+        out[e, np.argsort(-frac[e], kind="stable")[:rem[e]]] += 1
+    return out.astype(np.int64)
+
+
+def rank_loads(inst, shares_int: np.ndarray, world: int) -> list[list[int]]:
+    """Per rank: token counts of its active (expert, replica) pairs."""
+    loads = [[] for _ in range(world)]
+    for e, r in zip(*np.nonzero(shares_int > 0)):
+        loads[int(inst.replica_gpu[e, r])].append(int(shares_int[e, r]))
+    return loads
+
+
+class ExpertWork:
+    """The FFN of ``n`` tokens on each of a rank's active experts (weights rotated across
+    ``copies`` sets so consecutive calls do not hit the same cache lines)."""
+
+    def __init__(self, shape, max_experts: int, device: str, copies: int = 2, seed: int = 0):
+        import torch
+
+        self.torch = torch
+        self.dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        g = torch.Generator().manual_seed(seed)
+        d, f = shape.d_model, shape.d_ff
+        self.f = f
+        self.w13 = (torch.randn(copies, max_experts, 2 * f, d, generator=g) / d ** 0.5).to(device, self.dtype)
+        self.w2 = (torch.randn(copies, max_experts, d, f, generator=g) / f ** 0.5).to(device, self.dtype)
+        self.copies, self.i, self.device, self.d = copies, 0, device, d
+
+    def __call__(self, x_per_expert: list) -> None:
+        torch = self.torch
+        self.i = (self.i + 1) % self.copies
+        for j, x in enumerate(x_per_expert):
+            h = x @ self.w13[self.i, j].T
+            a = torch.nn.functional.silu(h[:, :self.f]) * h[:, self.f:]
+            a @ self.w2[self.i, j].T
+
+
+def _policies_dispatch(inst, model, policies):
+    from .. import solve
+
+    return {p: integer_split(solve(inst, model, p).shares) for p in policies}
+
+
+def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from .. import CostModel, Instance
+    from ..calib.shapes import shape as get_shape
+
+    device = "cpu" if args["device"] == "cpu" else f"cuda:{rank}"
+    if device != "cpu":
+        torch.cuda.set_device(rank)
+    torch.set_num_threads(max(1, args.get("threads", 1)))
+    dist.init_process_group("gloo" if device == "cpu" else "nccl", init_method=args["init"], rank=rank,
+                            world_size=world)
+    try:
+        sh = get_shape(args["shape"])
+        model = CostModel.named(args["params"])
+        placement, counts = plan_steps(args["experts"] or sh.n_experts, world, args["tokens"], args["top_k"],
+                                       args["steps"] + args["warmup"], args["skew"], args["replication"], args["seed"])
+        per_gpu = placement.size // world
+        work = ExpertWork(sh, per_gpu, device, seed=args["seed"] + rank)
+        d = sh.d_model
+        rows = []
+        for step, c in enumerate(counts):
+            inst = Instance.from_placement(c, placement, world)
+            plans = _policies_dispatch(inst, model, args["policies"])
+            for pol, sh_int in plans.items():
+                loads = rank_loads(inst, sh_int, world)
+                # tokens this rank sends to every rank: an even share of each destination's load
+                dest_tot = np.array([sum(l) for l in loads])
+                send = np.array([(dest_tot[j] + (world - 1 - rank)) // world for j in range(world)])  # remainder spread
+                recv_t = torch.tensor(send, dtype=torch.int64)
+                gathered = [torch.zeros(world, dtype=torch.int64) for _ in range(world)]
+                dist.all_gather(gathered, recv_t)
+                recv = np.array([int(gathered[i][rank]) for i in range(world)])
+                xs = torch.randn(int(send.sum()), d, dtype=work.dtype, device=device)
+                xr = torch.empty(int(recv.sum()), d, dtype=work.dtype, device=device)
+                dist.barrier()
+                if device != "cpu":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                dist.all_to_all_single(xr, xs, recv.tolist(), send.tolist())
+                mine = loads[rank]
+                parts = list(torch.split(xr, mine)) if sum(mine) == xr.shape[0] and mine else \
+                    [torch.zeros(n, d, dtype=work.dtype, device=device) for n in mine]
+                tc0 = time.perf_counter()
+                work(parts)
+                if device != "cpu":
+                    torch.cuda.synchronize()
+                tc1 = time.perf_counter()
+                yb = torch.empty(int(send.sum()), d, dtype=work.dtype, device=device)
+                dist.all_to_all_single(yb, xr, send.tolist(), recv.tolist())
+                if device != "cpu":
+                    torch.cuda.synchronize()
+                t1 = time.perf_counter()
+                local = torch.tensor([t1 - t0, tc1 - tc0], dtype=torch.float64)
+                mx = local.clone()
+                dist.all_reduce(mx, op=dist.ReduceOp.MAX)
+                if rank == 0 and step >= args["warmup"]:
+                    rows.append({"step": step - args["warmup"], "policy": pol, "layer_us": 1e6 * float(mx[0]),
+                                 "expert_us": 1e6 * float(mx[1]),
+                                 "model_us": model.makespan(inst, sh_int.astype(float))})
+        if rank == 0:
+            pd.DataFrame(rows).to_csv(out_path, index=False)
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_distributed(args: dict) -> pd.DataFrame:
+    """Spawn ``world_size`` rank processes (torch.multiprocessing) and collect rank 0's rows."""
+    import tempfile
+
+    import torch.multiprocessing as tmp
+
+    world = int(args["world_size"])
+    if args["device"] != "cpu":
+        import torch
+
+        if torch.cuda.device_count() < world:
+            raise RuntimeError(f"--world-size {world} needs {world} GPUs, found {torch.cuda.device_count()}; "
+                               "use --emulate to run the ranks one after another on one GPU")
+    with tempfile.TemporaryDirectory() as tmpd:
+        out = os.path.join(tmpd, "rows.csv")
+        args = {**args, "init": f"tcp://127.0.0.1:{_free_port()}"}
+        tmp.start_processes(_worker, args=(world, args, out), nprocs=world, start_method="spawn", join=True)
+        return pd.read_csv(out)
+
+
+def run_emulated(args: dict) -> pd.DataFrame:
+    """Single-device mode: each rank's expert work timed alone, makespan = max over ranks."""
+    import torch
+
+    from .. import CostModel, Instance
+    from ..calib.shapes import shape as get_shape
+
+    device = "cpu" if args["device"] == "cpu" else "cuda"
+    world = int(args["world_size"])
+    sh = get_shape(args["shape"])
+    model = CostModel.named(args["params"])
+    placement, counts = plan_steps(args["experts"] or sh.n_experts, world, args["tokens"], args["top_k"],
+                                   args["steps"] + args["warmup"], args["skew"], args["replication"], args["seed"])
+    work = ExpertWork(sh, placement.size // world, device, seed=args["seed"])
+    rows = []
+    for step, c in enumerate(counts):
+        inst = Instance.from_placement(c, placement, world)
+        for pol, sh_int in _policies_dispatch(inst, model, args["policies"]).items():
+            loads = rank_loads(inst, sh_int, world)
+            times = []
+            for r in range(world):
+                xs = [torch.randn(n, sh.d_model, dtype=work.dtype, device=device) for n in loads[r]]
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    s.record()
+                    work(xs)
+                    e.record()
+                    e.synchronize()
+                    times.append(1e3 * s.elapsed_time(e))
+                else:
+                    t0 = time.perf_counter()
+                    work(xs)
+                    times.append(1e6 * (time.perf_counter() - t0))
+            if step >= args["warmup"]:
+                rows.append({"step": step - args["warmup"], "policy": pol, "layer_us": max(times), "expert_us": max(times),
+                             "model_us": model.makespan(inst, sh_int.astype(float))})
+    return pd.DataFrame(rows)
+
+
+def summarize(df: pd.DataFrame, reference: str = "static") -> pd.DataFrame:
+    """Per policy: median measured layer and expert time, median modeled makespan, and
+    each relative to ``reference`` on the same steps (medians of per-step ratios)."""
+    piv = {q: df.pivot(index="step", columns="policy", values=q) for q in ("layer_us", "expert_us", "model_us")}
+    out = pd.DataFrame({"layer_us": piv["layer_us"].median(), "expert_us": piv["expert_us"].median(),
+                        "model_us": piv["model_us"].median()})
+    if reference in piv["layer_us"]:
+        out["measured_vs_" + reference] = piv["expert_us"].div(piv["expert_us"][reference], axis=0).median()
+        out["model_vs_" + reference] = piv["model_us"].div(piv["model_us"][reference], axis=0).median()
+    return out
+
+
+def transfer(df: pd.DataFrame, reference: str = "static", noise: float = 0.03) -> dict:
+    """Section 5.2: does the model's ranking of policies transfer to measured time?
+    Pairwise ranking agreement over policy pairs whose measured medians differ by more than
+    ``noise`` (relative), and the mean |measured gain - modeled gain| vs ``reference`` in points."""
+    s = summarize(df, reference)
+    pairs = agree = 0
+    for a, b in itertools.combinations(s.index, 2):
+        ma, mb = s.loc[a, "expert_us"], s.loc[b, "expert_us"]
+        if abs(ma - mb) / max(ma, mb) <= noise:
+            continue
+        pairs += 1
+        agree += (ma < mb) == (s.loc[a, "model_us"] < s.loc[b, "model_us"])
+    gains = s.drop(index=reference, errors="ignore")
+    err = (100 * ((1 - gains["measured_vs_" + reference]) - (1 - gains["model_vs_" + reference]))).abs()
+    return {"pairs": pairs, "agreement": agree / pairs if pairs else float("nan"),
+            "gain_transfer_error_p": float(err.mean()) if len(err) else float("nan")}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tempo epbench", description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--world-size", type=int, default=4)
+    ap.add_argument("--shape", default="tiny", help="expert shape (tempo.calib.shapes): tiny, qwen3-30b, dsv3, ...")
+    ap.add_argument("--experts", type=int, help="logical experts (default: the shape's)")
+    ap.add_argument("--top-k", type=int, default=None)
+    ap.add_argument("--tokens", type=int, default=32, help="tokens routed per rank per step")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--skew", type=float, default=1.0)
+    ap.add_argument("--replication", type=float, default=1.25)
+    ap.add_argument("--params", default="dsv3-offline", help="cost model the policies solve with")
+    ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
+    ap.add_argument("--emulate", action="store_true", help="run the ranks one after another on one device")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per CPU rank")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--csv", help="write the per-step rows here")
+    a = ap.parse_args(argv)
+    from ..calib.shapes import shape as get_shape
+
+    sh = get_shape(a.shape)
+    args = {"device": a.device, "world_size": a.world_size, "shape": a.shape, "experts": a.experts,
+            "top_k": a.top_k or sh.top_k, "tokens": a.tokens, "steps": a.steps, "warmup": a.warmup, "skew": a.skew,
+            "replication": a.replication, "params": a.params, "policies": [p for p in a.policies.split(",") if p],
+            "seed": a.seed, "threads": a.threads}
+    t0 = time.time()
+    df = run_emulated(args) if a.emulate else run_distributed(args)
+    s = summarize(df)
+    mode = "emulated on one device" if a.emulate else f"{a.world_size} ranks ({'gloo' if a.device == 'cpu' else 'nccl'})"
+    print(f"EP microbenchmark: {mode}, shape {a.shape}, {a.tokens} tokens/rank, top-{args['top_k']}, "
+          f"{a.steps} steps, skew {a.skew}; medians ({time.time() - t0:.0f} s)")
+    with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
+        print(s.to_string())
+    tr = transfer(df)
+    print(f"model -> measured (expert time): pairwise ranking agreement {tr['agreement']:.0%} over {tr['pairs']} "
+          f"pairs outside 3% noise; mean gain-transfer error {tr['gain_transfer_error_p']:.1f} p")
+    if a.csv:
+        df.to_csv(a.csv, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,333 @@
+"""Serving benchmark driver (paper Sections 5.8-5.15): ``python -m tempo serve-bench``.
+
+For every window and every policy, an SGLang server is launched with that policy's
+``--ep-dispatch-algorithm`` (and environment), a ``sglang.benchmark.serving`` workload is run
+against it, and the server is stopped; each policy is paired with ``static`` back-to-back in
+the same window (the order alternates between windows), because cross-window drift on shared
+machines exceeds the effects measured (Section 5.11).
+
+The pre-declared window rule (Section 5.10's protocol): a window's pair is excluded only for
+an infrastructure failure identified from the run records alone -- the server never became
+healthy or died, the benchmark exited non-zero or wrote no result, or fewer requests completed
+than were sent -- never by looking at which policy won.  :func:`apply_window_rule` implements
+it and records the reason.
+
+Results: one tidy row per run (``runs.csv``: throughput, TTFT / TPOT / ITL medians and p99,
+status) and one per kept pair (``pairs.csv``: deltas against same-window static), plus a
+``manifest.json`` (commands, versions, GPU, times).  ``--dry-run`` prints the commands.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .. import paths
+
+#: policy -> (--ep-dispatch-algorithm, extra environment)
+POLICIES = {
+    "static": ("static", {}),
+    "dynamic": ("dynamic", {}),
+    "lp": ("lp", {}),
+    "tempo": ("tempo", {}),
+    "tempo_noop": ("tempo_noop", {}),
+    "tempo_tokenlp": ("tempo", {"TEMPO_POLICY": "token_lp"}),
+    "tempo_hier": ("tempo", {"TEMPO_TOPOLOGY": "hier"}),
+    "tempo_flat": ("tempo", {"TEMPO_TOPOLOGY": "flat"}),
+}
+METRICS = ["output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
+           "median_itl_ms", "p99_itl_ms"]
+TINY_MODEL = paths.ROOT / "data" / "models" / "tiny-qwen3-moe"
+
+
+@dataclass
+class Workload:
+    """One ``sglang.benchmark.serving`` workload."""
+
+    name: str = "random-decode"
+    dataset: str = "random"  # random | sharegpt
+    num_prompts: int = 512
+    input_len: int = 256
+    output_len: int = 1024
+    request_rate: str = "inf"  # Poisson rate (req/s) or inf
+    max_concurrency: int | None = 256
+    dataset_path: str | None = None
+    seed: int = 1
+
+    def args(self, base_url: str, out: str) -> list[str]:
+        a = [sys.executable, "-m", "sglang.benchmark.serving", "--backend", "sglang", "--base-url", base_url,
+             "--dataset-name", self.dataset, "--num-prompts", str(self.num_prompts), "--request-rate",
+             str(self.request_rate), "--seed", str(self.seed), "--output-file", out]
+        if self.dataset == "random":
+            a += ["--random-input-len", str(self.input_len), "--random-output-len", str(self.output_len)]
+        if self.dataset_path:
+            a += ["--dataset-path", self.dataset_path]
+        if self.max_concurrency:
+            a += ["--max-concurrency", str(self.max_concurrency)]
+        return a
+
+
+@dataclass
+class ServerSpec:
+    model: str = str(TINY_MODEL)
+    tp: int = 8
+    ep: int = 8
+    a2a: str = "deepep"
+    redundant: int = 32
+    dummy_weights: bool = False
+    init_expert_location: str | None = None  # e.g. a drift-K corrupted distribution (Section 5.12)
+    extra: list[str] = field(default_factory=list)
+
+    def args(self, algorithm: str, port: int) -> list[str]:
+        a = [sys.executable, "-m", "sglang.launch_server", "--model-path", self.model, "--host", "127.0.0.1",
+             "--port", str(port), "--tp-size", str(self.tp), "--ep-size", str(self.ep),
+             "--moe-a2a-backend", self.a2a, "--ep-num-redundant-experts", str(self.redundant),
+             "--ep-dispatch-algorithm", algorithm]
+        if self.dummy_weights:
+            a += ["--load-format", "dummy"]
+        if self.init_expert_location:
+            a += ["--init-expert-location", self.init_expert_location]
+        return a + list(self.extra)
+
+
+# ---------------------------------------------------------------------------- parsing and the window rule
+def parse_result(path) -> dict:
+    """The last JSON line of a ``sglang.benchmark.serving --output-file`` (one line per run)."""
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"{p} does not exist: the benchmark wrote no result")
+    lines = [l for l in p.read_text().splitlines() if l.strip()]
+    if not lines:
+        raise ValueError(f"{p} is empty: the benchmark wrote no result")
+    rec = json.loads(lines[-1])
+    missing = [m for m in METRICS if m not in rec]
+    if missing:
+        raise ValueError(f"{p}: result lacks {missing}")
+    return rec
+
+
+def classify(run: dict) -> str:
+    """Infrastructure status of one run record, from the record alone: ``ok``,
+    ``server_failed``, ``bench_failed`` or ``incomplete``."""
+    if not run.get("server_healthy", False) or run.get("server_died", False):
+        return "server_failed"
+    if run.get("bench_rc", 1) != 0 or run.get("result") is None:
+        return "bench_failed"
+    res = run["result"]
+    sent = run.get("num_prompts") or res.get("num_prompts")
+    if sent and res.get("completed", sent) < sent:
+        return "incomplete"
+    return "ok"
+
+
+def apply_window_rule(runs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Runs -> (all runs with status, kept pairs with deltas vs same-window static).
+
+    A (window, policy) pair is kept iff both its run and the window's static run are
+    ``ok``; the status is decided before any metric is compared."""
+    rows = []
+    for r in runs:
+        row = {k: r.get(k) for k in ("window", "policy", "order", "workload")}
+        row["status"] = classify(r)
+        if r.get("result"):
+            row.update({m: r["result"].get(m) for m in METRICS + ["completed"]})
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    pairs = []
+    for (w, wl), grp in df.groupby(["window", "workload"]):
+        st = grp[grp.policy == "static"]
+        for _, r in grp[grp.policy != "static"].iterrows():
+            base = st[st.order.isin([r.order - 1, r.order + 1])] if len(st) > 1 else st
+            if base.empty:
+                continue
+            b = base.iloc[0]
+            keep = r.status == "ok" and b.status == "ok"
+            p = {"window": w, "workload": wl, "policy": r.policy, "kept": keep,
+                 "excluded_because": "" if keep else f"{r.policy}:{r.status}, static:{b.status}"}
+            if keep:
+                p["throughput_delta_pct"] = 100 * (r.output_throughput / b.output_throughput - 1)
+                for m in ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "p99_itl_ms"):
+                    p[f"{m}_delta_pct"] = 100 * (r[m] / b[m] - 1)
+            pairs.append(p)
+    return df, pd.DataFrame(pairs)
+
+
+def schedule(policies: list[str], windows: int) -> list[tuple[int, str, int]]:
+    """(window, policy, order) runs: per window, each non-static policy paired with its own
+    static run right before (even windows) or after (odd windows) it."""
+    out = []
+    for w in range(windows):
+        order = 0
+        for p in policies:
+            if p == "static":
+                continue
+            pair = ["static", p] if w % 2 == 0 else [p, "static"]
+            for q in pair:
+                out.append((w, q, order))
+                order += 1
+    return out
+
+
+# ---------------------------------------------------------------------------- running
+def _healthy(port: int, timeout: float, proc) -> bool:
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(2)
+    return False
+
+
+def run_one(spec: ServerSpec, policy: str, workload: Workload, out_dir: Path, port: int, tag: str,
+            startup_timeout: float = 900) -> dict:
+    """Launch a server with ``policy``, run ``workload``, stop the server; the run record."""
+    algo, env_extra = POLICIES[policy]
+    env = {**os.environ, **env_extra}
+    log = open(out_dir / f"{tag}.server.log", "w")
+    cmd = spec.args(algo, port)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    rec = {"policy": policy, "server_cmd": shlex.join(cmd), "env": env_extra, "num_prompts": workload.num_prompts}
+    try:
+        rec["server_healthy"] = _healthy(port, startup_timeout, proc)
+        if rec["server_healthy"]:
+            out = out_dir / f"{tag}.jsonl"
+            bcmd = workload.args(f"http://127.0.0.1:{port}", str(out))
+            rec["bench_cmd"] = shlex.join(bcmd)
+            with open(out_dir / f"{tag}.bench.log", "w") as blog:
+                rec["bench_rc"] = subprocess.call(bcmd, stdout=blog, stderr=subprocess.STDOUT)
+            try:
+                rec["result"] = parse_result(out)
+            except ValueError as exc:
+                rec["result"], rec["parse_error"] = None, str(exc)
+            rec["server_died"] = proc.poll() is not None
+    finally:
+        import signal
+
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+    return rec
+
+
+def drive(spec: ServerSpec, policies: list[str], workloads: list[Workload], windows: int, out_dir: Path,
+          port: int = 30000, runner=run_one, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run the whole schedule (``runner`` is injectable for tests) and write runs.csv,
+    pairs.csv and manifest.json under ``out_dir``; a run already recorded in
+    ``records.jsonl`` is not repeated (an interrupted campaign resumes)."""
+    bad = [p for p in policies if p not in POLICIES]
+    if bad:
+        raise ValueError(f"unknown policies {bad}; known: {', '.join(POLICIES)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rec_path = out_dir / "records.jsonl"
+    done = {}
+    if rec_path.exists():
+        for line in rec_path.read_text().splitlines():
+            r = json.loads(line)
+            done[(r["window"], r["workload"], r["policy"], r["order"])] = r
+    plan = [(w, wl, p, o) for wl in workloads for (w, p, o) in schedule(policies, windows)]
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(plan), initial=sum(1 for k in plan if (k[0], k[1].name, k[2], k[3]) in done),
+                   desc="serve-bench", unit="run")
+    t0 = time.time()
+    for w, wl, p, o in plan:
+        key = (w, wl.name, p, o)
+        if key in done:
+            continue
+        rec = runner(spec, p, wl, out_dir, port, f"w{w}-{wl.name}-{o:02d}-{p}")
+        rec.update({"window": w, "workload": wl.name, "policy": p, "order": o})
+        with open(rec_path, "a") as f:
+            f.write(json.dumps(rec, default=str) + "\n")
+        done[key] = rec
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    runs, pairs = apply_window_rule(list(done.values()))
+    runs.to_csv(out_dir / "runs.csv", index=False)
+    pairs.to_csv(out_dir / "pairs.csv", index=False)
+    manifest = {"policies": policies, "windows": windows, "workloads": [vars(w) for w in workloads],
+                "server": vars(spec), "duration_s": round(time.time() - t0, 1), "argv": sys.argv,
+                "window_rule": "exclude a pair only for server_failed / bench_failed / incomplete runs"}
+    try:
+        import torch
+
+        manifest["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        manifest["torch"] = torch.__version__
+    except ImportError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        manifest["sglang"] = version("sglang")
+    except Exception:
+        pass
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    return runs, pairs
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tempo serve-bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default=str(TINY_MODEL), help="model path (default: the tiny random Qwen3-MoE config)")
+    ap.add_argument("--dummy-weights", action="store_true", help="--load-format dummy (random weights)")
+    ap.add_argument("--tp", type=int, default=8)
+    ap.add_argument("--ep", type=int, default=8)
+    ap.add_argument("--a2a", default="deepep")
+    ap.add_argument("--redundant", type=int, default=32)
+    ap.add_argument("--init-expert-location", help="placement source, e.g. a drift-K corrupted distribution")
+    ap.add_argument("--policies", default="static,tempo,tempo_noop")
+    ap.add_argument("--windows", type=int, default=3)
+    ap.add_argument("--dataset", default="random", choices=["random", "sharegpt"])
+    ap.add_argument("--dataset-path")
+    ap.add_argument("--num-prompts", type=int, default=512)
+    ap.add_argument("--input-len", type=int, default=256)
+    ap.add_argument("--output-len", type=int, default=1024)
+    ap.add_argument("--request-rates", default="inf", help="comma list: Poisson rates (req/s) or inf")
+    ap.add_argument("--concurrency", default="256", help="comma list of --max-concurrency values")
+    ap.add_argument("--out", default=str(paths.ROOT / "build" / "serve-bench"))
+    ap.add_argument("--port", type=int, default=30000)
+    ap.add_argument("--dry-run", action="store_true", help="print the commands of the first window and exit")
+    ap.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: extra sglang.launch_server arguments")
+    a = ap.parse_args(argv)
+    extra = [x for x in a.server_args if x != "--"]
+    spec = ServerSpec(a.model, a.tp, a.ep, a.a2a, a.redundant, a.dummy_weights, a.init_expert_location, extra)
+    workloads = [Workload(f"{a.dataset}-r{r}-c{c}", a.dataset, a.num_prompts, a.input_len, a.output_len, r, int(c),
+                          a.dataset_path) for r in a.request_rates.split(",") for c in a.concurrency.split(",")]
+    policies = [p for p in a.policies.split(",") if p]
+    if "static" not in policies:
+        policies = ["static"] + policies
+    if a.dry_run:
+        for w, p, o in schedule(policies, 1):
+            algo, env = POLICIES[p]
+            print(" ".join(f"{k}={v}" for k, v in env.items()), shlex.join(spec.args(algo, a.port)))
+            print("   ", shlex.join(workloads[0].args(f"http://127.0.0.1:{a.port}", f"{a.out}/w0-{o:02d}-{p}.jsonl")))
+        return 0
+    runs, pairs = drive(spec, policies, workloads, a.windows, Path(a.out), a.port)
+    kept = pairs[pairs.kept] if len(pairs) else pairs
+    print(f"{len(runs)} runs, {int(pairs.kept.sum()) if len(pairs) else 0} of {len(pairs)} pairs kept; results in {a.out}")
+    if len(kept):
+        print(kept.groupby(["workload", "policy"]).throughput_delta_pct.agg(["median", "min", "max", "count"]).round(2))
+    return 0

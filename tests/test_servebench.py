@@ -1,0 +1,91 @@
+"""Serving benchmark driver: result parsing, the pre-declared window rule, the schedule,
+resume, and the commands it would run (no server is launched here)."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tempo.serving import servebench as sb
+
+DATA = Path(__file__).parent / "data" / "servebench"
+
+
+def test_parse_result_and_errors(tmp_path):
+    r = sb.parse_result(DATA / "tempo.jsonl")
+    assert r["output_throughput"] == 5490.0 and r["p99_tpot_ms"] == 80.0
+    with pytest.raises(ValueError, match="no result"):
+        sb.parse_result(tmp_path / "missing.jsonl")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match="empty"):
+        sb.parse_result(tmp_path / "empty.jsonl")
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"output_throughput": 1}) + "\n")
+    with pytest.raises(ValueError, match="lacks"):
+        sb.parse_result(tmp_path / "bad.jsonl")
+
+
+def test_classify():
+    ok = {"server_healthy": True, "bench_rc": 0, "result": sb.parse_result(DATA / "static.jsonl"), "num_prompts": 512}
+    assert sb.classify(ok) == "ok"
+    assert sb.classify({**ok, "server_healthy": False}) == "server_failed"
+    assert sb.classify({**ok, "server_died": True}) == "server_failed"
+    assert sb.classify({**ok, "bench_rc": 1}) == "bench_failed"
+    assert sb.classify({**ok, "result": None}) == "bench_failed"
+    assert sb.classify({**ok, "result": sb.parse_result(DATA / "incomplete.jsonl")}) == "incomplete"
+
+
+def test_schedule_pairs_and_alternates():
+    s = sb.schedule(["static", "tempo", "tempo_noop"], 2)
+    assert [(p, o) for w, p, o in s if w == 0] == [("static", 0), ("tempo", 1), ("static", 2), ("tempo_noop", 3)]
+    assert [(p, o) for w, p, o in s if w == 1] == [("tempo", 0), ("static", 1), ("tempo_noop", 2), ("static", 3)]
+
+
+def _fake_runner(failures):
+    def run(spec, policy, wl, out_dir, port, tag):
+        w = int(tag.split("-")[0][1:])
+        rec = {"server_healthy": True, "bench_rc": 0, "num_prompts": wl.num_prompts,
+               "server_cmd": " ".join(spec.args(sb.POLICIES[policy][0], port))}
+        if (w, policy) in failures:
+            rec["server_healthy"] = False
+            return rec
+        src = "static" if policy == "static" else "tempo"
+        rec["result"] = sb.parse_result(DATA / f"{src}.jsonl")
+        return rec
+    return run
+
+
+def test_drive_window_rule_and_resume(tmp_path):
+    spec = sb.ServerSpec(dummy_weights=True)
+    wl = [sb.Workload(num_prompts=512)]
+    # window 1's static run fails to start: its pair is excluded, whatever tempo measured
+    runs, pairs = sb.drive(spec, ["static", "tempo"], wl, 3, tmp_path, runner=_fake_runner({(1, "static")}),
+                           progress=False)
+    assert len(runs) == 6
+    assert pairs.kept.tolist() == [True, False, True]
+    assert pairs.excluded_because.iloc[1] == "tempo:ok, static:server_failed"
+    kept = pairs[pairs.kept]
+    assert kept.throughput_delta_pct.round(3).tolist() == [round(100 * (5490 / 5210 - 1), 3)] * 2
+    assert (kept.p99_tpot_ms_delta_pct < 0).all()
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert man["windows"] == 3 and "window_rule" in man
+    # resume: every run is on record, so nothing runs again
+    runs2, _ = sb.drive(spec, ["static", "tempo"], wl, 3, tmp_path,
+                        runner=lambda *a: pytest.fail("a recorded run was repeated"), progress=False)
+    assert len(runs2) == 6
+    with pytest.raises(ValueError, match="unknown policies"):
+        sb.drive(spec, ["static", "magic"], wl, 1, tmp_path / "x", runner=_fake_runner(set()), progress=False)
+
+
+def test_commands(capsys):
+    spec = sb.ServerSpec(model="/models/q", tp=8, ep=8, dummy_weights=True, init_expert_location="/tmp/drift16.json")
+    a = spec.args("tempo", 30001)
+    assert a[1:3] == ["-m", "sglang.launch_server"]
+    assert a[a.index("--ep-dispatch-algorithm") + 1] == "tempo" and "--load-format" in a
+    assert a[a.index("--init-expert-location") + 1] == "/tmp/drift16.json"
+    w = sb.Workload(dataset="sharegpt", dataset_path="/data/sg.json", request_rate="8", max_concurrency=None)
+    b = w.args("http://127.0.0.1:30001", "/tmp/o.jsonl")
+    assert b[1:3] == ["-m", "sglang.benchmark.serving"] and "--random-input-len" not in b
+    assert b[b.index("--request-rate") + 1] == "8" and "--max-concurrency" not in b
+    assert sb.main(["--dry-run", "--policies", "tempo_hier", "--dummy-weights"]) == 0
+    out = capsys.readouterr().out
+    assert "TEMPO_TOPOLOGY=hier" in out and "sglang.launch_server" in out and (sb.TINY_MODEL / "config.json").exists()
