@@ -403,3 +403,18 @@ def test_sharded_workers_give_the_same_table(setup):
     assert np.array_equal(a[1], b[1])
     with pytest.raises(ValueError, match="workers"):
         SolverProcess(p2l, 4, workers=4)
+
+
+def test_in_thread_variant_publishes_without_a_process(setup):
+    p2l, pop, table, state = setup
+    r = Refresher(table, lambda: state["cum"], p2l, 4, in_thread=True, deadline_s=30)
+    try:
+        assert r.solver is None and r.in_thread is not None
+        _feed(state, pop)
+        assert r.step() == "published"
+        table.validate()
+        _feed(state, pop, seed=1)
+        r.deadline_s = 1e-9
+        assert r.step() == "dropped"
+    finally:
+        r.stop()

@@ -100,13 +100,18 @@ class Refresher:
         Rescale each layer's window to this many token-expert pairs before solving.
     workers : int
         Solver processes; layers are split among them (default 1).
+    in_thread : bool
+        Solve inside the refresher thread instead of a worker process: the paper's v1
+        integration, kept as the control of Section 5.11 (it competes with the server for the
+        GIL).  A solve that overruns the deadline is still dropped, after the fact.
     """
 
     def __init__(self, table: DispatchTable, snapshot: Callable, physical_to_logical_map, n_gpus: int,
                  model="proxy-serving", policy: str = "tempo", topology: str = "flat",
                  gpus_per_node: int | None = None, interval_s: float = 0.2, deadline_s: float = 0.15,
                  aggregate: Callable | None = None, publish: Callable | None = None,
-                 on_publish: Callable | None = None, batch_tokens: int | None = None, workers: int = 1):
+                 on_publish: Callable | None = None, batch_tokens: int | None = None, workers: int = 1,
+                 in_thread: bool = False):
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         if interval_s <= 0 or deadline_s <= 0:
@@ -125,7 +130,13 @@ class Refresher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.solver = None
-        if policy != "noop":
+        self.in_thread = None
+        if policy != "noop" and in_thread:
+            from .solver import TableSolver
+
+            self.in_thread = TableSolver(np.asarray(physical_to_logical_map), n_gpus, model, policy, topology,
+                                         gpus_per_node, batch_tokens)
+        elif policy != "noop":
             self.solver = SolverProcess(np.asarray(physical_to_logical_map), n_gpus, model, policy, topology,
                                         gpus_per_node, batch_tokens, workers)
 
@@ -154,6 +165,18 @@ class Refresher:
             return "noop"
         if window.sum() == 0:
             return "idle"
+        if self.in_thread is not None:
+            import time as _time
+
+            t0 = _time.perf_counter()
+            try:
+                new = self.in_thread.solve(window)
+            except Exception as exc:
+                return self._fail("error", f"in-thread solve failed: {type(exc).__name__}: {exc}")
+            seconds = _time.perf_counter() - t0
+            if seconds > self.deadline_s:
+                return self._fail("dropped", f"in-thread solve took {seconds * 1e3:.0f} ms, past its deadline")
+            return self._publish(new, seconds, window)
         self.solver.ensure_alive()
         try:
             req = self.solver.submit(window, **solve_opts)
@@ -169,6 +192,9 @@ class Refresher:
         if reply[0] == "error":
             return self._fail("error", f"solver error: {reply[1]}")
         _, new, seconds = reply
+        return self._publish(new, seconds, window)
+
+    def _publish(self, new, seconds, window) -> str:
         try:
             phys = self.table.phys if new.ndim == 3 else np.broadcast_to(self.table.phys, new.shape)
             validate_table(new, phys)

@@ -31,7 +31,8 @@ Configuration (environment, read at initialisation): ``TEMPO_PARAMS`` (cost-para
 default ``proxy-serving``), ``TEMPO_REFRESH_MS`` (200), ``TEMPO_DEADLINE_MS`` (150),
 ``TEMPO_TOPOLOGY`` (``flat`` or ``hier``), ``TEMPO_GPUS_PER_NODE``, ``TEMPO_SOLVER_WORKERS`` (1),
 ``TEMPO_BATCH_TOKENS`` (rescale windows to one batch; default: off), ``TEMPO_POLICY`` (``tempo``
-or ``token_lp``: the exact token LP in the same worker, Section 5.12's control).
+or ``token_lp``: the exact token LP in the same worker, Section 5.12's control), ``TEMPO_IN_THREAD=1``
+(solve in the refresher thread, the v1 integration: Section 5.11's GIL control).
 """
 from __future__ import annotations
 
@@ -106,14 +107,15 @@ class TempoRuntime:
     def __init__(self, physical_to_logical_map, n_gpus: int, device="cpu", policy: str = "tempo",
                  params: str = "proxy-serving", interval_s: float = 0.2, deadline_s: float = 0.15,
                  topology: str = "flat", gpus_per_node: int | None = None, aggregate=None, workers: int = 1,
-                 batch_tokens: int | None = None, rank_invariant: bool = False, node: int = 0, start: bool = True):
+                 batch_tokens: int | None = None, rank_invariant: bool = False, node: int = 0, start: bool = True,
+                 in_thread: bool = False):
         if policy not in ("tempo", "token_lp", "noop"):
             raise ValueError(f"policy must be 'tempo', 'token_lp' or 'noop', got {policy!r}")
         self.n_gpus, self.device, self.policy, self.params = int(n_gpus), device, policy, params
         self.interval_s, self.deadline_s = interval_s, deadline_s
         self.topology, self.gpus_per_node, self.node = topology, gpus_per_node, node
         self.aggregate, self.workers, self.batch_tokens = aggregate, workers, batch_tokens
-        self.rank_invariant = rank_invariant
+        self.rank_invariant, self.in_thread = rank_invariant, in_thread
         self.refresher = None
         self._build(physical_to_logical_map)
         if start:
@@ -153,7 +155,7 @@ class TempoRuntime:
                                    policy=self.policy, topology=self.topology, gpus_per_node=self.gpus_per_node,
                                    interval_s=self.interval_s, deadline_s=self.deadline_s, aggregate=self.aggregate,
                                    publish=TorchPublisher(self.prob), batch_tokens=self.batch_tokens,
-                                   workers=self.workers)
+                                   workers=self.workers, in_thread=self.in_thread)
         self.refresher.start()
 
     def close(self) -> None:
@@ -303,7 +305,8 @@ def hook_after_lplb_init(result, model_runner, *args, **kwargs):
         interval_s=float(env.get("TEMPO_REFRESH_MS", 200)) / 1e3, deadline_s=float(env.get("TEMPO_DEADLINE_MS", 150)) / 1e3,
         topology=topo, gpus_per_node=gpn, aggregate=_gloo_aggregate(), workers=int(env.get("TEMPO_SOLVER_WORKERS", 1)),
         batch_tokens=int(env["TEMPO_BATCH_TOKENS"]) if env.get("TEMPO_BATCH_TOKENS") else None,
-        rank_invariant=get_exec().moe.moe_a2a_backend == "none", node=(rank // gpn) if (topo == "hier" and gpn) else 0)
+        rank_invariant=get_exec().moe.moe_a2a_backend == "none", node=(rank // gpn) if (topo == "hier" and gpn) else 0,
+        in_thread=env.get("TEMPO_IN_THREAD") == "1")
     log.info("tempo: %s dispatch installed (%d layers, %d logical experts)", algo, *_RUNTIME.counts.shape)
     return result
 
