@@ -104,14 +104,23 @@ def rebalance_experts(weight: np.ndarray, n_slots: int, n_groups: int = 1, n_nod
             node_slots = np.empty(slots_per_node, np.int64)
             node_slots[phy] = mlog[p2l]
             out[layer, node * slots_per_node:(node + 1) * slots_per_node] = node_slots
-    logcnt = np.stack([np.bincount(out[l], minlength=E) for l in range(L)])
-    maxcnt = int(logcnt.max())
-    log2phy = np.full((L, E, maxcnt), -1, np.int64)
-    for l in range(L):
-        order = np.argsort(out[l], kind="stable")
-        rank = np.arange(n_slots) - np.repeat(np.cumsum(logcnt[l]) - logcnt[l], logcnt[l])
-        log2phy[l, out[l][order], rank] = order
+    log2phy, logcnt = logical_to_physical(out, E)
     return out, log2phy, logcnt
+
+
+def logical_to_physical(phy2log: np.ndarray, n_logical: int):
+    """Invert a physical-slot map: ``phy2log int[L, P]`` -> (``log2phy int64[L, E, R]``, the
+    physical slots of every logical expert in ascending order, -1 padded; ``logcnt
+    int64[L, E]``, replicas per expert)."""
+    phy2log = np.atleast_2d(phy2log)
+    L, P = phy2log.shape
+    logcnt = np.stack([np.bincount(phy2log[l], minlength=n_logical) for l in range(L)])
+    log2phy = np.full((L, n_logical, max(1, int(logcnt.max(initial=0)))), -1, np.int64)
+    for l in range(L):
+        order = np.argsort(phy2log[l], kind="stable")
+        rank = np.arange(P) - np.repeat(np.cumsum(logcnt[l]) - logcnt[l], logcnt[l])
+        log2phy[l, phy2log[l][order], rank] = order
+    return log2phy, logcnt
 
 
 def eplb_placement(weight: np.ndarray, n_gpus: int, replication: float = 1.25) -> np.ndarray:

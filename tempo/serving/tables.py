@@ -47,17 +47,13 @@ def replica_map(physical_to_logical_map, n_logical: int | None = None) -> np.nda
     E = int(p2l.max()) + 1 if n_logical is None else int(n_logical)
     if p2l.size and p2l.max() >= E:
         raise ValueError(f"physical_to_logical_map has ids >= n_logical={E}")
-    cnt = np.stack([np.bincount(p2l[l], minlength=E) for l in range(L)])
+    from ..placement import logical_to_physical
+
+    log2phy, cnt = logical_to_physical(p2l, E)
     if np.any(cnt == 0):
         l, e = np.argwhere(cnt == 0)[0]
         raise ValueError(f"logical expert {e} of layer {l} has no physical replica")
-    R = int(cnt.max())
-    out = np.full((L, E, R), -1, np.int32)
-    for l in range(L):
-        order = np.argsort(p2l[l], kind="stable")
-        rank = np.arange(P) - np.repeat(np.cumsum(cnt[l]) - cnt[l], cnt[l])
-        out[l, p2l[l][order], rank] = order
-    return out
+    return log2phy.astype(np.int32)
 
 
 def effective_probabilities(prob: np.ndarray, phys: np.ndarray) -> np.ndarray:
