@@ -17,7 +17,8 @@ def main(argv=None):
               "  import-trace  SGLang expert-distribution recorder dumps -> routing trace: DUMP... -o trace.npz\n"
               "  calibrate     measure expert time here and fit the cost models: --backend auto --shape qwen3-30b\n"
               "  epbench       wall-clock EP microbenchmark: --device cpu --world-size 4 --shape tiny (or --emulate)\n"
-              "  serve-bench   SGLang serving benchmark driver (GPU servers): --help")
+              "  serve-bench   SGLang serving benchmark driver (GPU servers): --help\n"
+              "  drift-location  stale-placement file for --init-expert-location: TRACE.npz --k 16 -o drift16.json")
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd == "bench":
@@ -56,6 +57,20 @@ def main(argv=None):
         from .serving.servebench import main as sb_main
 
         return sb_main(rest)
+    elif cmd == "drift-location":
+        from .serving.servebench import drift_location
+        from .workloads import read_trace
+
+        ap = argparse.ArgumentParser(prog="python -m tempo drift-location",
+                                     description="drift-K corrupted expert distribution for --init-expert-location")
+        ap.add_argument("trace", help="routing trace (.npz, e.g. from import-trace)")
+        ap.add_argument("--k", type=int, default=16)
+        ap.add_argument("--seed", type=int, default=0)
+        ap.add_argument("-o", "--out", required=True)
+        a = ap.parse_args(rest)
+        counts, _ = read_trace(a.trace)
+        drift_location(counts, a.k, a.out, a.seed)
+        print(f"wrote {a.out}: drift-{a.k} logical_count for {counts.shape[1]} layers x {counts.shape[2]} experts")
     elif cmd == "calibrate":
         from .calib.record import main as calib_main
 

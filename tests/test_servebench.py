@@ -89,3 +89,16 @@ def test_commands(capsys):
     assert sb.main(["--dry-run", "--policies", "tempo_hier", "--dummy-weights"]) == 0
     out = capsys.readouterr().out
     assert "TEMPO_TOPOLOGY=hier" in out and "sglang.launch_server" in out and (sb.TINY_MODEL / "config.json").exists()
+
+
+def test_drift_location_file(tmp_path):
+    import numpy as np
+
+    counts = np.arange(2 * 3 * 40).reshape(2, 3, 40)  # [steps, L, E]
+    data = sb.drift_location(counts, 4, tmp_path / "d.json", seed=1)
+    lc = np.array(json.loads((tmp_path / "d.json").read_text())["logical_count"])
+    assert lc.shape == (3, 40) and np.array_equal(np.sort(lc, axis=1), np.sort(counts.sum(0), axis=1))
+    assert not np.array_equal(lc, counts.sum(0))  # the hot experts' statistics moved
+    assert data["logical_count"] == lc.tolist()
+    with pytest.raises(ValueError):
+        sb.drift_location(np.zeros(5), 1, tmp_path / "x.json")

@@ -72,6 +72,18 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def gpu_driver() -> str:
+    """The NVIDIA driver version (``nvidia-smi``), or "unknown"."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 class CpuBackend:
     """float32 expert FFN on CPU with torch (see module docstring)."""
 
@@ -206,7 +218,7 @@ class TorchBf16Backend:
         import torch
 
         return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-                "dtype": "bfloat16", "timing": f"CUDA graphs, {self.replays}-replay median, weight copies rotated"}
+                "driver": gpu_driver(), "dtype": "bfloat16", "timing": f"CUDA graphs, {self.replays}-replay median, weight copies rotated"}
 
 
 class DeepGemmBackend:
@@ -265,5 +277,5 @@ class DeepGemmBackend:
         import torch
 
         return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-                "deep_gemm": getattr(self.dg, "__version__", "unknown"), "dtype": "fp8 e4m3 (1x128 / 128x128 scales)",
+                "driver": gpu_driver(), "deep_gemm": getattr(self.dg, "__version__", "unknown"), "dtype": "fp8 e4m3 (1x128 / 128x128 scales)",
                 "timing": f"CUDA graphs, {self.replays}-replay median, weight copies rotated"}

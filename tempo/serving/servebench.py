@@ -100,6 +100,27 @@ class ServerSpec:
         return a + list(self.extra)
 
 
+def drift_location(logical_count, k: int, out, seed: int = 0) -> dict:
+    """Write an ``--init-expert-location`` file for the stale-placement studies (Section
+    5.12): per layer, the ``k`` hottest experts' counts swapped with random cold ones
+    (:func:`tempo.placement.drift_corrupt`), as SGLang's ``{"logical_count": [L][E]}`` JSON,
+    from which SGLang builds its EPLB placement.  ``logical_count`` is ``[L, E]`` or
+    ``[steps, L, E]`` (summed)."""
+    import numpy as np
+
+    from ..placement import drift_corrupt
+
+    c = np.asarray(logical_count, dtype=np.float64)
+    if c.ndim == 3:
+        c = c.sum(axis=0)
+    if c.ndim != 2:
+        raise ValueError(f"logical_count must be [L, E] or [steps, L, E], got shape {c.shape}")
+    bad = drift_corrupt(c, k, seed=seed)
+    data = {"logical_count": np.rint(bad).astype(np.int64).tolist()}
+    Path(out).write_text(json.dumps(data))
+    return data
+
+
 # ---------------------------------------------------------------------------- parsing and the window rule
 def parse_result(path) -> dict:
     """The last JSON line of a ``sglang.benchmark.serving --output-file`` (one line per run)."""
