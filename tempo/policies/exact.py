@@ -161,8 +161,9 @@ def _token_lp(inst: Instance):
     graph = _Bipartite(inst)
     n = inst.counts[graph.live].astype(np.int64)
     W, k = int(n.sum()), inst.n_gpus
-    if graph.g <= 16:
+    if graph.g <= 12:
         # the densest GPU set is the optimum, so the first max-flow below already saturates
+        # (2^g subsets: worth it against extra max-flow calls only for small EP groups)
         W, k = _densest_set(graph, n)
     else:
         # start from the larger of two valid lower bounds: total/g and each expert over its GPUs

@@ -597,9 +597,10 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
 
 def _lower_bound(inst: Instance, model: CostModel) -> float:
     """A lower bound on every dispatch's makespan: each live expert activates at least one
-    replica (``a + b*ceil(live/g)``), and some GPU carries at least the min-max token load
-    (exactly, by Hall's condition, when g <= 16; else ``max(total/g, max_e n_e/|R(e)|)``,
-    as an expert cannot spread beyond its distinct replica GPUs)."""
+    replica (``a + b*ceil(live/g)``), and tokens need at least ``max(total/g, max_e n_e/|R(e)|)``
+    on some GPU (an expert cannot spread beyond its distinct replica GPUs).  (The exact
+    min-max token load, :func:`tempo.policies.exact.min_max_tokens`, is a tighter bound but
+    costs more than the pruning it buys.)"""
     g = inst.n_gpus
     live = inst.live
     L = int(live.sum())
@@ -610,10 +611,6 @@ def _lower_bound(inst: Instance, model: CostModel) -> float:
     has[e, inst.replica_gpu[e, r]] = True
     distinct = has[live].sum(axis=1)
     z = max(inst.total_tokens / g, float((inst.counts[live] / distinct).max()))
-    if g <= 16:  # the exact min-max token load (Hall density), cheap for small EP groups
-        from .exact import min_max_tokens
-
-        z = max(z, min_max_tokens(inst))
     lb = max(model.a + model.b * np.ceil(L / g), model.c + model.beta * z)
     if model.has_traffic:
         lb = max(lb, model.c2 + model.gamma * z)
