@@ -170,3 +170,18 @@ def import_sglang_dumps(paths, out, **metadata) -> np.ndarray:
     counts = sglang_dump_counts(dumps)
     write_trace(out, counts, source="sglang-recorder", files=[str(p) for p in paths], **metadata)
     return counts
+
+
+def import_main(argv=None) -> int:
+    """``python -m tempo import-trace DUMP... -o trace.npz``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tempo import-trace",
+                                 description="convert SGLang recorder dumps (per_pass: one file per rank; or stat)")
+    ap.add_argument("dumps", nargs="+")
+    ap.add_argument("-o", "--out", required=True)
+    ap.add_argument("--model", default="", help="model name stored in the trace metadata")
+    a = ap.parse_args(argv)
+    counts = import_sglang_dumps(a.dumps, a.out, model=a.model)
+    print(f"wrote {a.out}: {counts.shape[0]} steps x {counts.shape[1]} layers x {counts.shape[2]} experts")
+    return 0

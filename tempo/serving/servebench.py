@@ -121,6 +121,23 @@ def drift_location(logical_count, k: int, out, seed: int = 0) -> dict:
     return data
 
 
+def drift_main(argv=None) -> int:
+    """``python -m tempo drift-location TRACE.npz --k 16 -o drift16.json``."""
+    from ..workloads import read_trace
+
+    ap = argparse.ArgumentParser(prog="python -m tempo drift-location",
+                                 description="drift-K corrupted expert distribution for --init-expert-location")
+    ap.add_argument("trace", help="routing trace (.npz, e.g. from import-trace)")
+    ap.add_argument("--k", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("-o", "--out", required=True)
+    a = ap.parse_args(argv)
+    counts, _ = read_trace(a.trace)
+    drift_location(counts, a.k, a.out, a.seed)
+    print(f"wrote {a.out}: drift-{a.k} logical_count for {counts.shape[1]} layers x {counts.shape[2]} experts")
+    return 0
+
+
 # ---------------------------------------------------------------------------- parsing and the window rule
 def parse_result(path) -> dict:
     """The last JSON line of a ``sglang.benchmark.serving --output-file`` (one line per run)."""
