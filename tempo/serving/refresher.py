@@ -218,7 +218,10 @@ class Refresher:
                 self.stats["error"] += 1
                 self._fail("error", f"unexpected {type(exc).__name__}: {exc}")
             next_t += self.interval_s
-            self._stop.wait(max(0.0, next_t - time.monotonic()))
+            now = time.monotonic()
+            if next_t < now:  # a slow refresh (e.g. the worker starting): skip the missed periods, no burst
+                next_t = now + self.interval_s
+            self._stop.wait(max(0.0, next_t - now))
 
     def start(self) -> "Refresher":
         if self._thread is None:

@@ -119,3 +119,34 @@ class DispatchTable:
     def validate(self) -> None:
         phys = self.phys if self.prob.ndim == 3 else np.broadcast_to(self.phys, self.prob.shape)
         validate_table(self.prob, phys)
+
+
+def torn_publication(old: np.ndarray, new: np.ndarray, phys: np.ndarray, order: str = "element"):
+    """Simulate publishing ``new`` over ``old`` one element (``"element"``, ``"reverse"``) or
+    one row (``"row"``) at a time; yield every intermediate live table.  Used to check the
+    race-safety argument of Section 4.4: each state, read through
+    :func:`effective_probabilities`, must be a valid table."""
+    if old.shape != new.shape or old.shape != phys.shape:
+        raise ValueError(f"old {old.shape}, new {new.shape} and phys {phys.shape} must share one shape")
+    if order not in ("element", "reverse", "row"):
+        raise ValueError(f"order must be 'element', 'reverse' or 'row', got {order!r}")
+    live = np.array(old, copy=True)
+    idx = list(np.ndindex(*live.shape)) if order != "row" else [i for i in np.ndindex(*live.shape[:-1])]
+    if order == "reverse":
+        idx = idx[::-1]
+    for i in idx:
+        live[i] = new[i]
+        yield live
+
+
+def torn_publication_report(old, new, phys, order: str = "element") -> dict:
+    """Counts over :func:`torn_publication`: states read, invalid reads (a row not summing
+    to 1 or with mass on a padding column) and reads that hit the uniform fallback."""
+    phys = np.asarray(phys)
+    states = invalid = fallbacks = 0
+    for live in torn_publication(np.asarray(old), np.asarray(new), phys, order):
+        eff = effective_probabilities(live, phys)
+        states += 1
+        invalid += int(not np.allclose(eff.sum(-1), 1.0) or np.any(eff[phys < 0] != 0))
+        fallbacks += int((np.where(phys >= 0, np.clip(live, 0, None), 0).sum(-1) == 0).sum())
+    return {"states": states, "invalid": invalid, "fallbacks": fallbacks}
