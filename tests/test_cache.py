@@ -38,6 +38,11 @@ def test_experiment_run_writes_tidy_csv(tmp_path, monkeypatch):
     assert ms.to_dict() == pytest.approx({"token_lp": 105.0, "metro": 69.0, "tempo": 60.0})
     assert (tmp_path / "results" / "smoke" / "toy_dispatch.csv").exists()
     assert experiments.load("toy_dispatch", "smoke").shape == df.shape
+    # a second run of the same experiment in one notebook keeps its own file
+    other = experiments.run("toy_dispatch", {"b": 0.0, "beta": 0.1}, "smoke", tag="flat")
+    assert (tmp_path / "results" / "smoke" / "toy_dispatch-flat.csv").exists()
+    assert experiments.load("toy_dispatch", "smoke", tag="flat").makespan_us.tolist() == other.makespan_us.tolist()
+    assert experiments.load("toy_dispatch", "smoke").makespan_us.tolist() == df.makespan_us.tolist()
     with pytest.raises(ValueError, match="unknown experiment"):
         experiments.run("nope", {}, "smoke")
     with pytest.raises(ValueError, match="profile"):

@@ -21,20 +21,21 @@ def experiment(name: str):
     return deco
 
 
-def run(name: str, config: dict, profile: str, refresh: bool = False) -> pd.DataFrame:
-    """Run (or load from cache) experiment ``name`` and write its tidy CSV."""
+def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str | None = None) -> pd.DataFrame:
+    """Run (or load from cache) experiment ``name`` and write its tidy CSV,
+    ``<name>.csv`` (or ``<name>-<tag>.csv`` when one notebook runs the same experiment twice)."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
     if profile not in ("smoke", "full", "gpu"):
         raise ValueError(f"profile must be 'smoke', 'full' or 'gpu', got {profile!r}")
     df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
-    atomic_write_csv(df, paths.results_dir(profile) / f"{name}.csv")
+    atomic_write_csv(df, paths.results_dir(profile) / (f"{name}-{tag}.csv" if tag else f"{name}.csv"))
     return df
 
 
-def load(name: str, profile: str) -> pd.DataFrame:
+def load(name: str, profile: str, tag: str | None = None) -> pd.DataFrame:
     """The tidy CSV an earlier :func:`run` wrote."""
-    path = paths.results_dir(profile) / f"{name}.csv"
+    path = paths.results_dir(profile) / (f"{name}-{tag}.csv" if tag else f"{name}.csv")
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: run the notebook that computes {name!r} first")
     return pd.read_csv(path)
