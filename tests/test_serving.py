@@ -353,7 +353,7 @@ def test_soak_refresher_on_drifting_workload():
     from tempo.serving.live import live_run
 
     tables = []
-    rows, stats = live_run(3.0, layers=2, drift=8, interval_s=0.1, on_publish=lambda new, w: tables.append(new.copy()))
+    rows, stats = live_run(4.0, layers=2, drift=8, interval_s=0.1, on_publish=lambda new, w: tables.append(new.copy()))
     assert stats.get("published", 0) >= 5 and not stats.get("rejected") and not stats.get("error")
     assert len(tables) == stats["published"]
     for t in tables:
