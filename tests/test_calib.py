@@ -3,7 +3,6 @@ backend and the recording format."""
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from tempo import CostModel
@@ -178,3 +177,25 @@ def test_committed_cpu_recording_is_readable():
     assert len(rec) >= 1
     s, fits, man = load_recording(rec.path.iloc[0])
     assert man["cells"] == len(s) and fits["max_affine"]["error"] < 0.5
+
+
+def test_tile_steps_and_regime_evidence():
+    from tempo.calib.fit import regime_evidence, tile_steps
+
+    true = CostModel.named("dsv3-testbedb-tile").without("traffic")
+    g = plan_grid(G=[1, 8], n_max=512)
+    g["T"] = g.G * tiles(g.n)
+    g["t_us"] = true.time(g.G, g.N, g["T"])
+    st = tile_steps(g)
+    assert set(st.boundary) == {128, 256} and set(st.G) == {1, 8}
+    # G = 1 at 128 -> 129 tokens: the flat piece gains one b2 tile (37.1 + 8.32 + 2.65 over 37.1 + 8.32)
+    s1 = st[(st.G == 1) & (st.boundary == 128)].step_pct.iloc[0]
+    assert s1 == pytest.approx(100 * 2.65 / (37.1 + 8.32))
+    assert tile_steps(g[g.n != 129]).query("boundary == 128").empty
+    m = CostModel.named("dsv3-offline")
+    s = plan_grid(G=[1], fine=False, per_octave=2)
+    s["t_us"] = m.time(s.G, s.N)
+    ev = regime_evidence(s, m.n_star)
+    assert ev["flat_variation"] == pytest.approx(0.0, abs=1e-12)
+    assert ev["linear_slope"] == pytest.approx(m.beta, rel=1e-9)
+    assert ev["t_one"] == pytest.approx(m.b)

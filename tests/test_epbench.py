@@ -50,3 +50,13 @@ def test_emulated_mode_on_cpu():
     s = epbench.summarize(df)
     assert s.loc["static", "model_vs_static"] == 1.0
     assert s.loc["tempo", "model_us"] <= s.loc["static", "model_us"]
+
+
+def test_cli_rejects_bad_arguments(capsys):
+    with pytest.raises(SystemExit):
+        epbench.main(["--policies", "static,nonsense"])
+    assert "--policies: unknown ['nonsense']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        epbench.main(["--world-size", "1"])
+    with pytest.raises(SystemExit):
+        epbench.main(["--shape", "gpt-9"])

@@ -1,7 +1,6 @@
 """Replay studies: MoonEP, the SGLang recorder importer, trace replay, Table 10 refresh
 schedules, B*_a2a, the comm-aware phase cell and tile-aware prefill search."""
 import numpy as np
-import pandas as pd
 import pytest
 
 import tempo

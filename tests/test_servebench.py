@@ -1,7 +1,6 @@
 """Serving benchmark driver: result parsing, the pre-declared window rule, the schedule,
 resume, and the commands it would run (no server is launched here)."""
 import json
-import shutil
 from pathlib import Path
 
 import pytest

@@ -10,7 +10,7 @@ import pytest
 
 import tempo
 from tempo import CostModel, Instance
-from tempo.placement import drift_corrupt, eplb_placement
+from tempo.placement import eplb_placement
 from tempo.serving import DispatchTable, effective_probabilities, replica_map, validate_table, window_counts
 from tempo.serving.refresher import Refresher, TorchPublisher
 from tempo.serving.solver import TableSolver, check_counts, solve_tables

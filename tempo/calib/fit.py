@@ -194,3 +194,32 @@ def proxy_spreads(samples: pd.DataFrame, rel_tol: float = 0.05) -> pd.DataFrame:
             rows.append({"set": "same G, different N", "key": float(g), "size": len(s),
                          "spread": s.t_us.max() / s.t_us.min()})
     return pd.DataFrame(rows).drop_duplicates(["set", "key"])
+
+
+def tile_steps(samples: pd.DataFrame, boundaries=(1, 2), tile: int = 128) -> pd.DataFrame:
+    """Fig. 4's staircase steps: per G, the jump in measured time from ``k*tile`` to
+    ``k*tile + 1`` tokens per expert, in percent (columns G, boundary, step_pct); cells
+    missing from the recording are skipped."""
+    rows = []
+    for g, s in samples.groupby("G"):
+        by_n = s.groupby("n").t_us.first()
+        for k in boundaries:
+            lo, hi = k * tile, k * tile + 1
+            if lo in by_n.index and hi in by_n.index:
+                rows.append({"G": g, "boundary": lo, "step_pct": 100 * (by_n[hi] / by_n[lo] - 1)})
+    return pd.DataFrame(rows, columns=["G", "boundary", "step_pct"])
+
+
+def regime_evidence(samples: pd.DataFrame, n_star: float, G: int = 1) -> dict:
+    """Model-free evidence of the two regimes on one G column of a recording: how much the
+    measured time varies from 2 to ``n_star / 2`` tokens (``flat_variation``, relative) and
+    the least-squares slope in us per token from ``4 * n_star`` on (``linear_slope``).
+    One token is left out of the flat check: on CPUs a single row takes a matrix-vector
+    path (its time is reported as ``t_one``)."""
+    col = samples[samples.G == G].groupby("n").t_us.median()
+    flat = col[(col.index >= 2) & (col.index <= max(2.0, n_star / 2))]
+    lin = col[col.index >= 4 * n_star]
+    return {"flat_hi_n": max(2.0, n_star / 2), "lin_lo_n": 4 * n_star,
+            "flat_variation": float(flat.max() / flat.min() - 1) if len(flat) > 1 else float("nan"),
+            "linear_slope": float(np.polyfit(lin.index, lin.values, 1)[0]) if len(lin) > 2 else float("nan"),
+            "t_one": float(col.get(1, float("nan")))}

@@ -109,12 +109,10 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     samples.to_csv(folder / "samples.csv.gz", index=False, compression="gzip")
     fits = fit_all(samples, name=f"{backend}-{shape}")
     (folder / "fit.json").write_text(json.dumps(fits, indent=1))
-    import numpy
-
     manifest = {"machine": machine_name(info), **info, "backend": backend, "shape": shape,
                 "d_model": sh.d_model, "d_ff": sh.d_ff, "date": date, "cells": int(len(samples)),
                 "duration_s": round(time.time() - t0, 1), "command": command or " ".join(sys.argv),
-                "python": platform.python_version(), "numpy": numpy.__version__, "platform": platform.platform()}
+                "python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform()}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
     partial.unlink()
     return folder

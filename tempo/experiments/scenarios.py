@@ -1,8 +1,6 @@
 """Instance generators shared by the solver and simulator studies."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..instance import Instance
 from ..placement import drift_corrupt, eplb_placement
 from ..workloads import sample_counts, zipf_popularity

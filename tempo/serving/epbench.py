@@ -23,7 +23,6 @@ import argparse
 import itertools
 import os
 import socket
-import statistics
 import sys
 import time
 
@@ -137,8 +136,7 @@ def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
                 t0 = time.perf_counter()
                 dist.all_to_all_single(xr, xs, recv.tolist(), send.tolist())
                 mine = loads[rank]
-                parts = list(torch.split(xr, mine)) if sum(mine) == xr.shape[0] and mine else \
-                    [torch.zeros(n, d, dtype=work.dtype, device=device) for n in mine]
+                parts = list(torch.split(xr, mine))  # the even source split sums exactly to each rank's load
                 tc0 = time.perf_counter()
                 work(parts)
                 if device != "cpu":
@@ -277,12 +275,22 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--csv", help="write the per-step rows here")
     a = ap.parse_args(argv)
+    from .. import available_policies
     from ..calib.shapes import shape as get_shape
 
-    sh = get_shape(a.shape)
+    try:
+        sh = get_shape(a.shape)
+    except ValueError as exc:
+        ap.error(f"--shape: {exc}")
+    pols = [p for p in a.policies.split(",") if p]
+    bad = [p for p in pols if p not in available_policies()]
+    if bad or not pols:
+        ap.error(f"--policies: unknown {bad or 'empty list'}; available: {', '.join(available_policies())}")
+    if a.world_size < 2 or a.steps < 1 or a.tokens < 1:
+        ap.error("--world-size must be >= 2, --steps and --tokens >= 1")
     args = {"device": a.device, "world_size": a.world_size, "shape": a.shape, "experts": a.experts,
             "top_k": a.top_k or sh.top_k, "tokens": a.tokens, "steps": a.steps, "warmup": a.warmup, "skew": a.skew,
-            "replication": a.replication, "params": a.params, "policies": [p for p in a.policies.split(",") if p],
+            "replication": a.replication, "params": a.params, "policies": pols,
             "seed": a.seed, "threads": a.threads}
     t0 = time.time()
     df = run_emulated(args) if a.emulate else run_distributed(args)

@@ -17,6 +17,7 @@ uniform over replicas; ``topology="hier"`` publishes one table per source node.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -26,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from .counters import CumulativeCounts
-from .solver import POLICIES, SolverProcess, check_counts
+from .solver import POLICIES, SolverProcess, TableSolver, check_counts
 from .tables import DispatchTable, validate_table
 
 log = logging.getLogger("tempo.serving")
@@ -60,18 +61,10 @@ class TorchPublisher:
 
         self.staging.copy_(torch.from_numpy(np.ascontiguousarray(new)).to(self.staging.dtype))
         if self.live.is_cuda:
-            with torch.cuda.stream(self.stream) if self.stream is not None else _nullcontext():
+            with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
                 self.live.copy_(self.staging, non_blocking=True)
         else:
             self.live.copy_(self.staging)
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 class Refresher:
@@ -132,8 +125,6 @@ class Refresher:
         self.solver = None
         self.in_thread = None
         if policy != "noop" and in_thread:
-            from .solver import TableSolver
-
             self.in_thread = TableSolver(np.asarray(physical_to_logical_map), n_gpus, model, policy, topology,
                                          gpus_per_node, batch_tokens)
         elif policy != "noop":

@@ -220,15 +220,10 @@ class SolverProcess:
         return restarted
 
     def submit(self, window, **opts) -> int:
+        w = check_counts(window, *self._phys.shape[:2])
         self._next_id += 1
-        w = np.asarray(window)
-        if w.ndim != 2 or w.shape[0] != self._phys.shape[0]:
-            # malformed: let the worker report it (shape errors are its job), whole
-            for c in self._conns:
-                c.send((self._next_id, w, opts))
-        else:
-            for c, sl in zip(self._conns, self._slices):
-                c.send((self._next_id, w[sl], opts))
+        for c, sl in zip(self._conns, self._slices):
+            c.send((self._next_id, w[sl], opts))
         return self._next_id
 
     def _one(self, i: int, req_id: int, end: float):
