@@ -5,14 +5,20 @@
 # Each sgl-deep-gemm wheel is built against one torch version (its _C.so links libtorch), so
 # the candidates (sgl_deep_gemm-*.whl with apache_tvm_ffi-*.whl beside them) are tried newest
 # first, each unpacked into /tmp/deep_gemm-<version> and imported in a fresh interpreter; the
-# first that imports is put on PYTHONPATH (gpu-check then runs it against fp32).  Prints what it
+# first that imports and lays out one scale tensor correctly (a build against another torch
+# can import yet misread tensors) is put on PYTHONPATH; gpu-check then checks its GEMMs against fp32.  Prints what it
 # tried and why each failed.  Leaves PYTHONPATH alone when the node's own deep_gemm works.
 dir="${1:-.whl}"
 py="${PYTHON:-python3}"
 probe='import torch, deep_gemm
-from tempo.calib.backends import backend_status
+from tempo.calib.backends import backend_status, mn_major_tma_aligned
 ok, why = backend_status()["deep_gemm"]; assert ok, why
-print("deep_gemm", getattr(deep_gemm, "__version__", "?"), "imports under torch", torch.__version__)'
+# a build against another torch can import yet misread every tensor (ABI): call it once
+sf = torch.rand(2, 130, 3, device="cuda")
+got = deep_gemm.get_mn_major_tma_aligned_tensor(sf)
+want = mn_major_tma_aligned(sf)
+assert torch.equal(got, want) and got.stride() == want.stride(), (got.stride(), want.stride())
+print("deep_gemm", getattr(deep_gemm, "__version__", "?"), "works under torch", torch.__version__)'
 if "$py" -c "$probe" 2>/dev/null; then return 0 2>/dev/null || exit 0; fi
 for w in $(ls "$dir"/sgl_deep_gemm-*.whl 2>/dev/null | sort -V -r); do
   v=$(basename "$w" | cut -d- -f2)
