@@ -8,12 +8,21 @@ writes ``data/measured/<machine>/<date>-<backend>-<shape>/``:
 * ``manifest.json`` -- machine, device, library versions, command, start, duration, grid size.
 
 Cells are appended to ``samples.partial.csv`` as they are measured, so an interrupted run
-resumes where it stopped (``resume=True``) and loses nothing.
+resumes where it stopped (``resume=True``) and loses nothing.  Each cell is one ``write`` of a
+whole line, flushed and fsynced, so a crash can at worst tear the last line.  On resume
+:func:`read_partial` keeps every complete, well-formed line (dtypes checked field by field),
+drops a torn last line (no newline), malformed lines (NUL bytes, wrong field count, bad
+numbers, repeated headers) and duplicate cells (the first is kept), logs what it dropped, and
+the partial file is rewritten atomically (temp file + ``os.replace``) before measuring goes on.
+``resume=False`` (CLI ``--fresh``) deletes the partial file and starts over.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
+import math
+import os
 import platform
 import re
 import sys
@@ -29,6 +38,122 @@ from .grid import plan_grid, tiles
 from .shapes import shape as get_shape
 
 MEASURED = paths.ROOT / "data" / "measured"
+PARTIAL_COLUMNS = ["G", "n", "kind", "t_us"]
+_HEADER = ",".join(PARTIAL_COLUMNS)
+_INT = re.compile(r"[0-9]+")
+_KIND = re.compile(r"[A-Za-z0-9_.-]+")
+log = logging.getLogger(__name__)
+
+
+def _parse_cell(line: str):
+    """(G, n, kind, t_us) of one partial-file line, or None if it is not a well-formed cell:
+    four fields, G and n positive integers, kind a plain word, t_us a finite number >= 0."""
+    fields = line.split(",")
+    if len(fields) != 4:
+        return None
+    g, n, kind, t = fields
+    if not (_INT.fullmatch(g) and _INT.fullmatch(n) and _KIND.fullmatch(kind)):
+        return None
+    try:
+        t_us = float(t)
+    except ValueError:
+        return None
+    if int(g) < 1 or int(n) < 1 or not math.isfinite(t_us) or t_us < 0:
+        return None
+    return int(g), int(n), kind, t_us
+
+
+def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
+    """Read a calibration partial file that may be damaged (interrupted write, crash, disk full).
+
+    Returns ``(cells, lines, dropped)``: ``cells`` has columns G, n (int64), kind (str), t_us
+    (float64), one row per (G, n) in file order; ``lines`` are the kept lines verbatim (no
+    newline); ``dropped`` counts what was thrown away: ``torn`` (a last line without its
+    newline -- its value may be cut short), ``malformed`` and ``duplicate`` (a cell already
+    seen; the first is kept).  Repeated header lines are dropped silently.  A missing file
+    reads as empty.
+    """
+    path = Path(path)
+    dropped = {"torn": 0, "malformed": 0, "duplicate": 0}
+    raw = path.read_bytes() if path.exists() else b""
+    parts = raw.split(b"\n")
+    tail = parts.pop()  # after the last newline: empty for an intact file
+    if tail:
+        dropped["torn"] = 1
+    rows, lines, seen = [], [], set()
+    for b in parts:
+        try:
+            line = b.decode("ascii").rstrip("\r")
+        except UnicodeDecodeError:
+            dropped["malformed"] += 1
+            continue
+        if line == _HEADER or (not line.strip() and "\0" not in line):
+            continue
+        cell = None if "\0" in line else _parse_cell(line)
+        if cell is None:
+            dropped["malformed"] += 1
+        elif cell[:2] in seen:
+            dropped["duplicate"] += 1
+        else:
+            seen.add(cell[:2])
+            rows.append(cell)
+            lines.append(line)
+    cells = pd.DataFrame({
+        "G": pd.Series([r[0] for r in rows], dtype="int64"),
+        "n": pd.Series([r[1] for r in rows], dtype="int64"),
+        "kind": pd.Series([r[2] for r in rows], dtype="str"),
+        "t_us": pd.Series([r[3] for r in rows], dtype="float64"),
+    })
+    return cells, lines, dropped
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` so that a crash leaves either the old or the new file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _append_line(fd: int, line: str) -> None:
+    """One cell = one ``write`` of the whole line, then fsync (a crash tears at most this line)."""
+    data = line.encode("ascii")
+    while data:
+        data = data[os.write(fd, data):]
+    os.fsync(fd)
+
+
+def resume_partial(path, resume: bool = True) -> pd.DataFrame:
+    """Prepare ``path`` for appending and return the cells it already holds.
+
+    ``resume=False`` deletes it (a fresh start).  Otherwise the damaged parts are dropped (see
+    :func:`read_partial`, logged with counts) and the file is rewritten atomically as a header
+    plus the kept lines, so that appending continues on a clean line boundary."""
+    path = Path(path)
+    if not resume:
+        path.unlink(missing_ok=True)
+    cells, lines, dropped = read_partial(path)
+    if any(dropped.values()):
+        log.warning("%s: kept %d cells; dropped %s", path,
+                    len(cells), ", ".join(f"{v} {k}" for k, v in dropped.items() if v))
+    _write_atomic(path, "".join(f"{x}\n" for x in [_HEADER, *lines]))
+    return cells
 
 
 def slug(text: str) -> str:
@@ -74,14 +199,17 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     grid = grid.copy()
     if "kind" not in grid:
         grid["kind"] = "grid"
+    bad = [k for k in grid["kind"].astype(str).unique() if not _KIND.fullmatch(k)]
+    if bad:
+        raise ValueError(f"grid column 'kind' must be plain words (letters, digits, _ . -), got {bad[:3]}")
     be = make_backend(backend, sh, int(grid.G.max()), int(grid.n.max()), **backend_kw)
     info = be.info()
     date = date or dt.date.today().isoformat()
     folder = Path(out_root or MEASURED) / machine_name(info) / f"{date}-{backend}-{shape}"
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / "samples.partial.csv"
-    done = pd.read_csv(partial) if (resume and partial.exists()) else pd.DataFrame(columns=["G", "n", "kind", "t_us"])
-    have = set(zip(done.G.astype(int), done.n.astype(int)))
+    done = resume_partial(partial, resume)
+    have = set(zip(done.G.tolist(), done.n.tolist()))
     todo = [r for r in grid.itertuples() if (int(r.G), int(r.n)) not in have]
     bar = None
     if progress:
@@ -91,18 +219,22 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     t0 = time.time()
     # cheapest first, so the time-left estimate grows honest early
     todo.sort(key=lambda r: r.G * r.n)
-    with open(partial, "a") as fh:
-        if not have:
-            fh.write("G,n,kind,t_us\n")
+    fd = os.open(partial, os.O_WRONLY | os.O_APPEND)
+    try:
         for r in todo:
-            t = be.measure(int(r.G), int(r.n))
-            fh.write(f"{int(r.G)},{int(r.n)},{r.kind},{t:.4f}\n")
-            fh.flush()
+            t = float(be.measure(int(r.G), int(r.n)))
+            if not (math.isfinite(t) and t >= 0):
+                raise RuntimeError(f"backend {backend!r} measured t_us={t} for cell (G={int(r.G)}, n={int(r.n)})")
+            _append_line(fd, f"{int(r.G)},{int(r.n)},{r.kind},{t:.4f}\n")
             if bar:
                 bar.update(1)
-    if bar:
-        bar.close()
-    samples = pd.read_csv(partial)
+    finally:
+        os.close(fd)
+        if bar:
+            bar.close()
+    samples, _, dropped = read_partial(partial)
+    if any(dropped.values()):
+        raise RuntimeError(f"{partial} was damaged while this run appended to it ({dropped}); rerun to resume")
     samples["N"] = samples.G * samples.n
     samples["T"] = samples.G * tiles(samples.n)
     samples = samples[["G", "n", "N", "T", "kind", "t_us"]].sort_values(["G", "n"]).reset_index(drop=True)
@@ -158,7 +290,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, help="skip cells with more tokens in total (CPU)")
     ap.add_argument("--no-tile-sweep", action="store_true")
     ap.add_argument("--out", help="recordings root (default data/measured)")
-    ap.add_argument("--fresh", action="store_true", help="ignore a partial run of the same recording")
+    ap.add_argument("--fresh", action="store_true", help="delete a partial run of the same recording and start over")
     a = ap.parse_args(argv)
     kw = {} if a.G is None else {"G": a.G}
     grid = plan_grid(n_max=a.n_max, per_octave=a.per_octave, fine=not a.no_tile_sweep, max_tokens=a.max_tokens, **kw)
