@@ -211,3 +211,42 @@ def test_bad_measurement_and_bad_kind_rejected(fake, tmp_path, monkeypatch):
     grid = pd.DataFrame({"G": [1], "n": [1], "kind": ["a,b"]})
     with pytest.raises(ValueError, match="kind"):
         calibrate("fake", "tiny", grid, out_root=tmp_path, progress=False, date=DATE)
+
+
+def test_max_seconds_stops_fits_and_resumes(monkeypatch, tmp_path):
+    """A budget that runs out: the recording is written from the cells measured (manifest says
+    incomplete), the partial is kept, and the same command completes it later."""
+    import tempo.calib.backends as backends
+
+    calls = []
+    monkeypatch.setattr(backends, "make_backend", lambda name, sh, G, n, **kw: FakeBackend(calls))
+    clock = {"t": 0.0}
+    monkeypatch.setattr(record.time, "time", lambda: clock.__setitem__("t", clock["t"] + 1.0) or clock["t"])
+    grid = pd.DataFrame(CELLS, columns=["G", "n"])
+    folder = calibrate("fake", "tiny", grid, out_root=tmp_path, progress=False, date=DATE, max_seconds=7.5)
+    samples, _, man = load_recording(folder)
+    assert 6 <= len(calls) < len(CELLS) and len(samples) == len(calls)
+    assert man["complete"] is False and man["cells_planned"] == len(CELLS)
+    assert (folder / "samples.partial.csv").exists()
+    first = list(calls)
+    calls.clear()
+    folder = calibrate("fake", "tiny", grid, out_root=tmp_path, progress=False, date=DATE)
+    samples, _, man = load_recording(folder)
+    assert sorted(first + calls) == sorted(CELLS) and not set(first) & set(calls)
+    assert man["complete"] is True and len(samples) == len(CELLS)
+    assert not (folder / "samples.partial.csv").exists()
+    with pytest.raises(ValueError, match="max_seconds"):
+        calibrate("fake", "tiny", grid, out_root=tmp_path, progress=False, date=DATE, max_seconds=-1)
+
+
+def test_max_seconds_with_too_few_cells_keeps_the_partial(monkeypatch, tmp_path):
+    import tempo.calib.backends as backends
+
+    calls = []
+    monkeypatch.setattr(backends, "make_backend", lambda name, sh, G, n, **kw: FakeBackend(calls))
+    clock = {"t": 0.0}
+    monkeypatch.setattr(record.time, "time", lambda: clock.__setitem__("t", clock["t"] + 10.0) or clock["t"])
+    grid = pd.DataFrame(CELLS, columns=["G", "n"])
+    with pytest.raises(RuntimeError, match="too few to fit"):
+        calibrate("fake", "tiny", grid, out_root=tmp_path, progress=False, date=DATE, max_seconds=1)
+    assert len(calls) == 1 and partial_path(tmp_path).exists()

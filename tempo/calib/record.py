@@ -187,8 +187,16 @@ def _params(m) -> dict:
 
 def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFrame | None = None,
               out_root: Path | None = None, progress: bool = True, resume: bool = True, command: str = "",
-              date: str | None = None, **backend_kw) -> Path:
-    """Measure ``grid`` (default: :func:`plan_grid`) and write a recording; returns its folder."""
+              date: str | None = None, max_seconds: float | None = None, **backend_kw) -> Path:
+    """Measure ``grid`` (default: :func:`plan_grid`) and write a recording; returns its folder.
+
+    ``max_seconds``: stop starting new cells once this much time has passed (a lease that
+    ends, a budget).  The recording is then written from the cells measured so far, its
+    manifest says ``complete: false`` with the planned cell count, and the partial file is
+    kept, so the same command later resumes and completes it.  Too few measured cells are
+    not fitted (fewer than 6): the partial is kept and ``RuntimeError`` says so."""
+    if max_seconds is not None and not (max_seconds >= 0):
+        raise ValueError(f"max_seconds must be >= 0, got {max_seconds}")
     from .backends import detect_backend, make_backend
 
     sh = get_shape(shape)
@@ -220,8 +228,14 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     # cheapest first, so the time-left estimate grows honest early
     todo.sort(key=lambda r: r.G * r.n)
     fd = os.open(partial, os.O_WRONLY | os.O_APPEND)
+    stopped = 0
     try:
-        for r in todo:
+        for i, r in enumerate(todo):
+            if max_seconds is not None and i > 0 and time.time() - t0 > max_seconds:
+                stopped = len(todo) - i
+                log.warning("calibrate: --max-seconds %s reached; %d of %d cells left for a later resume",
+                            max_seconds, stopped, len(grid))
+                break
             t = float(be.measure(int(r.G), int(r.n)))
             if not (math.isfinite(t) and t >= 0):
                 raise RuntimeError(f"backend {backend!r} measured t_us={t} for cell (G={int(r.G)}, n={int(r.n)})")
@@ -235,6 +249,9 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     samples, _, dropped = read_partial(partial)
     if any(dropped.values()):
         raise RuntimeError(f"{partial} was damaged while this run appended to it ({dropped}); rerun to resume")
+    if stopped and len(samples) < 6:  # fit_cost_model needs 6 samples
+        raise RuntimeError(f"stopped by max_seconds after {len(samples)} cells, too few to fit; "
+                           f"rerun the same command to resume ({partial})")
     samples["N"] = samples.G * samples.n
     samples["T"] = samples.G * tiles(samples.n)
     samples = samples[["G", "n", "N", "T", "kind", "t_us"]].sort_values(["G", "n"]).reset_index(drop=True)
@@ -244,9 +261,11 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     manifest = {"machine": machine_name(info), **info, "backend": backend, "shape": shape,
                 "d_model": sh.d_model, "d_ff": sh.d_ff, "date": date, "cells": int(len(samples)),
                 "duration_s": round(time.time() - t0, 1), "command": command or " ".join(sys.argv),
-                "python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform()}
+                "python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform(),
+                "complete": not stopped, "cells_planned": int(len(grid))}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    partial.unlink()
+    if not stopped:
+        partial.unlink()
     return folder
 
 
@@ -291,10 +310,14 @@ def main(argv=None) -> int:
     ap.add_argument("--no-tile-sweep", action="store_true")
     ap.add_argument("--out", help="recordings root (default data/measured)")
     ap.add_argument("--fresh", action="store_true", help="delete a partial run of the same recording and start over")
+    ap.add_argument("--max-seconds", type=float, help="stop starting new cells after this long; fit what was measured, "
+                                                      "keep the partial so a rerun completes it")
     a = ap.parse_args(argv)
+    if a.max_seconds is not None and not a.max_seconds >= 0:
+        ap.error("--max-seconds must be >= 0")
     kw = {} if a.G is None else {"G": a.G}
     grid = plan_grid(n_max=a.n_max, per_octave=a.per_octave, fine=not a.no_tile_sweep, max_tokens=a.max_tokens, **kw)
-    folder = calibrate(a.backend, a.shape, grid, out_root=a.out, resume=not a.fresh,
+    folder = calibrate(a.backend, a.shape, grid, out_root=a.out, resume=not a.fresh, max_seconds=a.max_seconds,
                        command="python -m tempo calibrate " + " ".join(argv if argv is not None else sys.argv[2:]))
     _, fits, man = load_recording(folder)
     print(f"wrote {folder} ({man['cells']} cells, {man['duration_s']} s on {man['device']})")
