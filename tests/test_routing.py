@@ -201,3 +201,15 @@ def test_paper_routing_stats_read_from_data():
     assert df.loc["flat_activation_share", "paper"] == "47%"
     tab = routing_stats_table({"w": routing_stats(np.array([[4, 2, 1, 1], [3, 2, 2, 1]]), 2)})
     assert list(tab.columns) == ["w", "paper", "paper setting"] and tab.loc[tab.index[2], "w"] == 0.5
+
+
+def test_study_workloads_respect_top_k():
+    """The routing_stats experiment (the book's table): every study workload keeps the
+    hottest expert under 1/K of the pairs and under one pair per token."""
+    from tempo.experiments.simulator import routing_statistics
+
+    df = routing_statistics({"batches": 3}).set_index("stat")
+    assert set(df.columns) == {"zipf1.0_iid", "drift16_timeline", "zipf1.2_fig5"}
+    assert (df.loc["hottest_share_max"] <= 1 / 8).all() and (df.loc["hottest_over_tokens"] <= 1).all()
+    # the drift-16 placement is stale: its bottleneck GPU is further above the mean than a fresh one's
+    assert df.loc["gpu_max_over_mean", "drift16_timeline"] > df.loc["gpu_max_over_mean", "zipf1.0_iid"]
