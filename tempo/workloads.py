@@ -109,12 +109,11 @@ def route_tokens(popularity, n_tokens: int, top_k: int, rng: int | np.random.Gen
     if k > np.count_nonzero(p):
         raise ValueError(f"top_k={k} exceeds the {np.count_nonzero(p)} experts with positive popularity")
     gen = _rng(rng)
-    cdf = np.cumsum(p / p.sum())
-    cdf[-1] = 1.0
+    cdf = np.cumsum(p)
     out = np.empty((n, k), np.int64)
 
-    def draw(m):
-        return np.minimum(np.searchsorted(cdf, gen.random(m), side="right"), E - 1)
+    def draw(m):  # u < cdf[-1], so an expert of zero weight (a flat step of the cdf) is never drawn
+        return np.minimum(np.searchsorted(cdf, gen.random(m) * cdf[-1], side="right"), E - 1)
 
     for j in range(k):
         cand = draw(n)

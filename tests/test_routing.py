@@ -213,3 +213,11 @@ def test_study_workloads_respect_top_k():
     assert (df.loc["hottest_share_max"] <= 1 / 8).all() and (df.loc["hottest_over_tokens"] <= 1).all()
     # the drift-16 placement is stale: its bottleneck GPU is further above the mean than a fresh one's
     assert df.loc["gpu_max_over_mean", "drift16_timeline"] > df.loc["gpu_max_over_mean", "zipf1.0_iid"]
+
+
+def test_zero_weight_experts_are_never_routed():
+    p = np.array([0.0, 0.3, 0.0, 0.5, 0.2, 0.0])
+    c = route_counts(p, 20_000, 2, 3)
+    assert c[[0, 2, 5]].sum() == 0 and c.sum() == 40_000
+    c = route_counts(p, 20_000, 3, 3)  # every token takes all three live experts
+    assert (c[[1, 3, 4]] == 20_000).all()
