@@ -26,7 +26,7 @@ except ImportError:  # the property tests carry @pytest.mark.needs("hypothesis")
     st = _Stub()
     SETTINGS = None
 else:
-    SETTINGS = settings(max_examples=250, deadline=None, derandomize=True,
+    SETTINGS = settings(max_examples=200, deadline=None, derandomize=True,
                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 INT64_MAX = 2**63 - 1

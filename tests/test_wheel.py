@@ -53,9 +53,10 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     py = venv / "bin" / "python"
     site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path,
                      env).strip())
-    (site / "_shared_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "--no-index", "-q",
           str(wheels[0])], tmp_path, env)
+    # only now the shared packages (installing after this would let pip see this environment's tempo)
+    (site / "_shared_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     shutil.rmtree(src)  # no source tree left anywhere near
     run = tmp_path / "elsewhere"
     run.mkdir()
