@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import functools
 import time
 
 from . import placement, theory, workloads
@@ -59,7 +60,8 @@ def solve(inst: Instance, model: CostModel | None = None, policy: str = "tempo",
     fn = policies.get(policy)
     if model is None and policy in ("tempo", "milp"):
         raise ValueError(f"policy {policy!r} needs a cost model (model=None given)")
-    _check_options(policy, fn, options)
+    if options:
+        _check_options(policy, fn, options)
     t0 = time.perf_counter()
     d = fn(inst, model, **options)
     d.meta.setdefault("solve_s", time.perf_counter() - t0)
@@ -87,17 +89,25 @@ for _flag in ("chains", "local_search", "partial", "ensemble", "vertex", "warm_s
     _OPTION_RULES[_flag] = ("bool", None, "")
 
 
+@functools.lru_cache(maxsize=None)
+def _option_names(fn) -> tuple[list[str], bool]:
+    """The keyword options a policy function takes (after ``inst, model``), and whether it
+    takes ``**kwargs``."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    takes = [k for k, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)][2:]
+    return takes, any(p.kind == p.VAR_KEYWORD for p in params.values())
+
+
 def _check_options(policy: str, fn, options: dict) -> None:
     """``TypeError``/``ValueError`` naming the option for an unknown option, a wrong type or a
     value out of range (NaN, inf, negative ...)."""
-    import inspect
     import math
 
     import numpy as np
 
-    params = inspect.signature(fn).parameters
-    takes = [k for k, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)][2:]
-    var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+    takes, var_kw = _option_names(fn)
     for key, v in options.items():
         if key not in takes and not var_kw:
             raise TypeError(f"policy {policy!r} has no option {key!r}; its options: {', '.join(takes) or 'none'}")
