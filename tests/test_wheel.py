@@ -69,7 +69,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     model = tempo.CostModel.named("dsv3-offline")
     assert out["makespan_us"] == pytest.approx(model.makespan(inst, tempo.solve(inst, model)), rel=1e-9)
     # 4. the library: named parameters, paper data, the plugin's default parameter set, the version
-    probe = textwrap.dedent(f"""
+    probe = textwrap.dedent("""
         import inspect, json
         import numpy as np
         import tempo
@@ -81,10 +81,10 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
         p2l = np.array([[0, 1, 2, 3, 0, 1]])
         table = TableSolver(p2l, 2, default).solve(np.array([[50, 10, 5, 1]]))
         m = CostModel.named("dsv3-offline")
-        print(json.dumps({{"file": tempo.__file__, "version": tempo.__version__, "params": str(paths.PARAMS),
+        print(json.dumps({"file": tempo.__file__, "version": tempo.__version__, "params": str(paths.PARAMS),
                           "in_checkout": paths.IN_CHECKOUT, "b": m.b, "beta": m.beta, "default": default,
                           "plugin_model": str(CostModel.named(default)), "table_rows": np.asarray(table).shape[-2],
-                          "n_claims": len(paper.claims()), "table6": paper.table(6).shape[0]}}))
+                          "n_claims": len(paper.claims()), "table6": paper.table(6).shape[0]}))
     """)
     res = json.loads(_run([str(py), "-c", probe], run, env))
     assert res["file"].startswith(str(venv)) and res["params"].startswith(str(venv))
