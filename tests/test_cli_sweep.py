@@ -118,12 +118,14 @@ def _cases(f, d):
           (base + ["--gpus", "2", "--params", "nope"], 2), (["solve", "--counts", str(2**64), "--gpus", "2"], 2),
           (["solve", "--counts", str(2**62), str(2**62), "--gpus", "2"], 2),
           (["solve", "--counts", "1.5", "--gpus", "2"], 2), (base + ["--gpus", "two"], 2), (base, 2),
-          (["solve", "--counts", "--gpus", "2"], 2)]
+          (["solve", "--counts", "--gpus", "2"], 2), (base + ["--gpus", "2", "--params", ""], 2),
+          (["solve", "--counts", "nan", "--gpus", "2"], 2), (["solve", "--counts", "inf", "--gpus", "2"], 2)]
     # bench (all rejected before any solve)
     c += [(["bench", "--eps", "0"], 2), (["bench", "--experts", "0"], 2), (["bench", "--tokens", "-8"], 2),
           (["bench", "--reps", "0"], 2), (["bench", "--params", "nope"], 2), (["bench", "--csv", nodir], 2),
           (["bench", "--csv", str(f["directory"])], 2), (["bench", "--milp-limit", "nan"], 2),
-          (["bench", "--milp-limit", "-1"], 2), (["bench", "--eps", "abc"], 2)]
+          (["bench", "--milp-limit", "-1"], 2), (["bench", "--eps", "abc"], 2), (["bench", "--tokens", "0"], 2),
+          (["bench", "--experts", "1e3"], 2), (["bench", "--bogus"], 2)]
     # calibrate
     cal = ["calibrate", "--backend", "cpu", "--shape", "tiny"]
     c += [(["calibrate", "--backend", "nope"], 2), (cal + ["--n-max", "0"], 2), (cal + ["--n-max", "-4"], 2),
@@ -143,7 +145,8 @@ def _cases(f, d):
           (ep + ["--skew", "nan"], 2), (ep + ["--replication", "0"], 2), (ep + ["--params", "nope"], 2),
           (["epbench", "--params", "nope"], 2), (ep + ["--threads", "0"], 2), (ep + ["--world-size", "1"], 2),
           (ep + ["--shape", "nope"], 2), (ep + ["--policies", "nope"], 2), (ep + ["--csv", nodir], 2),
-          (ep + ["--steps", "0"], 2), (ep + ["--tokens", "0"], 2)]
+          (ep + ["--steps", "0"], 2), (ep + ["--tokens", "0"], 2), (ep + ["--replication", "nan"], 2),
+          (ep + ["--seed", "-1"], 2), (ep + ["--device", "tpu"], 2)]
     if HAS_TORCH:
         import torch
 
@@ -183,7 +186,8 @@ def _cases(f, d):
           (["drift-location", g, "--k", "5", "-o", dl], 2), (["drift-location", g, "--k", "-1", "-o", dl], 2),
           (["drift-location", g, "--k", "2", "--seed", "-1", "-o", dl], 2),
           (["drift-location", g, "--k", "2", "-o", nodir], 2),
-          (["drift-location", g, "--k", "2", "-o", str(f["directory"])], 2), (["drift-location", g], 2)]
+          (["drift-location", g, "--k", "2", "-o", str(f["directory"])], 2), (["drift-location", g], 2),
+          (["drift-location", g, "--k", "abc", "-o", dl], 2)]
     return c
 
 
@@ -201,7 +205,8 @@ def test_cli_sweep(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TEMPO_DEBUG", "1")  # an escaping exception is a traceback, not a caught rc 1
     f = _bad_files(tmp_path)
     tried, tracebacks, wrong, report = 0, 0, 0, []
-    for argv, want in _cases(f, tmp_path) + [(g, 0) for g in _good_cases(f, tmp_path)]:
+    bad, good = _cases(f, tmp_path), [(g, 0) for g in _good_cases(f, tmp_path)]
+    for argv, want in bad + good:
         tried += 1
         try:
             rc = cli.main(argv)
@@ -219,7 +224,8 @@ def test_cli_sweep(tmp_path, monkeypatch, capsys):
             report.append(f"unnamed usage error {argv}: {err.strip()[-300:]}")
     assert not (tmp_path / "PWNED").exists(), "a dump was executed"
     with capsys.disabled():
-        print(f"\nCLI sweep: {tried} calls tried, {tracebacks} tracebacks, {wrong} wrong exit codes")
+        print(f"\nCLI sweep: {tried} calls tried ({len(bad)} bad or edge, {len(good)} valid), {tracebacks} tracebacks, "
+              f"{wrong} wrong exit codes")
     assert tracebacks == 0 and wrong == 0, "\n".join(report)
     assert tried >= (120 if HAS_TORCH else 90)  # the sweep is not silently emptied
 
