@@ -4,6 +4,8 @@
 #   make notebook NB=01_balance_time PROFILE=gpu   run one notebook
 #   make test                  unit tests, smoke build of the whole book, browser check
 #   make sglang-test           optional: the SGLang plugin against sglang 0.5.23 (CPU, large download)
+#   make gpu-check             on a GPU node, in the GPU environment: a few minutes of checks and short
+#                              calibration grids into build/gpu-check (GPU_CHECK_ARGS=--record: data/measured)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -23,7 +25,7 @@ else
 BOOK_OUT := .
 endif
 
-.PHONY: all book test unit browser bench venv notebook clean sglang-test
+.PHONY: all book test unit browser bench venv notebook clean sglang-test gpu-check
 .SECONDARY:
 .DELETE_ON_ERROR:
 all: book
@@ -85,6 +87,12 @@ sglang-test: $(SGL_SITE)/.stamp
 
 bench: $(STAMP)
 	$(PY) -m tempo bench
+
+# runs in the GPU environment's python (environment.yml, or the node's own torch), never the CPU .venv
+GPU_PYTHON ?= python3
+GPU_CHECK_ARGS ?=
+gpu-check:
+	$(GPU_PYTHON) -m tempo gpu-check $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf _build build book/generated _static/vega-bundle.js _vendor

@@ -21,6 +21,7 @@ COMMANDS = {
     "params": ("tempo.cli:params", "list the named cost-parameter sets (paper Tables 6, 7)"),
     "solve": ("tempo.cli:solve_one", "dispatch one batch: --counts 600 30 30 --gpus 2 --policy tempo"),
     "calibrate": ("tempo.calib.record:main", "measure expert time here and fit the cost models"),
+    "gpu-check": ("tempo.gpucheck:main", "first run on a GPU node: environment, kernels, numerics, timer bias, short grids"),
     "epbench": ("tempo.serving.epbench:main", "wall-clock EP microbenchmark (gloo CPU ranks, NCCL GPUs, --emulate)"),
     "serve-bench": ("tempo.serving.servebench:main", "SGLang serving benchmark driver (GPU servers)"),
     "import-trace": ("tempo.traces:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),

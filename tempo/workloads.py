@@ -1,8 +1,78 @@
-"""Synthetic routing (paper Section 3.2): Zipf popularity, Dirichlet batch-to-batch
-fluctuation, multinomial token-expert counts."""
+"""Synthetic routing (paper Sections 2.4, 3.2, 5.5, 5.12): Zipf popularity, a top-K router,
+popularity timelines that drift, and routing statistics for any workload or trace.
+
+The router (:func:`route_tokens`)
+---------------------------------
+An MoE router sends every token to ``top_k`` *distinct* experts.  We model a token's choice
+as Gumbel-top-k over the log-popularity: token ``t`` picks the ``top_k`` largest of
+``log p_e + G_te`` with ``G_te`` i.i.d. standard Gumbel (per-token noise standing in for
+the token-dependent router logits).  This is exactly sampling ``top_k`` experts *without
+replacement* with probabilities proportional to ``p`` (successive sampling, the
+Plackett-Luce model): the first choice is ``e`` with probability ``p_e``, the next from the
+rest renormalised, and so on.  We draw it that way (sequentially, redrawing a repeat), which
+needs ``n_tokens * top_k`` draws instead of ``n_tokens * E`` Gumbels; the result has the same
+distribution.
+
+The marginal it implies: expert ``e`` is in a token's set with the Plackett-Luce inclusion
+probability ``pi_e(p, K)`` (``sum_e pi_e = K``), so its expected share of the batch's
+token-expert pairs is ``pi_e / K``.  For a cold expert ``pi_e ~ K p_e`` (the independent-pair
+model of the paper's ``E_eff`` formula, Section 3.2); a hot expert saturates, ``pi_e <= 1``,
+so no expert ever holds more than ``1/K`` of the pairs or more pairs than there are tokens.
+``popularity`` is thus the router's per-choice weight (a token's first-choice distribution),
+not the pair share; with Zipf(1.0) over 256 experts and top-8 the hottest expert's weight is
+16.3% and its pair share about 9.8% (:func:`inclusion_probabilities`).
+
+The timeline (:func:`popularity_timeline`)
+------------------------------------------
+Serving routing is persistent: the paper's placement layer rebuilds on a minutes-scale
+horizon from long-run averages (Section 1), and "popularity drifts far slower than 200 ms"
+(Section 5.8), the refresher period that is one dispatch window.  A batch's popularity is
+
+    log w_t(e) = mu_t(e) + z_t(e),   z_t = phi z_{t-1} + sigma sqrt(1 - phi^2) eps_t,
+    q_t ~ Dirichlet(kappa * w_t / sum w_t)      (per-batch fluctuation, Section 3.2)
+
+``mu`` is the long-run log-Zipf popularity; ``z`` a stationary mean-reverting (AR(1))
+drift with ``corr(z_t, z_{t+l}) = phi**l``, ``phi = exp(-1 / tau)``; the hot set rotates by
+``swap_rate`` swaps per window (each exchanges the long-run weight of one of the ``hot``
+hottest experts with a random colder one: the gradual version of the drift-K corruption of
+Section 5.12).  Defaults and their sources: ``kappa = 2000`` (Section 3.2, the phase
+diagram's Dirichlet batch-to-batch fluctuation); ``tau = 300`` windows (one minute of the
+paper's 200 ms refresher windows, Sections 1, 5.8: drift far slower than a window,
+placement rebuilt on a minutes horizon); ``sigma`` defaults to the relative per-expert
+fluctuation the same Dirichlet gives an expert of mean popularity ``1/E``,
+``sqrt((E - 1) / (kappa + 1))`` (0.357 at E = 256), so that the persistent drift and the
+per-batch noise share the one fluctuation scale the paper reports; ``swap_rate = 0`` in the
+drift-K studies, whose hot-set rotation is already the placement's corruption.  None of
+these was tuned against a claim.
+"""
 from __future__ import annotations
 
 import numpy as np
+
+
+def _rng(seed) -> np.random.Generator:
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, (bool, float)) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"rng must be a numpy Generator or an integer seed, got {seed!r}")
+    return np.random.default_rng(int(seed))
+
+
+def _int_arg(name: str, v, lo: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def _popularity(popularity, name: str = "popularity", ndim=(1,)) -> np.ndarray:
+    p = np.asarray(popularity, dtype=np.float64)
+    if p.ndim not in ndim or p.shape[-1] < 1:
+        raise ValueError(f"{name} must be a {' or '.join(f'{d}-d' for d in ndim)} array of expert weights, got shape {p.shape}")
+    if not np.all(np.isfinite(p)) or np.any(p < 0):
+        raise ValueError(f"{name} must be finite and non-negative")
+    if np.any(p.sum(axis=-1) <= 0):
+        raise ValueError(f"{name} must have positive total weight")
+    return p
 
 
 def zipf_popularity(n_experts: int, skew: float, seed: int | np.random.Generator = 0,
@@ -19,32 +89,343 @@ def zipf_popularity(n_experts: int, skew: float, seed: int | np.random.Generator
     return rng.permutation(p) if shuffle else p
 
 
+# ---------------------------------------------------------------------------- the router
+_MAX_REDRAWS = 64
+
+
+def route_tokens(popularity, n_tokens: int, top_k: int, rng: int | np.random.Generator = 0) -> np.ndarray:
+    """int64[n_tokens, top_k]: the logical experts each token is routed to, distinct within
+    a row (ordered by choice).  Gumbel-top-k over ``log popularity``, i.e. successive
+    sampling without replacement proportional to ``popularity`` (module docstring).
+
+    Vectorised over tokens: column ``j`` is drawn for all tokens by inverse CDF, rows that
+    repeat an earlier choice redraw (rejection; exact), and the few rows still repeating after
+    64 rounds draw from their exact conditional distribution.
+    """
+    p = _popularity(popularity)
+    n = _int_arg("n_tokens", n_tokens, lo=0)
+    k = _int_arg("top_k", top_k)
+    E = p.size
+    if k > np.count_nonzero(p):
+        raise ValueError(f"top_k={k} exceeds the {np.count_nonzero(p)} experts with positive popularity")
+    gen = _rng(rng)
+    cdf = np.cumsum(p)
+    out = np.empty((n, k), np.int64)
+
+    def draw(m):  # u < cdf[-1], so an expert of zero weight (a flat step of the cdf) is never drawn
+        return np.minimum(np.searchsorted(cdf, gen.random(m) * cdf[-1], side="right"), E - 1)
+
+    for j in range(k):
+        cand = draw(n)
+        todo = np.flatnonzero((out[:, :j] == cand[:, None]).any(axis=1)) if j else np.empty(0, np.int64)
+        for _ in range(_MAX_REDRAWS):
+            if not todo.size:
+                break
+            c = draw(todo.size)
+            cand[todo] = c
+            todo = todo[(out[todo, :j] == c[:, None]).any(axis=1)]
+        if todo.size:  # exact conditional draw for the rows still stuck
+            w = np.broadcast_to(p, (todo.size, E)).copy()
+            np.put_along_axis(w, out[todo, :j], 0.0, axis=1)
+            cw = np.cumsum(w, axis=1)
+            u = gen.random(todo.size) * cw[:, -1]
+            cand[todo] = np.minimum((cw <= u[:, None]).sum(axis=1), E - 1)
+        out[:, j] = cand
+    return out
+
+
+def expert_counts(routes, n_experts: int) -> np.ndarray:
+    """int64[n_experts]: token-expert pairs per expert of a routing ``int[n_tokens, top_k]``."""
+    r = np.asarray(routes)
+    E = _int_arg("n_experts", n_experts)
+    if r.ndim != 2:
+        raise ValueError(f"routes must be int[n_tokens, top_k], got shape {r.shape}")
+    if r.size and (r.min() < 0 or r.max() >= E):
+        raise ValueError(f"routes hold expert ids outside [0, {E})")
+    return np.bincount(r.ravel(), minlength=E).astype(np.int64)
+
+
+def route_counts(popularity, n_tokens: int, top_k: int, rng: int | np.random.Generator = 0) -> np.ndarray:
+    """int64[E]: per-expert pair counts of ``n_tokens`` tokens routed by :func:`route_tokens`
+    (each entry <= n_tokens; total ``n_tokens * top_k``)."""
+    p = _popularity(popularity)
+    return expert_counts(route_tokens(p, n_tokens, top_k, rng), p.size)
+
+
+def inclusion_probabilities(popularity, top_k: int, n_tokens: int = 200_000, rng=0) -> np.ndarray:
+    """float64[E]: the router's marginal, ``pi_e`` = probability that a token picks expert
+    ``e`` among its ``top_k`` (sums to ``top_k``).  Exact enumeration of the Plackett-Luce
+    choice sequences when ``E`` and ``top_k`` are small (at most 50,000 sequences), else a
+    Monte Carlo estimate over ``n_tokens`` tokens (standard error <= 0.5/sqrt(n_tokens))."""
+    p = _popularity(popularity)
+    k = _int_arg("top_k", top_k)
+    E = p.size
+    if k > np.count_nonzero(p):
+        raise ValueError(f"top_k={k} exceeds the {np.count_nonzero(p)} experts with positive popularity")
+    p = p / p.sum()
+    n_seq = np.prod(np.arange(E - k + 1, E + 1, dtype=np.float64))
+    if n_seq > 50_000:
+        return route_counts(p, _int_arg("n_tokens", n_tokens), k, rng) / float(n_tokens)
+    pi = np.zeros(E)
+
+    def walk(chosen, prob, left):
+        if len(chosen) == k:
+            pi[list(chosen)] += prob
+            return
+        for e in range(E):
+            if e not in chosen and p[e] > 0:
+                walk(chosen + (e,), prob * p[e] / left, left - p[e])
+
+    walk((), 1.0, 1.0)
+    return pi
+
+
+def _dirichlet_rows(rng, w: np.ndarray, kappa) -> np.ndarray:
+    """Each row of ``w`` (normalised) as the mean of a Dirichlet(kappa * w) draw."""
+    w = w / w.sum(axis=-1, keepdims=True)
+    if kappa is None:
+        return w
+    if not np.isfinite(kappa) or kappa <= 0:
+        raise ValueError(f"kappa must be positive (or None), got {kappa}")
+    q = np.stack([rng.dirichlet(np.maximum(kappa * row, 1e-12)) for row in w])
+    q[w == 0] = 0.0  # an expert with zero popularity stays unrouted
+    return q / q.sum(axis=-1, keepdims=True)
+
+
 def sample_counts(popularity, tokens_per_gpu: int, top_k: int, n_gpus: int, n_batches: int = 1,
                   kappa: float | None = 2000.0, seed: int | np.random.Generator = 0) -> np.ndarray:
-    """int64[n_batches, E]: per-expert token counts of decode batches.
+    """int64[n_batches, E]: per-expert token-expert pair counts of decode batches.
 
-    Each batch routes ``T = tokens_per_gpu * top_k * n_gpus`` token-expert pairs (the paper's
-    ``T = B K n_gpus``).  The batch's popularity is ``Dirichlet(kappa * p)`` (kappa = 2000:
-    batch-to-batch fluctuation; ``None`` uses p itself) and counts are multinomial in it.
-    We draw pairs independently (a token may pick one expert twice), as the paper's
-    ``E_eff`` formula does.
+    A batch has ``tokens_per_gpu * n_gpus`` tokens, each routed to ``top_k`` distinct
+    experts by :func:`route_tokens` (``T = B K n_gpus`` pairs, Section 3.2).  The batch's
+    router weights are ``Dirichlet(kappa * p)`` (kappa = 2000, the paper's batch-to-batch
+    fluctuation; ``None`` uses ``p`` itself).  ``popularity`` is one vector ``p[E]`` shared by
+    every batch, or a timeline ``p[n_batches, E]`` (e.g. :func:`popularity_timeline`), one
+    row per batch.  No expert gets more pairs than the batch has tokens.
     """
-    p = np.asarray(popularity, dtype=np.float64)
-    if p.ndim != 1 or np.any(p < 0) or not np.isclose(p.sum(), 1.0):
-        raise ValueError("popularity must be a 1-d probability vector")
-    for name, v in (("tokens_per_gpu", tokens_per_gpu), ("top_k", top_k), ("n_gpus", n_gpus), ("n_batches", n_batches)):
-        if int(v) < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v}")
-    rng = np.random.default_rng(seed)
-    T = int(tokens_per_gpu) * int(top_k) * int(n_gpus)
-    if kappa is None:
-        probs = np.broadcast_to(p, (n_batches, p.size))
+    p = _popularity(popularity, ndim=(1, 2))
+    B = _int_arg("tokens_per_gpu", tokens_per_gpu)
+    k = _int_arg("top_k", top_k)
+    g = _int_arg("n_gpus", n_gpus)
+    nb = _int_arg("n_batches", n_batches)
+    if p.ndim == 2:
+        if p.shape[0] != nb and n_batches != 1:
+            raise ValueError(f"popularity has {p.shape[0]} rows but n_batches={nb}")
+        nb = p.shape[0]
     else:
-        if kappa <= 0:
-            raise ValueError(f"kappa must be positive, got {kappa}")
-        alpha = np.maximum(kappa * p, 1e-12)
-        probs = rng.dirichlet(alpha, size=n_batches)
-    return np.stack([rng.multinomial(T, pr / pr.sum()) for pr in probs]).astype(np.int64)
+        p = np.broadcast_to(p, (nb, p.size))
+    if k > np.count_nonzero(p, axis=1).min():
+        raise ValueError(f"top_k={k} exceeds the experts with positive popularity")
+    rng = _rng(seed)
+    q = _dirichlet_rows(rng, p, kappa)
+    return np.stack([route_counts(row, B * g, k, rng) for row in q])
+
+
+# ---------------------------------------------------------------------------- drifting popularity
+def drift_sigma(n_experts: int, kappa: float = 2000.0) -> float:
+    """Default drift amplitude: the relative std that ``Dirichlet(kappa p)`` gives an expert
+    of popularity ``1/E``, ``sqrt((E - 1) / (kappa + 1))`` (module docstring)."""
+    return float(np.sqrt((_int_arg("n_experts", n_experts) - 1) / (float(kappa) + 1)))
+
+
+def popularity_timeline(base, n_steps: int, tau: float = 300.0, sigma: float | None = None,
+                        swap_rate: float = 0.0, hot: int = 16, kappa_for_sigma: float = 2000.0,
+                        seed: int | np.random.Generator = 0) -> np.ndarray:
+    """float64[n_steps, E]: the router weights ``w_t`` of a drifting timeline around the
+    long-run popularity ``base`` (rows sum to 1; feed them to :func:`sample_counts`, which
+    adds the per-batch Dirichlet noise and routes).
+
+    ``log w_t = mu_t + z_t`` with ``z`` a stationary AR(1) per expert:
+    ``z_0 ~ N(0, sigma^2)``, ``z_t = phi z_{t-1} + sigma sqrt(1 - phi^2) eps_t``,
+    ``phi = exp(-1/tau)``, so ``corr(z_t, z_{t+l}) = exp(-l/tau)`` and ``std(z_t) = sigma``
+    at every step.  ``mu_0 = log base``; each step, ``Poisson(swap_rate)`` swaps exchange the
+    long-run weight of a random expert among the ``hot`` hottest (by ``mu``) with a random
+    colder one.  ``sigma=None``: :func:`drift_sigma` of ``(E, kappa_for_sigma)``.  Experts with
+    zero base popularity stay at zero.
+    """
+    b = _popularity(base, "base")
+    T = _int_arg("n_steps", n_steps)
+    E = b.size
+    if not np.isfinite(tau) or tau <= 0:
+        raise ValueError(f"tau must be positive (windows), got {tau}")
+    sig = drift_sigma(E, kappa_for_sigma) if sigma is None else float(sigma)
+    if not np.isfinite(sig) or sig < 0:
+        raise ValueError(f"sigma must be non-negative, got {sigma}")
+    if not np.isfinite(swap_rate) or swap_rate < 0:
+        raise ValueError(f"swap_rate must be non-negative, got {swap_rate}")
+    h = _int_arg("hot", hot)
+    if swap_rate > 0 and h >= np.count_nonzero(b):
+        raise ValueError(f"hot={h} must be smaller than the {np.count_nonzero(b)} experts with positive base popularity")
+    rng = _rng(seed)
+    phi = float(np.exp(-1.0 / tau))
+    innov = sig * np.sqrt(1.0 - phi * phi)
+    alive = b > 0
+    mu = np.where(alive, np.log(np.where(alive, b, 1.0)), -np.inf)
+    z = sig * rng.standard_normal(E)
+    out = np.empty((T, E))
+    for t in range(T):
+        if t:
+            z = phi * z + innov * rng.standard_normal(E)
+            for _ in range(rng.poisson(swap_rate) if swap_rate else 0):
+                order = np.argsort(-mu, kind="stable")
+                cold = order[h:][np.isfinite(mu[order[h:]])]
+                if not cold.size:
+                    break
+                i, j = order[rng.integers(h)], cold[rng.integers(cold.size)]
+                mu[i], mu[j] = mu[j], mu[i]
+        x = mu + z
+        w = np.exp(x - x[np.isfinite(x)].max())
+        out[t] = w / w.sum()
+    return out
+
+
+def drift_autocorrelation(tau: float, lag: int = 1) -> float:
+    """The documented lag-``lag`` autocorrelation of the log-popularity drift ``z``:
+    ``exp(-lag / tau)``."""
+    return float(np.exp(-lag / tau))
+
+
+# ---------------------------------------------------------------------------- routing statistics
+def routing_stats(counts, top_k: int, n_star: float | None = None, lag: int = 1, placement=None,
+                  n_gpus: int | None = None) -> dict:
+    """Statistics of a routing workload or trace, ``counts`` int[batches, E] (a study's
+    batches) or int[steps, layers, E] (a trace; statistics per layer, then pooled).
+
+    Per batch (then the mean over batches, and the max for the hottest share):
+
+    * ``hottest_share``: the hottest expert's share of the batch's pairs; under top-``K``
+      routing at most ``ceiling = 1/K``;
+    * ``hottest_over_tokens``: its pairs over the batch's tokens (``sum / K``); at most 1;
+    * ``max_over_mean``: hottest expert's load over the mean load of the ``E`` experts;
+    * ``effective_experts``: ``exp(H)`` of the pair shares (Shannon perplexity; ``E`` when
+      uniform, 1 when one expert takes all);
+    * ``lag_corr``: Pearson correlation of per-expert load between batches ``lag`` apart
+      (consecutive batches of one layer), mean over pairs; ``lag_corr_dev`` the same for the
+      deviations from each expert's mean load over the batches (what a one-batch-old
+      solution knows about the next batch beyond the long-run popularity; about
+      ``-1/(batches-1)`` for independent batches);
+    * with ``placement`` (``phy2log`` of one layer, GPU-major) and ``n_gpus``:
+      ``gpu_max_over_mean``, the bottleneck GPU's pairs over the mean GPU's when each expert's
+      pairs are split evenly over its replicas (EPLB's default split; Sections 1, 2.1);
+    * with ``n_star`` (the cost model's inflection, Section 2.2), the regime split of Fig. 5
+      (Section 2.4): ``flat_activation_share`` (activated experts with ``0 < n_e < n*``) and
+      ``linear_token_share`` (pairs at experts with ``n_e >= n*``), and ``mixed_share`` (batches
+      with both >= 20%).
+
+    Returns a dict of floats plus ``batches`` and ``top_k``.
+    """
+    c = np.asarray(counts)
+    if c.ndim == 2:
+        c = c[:, None, :]
+    if c.ndim != 3 or c.shape[0] < 1:
+        raise ValueError(f"counts must be int[batches, E] or int[steps, layers, E], got shape {np.shape(counts)}")
+    if not np.all(np.isfinite(c)) or np.any(c < 0):
+        raise ValueError("counts must be finite and non-negative")
+    k = _int_arg("top_k", top_k)
+    lag = _int_arg("lag", lag)
+    c = c.astype(np.float64)
+    S, L, E = c.shape
+    tot = c.sum(axis=2)
+    ok = tot > 0
+    if not ok.any():
+        raise ValueError("counts hold no routed pairs")
+    share = np.where(ok[..., None], c / np.where(ok, tot, 1)[..., None], 0.0)
+    hot = share.max(axis=2)[ok]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = -np.where(share > 0, share * np.log(share), 0.0).sum(axis=2)[ok]
+    out = {"batches": int(ok.sum()), "top_k": k, "ceiling": 1.0 / k,
+           "hottest_share": float(hot.mean()), "hottest_share_max": float(hot.max()),
+           "hottest_over_tokens": float((c.max(axis=2)[ok] / (tot[ok] / k)).max()),
+           "max_over_mean": float((hot * E).mean()), "effective_experts": float(np.exp(ent).mean())}
+    cors = []
+    for layer in range(L):
+        for t in range(S - lag):
+            a, b = c[t, layer], c[t + lag, layer]
+            if a.std() > 0 and b.std() > 0:
+                cors.append(np.corrcoef(a, b)[0, 1])
+    out["lag_corr"] = float(np.mean(cors)) if cors else float("nan")
+    dev = c - c.mean(axis=0, keepdims=True)
+    cors = [np.corrcoef(dev[t, layer], dev[t + lag, layer])[0, 1] for layer in range(L) for t in range(S - lag)
+            if dev[t, layer].std() > 0 and dev[t + lag, layer].std() > 0]
+    out["lag_corr_dev"] = float(np.mean(cors)) if cors and S > 2 else float("nan")
+    if placement is not None:
+        g = _int_arg("n_gpus", n_gpus)
+        phy = np.asarray(placement).reshape(-1)
+        if phy.size % g or phy.min() < 0 or phy.max() >= E:
+            raise ValueError(f"placement must hold {g} GPUs' slots of expert ids in [0, {E})")
+        reps = np.bincount(phy, minlength=E)
+        if np.any((reps == 0) & (c.sum(axis=(0, 1)) > 0)):
+            raise ValueError("placement leaves a routed expert without a replica")
+        gpu = np.repeat(np.arange(g), phy.size // g)
+        onehot = np.zeros((E, g))
+        np.add.at(onehot, (phy, gpu), 1.0 / np.maximum(reps[phy], 1))
+        per_gpu = c @ onehot  # [S, L, g]
+        m = per_gpu.mean(axis=2)[ok]
+        out["gpu_max_over_mean"] = float((per_gpu.max(axis=2)[ok] / m).mean())
+    if n_star is not None:
+        if not np.isfinite(n_star) or n_star <= 0:
+            raise ValueError(f"n_star must be positive, got {n_star}")
+        act = c > 0
+        flat = act & (c < n_star)
+        fa = (flat.sum(axis=2) / np.maximum(act.sum(axis=2), 1))[ok]
+        lt = (np.where(c >= n_star, c, 0).sum(axis=2) / np.where(ok, tot, 1))[ok]
+        out.update({"flat_activation_share": float(fa.mean()), "linear_token_share": float(lt.mean()),
+                    "mixed_share": float(((fa >= 0.2) & (lt >= 0.2)).mean())})
+    return out
+
+
+#: routing_stats keys shown by :func:`routing_stats_table`, with their labels.
+STAT_LABELS = {"hottest_share": "hottest expert's share of pairs (mean over batches)",
+               "hottest_share_max": "hottest expert's share of pairs (max over batches)",
+               "ceiling": "ceiling 1/K (top-K, distinct experts)",
+               "hottest_over_tokens": "hottest expert's pairs / tokens (max; <= 1)",
+               "max_over_mean": "expert load max / mean",
+               "gpu_max_over_mean": "bottleneck GPU / mean GPU (even split over replicas)",
+               "effective_experts": "effective number of experts exp(H)",
+               "lag_corr": "lag-1 correlation of per-expert load",
+               "lag_corr_dev": "lag-1 correlation of load deviations from the mean",
+               "flat_activation_share": "flat experts' share of activations (n_e < n*)",
+               "linear_token_share": "linear experts' share of pairs (n_e >= n*)",
+               "mixed_share": "mixed batches (both >= 20%)"}
+
+
+def paper_routing_stats():
+    """The routing statistics the paper reports, from ``data/paper/routing_stats.csv``
+    (stat, value as printed, the paper's setting, section) as a DataFrame indexed by stat.
+    The Fig. 5 regime split is read from ``text_numbers.csv``."""
+    import pandas as pd
+
+    from . import paper, paths
+
+    df = pd.read_csv(paths.PAPER / "routing_stats.csv", dtype=str).set_index("stat")
+    fig5 = {"flat_activation_share": "flat_share_of_activations_B512",
+            "linear_token_share": "linear_share_of_tokens_B512"}
+    for stat, q in fig5.items():
+        df.loc[stat] = {"paper": f"{paper.text_number('fig5', q):g}%",
+                        "setting": "real traces (Qwen3-30B, DSv2-Lite), B = 512 tokens/GPU", "section": "Section 2.4, Fig. 5"}
+    lo, hi = paper.text_number("fig5", "mixed_fraction_real_min"), paper.text_number("fig5", "mixed_fraction_real_max")
+    df.loc["mixed_share"] = {"paper": f"{lo:g}-{hi:g}%", "setting": "real traces, 128-512 tokens/GPU",
+                             "section": "Section 2.4, Fig. 5"}
+    return df
+
+
+def routing_stats_table(workloads: dict) -> "pd.DataFrame":
+    """Rows: the statistics of :data:`STAT_LABELS`; columns: each workload's
+    :func:`routing_stats` dict (``{name: stats}``, "this artifact") and the paper's value with
+    its setting where the paper reports one."""
+    import pandas as pd
+
+    paper_df = paper_routing_stats()
+    rows = []
+    for key, label in STAT_LABELS.items():
+        row = {"statistic": label}
+        for name, st in workloads.items():
+            v = st.get(key, np.nan)
+            row[name] = round(float(v), 3) if v is not None else np.nan
+        row["paper"] = paper_df.paper.get(key, "")
+        row["paper setting"] = paper_df.setting.get(key, "")
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("statistic")
 
 
 # ---------------------------------------------------------------------------- routing traces

@@ -62,3 +62,51 @@ def test_cli_rejects_bad_arguments(capsys):
         epbench.main(["--world-size", "1"])
     with pytest.raises(SystemExit):
         epbench.main(["--shape", "gpt-9"])
+
+
+def test_policy_order_is_shuffled_per_step_and_rank_invariant():
+    pols = list(epbench.DEFAULT_POLICIES)
+    orders = [tuple(epbench.policy_order(pols, 0, s)) for s in range(20)]
+    assert all(sorted(o) == sorted(pols) for o in orders)
+    assert len(set(orders)) > 5  # the order changes from step to step
+    assert sum(o[0] == "static" for o in orders) < 20  # static is not always first
+    assert orders == [tuple(epbench.policy_order(pols, 0, s)) for s in range(20)]  # every rank draws the same
+    assert orders != [tuple(epbench.policy_order(pols, 1, s)) for s in range(20)]
+
+
+def test_emulated_rows_record_order_kernel_and_seed():
+    args = {"device": "cpu", "world_size": 2, "shape": "tiny", "experts": None, "top_k": 4, "tokens": 8, "steps": 3,
+            "warmup": 0, "skew": 1.0, "replication": 1.25, "params": "dsv3-offline",
+            "policies": ["static", "uniform", "tempo"], "seed": 3, "expert_kernel": "loop"}
+    df = epbench.run_emulated(args)
+    assert set(df.kernel) == {"loop"} and set(df.order_seed) == {3}
+    for step, g in df.groupby("step"):
+        assert sorted(g.order) == [0, 1, 2]
+        assert list(g.sort_values("order").policy) == epbench.policy_order(args["policies"], 3, step)
+
+
+def test_expert_kernel_choice_fails_clearly_without_gpu():
+    from tempo.calib.shapes import shape
+
+    with pytest.raises(RuntimeError, match="fp8 needs --device cuda"):
+        epbench.make_expert_work("fp8", shape("tiny"), 4, 16, "cpu")
+    with pytest.raises(ValueError, match="auto, loop or fp8"):
+        epbench.make_expert_work("int4", shape("tiny"), 4, 16, "cpu")
+    assert epbench.make_expert_work("auto", shape("tiny"), 4, 16, "cpu").kernel == "loop"
+
+
+def test_fp8_expert_work_masks_by_slot_load():
+    import torch
+
+    from tempo.calib.shapes import shape
+    from test_gpu_paths import FakeDeepGemm
+
+    fake = FakeDeepGemm()
+    w = epbench.Fp8ExpertWork(shape("tiny"), 4, 100, device="cpu", deep_gemm_module=fake)
+    parts = [torch.zeros(n, 256) for n in (5, 0, 37)]
+    masked_m, expected = w.prepare(parts, [0, 1, 2])
+    assert masked_m.tolist() == [5, 0, 37, 0] and expected == 37
+    w.run((masked_m, expected))
+    assert fake.calls == 2  # gate/up and down
+    with pytest.raises(ValueError, match="capacity"):
+        w.prepare([torch.zeros(300, 256)], [0])

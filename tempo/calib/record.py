@@ -8,12 +8,21 @@ writes ``data/measured/<machine>/<date>-<backend>-<shape>/``:
 * ``manifest.json`` -- machine, device, library versions, command, start, duration, grid size.
 
 Cells are appended to ``samples.partial.csv`` as they are measured, so an interrupted run
-resumes where it stopped (``resume=True``) and loses nothing.
+resumes where it stopped (``resume=True``) and loses nothing.  Each cell is one ``write`` of a
+whole line, flushed and fsynced, so a crash can at worst tear the last line.  On resume
+:func:`read_partial` keeps every complete, well-formed line (dtypes checked field by field),
+drops a torn last line (no newline), malformed lines (NUL bytes, wrong field count, bad
+numbers, repeated headers) and duplicate cells (the first is kept), logs what it dropped, and
+the partial file is rewritten atomically (temp file + ``os.replace``) before measuring goes on.
+``resume=False`` (CLI ``--fresh``) deletes the partial file and starts over.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
+import math
+import os
 import platform
 import re
 import sys
@@ -29,6 +38,122 @@ from .grid import plan_grid, tiles
 from .shapes import shape as get_shape
 
 MEASURED = paths.ROOT / "data" / "measured"
+PARTIAL_COLUMNS = ["G", "n", "kind", "t_us"]
+_HEADER = ",".join(PARTIAL_COLUMNS)
+_INT = re.compile(r"[0-9]+")
+_KIND = re.compile(r"[A-Za-z0-9_.-]+")
+log = logging.getLogger(__name__)
+
+
+def _parse_cell(line: str):
+    """(G, n, kind, t_us) of one partial-file line, or None if it is not a well-formed cell:
+    four fields, G and n positive integers, kind a plain word, t_us a finite number >= 0."""
+    fields = line.split(",")
+    if len(fields) != 4:
+        return None
+    g, n, kind, t = fields
+    if not (_INT.fullmatch(g) and _INT.fullmatch(n) and _KIND.fullmatch(kind)):
+        return None
+    try:
+        t_us = float(t)
+    except ValueError:
+        return None
+    if int(g) < 1 or int(n) < 1 or not math.isfinite(t_us) or t_us < 0:
+        return None
+    return int(g), int(n), kind, t_us
+
+
+def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
+    """Read a calibration partial file that may be damaged (interrupted write, crash, disk full).
+
+    Returns ``(cells, lines, dropped)``: ``cells`` has columns G, n (int64), kind (str), t_us
+    (float64), one row per (G, n) in file order; ``lines`` are the kept lines verbatim (no
+    newline); ``dropped`` counts what was thrown away: ``torn`` (a last line without its
+    newline -- its value may be cut short), ``malformed`` and ``duplicate`` (a cell already
+    seen; the first is kept).  Repeated header lines are dropped silently.  A missing file
+    reads as empty.
+    """
+    path = Path(path)
+    dropped = {"torn": 0, "malformed": 0, "duplicate": 0}
+    raw = path.read_bytes() if path.exists() else b""
+    parts = raw.split(b"\n")
+    tail = parts.pop()  # after the last newline: empty for an intact file
+    if tail:
+        dropped["torn"] = 1
+    rows, lines, seen = [], [], set()
+    for b in parts:
+        try:
+            line = b.decode("ascii").rstrip("\r")
+        except UnicodeDecodeError:
+            dropped["malformed"] += 1
+            continue
+        if line == _HEADER or (not line.strip() and "\0" not in line):
+            continue
+        cell = None if "\0" in line else _parse_cell(line)
+        if cell is None:
+            dropped["malformed"] += 1
+        elif cell[:2] in seen:
+            dropped["duplicate"] += 1
+        else:
+            seen.add(cell[:2])
+            rows.append(cell)
+            lines.append(line)
+    cells = pd.DataFrame({
+        "G": pd.Series([r[0] for r in rows], dtype="int64"),
+        "n": pd.Series([r[1] for r in rows], dtype="int64"),
+        "kind": pd.Series([r[2] for r in rows], dtype="str"),
+        "t_us": pd.Series([r[3] for r in rows], dtype="float64"),
+    })
+    return cells, lines, dropped
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` so that a crash leaves either the old or the new file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _append_line(fd: int, line: str) -> None:
+    """One cell = one ``write`` of the whole line, then fsync (a crash tears at most this line)."""
+    data = line.encode("ascii")
+    while data:
+        data = data[os.write(fd, data):]
+    os.fsync(fd)
+
+
+def resume_partial(path, resume: bool = True) -> pd.DataFrame:
+    """Prepare ``path`` for appending and return the cells it already holds.
+
+    ``resume=False`` deletes it (a fresh start).  Otherwise the damaged parts are dropped (see
+    :func:`read_partial`, logged with counts) and the file is rewritten atomically as a header
+    plus the kept lines, so that appending continues on a clean line boundary."""
+    path = Path(path)
+    if not resume:
+        path.unlink(missing_ok=True)
+    cells, lines, dropped = read_partial(path)
+    if any(dropped.values()):
+        log.warning("%s: kept %d cells; dropped %s", path,
+                    len(cells), ", ".join(f"{v} {k}" for k, v in dropped.items() if v))
+    _write_atomic(path, "".join(f"{x}\n" for x in [_HEADER, *lines]))
+    return cells
 
 
 def slug(text: str) -> str:
@@ -62,8 +187,16 @@ def _params(m) -> dict:
 
 def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFrame | None = None,
               out_root: Path | None = None, progress: bool = True, resume: bool = True, command: str = "",
-              date: str | None = None, **backend_kw) -> Path:
-    """Measure ``grid`` (default: :func:`plan_grid`) and write a recording; returns its folder."""
+              date: str | None = None, max_seconds: float | None = None, **backend_kw) -> Path:
+    """Measure ``grid`` (default: :func:`plan_grid`) and write a recording; returns its folder.
+
+    ``max_seconds``: stop starting new cells once this much time has passed (a lease that
+    ends, a budget).  The recording is then written from the cells measured so far, its
+    manifest says ``complete: false`` with the planned cell count, and the partial file is
+    kept, so the same command later resumes and completes it.  Too few measured cells are
+    not fitted (fewer than 6): the partial is kept and ``RuntimeError`` says so."""
+    if max_seconds is not None and not (max_seconds >= 0):
+        raise ValueError(f"max_seconds must be >= 0, got {max_seconds}")
     from .backends import detect_backend, make_backend
 
     sh = get_shape(shape)
@@ -74,14 +207,17 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     grid = grid.copy()
     if "kind" not in grid:
         grid["kind"] = "grid"
+    bad = [k for k in grid["kind"].astype(str).unique() if not _KIND.fullmatch(k)]
+    if bad:
+        raise ValueError(f"grid column 'kind' must be plain words (letters, digits, _ . -), got {bad[:3]}")
     be = make_backend(backend, sh, int(grid.G.max()), int(grid.n.max()), **backend_kw)
     info = be.info()
     date = date or dt.date.today().isoformat()
     folder = Path(out_root or MEASURED) / machine_name(info) / f"{date}-{backend}-{shape}"
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / "samples.partial.csv"
-    done = pd.read_csv(partial) if (resume and partial.exists()) else pd.DataFrame(columns=["G", "n", "kind", "t_us"])
-    have = set(zip(done.G.astype(int), done.n.astype(int)))
+    done = resume_partial(partial, resume)
+    have = set(zip(done.G.tolist(), done.n.tolist()))
     todo = [r for r in grid.itertuples() if (int(r.G), int(r.n)) not in have]
     bar = None
     if progress:
@@ -91,18 +227,31 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     t0 = time.time()
     # cheapest first, so the time-left estimate grows honest early
     todo.sort(key=lambda r: r.G * r.n)
-    with open(partial, "a") as fh:
-        if not have:
-            fh.write("G,n,kind,t_us\n")
-        for r in todo:
-            t = be.measure(int(r.G), int(r.n))
-            fh.write(f"{int(r.G)},{int(r.n)},{r.kind},{t:.4f}\n")
-            fh.flush()
+    fd = os.open(partial, os.O_WRONLY | os.O_APPEND)
+    stopped = 0
+    try:
+        for i, r in enumerate(todo):
+            if max_seconds is not None and i > 0 and time.time() - t0 > max_seconds:
+                stopped = len(todo) - i
+                log.warning("calibrate: --max-seconds %s reached; %d of %d cells left for a later resume",
+                            max_seconds, stopped, len(grid))
+                break
+            t = float(be.measure(int(r.G), int(r.n)))
+            if not (math.isfinite(t) and t >= 0):
+                raise RuntimeError(f"backend {backend!r} measured t_us={t} for cell (G={int(r.G)}, n={int(r.n)})")
+            _append_line(fd, f"{int(r.G)},{int(r.n)},{r.kind},{t:.4f}\n")
             if bar:
                 bar.update(1)
-    if bar:
-        bar.close()
-    samples = pd.read_csv(partial)
+    finally:
+        os.close(fd)
+        if bar:
+            bar.close()
+    samples, _, dropped = read_partial(partial)
+    if any(dropped.values()):
+        raise RuntimeError(f"{partial} was damaged while this run appended to it ({dropped}); rerun to resume")
+    if stopped and len(samples) < 6:  # fit_cost_model needs 6 samples
+        raise RuntimeError(f"stopped by max_seconds after {len(samples)} cells, too few to fit; "
+                           f"rerun the same command to resume ({partial})")
     samples["N"] = samples.G * samples.n
     samples["T"] = samples.G * tiles(samples.n)
     samples = samples[["G", "n", "N", "T", "kind", "t_us"]].sort_values(["G", "n"]).reset_index(drop=True)
@@ -112,9 +261,11 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     manifest = {"machine": machine_name(info), **info, "backend": backend, "shape": shape,
                 "d_model": sh.d_model, "d_ff": sh.d_ff, "date": date, "cells": int(len(samples)),
                 "duration_s": round(time.time() - t0, 1), "command": command or " ".join(sys.argv),
-                "python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform()}
+                "python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform(),
+                "complete": not stopped, "cells_planned": int(len(grid))}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    partial.unlink()
+    if not stopped:
+        partial.unlink()
     return folder
 
 
@@ -145,7 +296,7 @@ def load_recording(path) -> tuple[pd.DataFrame, dict, dict]:
 
 def main(argv=None) -> int:
 
-    from ..cli import ArgumentParser, output_dir, positive_int
+    from ..cli import ArgumentParser, nonneg_float, output_dir, positive_int
     from .backends import available_backends
     from .shapes import SHAPES
 
@@ -160,7 +311,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=positive_int, help="skip cells with more tokens in total (CPU)")
     ap.add_argument("--no-tile-sweep", action="store_true")
     ap.add_argument("--out", type=output_dir, help="recordings root (default data/measured)")
-    ap.add_argument("--fresh", action="store_true", help="ignore a partial run of the same recording")
+    ap.add_argument("--fresh", action="store_true", help="delete a partial run of the same recording and start over")
+    ap.add_argument("--max-seconds", type=nonneg_float, help="stop starting new cells after this long; fit what was "
+                                                             "measured, keep the partial so a rerun completes it")
     a = ap.parse_args(argv)
     here = available_backends()
     if a.backend == "auto" and not here:
@@ -172,7 +325,7 @@ def main(argv=None) -> int:
     if grid.empty:
         ap.fail("--max-tokens", f"{a.max_tokens} leaves no cell to measure")
     a.out = None if a.out is None else str(a.out)
-    folder = calibrate(a.backend, a.shape, grid, out_root=a.out, resume=not a.fresh,
+    folder = calibrate(a.backend, a.shape, grid, out_root=a.out, resume=not a.fresh, max_seconds=a.max_seconds,
                        command="python -m tempo calibrate " + " ".join(argv if argv is not None else sys.argv[2:]))
     _, fits, man = load_recording(folder)
     print(f"wrote {folder} ({man['cells']} cells, {man['duration_s']} s on {man['device']})")

@@ -10,9 +10,9 @@ from .. import CostModel, solve
 from ..instance import Instance
 from ..placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep
-from ..workloads import sample_counts, zipf_popularity
+from ..workloads import route_counts, sample_counts, zipf_popularity
 from . import experiment
-from .scenarios import drift_batches, zipf_batches
+from .scenarios import drift_batches, drift_timeline, zipf_batches
 
 # ------------------------------------------------------------------ Table 10
 #: (dispatch policy, placement refresh scheme) rows of Table 10.
@@ -39,9 +39,11 @@ def _refreshed(initial: np.ndarray, counts: np.ndarray, scheme: str, n_gpus: int
 def faster_eplb(config: dict) -> pd.DataFrame:
     """Table 10: replay a drift-16 timeline with the EPLB placement rebuilt every W windows
     from observed counts, under each dispatch; ratio to the never-refreshed static map on the
-    same window.  Our timeline: windows drawn independently around one Zipf(1.0) popularity
-    (Dirichlet kappa = 2000), the initial placement built from the drift-16-corrupted
-    statistics, ``B`` token-expert pairs per GPU (as in :func:`drift_batches`)."""
+    same window.  Our timeline: consecutive windows of a drifting timeline around one
+    Zipf(1.0) popularity (:func:`tempo.workloads.popularity_timeline`, documented defaults;
+    per-window Dirichlet kappa = 2000; top-8 routing to distinct experts), the initial
+    placement built from the drift-16-corrupted statistics, ``B`` token-expert pairs per GPU
+    (as in :func:`drift_batches`)."""
     model = CostModel.named(config.get("params", "proxy-serving"))
     E, g, K, R = 256, 8, 8, config.get("redundant", 64)
     seed = config.get("seed", 0)
@@ -50,7 +52,8 @@ def faster_eplb(config: dict) -> pd.DataFrame:
     initial = eplb_placement(drift_corrupt(pop, config.get("drift", 16), seed=seed + 7), g, rep)
     rows = []
     for B in config["pairs"]:
-        counts = sample_counts(pop, B // K, K, g, n_batches=config["windows"], seed=seed + 1)
+        weights = drift_timeline(pop, config["windows"], seed, tau=config.get("tau", 300.0), sigma=config.get("sigma"))
+        counts = sample_counts(weights, B // K, K, g, seed=seed + 1)
         plans = {s: _refreshed(initial, counts, s, g, rep) for s in {s for _, s in T10_ROWS}}
         for t, c in enumerate(counts):
             base_inst = Instance.from_placement(c, plans["never"][t], g)
@@ -165,8 +168,12 @@ def replay_trace(counts: np.ndarray, model: CostModel, n_gpus: int = 8, replicat
 
     Per layer, the EPLB placement is built from the first ``warmup`` share of the steps and
     the rest are replayed on it.  ``tokens_per_gpu`` (a list) rescales each recorded step to
-    that batch size by multinomial resampling of its routing distribution; ``None`` replays
-    the recorded counts.  One row per (step, layer, batch size, policy) with the makespan.
+    that batch size by re-routing tokens with its routing distribution; ``None`` replays
+    the recorded counts.  Rescaling routes ``B * n_gpus`` tokens to ``top_k`` distinct
+    experts (:func:`tempo.workloads.route_counts`) with the step's pair shares as router
+    weights; for a hot expert this slightly understates its share (the router's inclusion
+    probability saturates below ``top_k`` times its weight).  One row per (step, layer,
+    batch size, policy) with the makespan.
     """
     counts = np.asarray(counts)
     if counts.ndim != 3:
@@ -184,7 +191,7 @@ def replay_trace(counts: np.ndarray, model: CostModel, n_gpus: int = 8, replicat
             if c.sum() == 0:
                 continue
             for B in (tokens_per_gpu or [None]):
-                cc = c if B is None else rng.multinomial(B * top_k * n_gpus, c / c.sum())
+                cc = c if B is None else route_counts(c / c.sum(), B * n_gpus, top_k, rng)
                 inst = Instance.from_placement(cc, placement, n_gpus)
                 for p in REPLAY_FIXED + ("tempo",):
                     rows.append({"step": step, "layer": layer, "B": B if B is not None else int(c.sum() // (top_k * n_gpus)),

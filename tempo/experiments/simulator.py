@@ -177,3 +177,38 @@ def staleness(config: dict) -> pd.DataFrame:
                 rows.append({"scale": scale, "B": B, "batch": t, "regime": name,
                              "ratio_to_static": model.makespan(inst, shares) / static})
     return pd.DataFrame(rows)
+
+
+@experiment("routing_stats")
+def routing_statistics(config: dict) -> pd.DataFrame:
+    """The routing behind the studies, measured (:func:`tempo.workloads.routing_stats`): one
+    column per workload, one row per statistic (``stat``).  DSv3 shape (256 experts, top-8,
+    EP8), regimes classified by the DSv3 fp8 ``n*``:
+
+    * ``zipf1.0_iid``: Zipf(1.0) router weights, per-batch Dirichlet noise, fresh EPLB placement
+      with 64 redundant slots (Table 1, phase diagram), ``pairs`` pairs per GPU;
+    * ``drift16_timeline``: the drift-16 timeline of :func:`drift_batches` at ``pairs`` pairs
+      per GPU, GPU loads on its stale placement (Sections 5.5, 5.12; Tables 4, 8-10);
+    * ``zipf1.2_fig5``: the Fig. 5 workload, Zipf(1.2) at ``fig5_tokens`` tokens per GPU.
+    """
+    from ..placement import drift_corrupt
+    from ..workloads import routing_stats
+    from .scenarios import drift_batches
+
+    E, K, params = SHAPES["DSv3"]
+    n_star = CostModel.named(params).n_star
+    g, n, seed = 8, config["batches"], config.get("seed", 0)
+    pairs = config.get("pairs", 512)
+    pop = zipf_popularity(E, 1.0, seed=seed)
+    out = {}
+    iid = sample_counts(pop, pairs // K, K, g, n_batches=n, seed=seed + 1)
+    out["zipf1.0_iid"] = routing_stats(iid, K, n_star, placement=eplb_placement(pop, g, (E + 64) / E), n_gpus=g)
+    drift = np.stack([i.counts for i in drift_batches(pairs, n, seed=seed)])
+    stale = eplb_placement(drift_corrupt(pop, 16, seed=seed + 7), g, (E + 64) / E)
+    out["drift16_timeline"] = routing_stats(drift, K, n_star, placement=stale, n_gpus=g)
+    pop12 = zipf_popularity(E, 1.2, seed=seed)
+    fig5 = sample_counts(pop12, config.get("fig5_tokens", 512), K, g, n_batches=n, seed=seed + 1)
+    out["zipf1.2_fig5"] = routing_stats(fig5, K, n_star, placement=eplb_placement(pop12, g, 1.25), n_gpus=g)
+    df = pd.DataFrame(out)
+    df.index.name = "stat"
+    return df.reset_index()

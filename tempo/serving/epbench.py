@@ -2,15 +2,23 @@
 
 One process per EP rank (``torch.distributed``: NCCL on GPUs, gloo on CPU processes).  Every
 step, all ranks draw the same routed batch (same seed), every policy dispatches it, and each
-policy runs back-to-back on that batch: dispatch all-to-all of the hidden states, the rank's
-expert FFNs for the tokens its replicas received, combine all-to-all.  A rank's step time is
-measured around those three phases (CUDA events on GPU, ``perf_counter`` on CPU); the layer
-time is the all-reduce MAX over ranks; the table reports medians over the steps.
+policy runs back-to-back on that batch, in an order shuffled per step (seeded, the same on
+every rank, recorded in the rows) so no policy always runs first: dispatch all-to-all of the
+hidden states, the rank's expert FFNs for the tokens its replicas received, combine
+all-to-all.  The layer time is measured around the three phases (wall clock after a barrier
+and a device synchronise); the expert time around the expert FFNs alone, after the dispatch
+all-to-all has completed (CUDA events with a spin kernel queued ahead of the start event on
+GPU, as in :class:`tempo.calib.backends.GraphTimer`; ``perf_counter`` on CPU).  Each is the
+all-reduce MAX over ranks (device tensors on NCCL); the table reports medians over the steps.
 
 Tokens originate evenly from all ranks (each rank routes ``tokens`` tokens, top-k), so the
 all-to-all sends rank i's share of every replica's tokens to the replica's rank.  Expert work
-is the FFN of the chosen shape (gate/up, SiLU-and-mul, down) as a loop over the active local
-experts, bf16 on GPU and float32 on CPU.
+is the FFN of the chosen shape (gate/up, SiLU-and-mul, down).  ``--expert-kernel auto`` (the
+default) uses DeepGEMM's fp8 masked grouped GEMM on a GPU where ``deep_gemm`` imports -- the
+calibration backend's kernel and layout, one group per local physical slot with ``masked_m`` =
+its tokens (activation quantisation into the layout is not timed: SGLang fuses it into the
+dispatch) -- and otherwise a loop over the active local experts, bf16 on GPU and float32 on
+CPU (``--expert-kernel loop``).
 
 ``--emulate`` runs the EP ranks one after another on one device (no collectives): each rank's
 expert work is timed alone and the makespan is the max -- what one GPU can say about whether
@@ -63,8 +71,11 @@ def rank_loads(inst, shares_int: np.ndarray, world: int) -> list[list[int]]:
 
 
 class ExpertWork:
-    """The FFN of ``n`` tokens on each of a rank's active experts (weights rotated across
-    ``copies`` sets so consecutive calls do not hit the same cache lines)."""
+    """The FFN of ``n`` tokens on each of a rank's active experts, as a loop (weights rotated
+    across ``copies`` sets so consecutive calls do not hit the same cache lines).
+    ``run(loads, per_slot)`` takes the tokens of each active (slot, tokens) pair."""
+
+    kernel = "loop"
 
     def __init__(self, shape, max_experts: int, device: str, copies: int = 2, seed: int = 0):
         import torch
@@ -86,6 +97,106 @@ class ExpertWork:
             a = torch.nn.functional.silu(h[:, :self.f]) * h[:, self.f:]
             a @ self.w2[self.i, j].T
 
+    def prepare(self, parts: list, slots: list):
+        return parts
+
+    def run(self, prepared) -> None:
+        self(prepared)
+
+
+class Fp8ExpertWork:
+    """DeepGEMM's fp8 masked grouped GEMM over a rank's ``max_experts`` physical slots (the
+    calibration backend's capacity layout, :class:`tempo.calib.backends.DeepGemmBackend`):
+    ``masked_m[slot]`` = tokens the slot received (0 for idle slots), ``expected_m`` = the
+    largest of them; gate/up GEMM, SiLU-and-mul on the capacity rows, down GEMM."""
+
+    kernel = "deep_gemm_fp8_masked"
+
+    def __init__(self, shape, max_experts: int, max_tokens: int, device: str = "cuda", seed: int = 0,
+                 deep_gemm_module=None):
+        import torch
+
+        from ..calib.backends import DeepGemmBackend
+
+        self.torch = torch
+        self.be = DeepGemmBackend(shape, max_experts, max(1, max_tokens), replays=1, seed=seed, l2_factor=0.01,
+                                  device=device, deep_gemm_module=deep_gemm_module)
+        self.G = max_experts
+        self.device = device
+
+    def prepare(self, parts: list, slots: list):
+        """``parts``: received hidden states per active slot (only their row counts are used);
+        ``slots``: the local slot index of each part."""
+        import torch
+
+        m = [0] * self.G
+        for x, j in zip(parts, slots):
+            m[j] = int(x.shape[0])
+        if max(m) > self.be.cap:
+            raise ValueError(f"a slot received {max(m)} tokens, more than the layout's capacity {self.be.cap}")
+        return torch.tensor(m, dtype=torch.int32, device=self.device), max(1, max(m))
+
+    def run(self, prepared) -> None:
+        masked_m, expected = prepared
+        be = self.be
+        be.gemm(be.a_up, be.up[0], be.out_up, masked_m, expected)
+        f = be.shape.d_ff
+        h = be.out_up
+        self.torch.nn.functional.silu(h[..., :f]) * h[..., f:]  # activation on the capacity rows
+        be.gemm(be.a_down, be.down[0], be.out_down, masked_m, expected)
+
+
+def make_expert_work(kind: str, shape, max_experts: int, max_tokens: int, device: str, seed: int = 0):
+    """``kind``: ``loop``, ``fp8`` (DeepGEMM; raises naming why it cannot run) or ``auto``
+    (fp8 on a GPU where deep_gemm imports, else the loop)."""
+    if kind not in ("auto", "loop", "fp8"):
+        raise ValueError(f"expert kernel must be auto, loop or fp8, got {kind!r}")
+    if kind != "loop" and device != "cpu":
+        from ..calib.backends import backend_status
+
+        ok, why = backend_status()["deep_gemm"]
+        if ok:
+            return Fp8ExpertWork(shape, max_experts, max_tokens, device, seed)
+        if kind == "fp8":
+            raise RuntimeError(f"--expert-kernel fp8: {why}")
+    elif kind == "fp8":
+        raise RuntimeError("--expert-kernel fp8 needs --device cuda")
+    return ExpertWork(shape, max_experts, device, seed=seed)
+
+
+class ExpertTimer:
+    """Device time of the expert phase alone: CUDA events with a spin kernel queued ahead (the
+    host launch stays outside), ``perf_counter`` on CPU."""
+
+    def __init__(self, device: str, spin_us: float = 30.0):
+        self.device, self.spin_us = device, spin_us
+        if device != "cpu":
+            from ..calib.backends import CudaApi
+
+            self.api = CudaApi()
+
+    def __call__(self, fn) -> float:
+        if self.device == "cpu":
+            t0 = time.perf_counter()
+            fn()
+            return 1e6 * (time.perf_counter() - t0)
+        api = self.api
+        api.synchronize()  # the dispatch all-to-all (and anything before) is complete
+        s, e = api.event(), api.event()
+        api.spin(self.spin_us)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        return 1e3 * s.elapsed_time(e)
+
+
+def policy_order(policies, seed: int, step: int) -> list:
+    """The order the policies run in at ``step``: a permutation drawn from ``(seed, step)``,
+    identical on every rank."""
+    perm = np.random.default_rng([int(seed), int(step), 7]).permutation(len(policies))
+    return [policies[i] for i in perm]
+
 
 def _policies_dispatch(inst, model, policies):
     from .. import solve
@@ -104,6 +215,7 @@ def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
     if device != "cpu":
         torch.cuda.set_device(rank)
     torch.set_num_threads(max(1, args.get("threads", 1)))
+    # NCCL collectives take device tensors only: every tensor below lives on ``device``
     dist.init_process_group("gloo" if device == "cpu" else "nccl", init_method=args["init"], rank=rank,
                             world_size=world)
     try:
@@ -112,47 +224,48 @@ def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
         placement, counts = plan_steps(args["experts"] or sh.n_experts, world, args["tokens"], args["top_k"],
                                        args["steps"] + args["warmup"], args["skew"], args["replication"], args["seed"])
         per_gpu = placement.size // world
-        work = ExpertWork(sh, per_gpu, device, seed=args["seed"] + rank)
+        work = make_expert_work(args.get("expert_kernel", "auto"), sh, per_gpu, int(counts.max()), device,
+                                seed=args["seed"] + rank)
+        timer = ExpertTimer(device)
+        sync = (lambda: torch.cuda.synchronize()) if device != "cpu" else (lambda: None)
         d = sh.d_model
         rows = []
         for step, c in enumerate(counts):
             inst = Instance.from_placement(c, placement, world)
             plans = _policies_dispatch(inst, model, args["policies"])
-            for pol, sh_int in plans.items():
+            for pos, pol in enumerate(policy_order(args["policies"], args["seed"], step)):
+                sh_int = plans[pol]
                 loads = rank_loads(inst, sh_int, world)
                 # tokens this rank sends to every rank: an even share of each destination's load
                 dest_tot = np.array([sum(l) for l in loads])
                 send = np.array([(dest_tot[j] + (world - 1 - rank)) // world for j in range(world)])  # remainder spread
-                recv_t = torch.tensor(send, dtype=torch.int64)
-                gathered = [torch.zeros(world, dtype=torch.int64) for _ in range(world)]
+                recv_t = torch.tensor(send, dtype=torch.int64, device=device)
+                gathered = [torch.zeros(world, dtype=torch.int64, device=device) for _ in range(world)]
                 dist.all_gather(gathered, recv_t)
                 recv = np.array([int(gathered[i][rank]) for i in range(world)])
-                xs = torch.randn(int(send.sum()), d, dtype=work.dtype, device=device)
-                xr = torch.empty(int(recv.sum()), d, dtype=work.dtype, device=device)
+                xs = torch.randn(int(send.sum()), d, dtype=torch.bfloat16 if device != "cpu" else torch.float32,
+                                 device=device)
+                xr = torch.empty(int(recv.sum()), d, dtype=xs.dtype, device=device)
                 dist.barrier()
-                if device != "cpu":
-                    torch.cuda.synchronize()
+                sync()
                 t0 = time.perf_counter()
                 dist.all_to_all_single(xr, xs, recv.tolist(), send.tolist())
                 mine = loads[rank]
                 parts = list(torch.split(xr, mine))  # the even source split sums exactly to each rank's load
-                tc0 = time.perf_counter()
-                work(parts)
-                if device != "cpu":
-                    torch.cuda.synchronize()
-                tc1 = time.perf_counter()
-                yb = torch.empty(int(send.sum()), d, dtype=work.dtype, device=device)
+                prepared = work.prepare(parts, list(range(len(parts))))
+                expert_us = timer(lambda: work.run(prepared))  # synchronises first: the a2a is not inside
+                yb = torch.empty(int(send.sum()), d, dtype=xs.dtype, device=device)
                 dist.all_to_all_single(yb, xr, send.tolist(), recv.tolist())
-                if device != "cpu":
-                    torch.cuda.synchronize()
+                sync()
                 t1 = time.perf_counter()
-                local = torch.tensor([t1 - t0, tc1 - tc0], dtype=torch.float64)
-                mx = local.clone()
+                mx = torch.tensor([1e6 * (t1 - t0), expert_us], dtype=torch.float64 if device == "cpu" else torch.float32,
+                                  device=device)
                 dist.all_reduce(mx, op=dist.ReduceOp.MAX)
                 if rank == 0 and step >= args["warmup"]:
-                    rows.append({"step": step - args["warmup"], "policy": pol, "layer_us": 1e6 * float(mx[0]),
-                                 "expert_us": 1e6 * float(mx[1]),
-                                 "model_us": model.makespan(inst, sh_int.astype(float))})
+                    rows.append({"step": step - args["warmup"], "policy": pol, "order": pos,
+                                 "layer_us": float(mx[0]), "expert_us": float(mx[1]),
+                                 "model_us": model.makespan(inst, sh_int.astype(float)),
+                                 "kernel": work.kernel, "order_seed": args["seed"]})
         if rank == 0:
             pd.DataFrame(rows).to_csv(out_path, index=False)
     finally:
@@ -198,30 +311,25 @@ def run_emulated(args: dict) -> pd.DataFrame:
     model = CostModel.named(args["params"])
     placement, counts = plan_steps(args["experts"] or sh.n_experts, world, args["tokens"], args["top_k"],
                                    args["steps"] + args["warmup"], args["skew"], args["replication"], args["seed"])
-    work = ExpertWork(sh, placement.size // world, device, seed=args["seed"])
+    work = make_expert_work(args.get("expert_kernel", "auto"), sh, placement.size // world, int(counts.max()),
+                            device, seed=args["seed"])
+    timer = ExpertTimer(device)
+    dtype = torch.bfloat16 if device != "cpu" else torch.float32
     rows = []
     for step, c in enumerate(counts):
         inst = Instance.from_placement(c, placement, world)
-        for pol, sh_int in _policies_dispatch(inst, model, args["policies"]).items():
-            loads = rank_loads(inst, sh_int, world)
+        plans = _policies_dispatch(inst, model, args["policies"])
+        for pos, pol in enumerate(policy_order(args["policies"], args["seed"], step)):
+            loads = rank_loads(inst, plans[pol], world)
             times = []
             for r in range(world):
-                xs = [torch.randn(n, sh.d_model, dtype=work.dtype, device=device) for n in loads[r]]
-                if device == "cuda":
-                    torch.cuda.synchronize()
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s.record()
-                    work(xs)
-                    e.record()
-                    e.synchronize()
-                    times.append(1e3 * s.elapsed_time(e))
-                else:
-                    t0 = time.perf_counter()
-                    work(xs)
-                    times.append(1e6 * (time.perf_counter() - t0))
+                xs = [torch.randn(n, sh.d_model, dtype=dtype, device=device) for n in loads[r]]
+                prepared = work.prepare(xs, list(range(len(xs))))
+                times.append(timer(lambda: work.run(prepared)))
             if step >= args["warmup"]:
-                rows.append({"step": step - args["warmup"], "policy": pol, "layer_us": max(times), "expert_us": max(times),
-                             "model_us": model.makespan(inst, sh_int.astype(float))})
+                rows.append({"step": step - args["warmup"], "policy": pol, "order": pos, "layer_us": max(times),
+                             "expert_us": max(times), "model_us": model.makespan(inst, plans[pol].astype(float)),
+                             "kernel": work.kernel, "order_seed": args["seed"]})
     return pd.DataFrame(rows)
 
 
@@ -274,7 +382,9 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
     ap.add_argument("--emulate", action="store_true", help="run the ranks one after another on one device")
     ap.add_argument("--threads", type=positive_int, default=1, help="torch threads per CPU rank")
-    ap.add_argument("--seed", type=nonneg_int, default=0)
+    ap.add_argument("--expert-kernel", default="auto", choices=["auto", "loop", "fp8"],
+                    help="expert FFN: DeepGEMM fp8 masked grouped GEMM (fp8), a per-expert loop, or auto")
+    ap.add_argument("--seed", type=nonneg_int, default=0, help="routing, weights and the per-step policy order")
     ap.add_argument("--csv", type=output_file, help="write the per-step rows here")
     a = ap.parse_args(argv)
     try:
@@ -300,13 +410,14 @@ def main(argv=None) -> int:
     args = {"device": a.device, "world_size": a.world_size, "shape": a.shape, "experts": a.experts,
             "top_k": a.top_k or sh.top_k, "tokens": a.tokens, "steps": a.steps, "warmup": a.warmup, "skew": a.skew,
             "replication": a.replication, "params": a.params, "policies": pols,
-            "seed": a.seed, "threads": a.threads}
+            "seed": a.seed, "threads": a.threads, "expert_kernel": a.expert_kernel}
     t0 = time.time()
     df = run_emulated(args) if a.emulate else run_distributed(args)
     s = summarize(df)
     mode = "emulated on one device" if a.emulate else f"{a.world_size} ranks ({'gloo' if a.device == 'cpu' else 'nccl'})"
     print(f"EP microbenchmark: {mode}, shape {a.shape}, {a.tokens} tokens/rank, top-{args['top_k']}, "
-          f"{a.steps} steps, skew {a.skew}; medians ({time.time() - t0:.0f} s)")
+          f"{a.steps} steps, skew {a.skew}, expert kernel {df['kernel'].iloc[0] if len(df) else '-'}, "
+          f"policy order shuffled per step (seed {a.seed}); medians ({time.time() - t0:.0f} s)")
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(s.to_string())
     tr = transfer(df)

@@ -28,7 +28,7 @@ def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int =
 
     from .. import CostModel, Instance, solve
     from ..placement import drift_corrupt, eplb_placement
-    from ..workloads import zipf_popularity
+    from ..workloads import route_tokens, zipf_popularity
     from .kernels import dispatch_and_count_reference as kernel
     from .refresher import Refresher
     from .tables import DispatchTable, effective_probabilities
@@ -63,7 +63,7 @@ def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int =
         while time.monotonic() - t0 < seconds:
             p = p * np.exp(walk * rng.standard_normal(n_experts))
             p /= p.sum()
-            ids = torch.tensor(rng.choice(n_experts, size=(tokens * n_gpus, top_k), p=p))
+            ids = torch.tensor(route_tokens(p, tokens * n_gpus, top_k, rng))  # top-k distinct experts per token
             n = np.bincount(ids.flatten().numpy(), minlength=n_experts)
             for l in range(layers):
                 live = table.prob[l].copy()  # what the kernel reads for this batch
