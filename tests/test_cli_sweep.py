@@ -132,7 +132,7 @@ def _cases(f, d):
           (cal + ["--G", "0"], 2), (cal + ["--G", "-1"], 2), (cal + ["--per-octave", "0"], 2),
           (cal + ["--per-octave", "-1"], 2), (cal + ["--max-tokens", "0"], 2),
           (cal + ["--G", "4", "--max-tokens", "1"], 2), (cal + ["--out", str(f["a_file"])], 2),
-          (["calibrate", "--shape", "nope"], 2)]
+          (["calibrate", "--shape", "nope"], 2), (cal + ["--max-seconds", "-1"], 2), (cal + ["--max-seconds", "nan"], 2)]
     if HAS_TORCH:
         from tempo.calib.backends import available_backends
 
@@ -146,7 +146,7 @@ def _cases(f, d):
           (["epbench", "--params", "nope"], 2), (ep + ["--threads", "0"], 2), (ep + ["--world-size", "1"], 2),
           (ep + ["--shape", "nope"], 2), (ep + ["--policies", "nope"], 2), (ep + ["--csv", nodir], 2),
           (ep + ["--steps", "0"], 2), (ep + ["--tokens", "0"], 2), (ep + ["--replication", "nan"], 2),
-          (ep + ["--seed", "-1"], 2), (ep + ["--device", "tpu"], 2)]
+          (ep + ["--seed", "-1"], 2), (ep + ["--device", "tpu"], 2), (ep + ["--expert-kernel", "nope"], 2)]
     if HAS_TORCH:
         import torch
 

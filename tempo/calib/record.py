@@ -302,8 +302,7 @@ def main(argv=None) -> int:
 
     ap = ArgumentParser(prog="python -m tempo calibrate",
                         description="measure expert time on this machine and fit the cost models")
-    ap.add_argument("--backend", default="auto", choices=["auto", "deep_gemm", "torch_bf16", "cpu"],
-                    help="deep_gemm | torch_bf16 | cpu | auto (default)")
+    ap.add_argument("--backend", default="auto", help="deep_gemm | torch_bf16 | cpu | auto (default)")
     ap.add_argument("--shape", default="qwen3-30b", choices=sorted(SHAPES))
     ap.add_argument("--G", type=positive_int, nargs="+", help="activated-expert ladder (default 1..40 ladder)")
     ap.add_argument("--n-max", type=positive_int, default=4096, help="largest tokens per expert")
@@ -319,6 +318,8 @@ def main(argv=None) -> int:
     if a.backend == "auto" and not here:
         ap.fail("--backend", "no calibration backend can run here: install torch (pip install torch==2.13.0 for CPU)")
     if a.backend != "auto" and a.backend not in here:
+        if a.backend not in ("deep_gemm", "torch_bf16", "cpu"):
+            ap.fail("--backend", f"unknown backend {a.backend!r}; choose from auto, deep_gemm, torch_bf16, cpu")
         ap.fail("--backend", f"{a.backend!r} cannot run on this machine; available: {', '.join(here) or 'none'}")
     kw = {} if a.G is None else {"G": sorted(set(a.G))}
     grid = plan_grid(n_max=a.n_max, per_octave=a.per_octave, fine=not a.no_tile_sweep, max_tokens=a.max_tokens, **kw)
