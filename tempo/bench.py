@@ -7,7 +7,6 @@ slots per GPU), Dirichlet batch fluctuation (kappa 2000).  Times are medians ove
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -142,14 +141,16 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--eps", type=int, nargs="+", default=[8, 16, 32, 64])
-    ap.add_argument("--experts", type=int, nargs="+", default=[128, 256])
-    ap.add_argument("--tokens", type=int, nargs="+", default=[32, 128, 512, 2048])
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--milp-limit", type=float, default=10.0, help="seconds per MILP; 0 skips the MILP")
-    ap.add_argument("--params", default="dsv3-offline")
-    ap.add_argument("--csv", help="also write the table here")
+    from .cli import ArgumentParser, nonneg_float, output_file, params_name, positive_int
+
+    ap = ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--eps", type=positive_int, nargs="+", default=[8, 16, 32, 64])
+    ap.add_argument("--experts", type=positive_int, nargs="+", default=[128, 256])
+    ap.add_argument("--tokens", type=positive_int, nargs="+", default=[32, 128, 512, 2048])
+    ap.add_argument("--reps", type=positive_int, default=3)
+    ap.add_argument("--milp-limit", type=nonneg_float, default=10.0, help="seconds per MILP; 0 skips the MILP")
+    ap.add_argument("--params", type=params_name, default="dsv3-offline")
+    ap.add_argument("--csv", type=output_file, help="also write the table here")
     ap.add_argument("--serving-only", action="store_true", help="only the serving-runtime figures")
     args = ap.parse_args(argv)
     if args.serving_only:

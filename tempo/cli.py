@@ -1,10 +1,18 @@
-"""``python -m tempo <command> [options]``; ``python -m tempo <command> --help`` for each."""
+"""``python -m tempo <command> [options]``; ``python -m tempo <command> --help`` for each.
+
+Exit status: 0 on success; 2 for a usage error (a bad argument or input file, reported with the
+argument's name before any work starts); 1 when the work itself failed (reported in one line;
+``TEMPO_DEBUG=1`` shows the traceback).
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import math
+import os
 import sys
+from pathlib import Path
 
 #: command -> ("module:function" taking the remaining argv, one-line help)
 COMMANDS = {
@@ -16,14 +24,155 @@ COMMANDS = {
     "gpu-check": ("tempo.gpucheck:main", "first run on a GPU node: environment, kernels, numerics, timer bias, short grids"),
     "epbench": ("tempo.serving.epbench:main", "wall-clock EP microbenchmark (gloo CPU ranks, NCCL GPUs, --emulate)"),
     "serve-bench": ("tempo.serving.servebench:main", "SGLang serving benchmark driver (GPU servers)"),
-    "import-trace": ("tempo.workloads:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),
+    "import-trace": ("tempo.traces:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),
     "drift-location": ("tempo.serving.servebench:drift_main", "drift-K placement file for --init-expert-location"),
 }
 
+INT64_MAX = 2**63 - 1
 
+
+# ---------------------------------------------------------------------------- argument types
+# argparse ``type=`` callables: a bad value becomes "argument --name: <message>", exit 2.
+def int_range(lo: int | None = None, hi: int | None = None):
+    """An integer in [lo, hi] (either bound optional)."""
+
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"must be an integer, got {s!r}") from None
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            lo_s = "" if lo is None else f" >= {lo}"
+            hi_s = "" if hi is None else f" <= {hi}"
+            raise argparse.ArgumentTypeError(f"must be an integer{lo_s}{' and' if lo_s and hi_s else ''}{hi_s}, "
+                                             f"got {s!r}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def float_range(lo: float | None = None, hi: float | None = None, lo_open: bool = False, allow_inf: bool = False):
+    """A finite float in [lo, hi] (``lo_open``: > lo); ``allow_inf`` admits +inf."""
+
+    def parse(s: str) -> float:
+        try:
+            v = float(s)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"must be a number, got {s!r}") from None
+        if math.isnan(v) or (math.isinf(v) and not (allow_inf and v > 0)):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {s!r}")
+        if lo is not None and (v <= lo if lo_open else v < lo):
+            raise argparse.ArgumentTypeError(f"must be {'>' if lo_open else '>='} {lo:g}, got {s!r}")
+        if hi is not None and v > hi:
+            raise argparse.ArgumentTypeError(f"must be <= {hi:g}, got {s!r}")
+        return v
+
+    parse.__name__ = "number"
+    return parse
+
+
+positive_int = int_range(1)
+nonneg_int = int_range(0)
+count_int = int_range(0, INT64_MAX)
+positive_float = float_range(0.0, lo_open=True)
+nonneg_float = float_range(0.0)
+
+
+def comma_list(item, name: str = "item"):
+    """A non-empty comma-separated list, each entry parsed by ``item``."""
+
+    def parse(s: str) -> list:
+        parts = [p.strip() for p in str(s).split(",") if p.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"must be a comma-separated list of {name}s, got {s!r}")
+        return [item(p) for p in parts]
+
+    parse.__name__ = f"{name} list"
+    return parse
+
+
+def choice(options, what: str):
+    """One of ``options`` (a list, or a callable returning it: resolved on first use)."""
+
+    def parse(s: str) -> str:
+        known = list(options() if callable(options) else options)
+        if s not in known:
+            raise argparse.ArgumentTypeError(f"unknown {what} {s!r}; known: {', '.join(map(str, known))}")
+        return s
+
+    parse.__name__ = what
+    return parse
+
+
+def _policy_names():
+    from . import available_policies
+
+    return available_policies()
+
+
+def _param_names():
+    from .params import names
+
+    return names()
+
+
+policy_name = choice(_policy_names, "policy")
+params_name = choice(_param_names, "parameter set")
+
+
+def input_file(s: str) -> Path:
+    """An existing regular file."""
+    p = Path(s)
+    if p.is_dir():
+        raise argparse.ArgumentTypeError(f"{s!r} is a directory, expected a file")
+    if not p.is_file():
+        raise argparse.ArgumentTypeError(f"{s!r} does not exist")
+    if not os.access(p, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{s!r} is not readable")
+    return p
+
+
+def output_file(s: str) -> Path:
+    """A file to write: not a directory, in an existing writable folder."""
+    p = Path(s)
+    if not str(s).strip():
+        raise argparse.ArgumentTypeError("must be a file path, got ''")
+    if p.is_dir():
+        raise argparse.ArgumentTypeError(f"{s!r} is a directory, expected a file path")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise argparse.ArgumentTypeError(f"folder {str(parent)!r} is not writable")
+    return p
+
+
+def output_dir(s: str) -> Path:
+    """A folder to write into: absent (created later) or an existing folder, never a file."""
+    p = Path(s)
+    if not str(s).strip():
+        raise argparse.ArgumentTypeError("must be a folder path, got ''")
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                raise argparse.ArgumentTypeError(f"{str(q)!r} is a file, expected a folder")
+            break
+    return p
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with ``fail(arg, msg)``: a usage error naming the argument (exit 2)."""
+
+    def fail(self, arg: str, msg: str):
+        self.error(f"argument {arg}: {msg}")
+
+
+# ---------------------------------------------------------------------------- small commands
 def policies(argv) -> int:
     from . import available_policies
 
+    ArgumentParser(prog="python -m tempo policies", description="list the dispatch policies").parse_args(argv)
     print("\n".join(available_policies()))
     return 0
 
@@ -31,6 +180,8 @@ def policies(argv) -> int:
 def params(argv) -> int:
     from .params import params_table
 
+    ArgumentParser(prog="python -m tempo params",
+                   description="list the named cost-parameter sets (paper Tables 6, 7)").parse_args(argv)
     print(params_table().to_string())
     return 0
 
@@ -40,12 +191,14 @@ def solve_one(argv) -> int:
 
     from . import CostModel, Instance, solve
 
-    ap = argparse.ArgumentParser(prog="python -m tempo solve", description="dispatch one batch under full replication")
-    ap.add_argument("--counts", type=int, nargs="+", required=True)
-    ap.add_argument("--gpus", type=int, required=True)
-    ap.add_argument("--params", default="dsv3-offline")
-    ap.add_argument("--policy", default="tempo")
+    ap = ArgumentParser(prog="python -m tempo solve", description="dispatch one batch under full replication")
+    ap.add_argument("--counts", type=count_int, nargs="+", required=True, help="tokens per expert")
+    ap.add_argument("--gpus", type=positive_int, required=True)
+    ap.add_argument("--params", type=params_name, default="dsv3-offline")
+    ap.add_argument("--policy", type=policy_name, default="tempo")
     a = ap.parse_args(argv)
+    if sum(a.counts) > INT64_MAX:
+        ap.fail("--counts", f"the counts sum to {sum(a.counts)}, past the int64 range")
     inst = Instance.full_replication(a.counts, a.gpus)
     model = CostModel.named(a.params)
     d = solve(inst, model, a.policy)
@@ -54,6 +207,7 @@ def solve_one(argv) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- entry point
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -66,4 +220,17 @@ def main(argv=None) -> int:
         print(f"unknown command {cmd!r}; try: python -m tempo --help", file=sys.stderr)
         return 2
     module, func = COMMANDS[cmd][0].split(":")
-    return getattr(importlib.import_module(module), func)(rest) or 0
+    try:
+        return getattr(importlib.import_module(module), func)(rest) or 0
+    except SystemExit as exc:  # argparse: 2 for usage errors, 0 for --help
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except KeyboardInterrupt:
+        print(f"python -m tempo {cmd}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the work failed: one line, not a traceback (TEMPO_DEBUG=1 for it)
+        if os.environ.get("TEMPO_DEBUG"):
+            raise
+        print(f"python -m tempo {cmd}: failed: {type(exc).__name__}: {exc} (TEMPO_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return 1

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .instance import EPS_TOKENS, Dispatch, Instance
+from .instance import EPS_TOKENS, Dispatch, Instance, check_shares
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,16 @@ class CostModel:
         for key in ("c2", "gamma"):
             v = getattr(self, key)
             if v is not None:
+                if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+                    raise ValueError(f"{key} must be a number or None, got {v!r}")
                 if not math.isfinite(float(v)) or float(v) < 0:
                     raise ValueError(f"{key} must be finite and non-negative, got {v!r}")
                 object.__setattr__(self, key, float(v))
-        if not isinstance(self.tile, (int, np.integer)) or self.tile < 1:
+        if isinstance(self.tile, bool) or not isinstance(self.tile, (int, np.integer)) or self.tile < 1:
             raise ValueError(f"tile must be a positive integer, got {self.tile!r}")
+        object.__setattr__(self, "tile", int(self.tile))
+        if not isinstance(self.name, str):
+            raise ValueError(f"name must be a string, got {self.name!r}")
 
     # ------------------------------------------------------------------ named sets
     @classmethod
@@ -112,6 +117,9 @@ class CostModel:
 
     def n_star_at(self, G: float) -> float:
         """Tokens per expert at which ``G`` equally loaded experts leave the flat regime."""
+        if isinstance(G, bool) or not isinstance(G, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(G) or G <= 0:
+            raise ValueError(f"G must be a positive finite number of activated experts, got {G!r}")
         if self.beta == 0:
             return math.inf
         return max(0.0, (self.a - self.c + self.b * G) / (self.beta * G))
@@ -138,7 +146,7 @@ class CostModel:
 
     def gpu_features(self, inst: Instance, d: Dispatch | np.ndarray):
         """Per-GPU activated pairs G, tokens N and tiles T, each float64[n_gpus]."""
-        shares = d.shares if isinstance(d, Dispatch) else np.asarray(d, dtype=np.float64)
+        shares = d.shares if isinstance(d, Dispatch) else d  # checked in gpu_features
         return gpu_features(inst, shares, self.tile)
 
     def gpu_times(self, inst: Instance, d: Dispatch | np.ndarray) -> np.ndarray:
@@ -176,9 +184,7 @@ class CostModel:
 
 def gpu_features(inst: Instance, shares: np.ndarray, tile: int = 128):
     """Per-GPU (G, N, T) from shares, by ``np.bincount`` over the replica GPU ids."""
-    shares = np.asarray(shares, dtype=np.float64)
-    if shares.shape != inst.replica_gpu.shape:
-        raise ValueError(f"shares has shape {shares.shape}, instance replica_gpu has {inst.replica_gpu.shape}")
+    shares = check_shares(inst, shares)  # finite, non-negative, nothing on unused slots
     act = (shares > EPS_TOKENS) & inst.valid
     gpu = inst.replica_gpu[act]
     x = shares[act]

@@ -15,14 +15,79 @@ import numpy as np
 EPS_TOKENS = 1e-9
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def _as_int_array(value, name: str, ndim: int) -> np.ndarray:
-    arr = np.asarray(value)
+    """``value`` as an int64 array of ``ndim`` dimensions, or a ``TypeError``/``ValueError``
+    naming ``name``: no None/strings/complex/bools, no fractions, NaN or inf, nothing past int64."""
+    if value is None or isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be an array of integers, got {type(value).__name__}")
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as exc:  # ragged nested lists
+        raise ValueError(f"{name} must be a rectangular {ndim}-d array of integers ({exc})") from None
     if arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+    if arr.size == 0:
+        return np.zeros(arr.shape, np.int64)
+    if arr.dtype == object:  # Python ints past int64, or mixed junk
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in arr.flat):
+            bad = next(v for v in arr.flat if not isinstance(v, (int, np.integer)) or isinstance(v, bool))
+            raise TypeError(f"{name} must hold integers, got an entry {bad!r} ({type(bad).__name__})")
+        if any(abs(int(v)) > _INT64_MAX for v in arr.flat):
+            raise ValueError(f"{name} holds values past the int64 range")
+        return arr.astype(np.int64)
+    kind = arr.dtype.kind
+    if kind == "b":
+        raise TypeError(f"{name} must hold integers, got booleans")
+    if kind not in "iuf":
+        raise TypeError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if kind == "f":
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
             raise ValueError(f"{name} must hold integers, got {arr.dtype} with fractional or non-finite values")
+        if np.abs(arr).max() >= 2.0**63:
+            raise ValueError(f"{name} holds values past the int64 range")
+    if kind == "u" and arr.max() > _INT64_MAX:
+        raise ValueError(f"{name} holds values past the int64 range")
     return arr.astype(np.int64, copy=True)
+
+
+def _check_n_gpus(n_gpus) -> int:
+    if isinstance(n_gpus, bool) or not isinstance(n_gpus, (int, np.integer)):
+        raise TypeError(f"n_gpus must be a positive integer, got {n_gpus!r} ({type(n_gpus).__name__})")
+    if n_gpus < 1:
+        raise ValueError(f"n_gpus must be a positive integer, got {n_gpus!r}")
+    return int(n_gpus)
+
+
+def _as_float_array(value, name: str) -> np.ndarray:
+    """A real numeric array as float64 (no strings, None, objects or complex numbers)."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array ({exc})") from None
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    return arr.astype(np.float64)
+
+
+def check_shares(inst: "Instance", shares, atol: float = 1e-6) -> np.ndarray:
+    """float64[E, R] shares that can be priced on ``inst``: the right shape, finite,
+    non-negative and zero on unused slots (up to ``atol`` of float noise); ``ValueError``
+    otherwise.  A price computed from NaN or negative shares would be meaningless."""
+    if not isinstance(inst, Instance):
+        raise TypeError(f"inst must be a tempo.Instance, got {type(inst).__name__}")
+    s = _as_float_array(shares, "shares")
+    if s.shape != inst.replica_gpu.shape:
+        raise ValueError(f"shares has shape {s.shape}, instance replica_gpu has {inst.replica_gpu.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("shares contain NaN or infinite values")
+    if s.size and s.min() < -atol:
+        raise ValueError(f"shares must be non-negative (min {s.min():g})")
+    if np.any(np.abs(s[~inst.valid]) > atol):
+        raise ValueError("shares are non-zero on unused replica slots")
+    return s
 
 
 class Instance:
@@ -46,11 +111,11 @@ class Instance:
     def __init__(self, counts, replica_gpu, n_gpus: int, gpus_per_node: int | None = None):
         counts = _as_int_array(counts, "counts", 1)
         replica_gpu = _as_int_array(replica_gpu, "replica_gpu", 2)
-        if not isinstance(n_gpus, (int, np.integer)) or n_gpus < 1:
-            raise ValueError(f"n_gpus must be a positive integer, got {n_gpus!r}")
-        n_gpus = int(n_gpus)
+        n_gpus = _check_n_gpus(n_gpus)
         if np.any(counts < 0):
             raise ValueError(f"counts must be non-negative; expert(s) {np.flatnonzero(counts < 0)[:5].tolist()} are negative")
+        if counts.size and counts.max() > _INT64_MAX // counts.size and sum(int(c) for c in counts) > _INT64_MAX:
+            raise ValueError("counts sum past the int64 range (total_tokens would overflow)")
         if replica_gpu.shape[0] != counts.shape[0]:
             raise ValueError(
                 f"replica_gpu has {replica_gpu.shape[0]} rows but counts has {counts.shape[0]} experts")
@@ -68,7 +133,8 @@ class Instance:
             raise ValueError(
                 f"replica_gpu: expert(s) {np.flatnonzero(orphan)[:5].tolist()} have tokens but no replica")
         if gpus_per_node is not None:
-            if not isinstance(gpus_per_node, (int, np.integer)) or gpus_per_node < 1 or n_gpus % gpus_per_node:
+            if (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, (int, np.integer))
+                    or gpus_per_node < 1 or n_gpus % gpus_per_node):
                 raise ValueError(f"gpus_per_node must be a positive divisor of n_gpus={n_gpus}, got {gpus_per_node!r}")
             gpus_per_node = int(gpus_per_node)
         self.counts = counts
@@ -83,7 +149,8 @@ class Instance:
     @classmethod
     def full_replication(cls, counts, n_gpus: int, gpus_per_node: int | None = None) -> "Instance":
         """Every expert has one replica on every GPU (slot ``r`` on GPU ``r``)."""
-        counts = np.asarray(counts)
+        counts = _as_int_array(counts, "counts", 1)
+        n_gpus = _check_n_gpus(n_gpus)
         rep = np.broadcast_to(np.arange(n_gpus, dtype=np.int64), (counts.shape[0], n_gpus))
         return cls(counts, rep, n_gpus, gpus_per_node)
 
@@ -99,10 +166,11 @@ class Instance:
             ``P / n_gpus`` per GPU (EPLB's ``phy2log`` for one layer).
         n_gpus : int
         """
-        counts = np.asarray(counts)
+        counts = _as_int_array(counts, "counts", 1)
         phy2log = _as_int_array(phy2log, "phy2log", 1)
-        if phy2log.size % n_gpus:
-            raise ValueError(f"phy2log has {phy2log.size} slots, not a multiple of n_gpus={n_gpus}")
+        n_gpus = _check_n_gpus(n_gpus)
+        if phy2log.size == 0 or phy2log.size % n_gpus:
+            raise ValueError(f"phy2log has {phy2log.size} slots, not a positive multiple of n_gpus={n_gpus}")
         n_exp = counts.shape[0]
         if phy2log.size and (phy2log.min() < 0 or phy2log.max() >= n_exp):
             raise ValueError(f"phy2log entries must lie in [0, {n_exp})")
@@ -164,26 +232,28 @@ class Dispatch:
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.shares = np.asarray(self.shares, dtype=np.float64)
+        self.shares = _as_float_array(self.shares, "shares")
         if self.shares.ndim != 2:
             raise ValueError(f"shares must be a 2-d array [E, R], got shape {self.shares.shape}")
 
     def validate(self, inst: Instance, rtol: float = 1e-9, atol: float = 1e-6) -> "Dispatch":
-        """Raise ``ValueError`` unless the shares are a valid dispatch of ``inst``."""
-        s = self.shares
-        if s.shape != inst.replica_gpu.shape:
-            raise ValueError(f"shares has shape {s.shape}, instance replica_gpu has {inst.replica_gpu.shape}")
-        if not np.all(np.isfinite(s)):
-            raise ValueError("shares contain NaN or infinite values")
-        if np.any(s < -atol):
-            raise ValueError(f"shares must be non-negative (min {s.min():g})")
-        if np.any(np.abs(s[~inst.valid]) > atol):
-            raise ValueError("shares are non-zero on unused replica slots")
+        """Raise ``ValueError`` unless the shares are a valid dispatch of ``inst``: finite,
+        non-negative and zero on unused slots up to ``atol`` of solver noise, each row summing
+        to its count.  The noise is then cleared, so a validated dispatch holds no negative
+        share and nothing on an unused slot, exactly."""
+        for key, v in (("rtol", rtol), ("atol", atol)):
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                    or not np.isfinite(v) or v < 0:
+                raise ValueError(f"{key} must be a finite non-negative number, got {v!r}")
+        s = check_shares(inst, self.shares, atol)
         rows = s.sum(axis=1)
         bad = ~np.isclose(rows, inst.counts, rtol=rtol, atol=atol)
         if np.any(bad):
             e = int(np.flatnonzero(bad)[0])
             raise ValueError(f"shares of expert {e} sum to {rows[e]:g}, expected counts[{e}] = {inst.counts[e]}")
+        noise = (s < 0) | ((s != 0) & ~inst.valid)
+        if np.any(noise):
+            self.shares = np.where(noise, 0.0, s)
         return self
 
     def probabilities(self, inst: Instance) -> np.ndarray:

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from . import models as _models
 from .cost import CostModel
 from .instance import Instance
 
@@ -36,7 +37,8 @@ def round_robin_epsilon(inst: Instance, model: CostModel) -> float:
 # ---------------------------------------------------------------------------- roofline (Section 2.2)
 #: Expert FFN shapes (hidden size d_model, expert intermediate size d_ff) from the models'
 #: public configs: an expert holds 3 * d_model * d_ff parameters (gate, up, down).
-SHAPES = {"DSv3": (7168, 2048), "DSv2-Lite": (2048, 1408), "Qwen3-30B": (2048, 768)}
+SHAPES = {label: (_models.model_shape(label).d_model, _models.model_shape(label).d_ff)
+          for label in ("DSv3", "DSv2-Lite", "Qwen3-30B")}  # a view of tempo.models
 
 #: Peak HBM bandwidth we assume for Testbed A (bytes/s).  The paper anonymizes the GPU; 3.35
 #: TB/s (an H100-SXM-class part) is our choice, and it reproduces the paper's 13.1/2.6/1.4 us.
@@ -47,15 +49,14 @@ def expert_bytes(shape: str, bytes_per_param: float = 1.0) -> float:
     """Bytes of one expert's weights (fp8: one byte per parameter)."""
     if shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r}; known: {', '.join(SHAPES)}")
-    d_model, d_ff = SHAPES[shape]
-    return 3.0 * d_model * d_ff * bytes_per_param
+    return float(_models.model_shape(shape).bytes(bytes_per_param))
 
 
 def roofline_floor_us(shape: str, hbm_bytes_per_s: float = TESTBED_A_HBM, bytes_per_param: float = 1.0) -> float:
     """The activation floor a pure weight-streaming kernel would pay: bytes / bandwidth (us)."""
-    if hbm_bytes_per_s <= 0:
-        raise ValueError("hbm_bytes_per_s must be positive")
-    return expert_bytes(shape, bytes_per_param) / hbm_bytes_per_s * 1e6
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r}; known: {', '.join(SHAPES)}")
+    return _models.roofline_us(shape, hbm_bytes_per_s, bytes_per_param)
 
 
 # ---------------------------------------------------------------------------- Theorem 1 (Appendix A.1)

@@ -1,9 +1,60 @@
+import importlib.util
+
 import numpy as np
 import pytest
-from hypothesis import settings
 
-settings.register_profile("ci", max_examples=40, deadline=None, derandomize=True)
-settings.load_profile("ci")
+try:
+    from hypothesis import settings
+except ImportError:  # tests that need hypothesis say so with @pytest.mark.needs("hypothesis")
+    settings = None
+else:
+    settings.register_profile("ci", max_examples=40, deadline=None, derandomize=True)
+    settings.load_profile("ci")
+
+
+# ---------------------------------------------------------------------------- optional dependencies
+# Each test declares what it needs beyond numpy/scipy/pandas/highspy with
+# ``@pytest.mark.needs("torch", ...)``; a test without the marker runs everywhere, so a missing
+# optional package never hides a numpy-only test (no module-level importorskip).
+def _missing(modules) -> list[str]:
+    out = []
+    for m in modules:
+        try:
+            if importlib.util.find_spec(m) is None:
+                out.append(m)
+        except (ImportError, ValueError):
+            out.append(m)
+    return out
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(*modules): skip unless these optional modules can be imported")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        missing = _missing(mark.args)
+        if missing:
+            pytest.skip(f"needs {', '.join(missing)}")
+
+
+class _Absent:
+    """Stand-in for an optional module that is not installed: touching it skips the test."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):  # collection probes (__test__, ...) must not skip a whole module
+            raise AttributeError(attr)
+        pytest.skip(f"needs {self._name}")
+
+
+def optional_module(name: str):
+    """``name`` imported, or a stand-in whose first use skips the calling test."""
+    if _missing([name]):
+        return _Absent(name)
+    return importlib.import_module(name)
 
 
 @pytest.fixture

@@ -47,3 +47,53 @@ def test_experiment_run_writes_tidy_csv(tmp_path, monkeypatch):
         experiments.run("nope", {}, "smoke")
     with pytest.raises(ValueError, match="profile"):
         experiments.run("toy_dispatch", {"b": 1.0, "beta": 0.1}, "huge")
+
+
+def test_key_is_canonical_over_arrays_and_scalars():
+    import numpy as np
+
+    a = np.zeros(5000)
+    b = a.copy()
+    b[2500] = 1.0  # str() of both arrays is identical ("[0. 0. 0. ... 0. 0. 0.]")
+    assert str(a) == str(b)
+    assert cache.key("e", {"w": a}, "v") != cache.key("e", {"w": b}, "v")
+    assert cache.key("e", {"w": a}, "v") == cache.key("e", {"w": a.copy()}, "v")
+    assert cache.key("e", {"w": a}, "v") != cache.key("e", {"w": a.astype(np.float32)}, "v")  # dtype
+    assert cache.key("e", {"w": a}, "v") != cache.key("e", {"w": a.reshape(50, 100)}, "v")  # shape
+    assert cache.key("e", {"n": np.int64(3)}, "v") == cache.key("e", {"n": 3}, "v")
+    assert cache.key("e", {"n": 3}, "v") != cache.key("e", {"n": 3.0}, "v")
+    assert cache.key("e", {"x": float("nan")}, "v") != cache.key("e", {"x": float("inf")}, "v")
+    with pytest.raises(TypeError, match=r"config\['f'\]"):
+        cache.key("e", {"f": lambda c: c}, "v")  # two lambdas would print alike
+
+
+def test_cache_serves_only_what_it_wrote_and_recovers_any_entry(tmp_path, monkeypatch):
+    import pickle
+
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    calls = []
+
+    def fn(cfg):
+        calls.append(1)
+        return pd.DataFrame({"v": [cfg["x"]]})
+
+    path = tmp_path / "cache" / f"exp-{cache.key('exp', {'x': 1})}.pkl"
+    path.parent.mkdir(parents=True)
+    for squatter in ([1, 2, 3], None, pd.Series([1.0])):  # valid pickles, not entries it wrote
+        path.write_bytes(pickle.dumps(squatter))
+        assert cache.cached("exp", {"x": 1}, fn).v.item() == 1
+    assert len(calls) == 3
+    path.write_bytes(pickle.dumps(pd.DataFrame({"v": [99]})))  # a bare DataFrame: not a marked entry
+    assert cache.cached("exp", {"x": 1}, fn).v.item() == 1 and len(calls) == 4
+    path.unlink()
+    path.mkdir()  # a directory at the entry path
+    (path / "junk").write_text("x")
+    assert cache.cached("exp", {"x": 1}, fn).v.item() == 1 and path.is_file() and len(calls) == 5
+    assert cache.cached("exp", {"x": 1}, fn).v.item() == 1 and len(calls) == 5  # now served
+    stale = path.parent / f".{path.name}.abc.tmp"  # left by an interrupted write
+    stale.write_bytes(b"half")
+    import os
+
+    os.utime(stale, (0, 0))
+    cache.cached("exp", {"x": 1}, fn, refresh=True)
+    assert not stale.exists()

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import optional_module
 
 from tempo import CostModel
 from tempo.calib import bootstrap, fit_cost_model, fit_error, plan_grid, proxy_spreads, roofline_us, shape
@@ -112,9 +113,10 @@ def test_bootstrap_and_spreads():
     assert g1 == pytest.approx(s[s.G == 1].t_us.max() / s[s.G == 1].t_us.min())
 
 
-torch = pytest.importorskip("torch")
+torch = optional_module("torch")
 
 
+@pytest.mark.needs("torch")
 def test_fp8_layouts_round_trip():
     from tempo.calib.fp8 import (dequant_per_block, dequant_per_token, grouped_masked_inputs, per_block_cast_to_fp8,
                                  per_token_cast_to_fp8)
@@ -137,6 +139,7 @@ def test_fp8_layouts_round_trip():
         per_token_cast_to_fp8(torch.randn(2, 3, 4))
 
 
+@pytest.mark.needs("torch")
 def test_cpu_backend_and_recording(tmp_path):
     from tempo.calib.backends import available_backends, make_backend
     from tempo.calib.record import calibrate, load_recording, recordings

@@ -52,6 +52,7 @@ def fake(monkeypatch, tmp_path):
 
     calls, opts = [], {}
     monkeypatch.setattr(backends, "make_backend", lambda name, sh, G, n, **kw: FakeBackend(calls, **opts))
+    monkeypatch.setattr(backends, "available_backends", lambda: ["fake"])  # the CLI checks --backend against it
     grid = pd.DataFrame(CELLS, columns=["G", "n"])
 
     def run(resume=True, **kw):

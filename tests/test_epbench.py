@@ -7,8 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("torch")
-from tempo.serving import epbench  # noqa: E402
+from tempo.serving import epbench
 
 
 def test_integer_split_keeps_expert_totals():
@@ -30,6 +29,7 @@ def test_transfer_metrics():
     assert tr["gain_transfer_error_p"] == pytest.approx((0 + 30 + 0.5) / 3)
 
 
+@pytest.mark.needs("torch")
 def test_gloo_epbench_cli_runs_on_cpu():
     r = subprocess.run([sys.executable, "-m", "tempo", "epbench", "--device", "cpu", "--world-size", "4", "--shape",
                         "tiny", "--steps", "3", "--warmup", "1"], capture_output=True, text=True, timeout=170)
@@ -41,6 +41,7 @@ def test_gloo_epbench_cli_runs_on_cpu():
     assert "pairwise ranking agreement" in out
 
 
+@pytest.mark.needs("torch")
 def test_emulated_mode_on_cpu():
     args = {"device": "cpu", "world_size": 4, "shape": "tiny", "experts": None, "top_k": 4, "tokens": 16, "steps": 2,
             "warmup": 0, "skew": 1.0, "replication": 1.25, "params": "dsv3-offline",
@@ -52,6 +53,7 @@ def test_emulated_mode_on_cpu():
     assert s.loc["tempo", "model_us"] <= s.loc["static", "model_us"]
 
 
+@pytest.mark.needs("torch")
 def test_cli_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         epbench.main(["--policies", "static,nonsense"])

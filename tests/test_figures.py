@@ -1,8 +1,10 @@
 import pandas as pd
+import pytest
 
 from tempo import experiments, figures
 
 
+@pytest.mark.needs('altair', 'vl_convert')
 def test_chart_html_is_offline_and_has_static_copy(tmp_path, monkeypatch):
     from tempo import paths
 
@@ -17,6 +19,7 @@ def test_chart_html_is_offline_and_has_static_copy(tmp_path, monkeypatch):
     assert {p["name"] for p in spec["params"]} == {"b_us", "beta_us"}
 
 
+@pytest.mark.needs('altair', 'vl_convert')
 def test_toy_winner_map_never_below_one(tmp_path, monkeypatch):
     from tempo import paths
 

@@ -1,6 +1,8 @@
 """The notebook runner: a failing notebook names itself and keeps its partial output."""
 import textwrap
 
+import pytest
+
 from tempo import paths, runbook
 
 NB = textwrap.dedent('''\
@@ -26,6 +28,7 @@ NB = textwrap.dedent('''\
     ''')
 
 
+@pytest.mark.needs('papermill', 'jupytext')
 def test_failing_notebook_reports_and_keeps_partial(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(paths, "NOTEBOOKS", tmp_path / "nb")
     monkeypatch.setattr(paths, "BUILD", tmp_path / "build")

@@ -7,8 +7,10 @@ import types
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-from tempo.serving import sglang_plugin as sp  # noqa: E402
+from conftest import optional_module
+from tempo.serving import sglang_plugin as sp
+
+torch = optional_module("torch")
 
 P2L = np.array([[0, 1, 2, 3, 0, 1], [3, 2, 1, 0, 0, 3]])  # L=2, P=6 (3 per GPU on 2 GPUs)
 
@@ -21,6 +23,7 @@ def test_version_check(monkeypatch):
     assert sp.check_sglang_version("0.4.9") == "0.4.9"
 
 
+@pytest.mark.needs("torch")
 def test_runtime_dispatch_counts_and_padding():
     rt = sp.TempoRuntime(P2L, 2, start=False)
     assert tuple(rt.phys.shape) == (2, 4, 2) and tuple(rt.counts.shape) == (2, 4)
@@ -33,6 +36,7 @@ def test_runtime_dispatch_counts_and_padding():
             assert out[t, k].item() in holders[ids[t, k].item()]
 
 
+@pytest.mark.needs("torch")
 def test_runtime_refreshes_and_resets():
     rt = sp.TempoRuntime(P2L, 2, interval_s=0.05, deadline_s=20)
     try:
@@ -52,6 +56,7 @@ def test_runtime_refreshes_and_resets():
         rt.close()
 
 
+@pytest.mark.needs("torch")
 def test_noop_runtime_keeps_uniform_table():
     rt = sp.TempoRuntime(P2L, 2, policy="noop", interval_s=0.05)
     try:
@@ -62,6 +67,7 @@ def test_noop_runtime_keeps_uniform_table():
         rt.close()
 
 
+@pytest.mark.needs("torch")
 def test_rank_invariant_uniforms_are_deterministic_and_spread():
     a = sp.uniforms(10000, "cpu", True, layer_id=3)
     b = sp.uniforms(10000, "cpu", True, layer_id=3)
@@ -71,6 +77,7 @@ def test_rank_invariant_uniforms_are_deterministic_and_spread():
     assert not torch.equal(sp.uniforms(10, "cpu", False), sp.uniforms(10, "cpu", False))
 
 
+@pytest.mark.needs("torch")
 def test_hook_bodies_on_stand_ins(monkeypatch):
     p = argparse.ArgumentParser()
     p.add_argument("--ep-dispatch-algorithm", choices=["static", "dynamic"])

@@ -71,3 +71,22 @@ def test_drift_corrupt_swaps_hot_with_cold():
     assert c[:4].max() < w[3]                      # the top-4 now carry cold statistics
     with pytest.raises(ValueError):
         drift_corrupt(w, 11)
+
+
+def test_one_table_of_model_shapes():
+    """theory.SHAPES, calib.shapes.SHAPES and simulator.SHAPES are views of tempo.models, and
+    both roofline functions agree (DSv3 fp8 at 3.35 TB/s: 44.04 MB -> 13.15 us, Section 2.2)."""
+    from tempo import models, theory
+    from tempo.calib import shapes
+    from tempo.experiments import simulator
+
+    for label, (d_model, d_ff) in theory.SHAPES.items():
+        m = models.model_shape(label)
+        assert (m.d_model, m.d_ff) == (d_model, d_ff) and shapes.SHAPES[m.name] is m
+    for label, (E, K, params) in simulator.SHAPES.items():
+        m = models.model_shape(label)
+        assert (m.n_experts, m.top_k, m.params) == (E, K, params)
+    assert theory.roofline_floor_us("DSv3", 3.35e12) == pytest.approx(13.15, abs=0.01)
+    assert shapes.roofline_us("dsv3", 3.35) == pytest.approx(theory.roofline_floor_us("DSv3", 3.35e12), rel=1e-12)
+    with pytest.raises(ValueError, match="unknown model"):
+        models.model_shape("nope")

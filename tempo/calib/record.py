@@ -295,28 +295,37 @@ def load_recording(path) -> tuple[pd.DataFrame, dict, dict]:
 
 
 def main(argv=None) -> int:
-    import argparse
 
+    from ..cli import ArgumentParser, nonneg_float, output_dir, positive_int
+    from .backends import available_backends
     from .shapes import SHAPES
 
-    ap = argparse.ArgumentParser(prog="python -m tempo calibrate",
-                                 description="measure expert time on this machine and fit the cost models")
+    ap = ArgumentParser(prog="python -m tempo calibrate",
+                        description="measure expert time on this machine and fit the cost models")
     ap.add_argument("--backend", default="auto", help="deep_gemm | torch_bf16 | cpu | auto (default)")
     ap.add_argument("--shape", default="qwen3-30b", choices=sorted(SHAPES))
-    ap.add_argument("--G", type=int, nargs="+", help="activated-expert ladder (default 1..40 ladder)")
-    ap.add_argument("--n-max", type=int, default=4096, help="largest tokens per expert")
-    ap.add_argument("--per-octave", type=int, default=1)
-    ap.add_argument("--max-tokens", type=int, help="skip cells with more tokens in total (CPU)")
+    ap.add_argument("--G", type=positive_int, nargs="+", help="activated-expert ladder (default 1..40 ladder)")
+    ap.add_argument("--n-max", type=positive_int, default=4096, help="largest tokens per expert")
+    ap.add_argument("--per-octave", type=positive_int, default=1)
+    ap.add_argument("--max-tokens", type=positive_int, help="skip cells with more tokens in total (CPU)")
     ap.add_argument("--no-tile-sweep", action="store_true")
-    ap.add_argument("--out", help="recordings root (default data/measured)")
+    ap.add_argument("--out", type=output_dir, help="recordings root (default data/measured)")
     ap.add_argument("--fresh", action="store_true", help="delete a partial run of the same recording and start over")
-    ap.add_argument("--max-seconds", type=float, help="stop starting new cells after this long; fit what was measured, "
-                                                      "keep the partial so a rerun completes it")
+    ap.add_argument("--max-seconds", type=nonneg_float, help="stop starting new cells after this long; fit what was "
+                                                             "measured, keep the partial so a rerun completes it")
     a = ap.parse_args(argv)
-    if a.max_seconds is not None and not a.max_seconds >= 0:
-        ap.error("--max-seconds must be >= 0")
-    kw = {} if a.G is None else {"G": a.G}
+    here = available_backends()
+    if a.backend == "auto" and not here:
+        ap.fail("--backend", "no calibration backend can run here: install torch (pip install torch==2.13.0 for CPU)")
+    if a.backend != "auto" and a.backend not in here:
+        if a.backend not in ("deep_gemm", "torch_bf16", "cpu"):
+            ap.fail("--backend", f"unknown backend {a.backend!r}; choose from auto, deep_gemm, torch_bf16, cpu")
+        ap.fail("--backend", f"{a.backend!r} cannot run on this machine; available: {', '.join(here) or 'none'}")
+    kw = {} if a.G is None else {"G": sorted(set(a.G))}
     grid = plan_grid(n_max=a.n_max, per_octave=a.per_octave, fine=not a.no_tile_sweep, max_tokens=a.max_tokens, **kw)
+    if grid.empty:
+        ap.fail("--max-tokens", f"{a.max_tokens} leaves no cell to measure")
+    a.out = None if a.out is None else str(a.out)
     folder = calibrate(a.backend, a.shape, grid, out_root=a.out, resume=not a.fresh, max_seconds=a.max_seconds,
                        command="python -m tempo calibrate " + " ".join(argv if argv is not None else sys.argv[2:]))
     _, fits, man = load_recording(folder)

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from .. import CostModel, solve
+from ..models import model_shape
 from ..placement import eplb_placement
 from ..sweep import run_grid
 from ..theory import flip_boundary
@@ -14,8 +15,8 @@ from . import experiment
 from .scenarios import zipf_batches
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
-SHAPES = {"DSv3": (256, 8, "dsv3-offline"), "Qwen3-30B": (128, 8, "qwen3-30b-offline"),
-          "DSv2-Lite": (64, 6, "dsv2lite-offline")}
+SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
+          for m in map(model_shape, ("DSv3", "Qwen3-30B", "DSv2-Lite"))}  # a view of tempo.models
 FIXED = {"metro": "M", "token_lp": "L", "uniform": "E"}
 
 

@@ -27,7 +27,6 @@ agreement and gain-transfer error against the model's prediction).
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import socket
@@ -365,26 +364,35 @@ def transfer(df: pd.DataFrame, reference: str = "static", noise: float = 0.03) -
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tempo epbench", description=__doc__.splitlines()[0])
+    from ..cli import (ArgumentParser, float_range, int_range, nonneg_float, nonneg_int, output_file, params_name,
+                       positive_int)
+
+    ap = ArgumentParser(prog="python -m tempo epbench", description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--world-size", type=int, default=4)
+    ap.add_argument("--world-size", type=int_range(2), default=4)
     ap.add_argument("--shape", default="tiny", help="expert shape (tempo.calib.shapes): tiny, qwen3-30b, dsv3, ...")
-    ap.add_argument("--experts", type=int, help="logical experts (default: the shape's)")
-    ap.add_argument("--top-k", type=int, default=None)
-    ap.add_argument("--tokens", type=int, default=32, help="tokens routed per rank per step")
-    ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--skew", type=float, default=1.0)
-    ap.add_argument("--replication", type=float, default=1.25)
-    ap.add_argument("--params", default="dsv3-offline", help="cost model the policies solve with")
+    ap.add_argument("--experts", type=positive_int, help="logical experts (default: the shape's)")
+    ap.add_argument("--top-k", type=positive_int, default=None)
+    ap.add_argument("--tokens", type=positive_int, default=32, help="tokens routed per rank per step")
+    ap.add_argument("--steps", type=positive_int, default=30)
+    ap.add_argument("--warmup", type=nonneg_int, default=2)
+    ap.add_argument("--skew", type=nonneg_float, default=1.0)
+    ap.add_argument("--replication", type=float_range(1.0, 64.0), default=1.25)
+    ap.add_argument("--params", type=params_name, default="dsv3-offline", help="cost model the policies solve with")
     ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
     ap.add_argument("--emulate", action="store_true", help="run the ranks one after another on one device")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads per CPU rank")
+    ap.add_argument("--threads", type=positive_int, default=1, help="torch threads per CPU rank")
     ap.add_argument("--expert-kernel", default="auto", choices=["auto", "loop", "fp8"],
                     help="expert FFN: DeepGEMM fp8 masked grouped GEMM (fp8), a per-expert loop, or auto")
-    ap.add_argument("--seed", type=int, default=0, help="routing, weights and the per-step policy order")
-    ap.add_argument("--csv", help="write the per-step rows here")
+    ap.add_argument("--seed", type=nonneg_int, default=0, help="routing, weights and the per-step policy order")
+    ap.add_argument("--csv", type=output_file, help="write the per-step rows here")
     a = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        ap.fail("--device", "the EP microbenchmark needs torch (pip install torch)")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.fail("--device", "cuda requested but no CUDA device is visible")
     from .. import available_policies
     from ..calib.shapes import shape as get_shape
 
@@ -396,8 +404,9 @@ def main(argv=None) -> int:
     bad = [p for p in pols if p not in available_policies()]
     if bad or not pols:
         ap.error(f"--policies: unknown {bad or 'empty list'}; available: {', '.join(available_policies())}")
-    if a.world_size < 2 or a.steps < 1 or a.tokens < 1:
-        ap.error("--world-size must be >= 2, --steps and --tokens >= 1")
+    n_exp = a.experts or sh.n_experts
+    if (a.top_k or sh.top_k) > n_exp:
+        ap.fail("--top-k", f"must be <= the {n_exp} experts, got {a.top_k or sh.top_k}")
     args = {"device": a.device, "world_size": a.world_size, "shape": a.shape, "experts": a.experts,
             "top_k": a.top_k or sh.top_k, "tokens": a.tokens, "steps": a.steps, "warmup": a.warmup, "skew": a.skew,
             "replication": a.replication, "params": a.params, "policies": pols,

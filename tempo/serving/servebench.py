@@ -123,16 +123,25 @@ def drift_location(logical_count, k: int, out, seed: int = 0) -> dict:
 
 def drift_main(argv=None) -> int:
     """``python -m tempo drift-location TRACE.npz --k 16 -o drift16.json``."""
-    from ..workloads import read_trace
+    from ..cli import ArgumentParser, input_file, nonneg_int, output_file
+    from ..traces import read_trace
 
-    ap = argparse.ArgumentParser(prog="python -m tempo drift-location",
-                                 description="drift-K corrupted expert distribution for --init-expert-location")
-    ap.add_argument("trace", help="routing trace (.npz, e.g. from import-trace)")
-    ap.add_argument("--k", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("-o", "--out", required=True)
+    ap = ArgumentParser(prog="python -m tempo drift-location",
+                        description="drift-K corrupted expert distribution for --init-expert-location")
+    ap.add_argument("trace", type=input_file, help="routing trace (.npz, e.g. from import-trace)")
+    ap.add_argument("--k", type=nonneg_int, default=16, help="hot experts swapped per layer (at most E/2)")
+    ap.add_argument("--seed", type=nonneg_int, default=0)
+    ap.add_argument("-o", "--out", required=True, type=output_file)
     a = ap.parse_args(argv)
-    counts, _ = read_trace(a.trace)
+    try:
+        counts, _ = read_trace(a.trace)
+    except ValueError as exc:
+        ap.fail("trace", str(exc))
+    if 0 in counts.shape:
+        ap.fail("trace", f"{a.trace} holds no routing (shape {counts.shape})")
+    if a.k > counts.shape[2] // 2:
+        ap.fail("--k", f"must lie in [0, E/2 = {counts.shape[2] // 2}] for this trace's {counts.shape[2]} experts, "
+                       f"got {a.k}")
     drift_location(counts, a.k, a.out, a.seed)
     print(f"wrote {a.out}: drift-{a.k} logical_count for {counts.shape[1]} layers x {counts.shape[2]} experts")
     return 0
@@ -329,33 +338,47 @@ def drive(spec: ServerSpec, policies: list[str], workloads: list[Workload], wind
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tempo serve-bench", description=__doc__.splitlines()[0])
+    from ..cli import (ArgumentParser, choice, comma_list, float_range, input_file, int_range, nonneg_int,
+                       output_dir, positive_int)
+
+    ap = ArgumentParser(prog="python -m tempo serve-bench", description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(TINY_MODEL), help="model path (default: the tiny random Qwen3-MoE config)")
     ap.add_argument("--dummy-weights", action="store_true", help="--load-format dummy (random weights)")
-    ap.add_argument("--tp", type=int, default=8)
-    ap.add_argument("--ep", type=int, default=8)
+    ap.add_argument("--tp", type=positive_int, default=8)
+    ap.add_argument("--ep", type=positive_int, default=8)
     ap.add_argument("--a2a", default="deepep")
-    ap.add_argument("--redundant", type=int, default=32)
-    ap.add_argument("--init-expert-location", help="placement source, e.g. a drift-K corrupted distribution")
-    ap.add_argument("--policies", default="static,tempo,tempo_noop")
-    ap.add_argument("--windows", type=int, default=3)
+    ap.add_argument("--redundant", type=nonneg_int, default=32)
+    ap.add_argument("--init-expert-location", type=input_file,
+                    help="placement source, e.g. a drift-K corrupted distribution")
+    ap.add_argument("--policies", type=comma_list(choice(POLICIES, "policy"), "policy"),
+                    default="static,tempo,tempo_noop")
+    ap.add_argument("--windows", type=positive_int, default=3)
     ap.add_argument("--dataset", default="random", choices=["random", "sharegpt"])
-    ap.add_argument("--dataset-path")
-    ap.add_argument("--num-prompts", type=int, default=512)
-    ap.add_argument("--input-len", type=int, default=256)
-    ap.add_argument("--output-len", type=int, default=1024)
-    ap.add_argument("--request-rates", default="inf", help="comma list: Poisson rates (req/s) or inf")
-    ap.add_argument("--concurrency", default="256", help="comma list of --max-concurrency values")
-    ap.add_argument("--out", default=str(paths.ROOT / "build" / "serve-bench"))
-    ap.add_argument("--port", type=int, default=30000)
+    ap.add_argument("--dataset-path", type=input_file)
+    ap.add_argument("--num-prompts", type=positive_int, default=512)
+    ap.add_argument("--input-len", type=positive_int, default=256)
+    ap.add_argument("--output-len", type=positive_int, default=1024)
+    ap.add_argument("--request-rates", type=comma_list(float_range(0.0, lo_open=True, allow_inf=True), "rate"),
+                    default="inf", help="comma list: Poisson rates (req/s) or inf")
+    ap.add_argument("--concurrency", type=comma_list(positive_int, "integer"), default="256",
+                    help="comma list of --max-concurrency values")
+    ap.add_argument("--out", type=output_dir, default=str(paths.ROOT / "build" / "serve-bench"))
+    ap.add_argument("--port", type=int_range(1, 65535), default=30000)
     ap.add_argument("--dry-run", action="store_true", help="print the commands of the first window and exit")
     ap.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: extra sglang.launch_server arguments")
     a = ap.parse_args(argv)
+    if a.dataset == "sharegpt" and a.dataset_path is None:
+        ap.fail("--dataset-path", "is required with --dataset sharegpt")
+    if a.model.startswith((".", "/", "~")) and not Path(a.model).expanduser().exists():
+        ap.fail("--model", f"{a.model!r} does not exist")
     extra = [x for x in a.server_args if x != "--"]
-    spec = ServerSpec(a.model, a.tp, a.ep, a.a2a, a.redundant, a.dummy_weights, a.init_expert_location, extra)
+    spec = ServerSpec(a.model, a.tp, a.ep, a.a2a, a.redundant, a.dummy_weights,
+                      None if a.init_expert_location is None else str(a.init_expert_location), extra)
+    rate_s = ["inf" if r == float("inf") else f"{r:g}" for r in a.request_rates]
     workloads = [Workload(f"{a.dataset}-r{r}-c{c}", a.dataset, a.num_prompts, a.input_len, a.output_len, r, int(c),
-                          a.dataset_path) for r in a.request_rates.split(",") for c in a.concurrency.split(",")]
-    policies = [p for p in a.policies.split(",") if p]
+                          None if a.dataset_path is None else str(a.dataset_path))
+                 for r in rate_s for c in a.concurrency]
+    policies = list(dict.fromkeys(a.policies))
     if "static" not in policies:
         policies = ["static"] + policies
     if a.dry_run:
@@ -369,4 +392,10 @@ def main(argv=None) -> int:
     print(f"{len(runs)} runs, {int(pairs.kept.sum()) if len(pairs) else 0} of {len(pairs)} pairs kept; results in {a.out}")
     if len(kept):
         print(kept.groupby(["workload", "policy"]).throughput_delta_pct.agg(["median", "min", "max", "count"]).round(2))
+    ok = int((runs.status == "ok").sum()) if len(runs) else 0
+    if ok == 0:  # nothing succeeded: never exit 0
+        status = runs.status.value_counts().to_dict() if len(runs) else {}
+        print(f"python -m tempo serve-bench: failed: no run succeeded ({status}); see the logs in {a.out}",
+              file=sys.stderr)
+        return 1
     return 0

@@ -1,0 +1,243 @@
+"""Routing traces on disk: tempo's own ``.npz`` format and SGLang expert-distribution recorder
+dumps (paper Section 5: the replay studies and the serving runs start from recorded routing).
+
+Every file read here is *parsed*, never executed: traces are loaded with
+``np.load(allow_pickle=False)`` and recorder dumps with ``torch.load(weights_only=True)``,
+which admits tensors, numbers, strings, lists and dicts only.  A dump that needs arbitrary
+code to load (a crafted pickle) is refused with a ``ValueError`` before any of it runs.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+TRACE_VERSION = 1
+_INT64_MAX = 2**63 - 1
+
+
+def _np(x) -> np.ndarray:
+    """A torch tensor, list or array as a numpy array (no torch import needed)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def as_counts(value, name: str, ndim: int | None = None) -> np.ndarray:
+    """``value`` as int64 counts: integers (or integral floats), finite, non-negative and inside
+    int64.  Raises ``ValueError`` naming ``name`` otherwise (floats are never truncated)."""
+    try:
+        arr = _np(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} is not a numeric array ({exc})") from None
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must hold integer counts, got dtype {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-d, got shape {arr.shape}")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} holds NaN or infinite values")
+        if np.any(arr != np.round(arr)):
+            raise ValueError(f"{name} must hold integer counts, got fractional values (dtype {arr.dtype})")
+        if arr.size and np.abs(arr).max() > _INT64_MAX:
+            raise ValueError(f"{name} holds values past the int64 range")
+    if arr.dtype.kind == "u" and arr.size and arr.max() > _INT64_MAX:
+        raise ValueError(f"{name} holds values past the int64 range")
+    out = arr.astype(np.int64)
+    if np.any(out < 0):
+        raise ValueError(f"{name} holds negative counts (min {out.min()})")
+    return out
+
+
+# ---------------------------------------------------------------------------- tempo traces
+def write_trace(path, counts, **metadata) -> None:
+    """Save a routing trace: ``counts`` int[steps, layers, experts] plus JSON-able metadata
+    (model, top_k, n_gpus, source, ...), as a compressed ``.npz``, written atomically."""
+    import io
+
+    from .cache import atomic_write_bytes
+
+    counts = np.asarray(counts)
+    if counts.ndim != 3:
+        raise ValueError(f"counts must be [steps, layers, experts], got shape {counts.shape}")
+    counts = as_counts(counts, "counts", 3)
+    meta = {"version": TRACE_VERSION, **metadata}
+    buf = io.BytesIO()
+    np.savez_compressed(buf, counts=counts, metadata=np.array(json.dumps(meta, default=str)))
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def read_trace(path):
+    """Load a routing trace written by :func:`write_trace`: (counts int64[steps, layers,
+    experts], metadata dict).  Anything else raises ``ValueError`` (``FileNotFoundError``
+    when ``path`` does not exist)."""
+    import zipfile
+
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a routing trace")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if not hasattr(z, "files") or "counts" not in z.files or "metadata" not in z.files:
+                raise ValueError("needs the arrays 'counts' and 'metadata'")
+            counts, meta = z["counts"], json.loads(str(z["metadata"]))
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a tempo routing trace ({type(exc).__name__}: {exc})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: metadata must be a JSON object")
+    if counts.ndim != 3:
+        raise ValueError(f"{path}: counts has shape {counts.shape}, expected [steps, layers, experts]")
+    return as_counts(counts, f"{path}: counts", 3), meta
+
+
+# ---------------------------------------------------------------------------- SGLang recorder dumps
+def load_dump(path):
+    """One SGLang recorder dump file, loaded with ``torch.load(weights_only=True)``: tensors,
+    numbers, strings, lists and dicts only -- a pickle that would run code is refused."""
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("reading SGLang recorder dumps (.pt) needs torch (pip install torch)") from None
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory, not a recorder dump")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    import pickle
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(f"{path} was refused: it holds objects other than tensors, numbers, strings, lists and "
+                         "dicts (loading it would run code), so it is not an SGLang recorder dump") from None
+    except Exception as exc:  # RuntimeError (bad zip), EOFError, ...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ValueError(f"{path} is not a loadable SGLang recorder dump ({type(exc).__name__}: {first[:200]})") from None
+
+
+def sglang_dump_counts(dumps) -> np.ndarray:
+    """Routing counts int64[steps, layers, experts] from SGLang expert-distribution recorder
+    dumps, already loaded (:func:`load_dump`) into dicts (NOTES-sglang, "Recording routing
+    traces").
+
+    * ``per_pass`` mode: one dict per rank, ``{"records": [{"forward_pass_id", "rank",
+      "global_physical_count": [L, P]}, ...], "last_physical_to_logical_map": [L, P]}``.
+      Counts of the same forward pass are summed over ranks and mapped physical -> logical.
+    * ``stat`` mode: one dict with ``"logical_count": [buffer, L, E]`` (rank 0's dump).
+
+    Counts must be non-negative integers (float counts with a fraction are refused, not
+    truncated); a ``ValueError`` names what is wrong.
+    """
+    if isinstance(dumps, dict):
+        dumps = [dumps]
+    if isinstance(dumps, (str, bytes)) or not hasattr(dumps, "__iter__"):
+        raise ValueError(f"dumps must be a dict or a list of dicts, got {type(dumps).__name__}")
+    dumps = list(dumps)
+    if not dumps:
+        raise ValueError("no recorder dumps given")
+    for i, d in enumerate(dumps):
+        if not isinstance(d, dict):
+            raise ValueError(f"dump {i} is a {type(d).__name__}, expected a dict (an SGLang recorder dump)")
+    if all("logical_count" in d for d in dumps):
+        parts = [as_counts(d["logical_count"], f"dump {i}: logical_count", 3) for i, d in enumerate(dumps)]
+        if len({p.shape[1:] for p in parts}) > 1:
+            raise ValueError(f"stat dumps disagree on [L, E]: {[p.shape[1:] for p in parts]}")
+        counts = np.concatenate(parts)
+        if counts.shape[1] == 0 or counts.shape[2] == 0:
+            raise ValueError(f"stat dump logical_count has no layers or experts (shape {counts.shape})")
+        return counts
+    if not all("records" in d and "last_physical_to_logical_map" in d for d in dumps):
+        raise ValueError("expected SGLang per_pass dumps (records + last_physical_to_logical_map) "
+                         "or stat dumps (logical_count)")
+    try:
+        p2l = _np(dumps[0]["last_physical_to_logical_map"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"last_physical_to_logical_map is not an array ({exc})") from None
+    if p2l.dtype == object or p2l.dtype.kind not in "biu" or p2l.ndim != 2:
+        raise ValueError(f"last_physical_to_logical_map must be an integer [L, P] array, got "
+                         f"{p2l.dtype} of shape {p2l.shape}")
+    p2l = p2l.astype(np.int64)
+    if np.any(p2l < -1):
+        raise ValueError("last_physical_to_logical_map entries must be >= -1 (-1: empty slot)")
+    for d in dumps[1:]:
+        other = _np(d["last_physical_to_logical_map"])
+        if other.shape != p2l.shape or not np.array_equal(other, p2l):
+            raise ValueError("ranks disagree on last_physical_to_logical_map; dumps are from different placements")
+    L, P = p2l.shape
+    if L == 0 or P == 0 or p2l.max(initial=-1) < 0:
+        raise ValueError(f"last_physical_to_logical_map holds no experts (shape {p2l.shape})")
+    E = int(p2l.max()) + 1
+    passes: dict[int, np.ndarray] = {}
+    for i, d in enumerate(dumps):
+        recs = d["records"]
+        if not isinstance(recs, (list, tuple)):
+            raise ValueError(f"dump {i}: records must be a list, got {type(recs).__name__}")
+        for j, rec in enumerate(recs):
+            if not isinstance(rec, dict) or "forward_pass_id" not in rec or "global_physical_count" not in rec:
+                raise ValueError(f"dump {i}, record {j}: needs forward_pass_id and global_physical_count")
+            phys = as_counts(rec["global_physical_count"], f"dump {i}, record {j}: global_physical_count")
+            if phys.shape != (L, P):
+                raise ValueError(f"global_physical_count has shape {phys.shape}, map has {(L, P)}")
+            fid = rec["forward_pass_id"]
+            fid = fid.item() if hasattr(fid, "item") else fid
+            if isinstance(fid, bool) or not isinstance(fid, (int, np.integer)):
+                raise ValueError(f"dump {i}, record {j}: forward_pass_id must be an integer, got {fid!r}")
+            key = int(fid)
+            passes[key] = passes.get(key, 0) + phys
+    if not passes:
+        raise ValueError("the per_pass dumps hold no records")
+    out = np.zeros((len(passes), L, E), np.int64)
+    rows = np.repeat(np.arange(L), P)
+    valid = p2l.ravel() >= 0
+    for i, key in enumerate(sorted(passes)):
+        np.add.at(out[i], (rows[valid], p2l.ravel()[valid]), passes[key].ravel()[valid])
+    if np.any(out < 0):
+        raise ValueError("per_pass dumps sum past the int64 range")
+    return out
+
+
+def import_sglang_dumps(paths, out, **metadata) -> np.ndarray:
+    """Read SGLang recorder dump files (:func:`load_dump`; torch needed only here), convert
+    with :func:`sglang_dump_counts` and write a routing trace to ``out``."""
+    dumps = [load_dump(p) for p in paths]
+    counts = sglang_dump_counts(dumps)
+    write_trace(out, counts, source="sglang-recorder", files=[str(p) for p in paths], **metadata)
+    return counts
+
+
+def import_main(argv=None) -> int:
+    """``python -m tempo import-trace DUMP... -o trace.npz``."""
+    from .cli import ArgumentParser, input_file, output_file
+
+    ap = ArgumentParser(prog="python -m tempo import-trace",
+                        description="convert SGLang recorder dumps (per_pass: one file per rank; or stat)")
+    ap.add_argument("dumps", nargs="+", type=input_file)
+    ap.add_argument("-o", "--out", required=True, type=output_file)
+    ap.add_argument("--model", default="", help="model name stored in the trace metadata")
+    a = ap.parse_args(argv)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("python -m tempo import-trace: reading recorder dumps needs torch (pip install torch)", file=sys.stderr)
+        return 1
+    dumps = []
+    for p in a.dumps:
+        try:
+            dumps.append(load_dump(p))
+        except ValueError as exc:
+            ap.fail("dumps", str(exc))
+    try:
+        counts = sglang_dump_counts(dumps)
+    except ValueError as exc:
+        ap.fail("dumps", str(exc))
+    write_trace(a.out, counts, source="sglang-recorder", files=[str(p) for p in a.dumps], model=a.model)
+    print(f"wrote {a.out}: {counts.shape[0]} steps x {counts.shape[1]} layers x {counts.shape[2]} experts")
+    return 0
+

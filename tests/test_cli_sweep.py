@@ -1,0 +1,271 @@
+"""Every ``python -m tempo`` command against bad arguments and bad files (reliability review
+D3, D6, D7, D15): a usage error exits 2 with a message naming the argument, failed work exits 1,
+nothing ends in a traceback, nothing invalid exits 0, and no input file is executed.
+
+The sweep runs in-process through :func:`tempo.cli.main` with ``TEMPO_DEBUG=1``, so any
+exception that escapes a command (what a user would see as a traceback) is counted, not
+swallowed by the catch-all."""
+import importlib.util
+import json
+import os
+import pickle
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from tempo import cli
+from tempo.traces import write_trace
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
+
+
+class _Evil:
+    """Unpickling this runs ``touch <marker>``."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _bad_files(d):
+    """name -> path of malformed inputs."""
+    f = {}
+    f["missing"] = d / "missing.pt"
+    (d / "empty").write_bytes(b"")
+    f["empty"] = d / "empty"
+    (d / "garbage").write_bytes(os.urandom(64) + b"\x00garbage")
+    f["garbage"] = d / "garbage"
+    (d / "adir").mkdir()
+    f["directory"] = d / "adir"
+    (d / "evil.pt").write_bytes(pickle.dumps(_Evil(d / "PWNED")))
+    f["evil_pickle"] = d / "evil.pt"
+    good = d / "good.npz"
+    write_trace(good, np.ones((2, 2, 8), np.int64), model="m")
+    f["good_trace"] = good
+    (d / "truncated.npz").write_bytes(good.read_bytes()[:40])
+    f["truncated_zip"] = d / "truncated.npz"
+    np.savez(d / "nokeys.npz", x=np.zeros(3))
+    f["npz_without_keys"] = d / "nokeys.npz"
+    np.savez(d / "badjson.npz", counts=np.ones((1, 1, 4), np.int64), metadata=np.array("{not json"))
+    f["npz_bad_json"] = d / "badjson.npz"
+    np.savez(d / "neg.npz", counts=-np.ones((1, 2, 8), np.int64), metadata=np.array("{}"))
+    f["npz_negative_counts"] = d / "neg.npz"
+    np.savez(d / "zero.npz", counts=np.zeros((1, 2, 0), np.int64), metadata=np.array("{}"))
+    f["npz_zero_experts"] = d / "zero.npz"
+    np.savez(d / "nosteps.npz", counts=np.zeros((0, 2, 8), np.int64), metadata=np.array("{}"))
+    f["npz_zero_steps"] = d / "nosteps.npz"
+    np.savez(d / "flat.npz", counts=np.ones(8, np.int64), metadata=np.array("{}"))
+    f["npz_1d_counts"] = d / "flat.npz"
+    np.savez(d / "float.npz", counts=np.full((1, 2, 8), 0.5), metadata=np.array("{}"))
+    f["npz_fractional_counts"] = d / "float.npz"
+    with zipfile.ZipFile(d / "objarr.npz", "w") as z:  # an object array needs pickle: refused
+        import io
+
+        buf = io.BytesIO()
+        np.save(buf, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+        z.writestr("counts.npy", buf.getvalue())
+        z.writestr("metadata.npy", buf.getvalue())
+    f["npz_object_array"] = d / "objarr.npz"
+    (d / "afile").write_text("x")
+    f["a_file"] = d / "afile"
+    if HAS_TORCH:
+        import torch
+
+        def save(name, obj):
+            torch.save(obj, d / name)
+            f[name] = d / name
+
+        p2l = [[0, 1, 2, 0]]
+        save("list_dump", [1, 2, 3])
+        save("empty_dict", {})
+        save("counts_2d", {"logical_count": torch.ones(2, 3, dtype=torch.int64)})
+        save("counts_negative", {"logical_count": -torch.ones(1, 2, 3, dtype=torch.int64)})
+        save("counts_float", {"logical_count": torch.rand(1, 2, 3)})
+        save("counts_string", {"logical_count": "many"})
+        save("counts_zero_experts", {"logical_count": torch.zeros(1, 2, 0, dtype=torch.int64)})
+        rec = {"forward_pass_id": 0, "rank": 0, "global_physical_count": [[1, 2, 3, 4]]}
+        save("pp_wrong_shape", {"records": [{**rec, "global_physical_count": [[1, 2, 3]]}],
+                                "last_physical_to_logical_map": p2l})
+        save("pp_string_id", {"records": [{**rec, "forward_pass_id": "zero"}], "last_physical_to_logical_map": p2l})
+        save("pp_missing_key", {"records": [{"rank": 0}], "last_physical_to_logical_map": p2l})
+        save("pp_1d_map", {"records": [rec], "last_physical_to_logical_map": [0, 1, 2, 0]})
+        save("pp_all_empty_map", {"records": [rec], "last_physical_to_logical_map": [[-1, -1, -1, -1]]})
+        save("pp_negative", {"records": [{**rec, "global_physical_count": [[1, -2, 3, 4]]}],
+                             "last_physical_to_logical_map": p2l})
+        save("pp_records_not_list", {"records": 5, "last_physical_to_logical_map": p2l})
+        save("good_stat", {"logical_count": torch.randint(0, 50, (3, 2, 16))})
+    return f
+
+
+def _cases(f, d):
+    """(argv, expected exit code)."""
+    out = str(d / "out.npz")
+    nodir = str(d / "no" / "such" / "x.csv")
+    c = []
+    # the command table
+    c += [([], 0), (["frobnicate"], 2), (["policies", "--bogus"], 2), (["params", "extra", "args"], 2),
+          (["policies", "--help"], 0), (["params", "--help"], 0)]
+    # solve
+    base = ["solve", "--counts", "600", "30", "30"]
+    c += [(["solve"], 2), (["solve", "--counts", "-1", "3", "--gpus", "2"], 2), (base + ["--gpus", "0"], 2),
+          (base + ["--gpus", "-2"], 2), (base + ["--gpus", "2", "--policy", "nope"], 2),
+          (base + ["--gpus", "2", "--params", "nope"], 2), (["solve", "--counts", str(2**64), "--gpus", "2"], 2),
+          (["solve", "--counts", str(2**62), str(2**62), "--gpus", "2"], 2),
+          (["solve", "--counts", "1.5", "--gpus", "2"], 2), (base + ["--gpus", "two"], 2), (base, 2),
+          (["solve", "--counts", "--gpus", "2"], 2), (base + ["--gpus", "2", "--params", ""], 2),
+          (["solve", "--counts", "nan", "--gpus", "2"], 2), (["solve", "--counts", "inf", "--gpus", "2"], 2)]
+    # bench (all rejected before any solve)
+    c += [(["bench", "--eps", "0"], 2), (["bench", "--experts", "0"], 2), (["bench", "--tokens", "-8"], 2),
+          (["bench", "--reps", "0"], 2), (["bench", "--params", "nope"], 2), (["bench", "--csv", nodir], 2),
+          (["bench", "--csv", str(f["directory"])], 2), (["bench", "--milp-limit", "nan"], 2),
+          (["bench", "--milp-limit", "-1"], 2), (["bench", "--eps", "abc"], 2), (["bench", "--tokens", "0"], 2),
+          (["bench", "--experts", "1e3"], 2), (["bench", "--bogus"], 2)]
+    # calibrate
+    cal = ["calibrate", "--backend", "cpu", "--shape", "tiny"]
+    c += [(["calibrate", "--backend", "nope"], 2), (cal + ["--n-max", "0"], 2), (cal + ["--n-max", "-4"], 2),
+          (cal + ["--G", "0"], 2), (cal + ["--G", "-1"], 2), (cal + ["--per-octave", "0"], 2),
+          (cal + ["--per-octave", "-1"], 2), (cal + ["--max-tokens", "0"], 2),
+          (cal + ["--G", "4", "--max-tokens", "1"], 2), (cal + ["--out", str(f["a_file"])], 2),
+          (["calibrate", "--shape", "nope"], 2), (cal + ["--max-seconds", "-1"], 2), (cal + ["--max-seconds", "nan"], 2)]
+    if HAS_TORCH:
+        from tempo.calib.backends import available_backends
+
+        if "deep_gemm" not in available_backends():
+            c.append((["calibrate", "--backend", "deep_gemm"], 2))
+    # epbench
+    ep = ["epbench", "--emulate"]
+    c += [(ep + ["--experts", "-3"], 2), (ep + ["--experts", "0"], 2), (ep + ["--top-k", "-1"], 2),
+          (ep + ["--top-k", "999"], 2), (ep + ["--warmup", "-5"], 2), (ep + ["--skew", "-1"], 2),
+          (ep + ["--skew", "nan"], 2), (ep + ["--replication", "0"], 2), (ep + ["--params", "nope"], 2),
+          (["epbench", "--params", "nope"], 2), (ep + ["--threads", "0"], 2), (ep + ["--world-size", "1"], 2),
+          (ep + ["--shape", "nope"], 2), (ep + ["--policies", "nope"], 2), (ep + ["--csv", nodir], 2),
+          (ep + ["--steps", "0"], 2), (ep + ["--tokens", "0"], 2), (ep + ["--replication", "nan"], 2),
+          (ep + ["--seed", "-1"], 2), (ep + ["--device", "tpu"], 2), (ep + ["--expert-kernel", "nope"], 2)]
+    if HAS_TORCH:
+        import torch
+
+        if not torch.cuda.is_available():
+            c.append((["epbench", "--device", "cuda"], 2))
+    # serve-bench (the dry run prints commands; no server is started)
+    sb = ["serve-bench", "--dry-run"]
+    c += [(sb + ["--policies", "nope"], 2), (sb + ["--policies", ","], 2), (sb + ["--concurrency", "abc"], 2),
+          (sb + ["--concurrency", "0"], 2), (sb + ["--request-rates", "abc"], 2),
+          (sb + ["--request-rates", "-1"], 2), (sb + ["--tp", "0"], 2), (sb + ["--ep", "-1"], 2),
+          (sb + ["--windows", "0"], 2), (sb + ["--num-prompts", "-1"], 2), (sb + ["--dataset", "sharegpt"], 2),
+          (sb + ["--dataset", "sharegpt", "--dataset-path", str(f["missing"])], 2),
+          (sb + ["--model", str(d / "no-model")], 2), (sb + ["--port", "0"], 2),
+          (sb + ["--out", str(f["a_file"])], 2), (sb + ["--init-expert-location", str(f["missing"])], 2),
+          (sb + ["--input-len", "0"], 2)]
+    # import-trace: every bad file, and bad outputs
+    for name in ["missing", "empty", "garbage", "directory", "evil_pickle", "truncated_zip", "list_dump",
+                 "empty_dict", "counts_2d", "counts_negative", "counts_float", "counts_string",
+                 "counts_zero_experts", "pp_wrong_shape", "pp_string_id", "pp_missing_key", "pp_1d_map",
+                 "pp_all_empty_map", "pp_negative", "pp_records_not_list"]:
+        if name in f:  # without torch an existing dump cannot be read at all: failed work, 1
+            c.append((["import-trace", str(f[name]), "-o", out], 2 if HAS_TORCH or name in ("missing", "directory")
+                      else 1))
+    if "good_stat" in f:
+        c += [(["import-trace", str(f["good_stat"]), "-o", str(f["directory"])], 2),
+              (["import-trace", str(f["good_stat"]), "-o", nodir], 2),
+              (["import-trace", str(f["good_stat"]), str(f["evil_pickle"]), "-o", out], 2),
+              (["import-trace", "-o", out], 2)]
+    # drift-location: every bad trace, bad k / seed / output
+    dl = str(d / "drift.json")
+    for name in ["missing", "empty", "garbage", "directory", "truncated_zip", "npz_without_keys", "npz_bad_json",
+                 "npz_negative_counts", "npz_zero_experts", "npz_zero_steps", "npz_1d_counts",
+                 "npz_fractional_counts", "npz_object_array", "evil_pickle"]:
+        c.append((["drift-location", str(f[name]), "-o", dl], 2))
+    g = str(f["good_trace"])
+    c += [(["drift-location", g, "-o", dl], 2),  # default --k 16 > E/2 = 4 for this 8-expert trace
+          (["drift-location", g, "--k", "5", "-o", dl], 2), (["drift-location", g, "--k", "-1", "-o", dl], 2),
+          (["drift-location", g, "--k", "2", "--seed", "-1", "-o", dl], 2),
+          (["drift-location", g, "--k", "2", "-o", nodir], 2),
+          (["drift-location", g, "--k", "2", "-o", str(f["directory"])], 2), (["drift-location", g], 2),
+          (["drift-location", g, "--k", "abc", "-o", dl], 2)]
+    return c
+
+
+def _good_cases(f, d):
+    """Valid calls that must still succeed (validation must not reject good input)."""
+    c = [["policies"], ["params"], ["solve", "--counts", "600", "30", "30", "--gpus", "2"],
+         ["drift-location", str(f["good_trace"]), "--k", "2", "-o", str(d / "ok.json")],
+         ["serve-bench", "--dry-run", "--policies", "tempo", "--request-rates", "inf,4", "--concurrency", "8,16"]]
+    if "good_stat" in f:
+        c.append(["import-trace", str(f["good_stat"]), "-o", str(d / "ok.npz"), "--model", "m"])
+    return c
+
+
+def test_cli_sweep(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TEMPO_DEBUG", "1")  # an escaping exception is a traceback, not a caught rc 1
+    f = _bad_files(tmp_path)
+    tried, tracebacks, wrong, report = 0, 0, 0, []
+    bad, good = _cases(f, tmp_path), [(g, 0) for g in _good_cases(f, tmp_path)]
+    for argv, want in bad + good:
+        tried += 1
+        try:
+            rc = cli.main(argv)
+        except BaseException as exc:  # noqa: BLE001 -- counted
+            tracebacks += 1
+            report.append(f"TRACEBACK {argv}: {type(exc).__name__}: {exc}")
+            continue
+        err = capsys.readouterr().err
+        if rc != want:
+            wrong += 1
+            report.append(f"rc {rc} (want {want}) {argv}: {err.strip()[-300:]}")
+        elif want == 2 and argv and argv[0] in cli.COMMANDS and not any(
+                s in err for s in ("error: argument ", "error: --", "unrecognized arguments", "are required")):
+            wrong += 1  # a usage error must name the argument
+            report.append(f"unnamed usage error {argv}: {err.strip()[-300:]}")
+    assert not (tmp_path / "PWNED").exists(), "a dump was executed"
+    with capsys.disabled():
+        print(f"\nCLI sweep: {tried} calls tried ({len(bad)} bad or edge, {len(good)} valid), {tracebacks} tracebacks, "
+              f"{wrong} wrong exit codes")
+    assert tracebacks == 0 and wrong == 0, "\n".join(report)
+    assert tried >= (120 if HAS_TORCH else 90)  # the sweep is not silently emptied
+
+
+def test_import_trace_refuses_code_end_to_end(tmp_path):
+    """The real entry point (a subprocess): the crafted pickle is refused, nothing runs, no traceback."""
+    (tmp_path / "evil.pt").write_bytes(pickle.dumps(_Evil(tmp_path / "PWNED")))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    env.pop("TEMPO_DEBUG", None)
+    r = subprocess.run([sys.executable, "-m", "tempo", "import-trace", str(tmp_path / "evil.pt"), "-o",
+                        str(tmp_path / "t.npz")], capture_output=True, text=True, env=env, timeout=120)
+    assert not (tmp_path / "PWNED").exists()
+    assert "Traceback" not in r.stderr
+    assert r.returncode == (2 if HAS_TORCH else 1), r.stderr
+    if HAS_TORCH:
+        assert "refused" in r.stderr and "dumps" in r.stderr
+    assert not (tmp_path / "t.npz").exists()
+
+
+@needs_torch
+def test_load_dump_refuses_code(tmp_path):
+    from tempo.traces import load_dump
+
+    (tmp_path / "evil.pt").write_bytes(pickle.dumps(_Evil(tmp_path / "PWNED")))
+    with pytest.raises(ValueError, match="refused"):
+        load_dump(tmp_path / "evil.pt")
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_serve_bench_exits_1_when_every_run_failed(tmp_path, monkeypatch, capsys):
+    """D7: all runs fail (an injected runner: the server never becomes healthy) -> exit 1."""
+    from tempo.serving import servebench
+
+    def fail(spec, policy, workload, out_dir, port, tag):
+        return {"policy": policy, "server_healthy": False, "num_prompts": workload.num_prompts}
+
+    real = servebench.drive
+    monkeypatch.setattr(servebench, "drive", lambda *a, **k: real(*a, **{**k, "runner": fail, "progress": False}))
+    rc = cli.main(["serve-bench", "--policies", "static,tempo", "--windows", "1", "--num-prompts", "1",
+                   "--out", str(tmp_path / "sb")])
+    assert rc == 1
+    assert "no run succeeded" in capsys.readouterr().err
+    assert json.loads((tmp_path / "sb" / "manifest.json").read_text())["windows"] == 1
