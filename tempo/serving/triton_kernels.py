@@ -75,6 +75,9 @@ def dispatch_and_count_triton(topk_ids, prob, phys_map, counts, u, num_token_non
     E, R = phys_map.shape
     if prob.shape != phys_map.shape or counts.shape != (E,) or u.numel() != T * K:
         raise ValueError("shape mismatch among topk_ids, prob, phys_map, counts and u")
+    if not counts.is_contiguous():
+        # the kernel increments counts_ptr + e: a strided view would receive the counts elsewhere
+        raise ValueError("counts must be a contiguous [E] tensor (a row of the [L, E] counter is)")
     ids = topk_ids.reshape(-1).contiguous()
     out = torch.empty(T * K, dtype=torch.int64, device=ids.device)
     from_ptr = torch.is_tensor(num_token_non_padded)
