@@ -12,6 +12,14 @@ from ..cache import atomic_write_csv, cached
 
 EXPERIMENTS: dict[str, Callable[[dict], pd.DataFrame]] = {}
 
+#: The paper's "static" baseline: SGLang's static dispatch (each source rank uses its local
+#: replica, otherwise a spread over the replicas; ``tempo.policies`` name ``static_sglang``).
+#: Every result column, ratio and chart labelled "static" uses it.  The other map, every token
+#: of an expert on its first replica (``tempo.policies`` name ``static``), is labelled
+#: ``first_replica`` wherever a result shows it.
+STATIC = "static_sglang"
+FIRST_REPLICA = "static"
+
 
 def experiment(name: str):
     def deco(fn):
