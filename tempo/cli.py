@@ -17,6 +17,7 @@ COMMANDS = {
     "serve-bench": ("tempo.serving.servebench:main", "SGLang serving benchmark driver (GPU servers)"),
     "import-trace": ("tempo.workloads:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),
     "drift-location": ("tempo.serving.servebench:drift_main", "drift-K placement file for --init-expert-location"),
+    "ledger": ("tempo.claims:main", "rebuild the claims ledger from this build's results: --profile full"),
 }
 
 
