@@ -350,6 +350,21 @@ def ledger(profile: str, write: bool = True) -> pd.DataFrame:
     return df
 
 
+def view(profile: str, ids) -> pd.DataFrame:
+    """The ledger rows of ``ids`` as a chapter shows them beside its results: the claim, the
+    paper's number, ours, the status and the note, computed now from this build's results."""
+    rows = {r["id"]: r for r in claim_rows()}
+    unknown = [i for i in ids if i not in rows]
+    if unknown:
+        raise ValueError(f"unknown claim ids {unknown}")
+    out = []
+    for i in ids:
+        e = evaluate(rows[i], profile)
+        out.append({"claim": rows[i]["claim"], "paper": _printed(rows[i]["paper_text"]), "this artifact": _fmt(e["ours"]),
+                    "unit": rows[i]["unit"], "status": e["status"], "note": e["note"]})
+    return pd.DataFrame(out, index=pd.Index(list(ids), name="id"))
+
+
 def counts(df: pd.DataFrame) -> dict:
     return {s: int((df.status == s).sum()) for s in STATUSES}
 
