@@ -157,3 +157,62 @@ def toy_winner_map(df: pd.DataFrame):
         tooltip=[alt.Tooltip("b:Q", format=".2f"), alt.Tooltip("beta:Q", format=".3f"), "best_proxy_policy",
                  alt.Tooltip("proxy_over_tempo:Q", format=".3f")],
     ).properties(width=420, height=260, title="Price of the best proxy on the toy batch")
+
+
+# ---------------------------------------------------------------------------- paper data that needs hardware
+def table5_attribution(df: pd.DataFrame):
+    """Table 5 (Section 5.15, two-node EP16, Qwen3-235B): throughput change over static per
+    workload for SGLang's dynamic split, TEMPO without the solver (noop), flat TEMPO and
+    topology-aware (hier) TEMPO.  ``df`` is ``paper.table(5)`` (wide, one row per workload)."""
+    alt = _alt()
+    cols = [c for c in df.columns if c.endswith("_pct")]
+    if "workload" not in df or not cols:
+        raise ValueError("df must have a 'workload' column and *_pct columns (paper.table(5))")
+    long = df.melt("workload", cols, var_name="variant", value_name="pct")
+    long["variant"] = long.variant.str.replace("_pct", "", regex=False)
+    return alt.Chart(long).mark_bar().encode(
+        y=alt.Y("workload:N", title=None), yOffset="variant:N",
+        x=alt.X("pct:Q", title="throughput change over static (%)"),
+        color=alt.Color("variant:N", title="dispatch", legend=alt.Legend(orient="bottom")),
+        tooltip=["workload", "variant", alt.Tooltip("pct:Q", format="+.1f")],
+    ).properties(width=480, height=320, title="Table 5 (paper): EP16 attribution, two nodes")
+
+
+def table11_topology(df: pd.DataFrame):
+    """Table 11 (Section 5.15): change over static at 128/512/1024 requests for flat and
+    hierarchical uniform splits and hierarchical TEMPO, two rounds each.  ``df`` is
+    ``paper.table(11)`` (columns ``<variant>_r<round>``)."""
+    alt = _alt()
+    cols = [c for c in df.columns if c != "requests"]
+    if "requests" not in df or not cols:
+        raise ValueError("df must have a 'requests' column and <variant>_r<round> columns (paper.table(11))")
+    long = df.melt("requests", cols, var_name="run", value_name="pct")
+    long["variant"] = long.run.str.rsplit("_r", n=1).str[0].str.replace("_", " ", regex=False)
+    long["round"] = "round " + long.run.str.rsplit("_r", n=1).str[1]
+    return alt.Chart(long).mark_point(filled=True, size=70).encode(
+        x=alt.X("requests:O", title="requests"), xOffset="variant:N",
+        y=alt.Y("pct:Q", title="change over static (%)"),
+        color=alt.Color("variant:N", title=None, legend=alt.Legend(orient="bottom")),
+        shape=alt.Shape("round:N", title=None),
+        tooltip=["requests", "variant", "round", alt.Tooltip("pct:Q", format="+.1f")],
+    ).properties(width=420, height=260, title="Table 11 (paper): topology control, two nodes")
+
+
+def table3_measured(df: pd.DataFrame):
+    """Table 3's measured columns (Section 5.13): wall-clock change of the two TEMPO windows
+    against static per concurrency B, coloured by the modeled regime.  ``df`` is
+    ``paper.table(3)``."""
+    alt = _alt()
+    need = {"B", "regime", "delta_w1_pct", "delta_w2_pct"}
+    if not need <= set(df.columns):
+        raise ValueError(f"df must have columns {sorted(need)} (paper.table(3))")
+    long = df.melt(["B", "regime"], ["delta_w1_pct", "delta_w2_pct"], var_name="window", value_name="pct")
+    long["window"] = long.window.map({"delta_w1_pct": "window 1", "delta_w2_pct": "window 2"})
+    return alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("B:Q", scale=alt.Scale(type="log"), title="concurrency B"),
+        y=alt.Y("pct:Q", title="measured throughput change over static (%)"),
+        strokeDash=alt.StrokeDash("window:N", title=None),
+        color=alt.Color("regime:N", title="modeled regime", legend=alt.Legend(orient="bottom")),
+        detail="window:N",
+        tooltip=["B", "regime", "window", alt.Tooltip("pct:Q", format="+.1f")],
+    ).properties(width=420, height=240, title="Table 3 (paper, measured): where adaptive dispatch stops paying")

@@ -26,3 +26,25 @@ def test_toy_winner_map_never_below_one(tmp_path, monkeypatch):
     best_proxy = df[df.policy != "tempo"].groupby(["b", "beta"]).makespan_us.min()
     assert (best_proxy >= tempo_ms * (1 - 1e-9)).all()
     figures.toy_winner_map(df).to_dict()
+
+
+def test_paper_table_charts_draw_every_cell_and_reject_wrong_frames():
+    import pytest
+
+    from tempo import paper
+
+    for number, builder, n_cells in [(5, figures.table5_attribution, 6 * 4), (11, figures.table11_topology, 3 * 6),
+                                     (3, figures.table3_measured, 7 * 2)]:
+        spec = builder(paper.table(number)).to_dict()
+        values = next(iter(spec["datasets"].values()))
+        assert len(values) == n_cells, number
+    t5 = figures.table5_attribution(paper.table(5)).to_dict()
+    rows = next(iter(t5["datasets"].values()))
+    hit = [r for r in rows if r["workload"].startswith("decode-heavy") and r["variant"] == "hier"]
+    assert hit[0]["pct"] == 7.2
+    with pytest.raises(ValueError, match="workload"):
+        figures.table5_attribution(pd.DataFrame({"x": [1]}))
+    with pytest.raises(ValueError, match="requests"):
+        figures.table11_topology(pd.DataFrame({"x": [1]}))
+    with pytest.raises(ValueError, match="columns"):
+        figures.table3_measured(pd.DataFrame({"B": [1]}))
