@@ -298,8 +298,13 @@ def evaluate(row: dict, profile: str) -> dict:
                             + f" in build/results/{profile}/ (run {row['chapter']})")
         return out
     v = spec.fn(frames)
-    if v is None:  # e.g. no GPU recording present
-        out.update(status=NEED_STATUS[need] if need else "not run in this build", note=_need_note(row))
+    if v is None:  # the results hold no cell the claim is about (a reduced grid), or no GPU recording
+        if need is not None:
+            out.update(status=NEED_STATUS[need], note=_need_note(row))
+        else:
+            out.update(status="not run in this build",
+                       note=f"this build's {', '.join(spec.inputs)} results hold no cell this claim is about "
+                            f"(profile {profile} runs a reduced grid)")
         return out
     if not isinstance(v, Value):
         v = Value(tuple(float(x) for x in v) if isinstance(v, tuple) else float(v))

@@ -250,3 +250,13 @@ def test_bootstrap_interval_covers_the_median_and_shrinks_with_more_batches():
     blo, bhi = claims.bootstrap_ci(big)
     assert bhi - blo < hi - lo
     assert claims.bootstrap_ci([2.0]) == (2.0, 2.0)
+
+
+def test_a_reduced_grid_without_the_claims_cells_reads_not_run(build):
+    cols = [{"shape": "DSv3", "ep": 8, "skew": 0.0, "replication": 1.25, "B": 16, "winner": "M", "gain_pct": 1.0,
+             "ms_metro": 1.0, "ms_token_lp": 1.1, "ms_uniform": 1.2}]
+    build("phase_diagram", pd.DataFrame(cols))
+    v = claims.view("smoke", ["phase_max_gain_qwen3", "phase_max_gain_dsv3"])
+    assert v.loc["phase_max_gain_qwen3", "status"] == "not run in this build"
+    assert "no cell" in v.loc["phase_max_gain_qwen3", "note"]
+    assert v.loc["phase_max_gain_dsv3", "status"] == "deviates"   # 1.0% vs 8.5%
