@@ -11,7 +11,7 @@ import pandas as pd
 
 from .claims import Value, bootstrap_ci, claim
 
-SYN = "synthetic routing (tempo.workloads: Zipf popularity, Dirichlet batches, pairs drawn independently)"
+SYN = "synthetic routing (tempo.workloads generators, Zipf popularity; parameters in brackets)"
 DRIFT = "synthetic drift-16 batches (tempo.experiments.scenarios.drift_batches, Zipf(1.0), R = 64)"
 PARAMS = "the paper's Table 6/7 parameters (data/params/cost_params.csv)"
 

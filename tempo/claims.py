@@ -271,10 +271,22 @@ def load_inputs(profile: str, stems) -> tuple[dict, list]:
     return frames, missing
 
 
+def _config_text(config: dict, limit: int = 160) -> str:
+    """A compact ``key=value`` rendering of an experiment's configuration (the generator's parameters)."""
+    parts = []
+    for k, v in sorted(config.items()):
+        if isinstance(v, (list, tuple)) and len(v) > 4:
+            v = f"[{v[0]}..{v[-1]}] ({len(v)})"
+        parts.append(f"{k}={v}")
+    text = ", ".join(parts)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _provenance(spec: Spec, value: Value, profile: str) -> str:
     text = value.provenance or spec.provenance or EVIDENCE[value.evidence or spec.evidence]
     metas = [(s, _meta(profile, s)) for s in spec.inputs]
-    built = "; ".join(f"{s}.csv ({m['written_utc'][:10]}, tempo {m['code_version']})" for s, m in metas if m)
+    built = "; ".join(f"{s}.csv ({_config_text(m.get('config') or {})}; {m['written_utc'][:10]}, tempo {m['code_version']})"
+                      for s, m in metas if m)
     return f"{text}" + (f" [{built}]" if built else "")
 
 
