@@ -216,3 +216,60 @@ def table3_measured(df: pd.DataFrame):
         detail="window:N",
         tooltip=["B", "regime", "window", alt.Tooltip("pct:Q", format="+.1f")],
     ).properties(width=420, height=240, title="Table 3 (paper, measured): where adaptive dispatch stops paying")
+
+
+# ---------------------------------------------------------------------------- simulator figures (Figs. 5, 6, 12)
+def fig5_mixed(mixed: pd.DataFrame):
+    """Fig. 5: per batch size, the share of mixed batches, of flat-region experts and of tokens
+    in linear-region experts (means over batches).  ``mixed`` is the ``mixed_regime`` result."""
+    alt = _alt()
+    need = {"tokens_per_gpu", "mixed", "flat_expert_share", "linear_token_share"}
+    if not need <= set(mixed.columns):
+        raise ValueError(f"mixed must have columns {sorted(need)} (the mixed_regime experiment)")
+    agg = mixed.groupby("tokens_per_gpu").agg(**{"mixed batches": ("mixed", "mean"),
+                                                 "flat-region experts": ("flat_expert_share", "mean"),
+                                                 "tokens in linear-region experts": ("linear_token_share", "mean")})
+    long = (100 * agg).reset_index().melt("tokens_per_gpu", var_name="quantity", value_name="percent")
+    return alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("tokens_per_gpu:Q", scale=alt.Scale(type="log"), title="tokens per GPU (B)"),
+        y=alt.Y("percent:Q", title="% (mean over batches)"),
+        color=alt.Color("quantity:N", legend=alt.Legend(orient="bottom", labelLimit=300)),
+        tooltip=["tokens_per_gpu", "quantity", alt.Tooltip("percent:Q", format=".1f")],
+    ).properties(width=520, height=260, title="Flat experts and linear tokens in the same batches")
+
+
+def fig6_phase(phase: pd.DataFrame, shape: str = "DSv3", replication: float | None = None):
+    """Fig. 6: the phase diagram of one shape and replication: the winning fixed policy
+    (M / L / E) per (skew, B) cell and TEMPO's gain over it.  ``phase`` is the
+    ``phase_diagram`` result; ``replication`` defaults to the smallest in it."""
+    alt = _alt()
+    need = {"shape", "replication", "skew", "B", "winner", "gain_pct"}
+    if not need <= set(phase.columns):
+        raise ValueError(f"phase must have columns {sorted(need)} (the phase_diagram experiment)")
+    rep = phase.replication.min() if replication is None else replication
+    heat = phase[(phase["shape"] == shape) & (phase.replication == rep)]
+    if heat.empty:
+        raise ValueError(f"no cells for shape {shape!r} at replication {rep} in phase")
+    base = alt.Chart(heat).encode(x=alt.X("B:O", title="tokens per GPU (B)"),
+                                  y=alt.Y("skew:O", sort="descending", title="Zipf skew s"))
+    rect = base.mark_rect().encode(color=alt.Color("gain_pct:Q", title="TEMPO gain %", scale=alt.Scale(scheme="greens")),
+                                   tooltip=["B", "skew", "winner", alt.Tooltip("gain_pct:Q", format=".2f")])
+    return (rect + base.mark_text(fontSize=11).encode(text="winner:N")).properties(
+        width=480, height=260, title=f"{shape}, {rep}x replication: winning fixed policy and TEMPO's gain")
+
+
+def fig12_scale(scale: pd.DataFrame):
+    """Fig. 12: TEMPO's gain over the best fixed policy against B, one line per (EP, skew).
+    ``scale`` is the ``phase_diagram-scale`` result."""
+    alt = _alt()
+    need = {"ep", "skew", "B", "gain_pct"}
+    if not need <= set(scale.columns):
+        raise ValueError(f"scale must have columns {sorted(need)} (the phase_diagram experiment, tag scale)")
+    tips = ["ep", "skew", "B", alt.Tooltip("gain_pct:Q", format=".2f")]
+    if "gain_comm_pct" in scale:
+        tips.append(alt.Tooltip("gain_comm_pct:Q", format=".2f"))
+    return alt.Chart(scale).mark_line(point=True).encode(
+        x=alt.X("B:Q", scale=alt.Scale(type="log"), title="tokens per GPU (B)"),
+        y=alt.Y("gain_pct:Q", title="TEMPO gain over best fixed %"),
+        color=alt.Color("ep:O", title="EP"), strokeDash=alt.StrokeDash("skew:N", title="Zipf s"), tooltip=tips,
+    ).properties(width=520, height=280, title="Scale extrapolation (compute only)")
