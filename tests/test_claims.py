@@ -35,7 +35,7 @@ def _row(**kw):
 
 def test_every_claim_has_a_function_or_a_declared_need():
     rows = claims.claim_rows()
-    assert len(rows) == 80
+    assert len(rows) >= 80
     lacking = [r["id"] for r in rows if r["id"] not in claims.REGISTRY and not r["needs"]]
     assert lacking == [], f"claims with neither a function in tempo.claims nor a declared need: {lacking}"
     stray = set(claims.REGISTRY) - {r["id"] for r in rows}
@@ -141,9 +141,9 @@ def test_ledger_recomputes_and_missing_results_read_not_run(build):
     assert led.loc["fit_err_dsv3", "status"] == "needs a GPU"
     assert "toy_dispatch.csv" in led.loc["toy_tempo", "provenance"]
     c = claims.counts(led.reset_index())
-    assert sum(c.values()) == 80
+    assert sum(c.values()) == len(claims.claim_rows())
     written = pd.read_csv(paths.results_dir("smoke") / "claims.csv")
-    assert len(written) == 80 and "provenance" in written
+    assert len(written) == len(claims.claim_rows()) and "provenance" in written
     # remove that experiment's result: its claims are "not run", never the old verdict
     (paths.results_dir("smoke") / "toy_dispatch.csv").unlink()
     led = claims.ledger("smoke").set_index("id")

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from tempo import paper, paths
+from tempo import paper
 
 
 def test_claims_yaml_is_complete_and_consistent():
