@@ -26,6 +26,7 @@ COMMANDS = {
     "serve-bench": ("tempo.serving.servebench:main", "SGLang serving benchmark driver (GPU servers)"),
     "import-trace": ("tempo.traces:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),
     "drift-location": ("tempo.serving.servebench:drift_main", "drift-K placement file for --init-expert-location"),
+    "ledger": ("tempo.claims:main", "rebuild the claims ledger from this build's results: --profile full"),
 }
 
 INT64_MAX = 2**63 - 1

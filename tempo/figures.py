@@ -157,3 +157,119 @@ def toy_winner_map(df: pd.DataFrame):
         tooltip=[alt.Tooltip("b:Q", format=".2f"), alt.Tooltip("beta:Q", format=".3f"), "best_proxy_policy",
                  alt.Tooltip("proxy_over_tempo:Q", format=".3f")],
     ).properties(width=420, height=260, title="Price of the best proxy on the toy batch")
+
+
+# ---------------------------------------------------------------------------- paper data that needs hardware
+def table5_attribution(df: pd.DataFrame):
+    """Table 5 (Section 5.15, two-node EP16, Qwen3-235B): throughput change over static per
+    workload for SGLang's dynamic split, TEMPO without the solver (noop), flat TEMPO and
+    topology-aware (hier) TEMPO.  ``df`` is ``paper.table(5)`` (wide, one row per workload)."""
+    alt = _alt()
+    cols = [c for c in df.columns if c.endswith("_pct")]
+    if "workload" not in df or not cols:
+        raise ValueError("df must have a 'workload' column and *_pct columns (paper.table(5))")
+    long = df.melt("workload", cols, var_name="variant", value_name="pct")
+    long["variant"] = long.variant.str.replace("_pct", "", regex=False)
+    return alt.Chart(long).mark_bar().encode(
+        y=alt.Y("workload:N", title=None), yOffset="variant:N",
+        x=alt.X("pct:Q", title="throughput change over static (%)"),
+        color=alt.Color("variant:N", title="dispatch", legend=alt.Legend(orient="bottom")),
+        tooltip=["workload", "variant", alt.Tooltip("pct:Q", format="+.1f")],
+    ).properties(width=480, height=320, title="Table 5 (paper): EP16 attribution, two nodes")
+
+
+def table11_topology(df: pd.DataFrame):
+    """Table 11 (Section 5.15): change over static at 128/512/1024 requests for flat and
+    hierarchical uniform splits and hierarchical TEMPO, two rounds each.  ``df`` is
+    ``paper.table(11)`` (columns ``<variant>_r<round>``)."""
+    alt = _alt()
+    cols = [c for c in df.columns if c != "requests"]
+    if "requests" not in df or not cols:
+        raise ValueError("df must have a 'requests' column and <variant>_r<round> columns (paper.table(11))")
+    long = df.melt("requests", cols, var_name="run", value_name="pct")
+    long["variant"] = long.run.str.rsplit("_r", n=1).str[0].str.replace("_", " ", regex=False)
+    long["round"] = "round " + long.run.str.rsplit("_r", n=1).str[1]
+    return alt.Chart(long).mark_point(filled=True, size=70).encode(
+        x=alt.X("requests:O", title="requests"), xOffset="variant:N",
+        y=alt.Y("pct:Q", title="change over static (%)"),
+        color=alt.Color("variant:N", title=None, legend=alt.Legend(orient="bottom")),
+        shape=alt.Shape("round:N", title=None),
+        tooltip=["requests", "variant", "round", alt.Tooltip("pct:Q", format="+.1f")],
+    ).properties(width=420, height=260, title="Table 11 (paper): topology control, two nodes")
+
+
+def table3_measured(df: pd.DataFrame):
+    """Table 3's measured columns (Section 5.13): wall-clock change of the two TEMPO windows
+    against static per concurrency B, coloured by the modeled regime.  ``df`` is
+    ``paper.table(3)``."""
+    alt = _alt()
+    need = {"B", "regime", "delta_w1_pct", "delta_w2_pct"}
+    if not need <= set(df.columns):
+        raise ValueError(f"df must have columns {sorted(need)} (paper.table(3))")
+    long = df.melt(["B", "regime"], ["delta_w1_pct", "delta_w2_pct"], var_name="window", value_name="pct")
+    long["window"] = long.window.map({"delta_w1_pct": "window 1", "delta_w2_pct": "window 2"})
+    return alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("B:Q", scale=alt.Scale(type="log"), title="concurrency B"),
+        y=alt.Y("pct:Q", title="measured throughput change over static (%)"),
+        strokeDash=alt.StrokeDash("window:N", title=None),
+        color=alt.Color("regime:N", title="modeled regime", legend=alt.Legend(orient="bottom")),
+        detail="window:N",
+        tooltip=["B", "regime", "window", alt.Tooltip("pct:Q", format="+.1f")],
+    ).properties(width=420, height=240, title="Table 3 (paper, measured): where adaptive dispatch stops paying")
+
+
+# ---------------------------------------------------------------------------- simulator figures (Figs. 5, 6, 12)
+def fig5_mixed(mixed: pd.DataFrame):
+    """Fig. 5: per batch size, the share of mixed batches, of flat-region experts and of tokens
+    in linear-region experts (means over batches).  ``mixed`` is the ``mixed_regime`` result."""
+    alt = _alt()
+    need = {"tokens_per_gpu", "mixed", "flat_expert_share", "linear_token_share"}
+    if not need <= set(mixed.columns):
+        raise ValueError(f"mixed must have columns {sorted(need)} (the mixed_regime experiment)")
+    agg = mixed.groupby("tokens_per_gpu").agg(**{"mixed batches": ("mixed", "mean"),
+                                                 "flat-region experts": ("flat_expert_share", "mean"),
+                                                 "tokens in linear-region experts": ("linear_token_share", "mean")})
+    long = (100 * agg).reset_index().melt("tokens_per_gpu", var_name="quantity", value_name="percent")
+    return alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("tokens_per_gpu:Q", scale=alt.Scale(type="log"), title="tokens per GPU (B)"),
+        y=alt.Y("percent:Q", title="% (mean over batches)"),
+        color=alt.Color("quantity:N", legend=alt.Legend(orient="bottom", labelLimit=300)),
+        tooltip=["tokens_per_gpu", "quantity", alt.Tooltip("percent:Q", format=".1f")],
+    ).properties(width=520, height=260, title="Flat experts and linear tokens in the same batches")
+
+
+def fig6_phase(phase: pd.DataFrame, shape: str = "DSv3", replication: float | None = None):
+    """Fig. 6: the phase diagram of one shape and replication: the winning fixed policy
+    (M / L / E) per (skew, B) cell and TEMPO's gain over it.  ``phase`` is the
+    ``phase_diagram`` result; ``replication`` defaults to the smallest in it."""
+    alt = _alt()
+    need = {"shape", "replication", "skew", "B", "winner", "gain_pct"}
+    if not need <= set(phase.columns):
+        raise ValueError(f"phase must have columns {sorted(need)} (the phase_diagram experiment)")
+    rep = phase.replication.min() if replication is None else replication
+    heat = phase[(phase["shape"] == shape) & (phase.replication == rep)]
+    if heat.empty:
+        raise ValueError(f"no cells for shape {shape!r} at replication {rep} in phase")
+    base = alt.Chart(heat).encode(x=alt.X("B:O", title="tokens per GPU (B)"),
+                                  y=alt.Y("skew:O", sort="descending", title="Zipf skew s"))
+    rect = base.mark_rect().encode(color=alt.Color("gain_pct:Q", title="TEMPO gain %", scale=alt.Scale(scheme="greens")),
+                                   tooltip=["B", "skew", "winner", alt.Tooltip("gain_pct:Q", format=".2f")])
+    return (rect + base.mark_text(fontSize=11).encode(text="winner:N")).properties(
+        width=480, height=260, title=f"{shape}, {rep}x replication: winning fixed policy and TEMPO's gain")
+
+
+def fig12_scale(scale: pd.DataFrame):
+    """Fig. 12: TEMPO's gain over the best fixed policy against B, one line per (EP, skew).
+    ``scale`` is the ``phase_diagram-scale`` result."""
+    alt = _alt()
+    need = {"ep", "skew", "B", "gain_pct"}
+    if not need <= set(scale.columns):
+        raise ValueError(f"scale must have columns {sorted(need)} (the phase_diagram experiment, tag scale)")
+    tips = ["ep", "skew", "B", alt.Tooltip("gain_pct:Q", format=".2f")]
+    if "gain_comm_pct" in scale:
+        tips.append(alt.Tooltip("gain_comm_pct:Q", format=".2f"))
+    return alt.Chart(scale).mark_line(point=True).encode(
+        x=alt.X("B:Q", scale=alt.Scale(type="log"), title="tokens per GPU (B)"),
+        y=alt.Y("gain_pct:Q", title="TEMPO gain over best fixed %"),
+        color=alt.Color("ep:O", title="EP"), strokeDash=alt.StrokeDash("skew:N", title="Zipf s"), tooltip=tips,
+    ).properties(width=520, height=280, title="Scale extrapolation (compute only)")

@@ -11,7 +11,7 @@ from ..placement import eplb_placement
 from ..sweep import run_grid
 from ..theory import flip_boundary
 from ..workloads import sample_counts, zipf_popularity
-from . import experiment
+from . import FIRST_REPLICA, STATIC, experiment
 from .scenarios import zipf_batches
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
@@ -56,9 +56,11 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
         for b, c in enumerate(counts):
             inst = Instance.from_placement(c, placement, g)
             t = model.makespan(inst, solve(inst, model, "tempo"))
-            ms = {p: model.makespan(inst, solve(inst, model, p)) for p in ("static", "uniform", "token_lp", "metro")}
+            ms = {p: model.makespan(inst, solve(inst, model, STATIC if p == "static" else p))
+                  for p in ("static", "uniform", "token_lp", "metro")}
             row = {"B": B, "batch": b, **{p: v / t for p, v in ms.items()}}
             row["spread"] = max(ms.values()) / min(ms.values())
+            row["first_replica"] = model.makespan(inst, solve(inst, model, FIRST_REPLICA)) / t
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -146,7 +148,7 @@ def policy_landscape(config: dict) -> pd.DataFrame:
         for K in config["drift"]:
             for label, B in config["scales"].items():
                 for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), drift=K, redundant=R)):
-                    static = model.makespan(inst, solve(inst, model, "static"))
+                    static = model.makespan(inst, solve(inst, model, STATIC))
                     for p in LANDSCAPE:
                         rows.append({"redundant": R, "drift": K, "scale": label, "B": B, "batch": b, "policy": p,
                                      "ratio_to_static": model.makespan(inst, solve(inst, model, p)) / static})
@@ -170,7 +172,7 @@ def staleness(config: dict) -> pd.DataFrame:
         uniform = Dispatch(np.zeros_like(tables[0])).probabilities(insts[0])
         for t in range(1, len(insts)):
             inst = insts[t]
-            static = model.makespan(inst, solve(inst, model, "static"))
+            static = model.makespan(inst, solve(inst, model, STATIC))
             regimes = {"exact": tables[t], "stale-1": tables[t - 1], "frozen": tables[0], "uniform": uniform}
             for name, prob in regimes.items():
                 shares = inst.counts[:, None] * prob  # the table applied to the true counts

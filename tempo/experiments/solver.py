@@ -8,7 +8,7 @@ import pandas as pd
 
 from .. import CostModel, solve, theory
 from ..instance import Instance
-from . import experiment
+from . import STATIC, experiment
 from .scenarios import drift_batches, zipf_batches
 
 
@@ -184,7 +184,7 @@ def _drift_cells(config: dict, model: CostModel):
     """(B, batch index, instance, static makespan) over the drift-16 batches of ``config``."""
     for B in config["tokens"]:
         for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0))):
-            yield B, b, inst, model.makespan(inst, solve(inst, model, "static"))
+            yield B, b, inst, model.makespan(inst, solve(inst, model, STATIC))
 
 
 @experiment("drift16_stages")
