@@ -537,7 +537,10 @@ def _gpu_recordings(shape=None):
     if r.empty:
         return r
     r = r[r.backend == "deep_gemm"]
-    return r[r["shape"] == shape] if shape else r
+    r = r[r["shape"] == shape] if shape else r
+    # newest date first; on one date the recording with more cells (a calibration grid before
+    # a gpu-check short grid)
+    return r.sort_values(["date", "cells"], ascending=False, kind="stable").reset_index(drop=True)
 
 
 def _measured(path):
@@ -568,12 +571,12 @@ def _tile_fit(f):
     from .calib import fit_cost_model, fit_error
     from .calib.fit import tile_steps
 
-    r = _gpu_recordings()
-    if r.empty:
-        return None
-    s, man, prov = _measured(r.iloc[0].path)
-    fine = s[s.G.isin(s[s.kind == "tile"].G.unique()) & s.n.between(100, 400)]
-    if fine.empty:
+    for path in _gpu_recordings().path:  # the newest recording that has a tile sweep
+        s, man, prov = _measured(path)
+        fine = s[s.G.isin(s[s.kind == "tile"].G.unique()) & s.n.between(100, 400)]
+        if not fine.empty:
+            break
+    else:
         return None
     mt = fit_cost_model(s, "tile").model
     return s, fine, mt, prov, fit_error, tile_steps

@@ -15,6 +15,9 @@ from tempo.claims import Value, check, precision
 def build(tmp_path, monkeypatch):
     """An empty build/ for one test; ``put(stem, df)`` writes a result as experiments.run does."""
     monkeypatch.setattr(paths, "BUILD", tmp_path)
+    from tempo.calib import record
+
+    monkeypatch.setattr(record, "MEASURED", tmp_path / "measured")  # no recordings unless a test writes one
 
     def put(stem, df, profile="smoke"):
         d = paths.results_dir(profile)
@@ -260,3 +263,31 @@ def test_a_reduced_grid_without_the_claims_cells_reads_not_run(build):
     assert v.loc["phase_max_gain_qwen3", "status"] == "not run in this build"
     assert "no cell" in v.loc["phase_max_gain_qwen3", "note"]
     assert v.loc["phase_max_gain_dsv3", "status"] == "deviates"   # 1.0% vs 8.5%
+
+
+def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
+    """A deep_gemm recording under data/measured gives the Table 6 fit-error claim a verdict
+    with the measurement as provenance; without one the claim needs a GPU."""
+    import numpy as np
+
+    from tempo import CostModel
+    from tempo.calib import record
+
+    led = claims.ledger("smoke").set_index("id")
+    assert led.loc["fit_err_dsv3", "status"] == "needs a GPU"
+    m = CostModel(a=0, b=14.78, c=0, beta=0.0945)  # Table 6's DSv3 fit: a recording it fits exactly
+    rows = [(G, n) for G in (1, 2, 4, 8, 13) for n in (1, 4, 16, 64, 256, 1024)]
+    df = pd.DataFrame(rows, columns=["G", "n"])
+    df["N"], df["T"], df["kind"] = df.G * df.n, df.G * np.ceil(df.n / 128).astype(int), "grid"
+    df["t_us"] = [max(m.b * G, m.beta * G * n) for G, n in rows]
+    rec = record.MEASURED / "gpu-x" / "2026-01-02-deep_gemm-dsv3"
+    rec.mkdir(parents=True)
+    df.to_csv(rec / "samples.csv.gz", index=False, compression="gzip")
+    (rec / "fit.json").write_text("{}")
+    (rec / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "device": "GPU X", "date": "2026-01-02",
+                                                   "backend": "deep_gemm", "shape": "dsv3", "cells": len(df)}))
+    led = claims.ledger("smoke").set_index("id")
+    assert led.loc["fit_err_dsv3", "ours"] == pytest.approx(0.0, abs=0.5)
+    assert led.loc["fit_err_dsv3", "status"] == "deviates"  # 0% against the paper's 8.0%: a different grid
+    assert "measurement: GPU X, 2026-01-02" in led.loc["fit_err_dsv3", "provenance"]
+    assert led.loc["tile_err", "status"] == "needs a GPU"  # no tile sweep in that recording
