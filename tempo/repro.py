@@ -119,18 +119,19 @@ def runtime(r) -> str:
 
 
 def to_html(df: pd.DataFrame) -> str:
-    """The map as one HTML table; each item links to its chapter's section (pages sit side by
-    side under ``book/generated/``)."""
-    head = ["paper item", "chapter / section", "computed here", "command", "output", "CPU time or hardware",
-            "paper value", "ledger ids"]
+    """The map as one five-column HTML table (narrow enough for a book page); each item links to
+    its chapter's section (pages sit side by side under ``book/generated/``)."""
+    head = ["paper item and where", "computed here", "command and output", "CPU time or hardware",
+            "paper value and ledger ids"]
+    e = html.escape
     rows = []
     for r in df.itertuples():
-        link = f'<a href="{r.chapter}.html#{slug(r.section)}">{html.escape(r.chapter)}</a> / {html.escape(r.section)}'
-        item = f"<b>{html.escape(r.item)}</b><br>{html.escape(r.title)}"
-        note = f"<br><i>{html.escape(r.note)}</i>" if r.note else ""
-        cells = [item, link, html.escape(r.regenerated) + note, f"<code>{html.escape(r.command)}</code>",
-                 f"<code>{html.escape(r.output)}</code>" if r.output else "", html.escape(runtime(r)),
-                 html.escape(r.expected), " ".join(f"<code>{html.escape(c)}</code>" for c in r.claims.split())]
+        where = f'<a href="{r.chapter}.html#{slug(r.section)}">{e(r.chapter)}</a>: {e(r.section)}'
+        note = f"<br><i>{e(r.note)}</i>" if r.note else ""
+        out = f"<br>&rarr; <code>{e(r.output)}</code>" if r.output else ""
+        ids = " ".join(f"<code>{e(c)}</code>" for c in r.claims.split())
+        cells = [f"<b>{e(r.item)}</b>: {e(r.title)}<br>{where}", e(r.regenerated) + note,
+                 f"<code>{e(r.command)}</code>{out}", e(runtime(r)), e(r.expected) + (f"<br>{ids}" if ids else "")]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return ('<div class="repro-map"><table class="table repro-map">'
             + "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
