@@ -13,7 +13,7 @@ VENV := .venv
 # other than `base` is active (`conda activate tempo-book`). TEMPO_PYTHON=.venv forces the venv.
 TEMPO_PYTHON ?= $(if $(and $(CONDA_PREFIX),$(filter-out base,$(CONDA_DEFAULT_ENV))),$(CONDA_PREFIX)/bin/python)
 ifneq ($(filter-out .venv,$(strip $(TEMPO_PYTHON))),)
-PY := $(TEMPO_PYTHON)
+PY := $(or $(shell command -v $(TEMPO_PYTHON) 2>/dev/null),$(error TEMPO_PYTHON=$(TEMPO_PYTHON) is not an executable Python))
 STAMP := build/.env-checked$(subst /,_,$(PY))
 else
 PY := $(VENV)/bin/python
@@ -43,7 +43,7 @@ venv: $(STAMP)
 # an activated environment is checked, never modified
 build/.env-checked%: requirements.txt pyproject.toml
 	@$(PY) -c "import tempo, papermill, jupytext, jupyter_book" || { echo "TEMPO_PYTHON=$(PY) lacks the book's packages:" \
-	  "install requirements.txt and this package into it (conda env create -f environment.yml does both)"; exit 1; }
+	  "install requirements.txt and this package into it (conda env create -f environment.yml does both), or use TEMPO_PYTHON=.venv"; exit 1; }
 	@echo "using the activated environment: $(PY)"; mkdir -p build && touch $@
 $(VENV)/.installed-stamp: requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
