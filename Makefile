@@ -1,7 +1,7 @@
 # TEMPO book. `make book` and `make test` set everything up from scratch (Python 3.11).
 #   make book                  run every notebook (PROFILE=full) and build _build/html
 #   make book PROFILE=smoke    the same with tiny grids (seconds), into build/smoke-book/
-#   make notebook NB=01_balance_time PROFILE=gpu   run one notebook
+#   make notebook NB=05_calibration PROFILE=gpu    run one notebook (uses an activated conda env, see TEMPO_PYTHON)
 #   make test                  unit tests, smoke build of the whole book, browser check
 #   make sglang-test           optional: the SGLang plugin against sglang 0.5.23 (CPU, large download)
 #   make gpu-check             on a GPU node, in the GPU environment: a few minutes of checks and short
@@ -9,8 +9,19 @@
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
+# The Python that runs everything. Default: a private .venv built from the CPU lock. On a GPU
+# node, use the environment you activated instead (nothing is installed, no .venv is made):
+# TEMPO_PYTHON=/path/to/python, or automatically $(CONDA_PREFIX)/bin/python when a conda env
+# other than `base` is active (`conda activate tempo-book`). TEMPO_PYTHON=.venv forces the venv.
+TEMPO_PYTHON ?= $(if $(and $(CONDA_PREFIX),$(filter-out base,$(CONDA_DEFAULT_ENV))),$(CONDA_PREFIX)/bin/python)
+ifneq ($(filter-out .venv,$(strip $(TEMPO_PYTHON))),)
+PY := $(or $(shell command -v $(TEMPO_PYTHON) 2>/dev/null),$(error TEMPO_PYTHON=$(TEMPO_PYTHON) is not an executable Python))
+STAMP := build/.env-checked$(subst /,_,$(PY))
+else
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+endif
+PYBIN := $(dir $(PY))
 PROFILE ?= full
 
 NB_SRC := $(sort $(wildcard notebooks/[0-9][0-9]_*.md))
@@ -31,7 +42,12 @@ endif
 all: book
 
 venv: $(STAMP)
-$(STAMP): requirements.txt pyproject.toml
+# an activated environment is checked, never modified
+build/.env-checked%: requirements.txt pyproject.toml
+	@$(PY) -c "import tempo, papermill, jupytext, jupyter_book" || { echo "TEMPO_PYTHON=$(PY) lacks the book's packages:" \
+	  "install requirements.txt and this package into it (conda env create -f environment.yml does both), or use TEMPO_PYTHON=.venv"; exit 1; }
+	@echo "using the activated environment: $(PY)"; mkdir -p build && touch $@
+$(VENV)/.installed-stamp: requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
@@ -59,11 +75,11 @@ book: $(EXECUTED) _static/vega-bundle.js $(MATHJAX)
 	@rm -rf book/generated && mkdir -p book/generated
 	@cp $(EXECUTED) book/generated/
 	@cp build/results/$(PROFILE)/ledger_summary.md book/generated/ledger_summary.md
-	$(VENV)/bin/jupyter-book build . --path-output $(BOOK_OUT) -W --keep-going -q
+	$(PYBIN)jupyter-book build . --path-output $(BOOK_OUT) -W --keep-going -q
 	@echo "book ($(PROFILE)): $(BOOK_OUT)/_build/html/index.html"
 
 notebook: $(STAMP)
-	@test -n "$(NB)" || { echo "usage: make notebook NB=01_balance_time [PROFILE=gpu]"; exit 2; }
+	@test -n "$(NB)" || { echo "usage: make notebook NB=05_calibration [PROFILE=smoke|full|gpu]"; exit 2; }
 	$(MAKE) --no-print-directory $(EXEC)/$(NB).ipynb
 
 unit: $(STAMP)

@@ -74,6 +74,33 @@ def available_backends() -> list[str]:
     return [b for b, (ok, _) in backend_status().items() if ok]
 
 
+def require(backend: str) -> None:
+    """Raise ``RuntimeError`` naming the missing piece unless ``backend`` can run here.
+
+    ``PROFILE=gpu`` must measure what the paper measured or stop: a missing ``deep_gemm`` is an
+    error, never a quiet fallback to ``torch_bf16`` (Section 2.2 fits the fp8 grouped GEMM).
+    ``backend``: ``cpu`` (torch), ``cuda`` or ``torch_bf16`` (torch with a CUDA GPU), ``deep_gemm``
+    (that, plus the ``deep_gemm`` module of ``sgl-deep-gemm``)."""
+    if backend not in ("cpu", "cuda", "torch_bf16", "deep_gemm"):
+        raise ValueError(f"backend must be cpu, cuda, torch_bf16 or deep_gemm, got {backend!r}")
+    try:
+        import torch
+    except ImportError as err:
+        raise RuntimeError(f"backend {backend!r} needs torch, which is not importable here ({err}); "
+                           "use the GPU environment: conda env create -f environment.yml") from err
+    if backend == "cpu":
+        return
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"backend {backend!r} needs a CUDA GPU, and torch {torch.__version__} sees none "
+                           f"(torch.version.cuda={torch.version.cuda}); check the driver and CUDA_VISIBLE_DEVICES")
+    if backend == "deep_gemm":
+        try:
+            import deep_gemm  # noqa: F401
+        except Exception as err:  # an ImportError, or a JIT/ABI failure raised while loading
+            raise RuntimeError(f"backend 'deep_gemm' needs DeepGEMM (pip: sgl-deep-gemm, see requirements-gpu.txt), "
+                               f"which failed to import: {type(err).__name__}: {err}") from err
+
+
 def detect_backend() -> str:
     found = available_backends()
     if not found:
