@@ -109,17 +109,6 @@ def detect_backend() -> str:
     return found[0]
 
 
-def require_backend(name: str) -> None:
-    """Raise ``RuntimeError`` naming why backend ``name`` cannot run here (for ``PROFILE=gpu``
-    runs that must measure with a given backend rather than silently fall back)."""
-    st = backend_status()
-    if name not in st:
-        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
-    ok, why = st[name]
-    if not ok:
-        raise RuntimeError(f"calibration backend {name!r} cannot run here: {why}")
-
-
 def make_backend(name: str, shape: ExpertShape, max_G: int, max_n: int, **kw):
     classes = {"cpu": CpuBackend, "torch_bf16": TorchBf16Backend, "deep_gemm": DeepGemmBackend}
     if name == "auto":
