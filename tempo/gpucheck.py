@@ -160,16 +160,21 @@ def section_triton(ctx) -> dict:
                 cases.append(_triton_case(rng, T, K, E, R, holes, counts_dtype, ids_dtype, nv_kind))
     rows = []
     for i, (ids, prob, phys, u, nv, cdt) in enumerate(cases):
-        c_ref = torch.zeros(prob.shape[0], dtype=cdt)
-        c_tri = torch.zeros(prob.shape[0], dtype=cdt, device="cuda")
-        o_ref = ref(ids, prob, phys, c_ref, u, nv)
+        E = prob.shape[0]
+        c_ref = torch.zeros(E, dtype=cdt)
+        c_tri = torch.zeros(E, dtype=cdt, device="cuda")
+        invalid = torch.zeros(1, dtype=torch.int64, device="cuda")
+        # ids >= E: an error for the reference, a masked slot tallied in `invalid` for the kernel
+        o_ref = ref(torch.where(ids >= E, torch.full_like(ids, -1), ids), prob, phys, c_ref, u, nv)
         nv_d = nv.cuda() if torch.is_tensor(nv) else nv
-        o_tri = tri(ids.cuda(), prob.cuda(), phys.cuda(), c_tri, u.cuda(), nv_d).cpu()
+        o_tri = tri(ids.cuda(), prob.cuda(), phys.cuda(), c_tri, u.cuda(), nv_d, invalid=invalid).cpu()
+        n_real = ids.shape[0] if nv is None else min(int(nv), ids.shape[0])
         same = float((o_ref == o_tri).float().mean()) if o_ref.numel() else 1.0
         rows.append({"case": i, "T": ids.shape[0], "K": ids.shape[1], "E": prob.shape[0], "R": prob.shape[1],
                      "counts": str(cdt).split(".")[-1], "ids": str(ids.dtype).split(".")[-1],
                      "padding": "none" if nv is None else ("tensor" if torch.is_tensor(nv) else "int"),
                      "counts_equal": bool(torch.equal(c_ref, c_tri.cpu())), "ids_agree": same,
+                     "invalid_ok": int(invalid.item()) == int((ids[:n_real] >= E).sum()),
                      "dtype_ok": o_tri.dtype == ids.dtype})
     df = pd.DataFrame(rows)
     # one captured graph, replayed while everything it reads changes in place
@@ -213,7 +218,7 @@ def section_triton(ctx) -> dict:
         g.replay()
         torch.cuda.synchronize()
         c_ref = torch.zeros(E, dtype=torch.int64)
-        o_ref = ref(ids, prob, phys, c_ref, u, nv)
+        o_ref = ref(torch.where(ids >= E, torch.full_like(ids, -1), ids), prob, phys, c_ref, u, nv)
         graph_rows.append({"replay": k, "n_valid": nv, "counts_equal": bool(torch.equal(c_ref, s_cnt.cpu())),
                            "ids_agree": float((o_ref == holder["out"].cpu()).float().mean())})
     gdf = pd.DataFrame(graph_rows)
@@ -226,6 +231,7 @@ def section_triton(ctx) -> dict:
     us = timer.time(lambda c: tri(ids, prob, phys, cnt, u, nv), 1)
     ctx["files"]["triton.csv"] = pd.concat([df.assign(kind="eager"), gdf.assign(kind="graph")], ignore_index=True)
     return {"cases": len(df), "counts_exact": int(df.counts_equal.sum()), "ids_agree_min": float(df.ids_agree.min()),
+            "invalid_counter_ok": int(df.invalid_ok.sum()),
             "dtype_ok": int(df.dtype_ok.sum()), "graph_replays": len(gdf),
             "graph_counts_exact": int(gdf.counts_equal.sum()), "graph_ids_agree_min": float(gdf.ids_agree.min()),
             "speed_4096x8_us": round(us, 2), "speed_mpairs_s": round(4096 * 8 / us, 1)}

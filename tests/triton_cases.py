@@ -113,22 +113,41 @@ def make_case(torch, device, seed=0, T=48, K=4, E=13, R=4, ids_dtype="int64", ph
                 block=block, calls=2 if twice else 1)
 
 
+def oracle_inputs(torch, ids, E):
+    """The reference's view of a batch the Triton kernel routes: a logical id ``>= E`` is an
+    error for the reference and a masked slot (``-1``, not counted, tallied in ``invalid``) for
+    the kernel, which cannot raise inside a captured graph."""
+    return torch.where(ids >= E, torch.full_like(ids, -1), ids)
+
+
+def n_invalid(torch, ids, E, nv):
+    """Real (non-padding) pairs with an id ``>= E``: what the kernel's ``invalid`` counter holds."""
+    T, K = ids.shape
+    n = T if nv is None else int(nv)
+    return int((ids[:max(0, min(n, T))] >= E).sum())
+
+
 def run_case(torch, ref_fn, tri_fn, device, name):
     c = make_case(torch, device, **CASES[name])
     c_ref, c_tri = c["counts"].clone(), c["counts"].clone()
+    E = c["phys"].shape[0]
+    ref_ids = oracle_inputs(torch, c["ids"], E)
+    invalid = torch.zeros(1, dtype=torch.int64, device=c["ids"].device)
     res = {"ok": False, "pairs": int(c["ids"].numel()) * c["calls"], "out_mismatch": None, "counts_equal": None,
            "dtype_ok": None, "error": None}
     try:
         mism, dtype_ok = 0, True
         for _ in range(c["calls"]):
-            ref = ref_fn(c["ids"], c["prob"], c["phys"], c_ref, c["u"], c["nv"])
-            tri = tri_fn(c["ids"], c["prob"], c["phys"], c_tri, c["u"], c["nv"], block=c["block"])
+            ref = ref_fn(ref_ids, c["prob"], c["phys"], c_ref, c["u"], c["nv"])
+            tri = tri_fn(c["ids"], c["prob"], c["phys"], c_tri, c["u"], c["nv"], block=c["block"], invalid=invalid)
             if device == "cuda":
                 torch.cuda.synchronize()
             mism += int((ref.cpu() != tri.cpu()).sum())
             dtype_ok &= tri.dtype == ref.dtype == c["ids"].dtype and tri.shape == ref.shape
+        want_invalid = c["calls"] * n_invalid(torch, c["ids"].cpu(), E, c["nv"])
         res.update(out_mismatch=mism, counts_equal=bool(torch.equal(c_ref.cpu(), c_tri.cpu()))
-                   and c_tri.dtype == c["counts"].dtype, dtype_ok=bool(dtype_ok))
+                   and c_tri.dtype == c["counts"].dtype and int(invalid.item()) == want_invalid,
+                   dtype_ok=bool(dtype_ok))
         res["ok"] = mism == 0 and res["counts_equal"] and res["dtype_ok"]
     except Exception as exc:  # reported per case, the test shows it
         res["error"] = f"{type(exc).__name__}: {exc}"[:500]

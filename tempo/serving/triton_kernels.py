@@ -6,6 +6,13 @@ Each program handles ``BLOCK`` routed pairs: a first pass over the ``R`` replica
 sums the row's valid mass (and counts the holders, for the uniform fallback), a second pass
 walks the cumulative mass to the first column exceeding ``u * total``; the physical id is
 stored and the logical expert's cumulative counter is incremented atomically.
+
+Inputs the torch reference rejects with an error (a logical id ``>= E``, a uniform outside
+``[0, 1]`` or NaN) cannot raise inside a kernel that runs in a captured graph with no host
+synchronisation.  Here such a pair is routed as the reference routes a masked slot (``-1``, not
+counted) when its id is out of range, and every such pair of a real (non-padding) row is
+counted in the optional ``invalid`` counter, which the host reads when it already synchronises
+(the refresher's snapshot) and reports.
 """
 from __future__ import annotations
 
@@ -14,9 +21,10 @@ import triton.language as tl
 
 
 @triton.jit
-def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_ptr, nvalid_ptr,
+def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_ptr, nvalid_ptr, invalid_ptr,
                            n_pairs, K, E, n_valid_scalar,
-                           NVALID_FROM_PTR: tl.constexpr, R: tl.constexpr, BLOCK: tl.constexpr):
+                           NVALID_FROM_PTR: tl.constexpr, COUNT_INVALID: tl.constexpr, R: tl.constexpr,
+                           BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     inb = offs < n_pairs
@@ -62,11 +70,18 @@ def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_p
     tl.store(out_ptr + offs, out, mask=inb)
     tl.atomic_add(counts_ptr + ec, tl.full([BLOCK], 1, dtype=tl.int64).to(counts_ptr.dtype.element_ty),
                   mask=real & routed)
+    if COUNT_INVALID:
+        bad = real & ((e >= E) | (u < 0.0) | (u > 1.0) | (u != u))  # u != u: NaN
+        tl.atomic_add(invalid_ptr + tl.zeros([BLOCK], dtype=tl.int64),
+                      tl.full([BLOCK], 1, dtype=tl.int64).to(invalid_ptr.dtype.element_ty), mask=bad)
 
 
-def dispatch_and_count_triton(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None, block: int = 256):
+def dispatch_and_count_triton(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None, block: int = 256,
+                              invalid=None):
     """Triton version of :func:`tempo.serving.kernels.dispatch_and_count_reference` (CUDA
-    tensors; ``counts`` int64 or int32)."""
+    tensors; ``counts`` int64 or int32).  ``invalid``: optional int64/int32 ``[1]`` counter,
+    incremented for each real pair with a logical id ``>= E`` or a uniform outside ``[0, 1]``
+    (see the module docstring)."""
     import torch
 
     if topk_ids.dim() != 2:
@@ -82,8 +97,11 @@ def dispatch_and_count_triton(topk_ids, prob, phys_map, counts, u, num_token_non
     out = torch.empty(T * K, dtype=torch.int64, device=ids.device)
     from_ptr = torch.is_tensor(num_token_non_padded)
     nvalid = num_token_non_padded if from_ptr else ids  # dummy pointer when unused
+    if invalid is not None and (invalid.numel() != 1 or invalid.is_floating_point()):
+        raise ValueError("invalid must be a one-element integer counter tensor")
     n_valid_scalar = T if (num_token_non_padded is None or from_ptr) else int(num_token_non_padded)
     grid = (triton.cdiv(T * K, block),)
     _dispatch_count_kernel[grid](ids, prob.contiguous(), phys_map.contiguous(), counts, u.contiguous(), out, nvalid,
-                                 T * K, K, E, n_valid_scalar, NVALID_FROM_PTR=from_ptr, R=R, BLOCK=block)
+                                 invalid if invalid is not None else counts, T * K, K, E, n_valid_scalar,
+                                 NVALID_FROM_PTR=from_ptr, COUNT_INVALID=invalid is not None, R=R, BLOCK=block)
     return out.view(T, K).to(topk_ids.dtype)
