@@ -428,7 +428,8 @@ def summary_md(results: dict) -> str:
             continue
         if name == "triton":
             L.append(f"- triton vs reference on CUDA: counts exact in {r['counts_exact']}/{r['cases']} cases, ids agree "
-                     f">= {r['ids_agree_min']:.4f}, output dtype kept {r['dtype_ok']}/{r['cases']}; captured graph "
+                     f">= {r['ids_agree_min']:.4f}, output dtype kept {r['dtype_ok']}/{r['cases']}, invalid-pair counter "
+                     f"right {r.get('invalid_counter_ok', '-')}/{r['cases']}; captured graph "
                      f"replayed {r['graph_replays']}x with new inputs: counts exact {r['graph_counts_exact']}/"
                      f"{r['graph_replays']}, ids agree >= {r['graph_ids_agree_min']:.4f}; 4096x8 pairs in "
                      f"{r['speed_4096x8_us']} us ({r['speed_mpairs_s']} M pairs/s)")
