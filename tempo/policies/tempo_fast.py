@@ -488,7 +488,7 @@ class _State:
 def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains: bool = True,
                local_search: bool = True, partial: bool = True, ensemble: bool = True,
                tau: float = 0.01, max_iter: int = 300, fanout: int = 4, chain_depth: int | None = None,
-               lp_variants="auto") -> Dispatch:
+               lp_variants="auto", backend: str = "compiled") -> Dispatch:
     """tempo_fast (Section 4.2): minimise the modeled makespan of Eq. 3 (with the tile and
     traffic terms when ``model`` has them).
 
@@ -519,6 +519,9 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
         Token-LP candidates of the ensemble.  "auto": the max-flow vertex always, and the
         even split too under full replication (where it is closed-form; elsewhere it needs an
         iterative projection).  Proposition 1 holds against every candidate scored.
+    backend : {"compiled", "numpy"}
+        "compiled" (default) runs every stage in machine code (:mod:`tempo.policies._compiled`,
+        numba); "numpy" is the vectorised reference implementation, kept as the test oracle.
     """
     if not 0 <= tau < 1:
         raise ValueError(f"tau must lie in [0, 1), got {tau}")
@@ -526,6 +529,12 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
         raise ValueError(f"seed must be 'greedy', 'whole' or 'static', got {seed!r}")
     if max_iter < 0:
         raise ValueError(f"max_iter must be non-negative, got {max_iter}")
+    if backend not in ("compiled", "numpy"):
+        raise ValueError(f"backend must be 'compiled' or 'numpy', got {backend!r}")
+    if backend == "compiled":
+        return _tempo_compiled(inst, model, seed=seed, chains=chains, local_search=local_search,
+                               partial=partial, ensemble=ensemble, tau=tau, max_iter=max_iter, fanout=fanout,
+                               chain_depth=chain_depth, lp_variants=lp_variants)
     t0 = time.perf_counter()
     st = _State(inst, model)
     st.lb = _lower_bound(inst, model)
@@ -615,3 +624,42 @@ def _lower_bound(inst: Instance, model: CostModel) -> float:
     if model.has_traffic:
         lb = max(lb, model.c2 + model.gamma * z)
     return float(lb)
+
+
+_CHOSEN = ("local_search", "token_lp_vertex", "token_lp_even", "round_robin", "restart_wrap_around",
+           "restart_apportion")
+
+
+def _tempo_compiled(inst: Instance, model: CostModel, *, seed, chains, local_search, partial, ensemble, tau,
+                    max_iter, fanout, chain_depth, lp_variants) -> Dispatch:
+    """tempo_fast on the compiled path (same stages and options as the numpy reference)."""
+    from . import _compiled as C
+
+    t0 = time.perf_counter()
+    if lp_variants == "auto":
+        even = 2
+        lp_variants = ("vertex",)
+    else:
+        bad = set(lp_variants) - {"vertex", "even"}
+        if bad:
+            raise ValueError(f"lp_variants must hold 'vertex' and/or 'even', got {sorted(bad)}")
+        even = 1 if "even" in lp_variants and inst.is_full_replication() else 0
+        if "even" in lp_variants and not even:
+            # the restricted even split is a QP: run the reference path, which builds it
+            return tempo_fast(inst, model, seed=seed, chains=chains, local_search=local_search, partial=partial,
+                              ensemble=ensemble, tau=tau, max_iter=max_iter, fanout=fanout,
+                              chain_depth=chain_depth, lp_variants=lp_variants, backend="numpy")
+    shares, ms, chosen, st = C.solve(
+        inst.counts, inst.replica_gpu, inst.n_gpus, C.params(model), {"greedy": 0, "whole": 1, "static": 2}[seed],
+        bool(chains), bool(local_search), bool(partial), bool(ensemble), float(tau), int(max_iter), int(fanout or 0),
+        -1 if chain_depth is None else int(chain_depth), "vertex" in lp_variants, even, 64, True)
+    stages = {"seed": float(st[0])}
+    for k, name in ((1, "chains"), (2, "local_search"), (3, "ensemble")):
+        if st[k] == st[k]:
+            stages[name] = float(st[k])
+    if st[4] == 1.0:
+        stages["shortcut"] = float(ms)
+    elif st[4] == 2.0:
+        stages["ensemble_pruned"] = True
+    return Dispatch(shares, {"policy": "tempo", "makespan": float(ms), "chosen": _CHOSEN[chosen],
+                             "stages": stages, "solve_s": time.perf_counter() - t0})
