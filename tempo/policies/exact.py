@@ -149,6 +149,25 @@ def token_lp_value(inst: Instance) -> float:
 
 
 def _token_lp(inst: Instance):
+    """Exact min-max token split (Lemma 1): Dinkelbach iterations over max-flow cuts on the
+    compiled int64 Dinic solver (:func:`tempo.policies._compiled.token_lp`); returns
+    ``(z*, shares)`` with shares a max-flow vertex.  :func:`_token_lp_scipy` is the same
+    iteration on scipy's int32 max-flow, kept as the test oracle."""
+    if inst.total_tokens == 0:
+        return 0.0, np.zeros(inst.replica_gpu.shape)
+    from . import _compiled as C
+
+    pe, pr, pgpu, ptr, _, _, first = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
+    x = np.zeros(pe.size)
+    W, k = C.token_lp(inst.counts, pe, pgpu, ptr, first, inst.n_gpus, x)
+    if W < 0:
+        raise RuntimeError("token LP max-flow iteration failed to make progress")
+    shares = np.zeros(inst.replica_gpu.shape)
+    shares[pe, pr] = x
+    return W / k, shares
+
+
+def _token_lp_scipy(inst: Instance):
     """Exact min-max token split by Dinkelbach iterations over max-flow cuts.
 
     The optimum is ``max over GPU sets S of (tokens of experts whose replicas all lie in S)
@@ -233,44 +252,70 @@ def _project_rows(v: np.ndarray, mask: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 def _project_even(inst: Instance, z: float, vertex: np.ndarray) -> np.ndarray:
-    """Nearest point to the even split on the token-LP optimal face, by its dual.
+    """The nearest point (Euclidean) to the even split on the token-LP optimal face.
 
-    Minimise ``||x - u||^2`` subject to row sums ``n_e`` and per-GPU tokens ``<= z``.  For
-    GPU prices ``mu >= 0`` the inner minimiser is a row-wise water-filling of ``u - mu``;
-    the concave dual is maximised with L-BFGS-B (one variable per GPU).  A residual overload
-    (solver tolerance) is removed by blending toward the max-flow vertex, which keeps the
-    result exactly min-max optimal.
+    Minimise ``||x - u||^2`` (``u``: each expert's tokens evenly over its replica slots)
+    subject to row sums ``n_e``, ``x >= 0`` and per-GPU tokens ``<= z*``: a convex QP, solved
+    by HiGHS's QP solver with tight tolerances.  What is left of its feasibility tolerance is
+    removed by blending toward the max-flow vertex only on the GPUs where that lowers the
+    load (GPUs the vertex also saturates keep a residue below 1e-9 relative), so the result
+    stays the projection to solver precision instead of collapsing to the vertex.
     """
-    from scipy.optimize import minimize
+    import highspy
 
     live = inst.live
     mask = inst.valid & live[:, None]
+    e_idx, r_idx = np.nonzero(mask)
+    P = e_idx.size
     n = np.where(live, inst.counts, 0).astype(np.float64)
-    u = np.where(mask, n[:, None] / np.maximum(inst.n_replicas, 1)[:, None], 0.0)
-    gid = np.where(mask, inst.replica_gpu, 0)
+    u_full = np.where(mask, n[:, None] / np.maximum(inst.n_replicas, 1)[:, None], 0.0)
+    u = u_full[e_idx, r_idx]
+    gpu = inst.replica_gpu[e_idx, r_idx]
     g = inst.n_gpus
-    scale = max(z, 1.0)
-
-    def loads(x):
-        return np.bincount(gid[mask], weights=x[mask], minlength=g)
-
-    def neg_dual(mu):
-        x = _project_rows(u - mu[gid] * scale / 2.0, mask, n)
-        L = loads(x)
-        val = ((x - u) ** 2).sum() + scale * mu @ (L - z)
-        return -val / scale**2, -(L - z) / scale
-
-    res = minimize(neg_dual, np.zeros(g), jac=True, method="L-BFGS-B", bounds=[(0, None)] * g,
-                   options={"maxiter": 500, "gtol": 1e-12, "ftol": 1e-15})
-    x = _project_rows(u - res.x[gid] * scale / 2.0, mask, n)
-    L, Lv = loads(x), loads(vertex)
-    over = L > z * (1 + 1e-12)
-    if over.any():
-        theta = np.max((L[over] - z) / np.maximum(L[over] - Lv[over], 1e-300))
-        x = (1 - min(1.0, theta)) * x + min(1.0, theta) * vertex
+    scale = max(float(n.max(initial=1.0)), 1.0)  # work in units of the largest expert
+    liv = np.flatnonzero(live)
+    row_of = np.full(inst.n_experts, -1)
+    row_of[liv] = np.arange(liv.size)
+    rows = np.r_[row_of[e_idx], liv.size + gpu]
+    A = sp.csc_matrix((np.ones(2 * P), (rows, np.r_[np.arange(P), np.arange(P)])), shape=(liv.size + g, P))
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = P, liv.size + g
+    lp.col_cost_ = -2.0 * u / scale
+    lp.col_lower_, lp.col_upper_ = np.zeros(P), n[e_idx] / scale
+    lp.row_lower_ = np.r_[n[liv] / scale, np.full(g, -highspy.kHighsInf)]
+    lp.row_upper_ = np.r_[n[liv] / scale, np.full(g, z / scale)]
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
+    model = highspy.HighsModel()
+    model.lp_ = lp
+    model.hessian_.dim_ = P
+    model.hessian_.format_ = highspy.HessianFormat.kTriangular
+    model.hessian_.start_ = np.arange(P + 1)
+    model.hessian_.index_ = np.arange(P)
+    model.hessian_.value_ = np.full(P, 2.0)
+    h = new_highs()
+    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-10)
+    h.passModel(model)
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise RuntimeError(f"token LP projection QP: HiGHS status {h.modelStatusToString(h.getModelStatus())}")
+    xp = np.clip(np.asarray(h.getSolution().col_value), 0.0, None) * scale
+    x = np.zeros(inst.replica_gpu.shape)
+    x[e_idx, r_idx] = xp
     x[x < 1e-9 * np.maximum(n, 1.0)[:, None]] = 0.0
-    rows = x.sum(axis=1)
-    return x * np.divide(n, rows, out=np.zeros_like(n), where=rows > 0)[:, None]
+    rs = x.sum(axis=1)
+    x = x * np.divide(n, rs, out=np.zeros_like(n), where=rs > 0)[:, None]
+
+    def loads(y):
+        return np.bincount(inst.replica_gpu[mask], weights=y[mask], minlength=g)
+
+    L, Lv = loads(x), loads(vertex)
+    over = (L > z * (1 + 1e-12)) & (L - Lv > 1e-9 * max(z, 1.0))
+    if over.any():
+        theta = min(1.0, float(np.max((L[over] - z) / (L[over] - Lv[over]))))
+        x = (1 - theta) * x + theta * vertex
+    return x
 
 
 # ---------------------------------------------------------------------------- semi-matching
@@ -308,7 +353,7 @@ def semi_matching(inst: Instance, model: CostModel | None = None) -> Dispatch:
 
 # ---------------------------------------------------------------------------- MILP oracle
 @register("milp")
-def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start: bool = True,
+def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=False,
          mip_rel_gap: float = 1e-6, threads: int = 1) -> Dispatch:
     """The exact fixed-charge makespan MILP of Eq. 3, solved by HiGHS.
 
@@ -317,9 +362,16 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start:
     ``k >= z`` (Eq. 2); and the makespan ``M``.  Per GPU: ``a + b*sum z + b2*sum(k - z) <= M``,
     ``c + beta*sum x <= M`` and, with the traffic piece, ``c2 + gamma*sum x <= M`` (Eq. 4).
 
-    Returns the incumbent; ``meta`` holds ``objective``, ``lower_bound`` (HiGHS's proven dual
-    bound), ``gap`` and ``optimal``.  With ``warm_start`` the tempo_fast solution seeds the
-    search, so the incumbent is never worse than tempo's.
+    Returns the incumbent, with activations read from the binaries ``z`` (a share on a pair
+    with ``z = 0`` is solver tolerance and is dropped).  ``meta`` holds ``objective`` (the
+    model's makespan of the returned dispatch), ``highs_objective``, ``lower_bound`` (HiGHS's
+    proven dual bound; ``-inf`` when none), ``gap`` (``inf`` without a bound) and ``optimal``,
+    which is True only when HiGHS proved the gap with a finite bound.  A HiGHS "Solve error"
+    is retried once without presolve; no feasible point raises ``RuntimeError``.
+
+    ``warm_start``: False (default) solves cold; True seeds HiGHS with tempo_fast's dispatch,
+    or pass a :class:`Dispatch` to seed with it.  With a start, the result is never worse
+    than the start.
     """
     import highspy
 
@@ -416,15 +468,19 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start:
     h.passModel(lp)
 
     warm = None
-    if warm_start:
+    if warm_start is True:
         from .tempo_fast import tempo_fast
 
         warm = tempo_fast(inst, model)
-        xs = warm.shares[e_idx, r_idx]
-        z = (xs > 1e-9).astype(np.float64)
+    elif isinstance(warm_start, Dispatch):
+        warm = warm_start
+    elif warm_start not in (False, None):
+        raise ValueError(f"warm_start must be a bool or a Dispatch, got {type(warm_start).__name__}")
+    if warm is not None:
+        xs = np.asarray(warm.shares, dtype=np.float64)[e_idx, r_idx]
         col = np.zeros(ncol)
         col[ox:ox + P] = xs
-        col[oz:oz + P] = z
+        col[oz:oz + P] = (xs > 1e-9).astype(np.float64)
         if tiles:
             col[ok:ok + P] = np.ceil(xs / model.tile - 1e-9)
         col[oM] = model.makespan(inst, warm)
@@ -433,31 +489,43 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start:
         sol.value_valid = True
         h.setSolution(sol)
     h.run()
-    info = h.getInfo()
     status = h.modelStatusToString(h.getModelStatus())
+    retried = False
+    if h.getModelStatus() in (highspy.HighsModelStatus.kSolveError, highspy.HighsModelStatus.kUnknown):
+        # HiGHS "Solve error" (seen on tiny instances): retry once without presolve
+        retried = True
+        h.clearSolver()
+        h.setOptionValue("presolve", "off")
+        h.setOptionValue("time_limit", max(1e-3, float(time_limit) - (time.perf_counter() - t0)))
+        h.run()
+        status = h.modelStatusToString(h.getModelStatus())
+    info = h.getInfo()
     has_sol = info.primal_solution_status == highspy.kSolutionStatusFeasible
-    if has_sol:
-        x = np.clip(np.asarray(h.getSolution().col_value)[ox:ox + nx], 0.0, None)
-        x[x < 1e-9] = 0.0  # solver noise is not an activation
-        shares = np.zeros(inst.replica_gpu.shape)
-        shares[e_idx, r_idx] = x
-        rows_sum = shares.sum(axis=1)
-        scale = np.divide(n, rows_sum, out=np.zeros_like(n), where=rows_sum > 0)
-        shares *= scale[:, None]
-    elif warm is not None:
-        shares = warm.shares
-    else:
-        raise RuntimeError(f"MILP found no feasible solution within {time_limit}s (status {status})")
+    if not has_sol:
+        raise RuntimeError(f"MILP found no feasible solution within {time_limit}s (HiGHS status {status!r})")
+    col = np.asarray(h.getSolution().col_value)
+    active = col[oz:oz + P] > 0.5  # activations are the binaries, not shares above a tolerance
+    x = np.where(active, np.clip(col[ox:ox + nx], 0.0, None), 0.0)
+    shares = np.zeros(inst.replica_gpu.shape)
+    shares[e_idx, r_idx] = x
+    rows_sum = shares.sum(axis=1)
+    scale = np.divide(n, rows_sum, out=np.zeros_like(n), where=rows_sum > 0)
+    shares *= scale[:, None]
     d = Dispatch(shares)
     obj = model.makespan(inst, d)
     if warm is not None:
         wobj = model.makespan(inst, warm)
-        if wobj < obj:  # numerical cleanup of the MILP point can cost a hair; keep the better
-            d, obj = Dispatch(warm.shares.copy()), wobj
-    lb = float(info.mip_dual_bound) if has_sol else float("nan")
-    lb = min(lb, obj) if math.isfinite(lb) else lb
-    gap = (obj - lb) / obj if obj > 0 and math.isfinite(lb) else 0.0
-    d.meta.update(policy="milp", objective=obj, lower_bound=lb, gap=gap,
-                  optimal=status == "Optimal" or gap <= max(mip_rel_gap, 1e-6) * 10,
-                  status=status, solve_s=time.perf_counter() - t0)
+        if wobj < obj:  # numerical cleanup of the MILP point can cost a hair; keep the given start
+            d, obj = Dispatch(np.asarray(warm.shares, dtype=np.float64).copy()), wobj
+    lb = float(info.mip_dual_bound)
+    finite = math.isfinite(lb)
+    if finite:
+        lb = min(lb, obj)
+        gap = (obj - lb) / obj if obj > 0 else 0.0
+    else:
+        lb, gap = float("-inf"), float("inf")
+    optimal = finite and (status == "Optimal" or gap <= max(mip_rel_gap, 1e-6) * 10)
+    d.meta.update(policy="milp", objective=obj, highs_objective=float(info.objective_function_value),
+                  lower_bound=lb, gap=gap, optimal=optimal, status=status, retried=retried,
+                  warm_start=warm is not None, solve_s=time.perf_counter() - t0)
     return d

@@ -537,7 +537,7 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
                                chain_depth=chain_depth, lp_variants=lp_variants)
     t0 = time.perf_counter()
     st = _State(inst, model)
-    st.lb = _lower_bound(inst, model)
+    st.lb = model.lower_bound(inst)
     st.chain_depth = chain_depth
     if seed in ("greedy", "whole"):
         st.split_seed = seed == "greedy"
@@ -604,30 +604,18 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
                              "stages": stages, "solve_s": time.perf_counter() - t0})
 
 
-def _lower_bound(inst: Instance, model: CostModel) -> float:
-    """A lower bound on every dispatch's makespan: each live expert activates at least one
-    replica (``a + b*ceil(live/g)``), and tokens need at least ``max(total/g, max_e n_e/|R(e)|)``
-    on some GPU (an expert cannot spread beyond its distinct replica GPUs).  (The exact
-    min-max token load, :func:`tempo.policies.exact.min_max_tokens`, is a tighter bound but
-    costs more than the pruning it buys.)"""
-    g = inst.n_gpus
-    live = inst.live
-    L = int(live.sum())
-    if L == 0:
-        return max(model.a, model.c)
-    has = np.zeros((inst.n_experts, g), dtype=bool)
-    e, r = np.nonzero(inst.valid)
-    has[e, inst.replica_gpu[e, r]] = True
-    distinct = has[live].sum(axis=1)
-    z = max(inst.total_tokens / g, float((inst.counts[live] / distinct).max()))
-    lb = max(model.a + model.b * np.ceil(L / g), model.c + model.beta * z)
-    if model.has_traffic:
-        lb = max(lb, model.c2 + model.gamma * z)
-    return float(lb)
-
-
 _CHOSEN = ("local_search", "token_lp_vertex", "token_lp_even", "round_robin", "restart_wrap_around",
            "restart_apportion")
+_SEEDS = {"greedy": 0, "whole": 1, "static": 2}
+
+
+def _compiled_args(model, seed, chains, local_search, partial, ensemble, tau, max_iter, fanout, chain_depth,
+                   vertex, even):
+    from . import _compiled as C
+
+    return (C.params(model), _SEEDS[seed], bool(chains), bool(local_search), bool(partial), bool(ensemble),
+            float(tau), int(max_iter), int(fanout or 0), -1 if chain_depth is None else int(chain_depth),
+            bool(vertex), int(even), 64, True)
 
 
 def _tempo_compiled(inst: Instance, model: CostModel, *, seed, chains, local_search, partial, ensemble, tau,
@@ -649,10 +637,9 @@ def _tempo_compiled(inst: Instance, model: CostModel, *, seed, chains, local_sea
             return tempo_fast(inst, model, seed=seed, chains=chains, local_search=local_search, partial=partial,
                               ensemble=ensemble, tau=tau, max_iter=max_iter, fanout=fanout,
                               chain_depth=chain_depth, lp_variants=lp_variants, backend="numpy")
-    shares, ms, chosen, st = C.solve(
-        inst.counts, inst.replica_gpu, inst.n_gpus, C.params(model), {"greedy": 0, "whole": 1, "static": 2}[seed],
-        bool(chains), bool(local_search), bool(partial), bool(ensemble), float(tau), int(max_iter), int(fanout or 0),
-        -1 if chain_depth is None else int(chain_depth), "vertex" in lp_variants, even, 64, True)
+    shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, inst.n_gpus, *_compiled_args(
+        model, seed, chains, local_search, partial, ensemble, tau, max_iter, fanout, chain_depth,
+        "vertex" in lp_variants, even))
     stages = {"seed": float(st[0])}
     for k, name in ((1, "chains"), (2, "local_search"), (3, "ensemble")):
         if st[k] == st[k]:
@@ -663,3 +650,50 @@ def _tempo_compiled(inst: Instance, model: CostModel, *, seed, chains, local_sea
         stages["ensemble_pruned"] = True
     return Dispatch(shares, {"policy": "tempo", "makespan": float(ms), "chosen": _CHOSEN[chosen],
                              "stages": stages, "solve_s": time.perf_counter() - t0})
+
+
+def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, *, tau: float = 0.01,
+                 max_iter: int = 300) -> np.ndarray:
+    """tempo_fast (default options, compiled) for every layer of a model at once.
+
+    Parameters
+    ----------
+    counts : int64[L, E]
+        Tokens per layer and logical expert.
+    replica_gpu : int64[L, E, R]
+        Each layer's replica layout (:attr:`Instance.replica_gpu`, ``-1`` for unused slots).
+    n_gpus : int
+    model : CostModel
+
+    Returns
+    -------
+    float64[L, E, R]: each layer's shares, as ``tempo_fast(Instance(counts[l], replica_gpu[l],
+    n_gpus), model).shares``, without building an Instance or a Dispatch per layer (the
+    whole-model refresh of Section 4.4).
+    """
+    from . import _compiled as C
+
+    counts = np.asarray(counts)
+    rep = np.asarray(replica_gpu)
+    if counts.ndim != 2 or rep.ndim != 3 or rep.shape[:2] != counts.shape:
+        raise ValueError(f"counts must be [L, E] and replica_gpu [L, E, R] with the same L, E; got "
+                         f"{counts.shape} and {rep.shape}")
+    if not isinstance(n_gpus, (int, np.integer)) or n_gpus < 1:
+        raise ValueError(f"n_gpus must be a positive integer, got {n_gpus!r}")
+    if not np.issubdtype(counts.dtype, np.integer) or (counts.size and counts.min() < 0):
+        raise ValueError("counts must be non-negative integers")
+    counts = np.ascontiguousarray(counts, dtype=np.int64)
+    rep = np.ascontiguousarray(rep, dtype=np.int64)
+    if rep.size and (rep.min() < -1 or rep.max() >= n_gpus):
+        raise ValueError(f"replica_gpu entries must lie in [-1, n_gpus={n_gpus})")
+    orphan = (counts > 0) & ~(rep >= 0).any(axis=2)
+    if orphan.any():
+        l, e = np.argwhere(orphan)[0]
+        raise ValueError(f"replica_gpu: layer {l} expert {e} has tokens but no replica")
+    if not 0 <= tau < 1:
+        raise ValueError(f"tau must lie in [0, 1), got {tau}")
+    args = _compiled_args(model, "greedy", True, True, True, True, tau, max_iter, 4, None, True, 2)
+    out = np.empty(rep.shape)
+    for layer in range(counts.shape[0]):
+        out[layer] = C.solve(counts[layer], rep[layer], int(n_gpus), *args)[0]
+    return out
