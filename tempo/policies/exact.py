@@ -46,6 +46,9 @@ def new_highs():
         _HIGHS_READY = True
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
+    # one thread everywhere: HiGHS's thread scheduler is process-wide and refuses a thread
+    # count different from the one it was first started with
+    h.setOptionValue("threads", 1)
     return h
 
 
@@ -386,6 +389,10 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
         return d
     P = e_idx.size
     n = inst.counts.astype(np.float64)
+    # Units: tokens and time are both divided by S (1 unless an expert has over 1e6 tokens),
+    # so huge counts (2^31 and beyond) stay within HiGHS's well-scaled range.
+    S = max(1.0, float(n.max()) / 1e6)
+    ns = n / S
     gpu = inst.replica_gpu[e_idx, r_idx]
     g = inst.n_gpus
     tiles = model.has_tiles
@@ -411,37 +418,37 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     row_of = np.full(inst.n_experts, -1)
     row_of[live] = np.arange(live.size)
     # conservation: sum_r x = n_e ; at least one activation per live expert
-    add_rows(row_of[e_idx], ox + np.arange(P), np.ones(P), n[live], n[live])
+    add_rows(row_of[e_idx], ox + np.arange(P), np.ones(P), ns[live], ns[live])
     add_rows(row_of[e_idx], oz + np.arange(P), np.ones(P), np.ones(live.size), np.full(live.size, inf))
     # x - n z <= 0
     ar = np.arange(P)
-    add_rows(np.r_[ar, ar], np.r_[ox + ar, oz + ar], np.r_[np.ones(P), -n[e_idx]], np.full(P, -inf), np.zeros(P))
+    add_rows(np.r_[ar, ar], np.r_[ox + ar, oz + ar], np.r_[np.ones(P), -ns[e_idx]], np.full(P, -inf), np.zeros(P))
     if tiles:
-        add_rows(np.r_[ar, ar], np.r_[ox + ar, ok + ar], np.r_[np.ones(P), -float(model.tile) * np.ones(P)],
+        add_rows(np.r_[ar, ar], np.r_[ox + ar, ok + ar], np.r_[np.ones(P), -float(model.tile) / S * np.ones(P)],
                  np.full(P, -inf), np.zeros(P))
         add_rows(np.r_[ar, ar], np.r_[oz + ar, ok + ar], np.r_[np.ones(P), -np.ones(P)], np.full(P, -inf), np.zeros(P))
     # per-GPU pieces
     gg = np.arange(g)
     if tiles:
         add_rows(np.r_[gpu, gpu, gg], np.r_[oz + ar, ok + ar, np.full(g, oM)],
-                 np.r_[np.full(P, model.b - model.b2), np.full(P, model.b2), -np.ones(g)],
-                 np.full(g, -inf), np.full(g, -model.a))
+                 np.r_[np.full(P, (model.b - model.b2) / S), np.full(P, model.b2 / S), -np.ones(g)],
+                 np.full(g, -inf), np.full(g, -model.a / S))
     else:
-        add_rows(np.r_[gpu, gg], np.r_[oz + ar, np.full(g, oM)], np.r_[np.full(P, model.b), -np.ones(g)],
-                 np.full(g, -inf), np.full(g, -model.a))
+        add_rows(np.r_[gpu, gg], np.r_[oz + ar, np.full(g, oM)], np.r_[np.full(P, model.b / S), -np.ones(g)],
+                 np.full(g, -inf), np.full(g, -model.a / S))
     add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.beta), -np.ones(g)],
-             np.full(g, -inf), np.full(g, -model.c))
+             np.full(g, -inf), np.full(g, -model.c / S))
     if model.has_traffic:
         add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.gamma), -np.ones(g)],
-                 np.full(g, -inf), np.full(g, -model.c2))
+                 np.full(g, -inf), np.full(g, -model.c2 / S))
     A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, ncol))
     col_lo = np.zeros(ncol)
     col_hi = np.full(ncol, inf)
-    col_hi[ox:ox + P] = n[e_idx]
+    col_hi[ox:ox + P] = ns[e_idx]
     col_hi[oz:oz + P] = 1.0
     if tiles:
         col_hi[ok:ok + P] = np.ceil(n[e_idx] / model.tile)
-    col_lo[oM] = max(model.a, model.c)
+    col_lo[oM] = max(model.a, model.c) / S
     cost = np.zeros(ncol)
     cost[oM] = 1.0
     integrality = [highspy.HighsVarType.kContinuous] * ncol
@@ -463,7 +470,9 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     h = new_highs()
     h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
-    h.setOptionValue("threads", int(threads))
+    if int(threads) != 1:
+        highspy.Highs.resetThreadScheduler()
+        h.setOptionValue("threads", int(threads))
     h.setOptionValue("random_seed", 0)
     h.passModel(lp)
 
@@ -479,11 +488,11 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     if warm is not None:
         xs = np.asarray(warm.shares, dtype=np.float64)[e_idx, r_idx]
         col = np.zeros(ncol)
-        col[ox:ox + P] = xs
+        col[ox:ox + P] = xs / S
         col[oz:oz + P] = (xs > 1e-9).astype(np.float64)
         if tiles:
             col[ok:ok + P] = np.ceil(xs / model.tile - 1e-9)
-        col[oM] = model.makespan(inst, warm)
+        col[oM] = model.makespan(inst, warm) / S
         sol = highspy.HighsSolution()
         sol.col_value = col
         sol.value_valid = True
@@ -505,7 +514,7 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
         raise RuntimeError(f"MILP found no feasible solution within {time_limit}s (HiGHS status {status!r})")
     col = np.asarray(h.getSolution().col_value)
     active = col[oz:oz + P] > 0.5  # activations are the binaries, not shares above a tolerance
-    x = np.where(active, np.clip(col[ox:ox + nx], 0.0, None), 0.0)
+    x = np.where(active, np.clip(col[ox:ox + nx], 0.0, None), 0.0) * S
     shares = np.zeros(inst.replica_gpu.shape)
     shares[e_idx, r_idx] = x
     rows_sum = shares.sum(axis=1)
@@ -517,7 +526,7 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
         wobj = model.makespan(inst, warm)
         if wobj < obj:  # numerical cleanup of the MILP point can cost a hair; keep the given start
             d, obj = Dispatch(np.asarray(warm.shares, dtype=np.float64).copy()), wobj
-    lb = float(info.mip_dual_bound)
+    lb = float(info.mip_dual_bound) * S
     finite = math.isfinite(lb)
     if finite:
         lb = min(lb, obj)
@@ -525,7 +534,7 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     else:
         lb, gap = float("-inf"), float("inf")
     optimal = finite and (status == "Optimal" or gap <= max(mip_rel_gap, 1e-6) * 10)
-    d.meta.update(policy="milp", objective=obj, highs_objective=float(info.objective_function_value),
+    d.meta.update(policy="milp", objective=obj, highs_objective=float(info.objective_function_value) * S,
                   lower_bound=lb, gap=gap, optimal=optimal, status=status, retried=retried,
                   warm_start=warm is not None, solve_s=time.perf_counter() - t0)
     return d
