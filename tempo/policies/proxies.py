@@ -11,6 +11,7 @@ from ..cost import CostModel
 from ..instance import Dispatch, Instance
 from . import register
 from ._util import compact_slots, even_integer_split, scatter_compact, slot_on_gpu
+from .exact import token_lp_even, token_lp_vertex
 
 
 @register("static")
@@ -223,6 +224,4 @@ def token_lp(inst: Instance, model: CostModel | None = None, vertex: bool = Fals
     replication that is exactly the even split.  ``vertex=True`` returns a sparse basic
     optimal solution from a max-flow (few experts split).  See :mod:`tempo.policies.exact`.
     """
-    from .exact import token_lp_even, token_lp_vertex
-
     return token_lp_vertex(inst) if vertex else token_lp_even(inst)

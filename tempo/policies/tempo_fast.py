@@ -36,12 +36,15 @@ current time, so each accepted move lowers the makespan or the number of GPUs at
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..cost import CostModel
 from ..instance import EPS_TOKENS, Dispatch, Instance
 from . import register
+from .exact import token_lp_even, token_lp_vertex
+from .proxies import round_robin, static
 
 _REL = 1e-9
 
@@ -484,57 +487,124 @@ class _State:
         return True
 
 
+@dataclass(frozen=True)
+class TempoOptions:
+    """tempo_fast's knobs, with named presets (:meth:`preset`) instead of stage switches.
+
+    Presets
+    -------
+    ``"default"``
+        Our solver: the greedy seed may water-fill an expert over its least-loaded replica
+        GPUs, augmenting paths of any length after the 1- and 2-step chains, partial moves
+        with 2-step follow-ups, the token-LP / round-robin ensemble with tolerance ``tau``, and
+        (full replication) local-search restarts from the wrap-around and apportionment seeds.
+    ``"paper"``
+        Section 4.2 as written: whole-expert seed, chains truncated at depth 2, the four
+        stages, no restarts.
+
+    Fields
+    ------
+    seed : {"greedy", "whole", "static"}
+        Stage 1 (greedy with water-filling, the paper's whole-expert greedy, or the static map
+        for ablations).
+    chains : bool
+        Stage 2: whole-expert 1- and 2-step chains and longer augmenting paths; False also
+        removes chain moves from stage 3.
+    chain_depth : int or None
+        Longest augmenting path after the 2-step chains (None: unlimited, exact semi-matching
+        in the beta -> 0 limit, Lemma 2; 2: the paper's truncation).
+    local_search, partial : bool
+        Stage 3, and whether it may split experts (``partial=False``: Table 2's "no partial
+        moves").
+    ensemble : bool
+        Stage 4: score the token-LP candidates (``lp_variants``) and round robin (full
+        replication) and switch when more than ``tau`` better (Proposition 1).
+    tau : float
+        Switching tolerance in [0, 1).
+    max_iter : int
+        Accepted moves per stage, at most.
+    fanout : int
+        2-step chains: destination GPUs per first move.
+    lp_variants : "auto" or tuple of {"vertex", "even"}
+        "auto": the max-flow vertex, and the even split under full replication.
+    restarts : bool
+        Full replication: rerun the local search from the wrap-around and apportionment seeds
+        (compiled backend only; the numpy reference has none).
+    """
+
+    seed: str = "greedy"
+    chains: bool = True
+    chain_depth: int | None = None
+    local_search: bool = True
+    partial: bool = True
+    ensemble: bool = True
+    tau: float = 0.01
+    max_iter: int = 300
+    fanout: int = 4
+    lp_variants: object = "auto"
+    restarts: bool = True
+
+    def __post_init__(self):
+        if self.seed not in ("greedy", "whole", "static"):
+            raise ValueError(f"seed must be 'greedy', 'whole' or 'static', got {self.seed!r}")
+        if not 0 <= self.tau < 1:
+            raise ValueError(f"tau must lie in [0, 1), got {self.tau}")
+        if self.max_iter < 0:
+            raise ValueError(f"max_iter must be non-negative, got {self.max_iter}")
+        if self.chain_depth is not None and self.chain_depth < 0:
+            raise ValueError(f"chain_depth must be None or non-negative, got {self.chain_depth}")
+
+    @classmethod
+    def preset(cls, name: str) -> "TempoOptions":
+        if name not in PRESETS:
+            raise ValueError(f"unknown tempo preset {name!r}; available: {', '.join(PRESETS)}")
+        return PRESETS[name]
+
+    @classmethod
+    def resolve(cls, options=None, overrides=None) -> "TempoOptions":
+        """Options from a preset name, a TempoOptions or None (default), with field overrides."""
+        if options is None:
+            base = PRESETS["default"]
+        elif isinstance(options, str):
+            base = cls.preset(options)
+        elif isinstance(options, TempoOptions):
+            base = options
+        else:
+            raise ValueError(f"options must be a preset name or a TempoOptions, got {type(options).__name__}")
+        if overrides:
+            bad = set(overrides) - set(cls.__dataclass_fields__)
+            if bad:
+                raise ValueError(f"unknown tempo option(s) {sorted(bad)}; fields: {', '.join(cls.__dataclass_fields__)}")
+            base = replace(base, **overrides)
+        return base
+
+
+PRESETS = {"default": TempoOptions(),
+           "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False)}
+
+
 @register("tempo")
-def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains: bool = True,
-               local_search: bool = True, partial: bool = True, ensemble: bool = True,
-               tau: float = 0.01, max_iter: int = 300, fanout: int = 4, chain_depth: int | None = None,
-               lp_variants="auto", backend: str = "compiled") -> Dispatch:
+def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | None = None, *,
+               backend: str = "compiled", **overrides) -> Dispatch:
     """tempo_fast (Section 4.2): minimise the modeled makespan of Eq. 3 (with the tile and
     traffic terms when ``model`` has them).
 
     Parameters
     ----------
-    seed : {"greedy", "whole", "static"}
-        Stage 1: the cost-aware greedy seed ("greedy": an expert may be water-filled over
-        its least-loaded replica GPUs when that beats its best whole placement; "whole":
-        the paper's whole-expert seed), or the static map (for ablations).
-    chains : bool
-        Stage 2: whole-expert 1- and 2-step augmenting chains (and longer augmenting paths);
-        False also removes chain moves from stage 3, which then moves one share at a time.
-    local_search, partial : bool
-        Stage 3, and whether it may split experts (``partial=False`` is Table 2's
-        "no partial moves": whole-expert moves only).
-    ensemble : bool
-        Stage 4: score token-LP (``lp_variants``) and round-robin (full replication only) and
-        switch when more than ``tau`` better (Proposition 1).
-    max_iter : int
-        Accepted moves per stage, at most.
-    chain_depth : int or None
-        When 1- and 2-step chains fail, search a breadth-first augmenting path of whole
-        moves up to this many steps (None: unlimited; 2: the paper's truncation).  In the
-        beta -> 0 limit this is the exact semi-matching algorithm (Lemma 2).
-    fanout : int
-        2-step chains consider, per first move, the ``fanout`` cheapest destination GPUs.
-    lp_variants : "auto" or tuple of {"vertex", "even"}
-        Token-LP candidates of the ensemble.  "auto": the max-flow vertex always, and the
-        even split too under full replication (where it is closed-form; elsewhere it needs an
-        iterative projection).  Proposition 1 holds against every candidate scored.
+    options : TempoOptions, preset name ("default", "paper") or None (default)
+        See :class:`TempoOptions`; keyword overrides of its fields (``seed=``, ``chains=``,
+        ``tau=``, ...) apply on top, as the ablations of Tables 2 and 8 do.
     backend : {"compiled", "numpy"}
         "compiled" (default) runs every stage in machine code (:mod:`tempo.policies._compiled`,
         numba); "numpy" is the vectorised reference implementation, kept as the test oracle.
     """
-    if not 0 <= tau < 1:
-        raise ValueError(f"tau must lie in [0, 1), got {tau}")
-    if seed not in ("greedy", "whole", "static"):
-        raise ValueError(f"seed must be 'greedy', 'whole' or 'static', got {seed!r}")
-    if max_iter < 0:
-        raise ValueError(f"max_iter must be non-negative, got {max_iter}")
+    o = TempoOptions.resolve(options, overrides)
     if backend not in ("compiled", "numpy"):
         raise ValueError(f"backend must be 'compiled' or 'numpy', got {backend!r}")
     if backend == "compiled":
-        return _tempo_compiled(inst, model, seed=seed, chains=chains, local_search=local_search,
-                               partial=partial, ensemble=ensemble, tau=tau, max_iter=max_iter, fanout=fanout,
-                               chain_depth=chain_depth, lp_variants=lp_variants)
+        return _tempo_compiled(inst, model, o)
+    seed, chains, local_search, partial, ensemble = o.seed, o.chains, o.local_search, o.partial, o.ensemble
+    tau, max_iter, fanout, chain_depth, lp_variants = o.tau, o.max_iter, o.fanout, o.chain_depth, o.lp_variants
     t0 = time.perf_counter()
     st = _State(inst, model)
     st.lb = model.lower_bound(inst)
@@ -543,8 +613,6 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
         st.split_seed = seed == "greedy"
         st.seed()
     else:
-        from .proxies import static
-
         st.load(static(inst).shares)
     stages = {"seed": float(st.times().max(initial=0.0))}
     if st.P and chains:
@@ -557,9 +625,6 @@ def tempo_fast(inst: Instance, model: CostModel, *, seed: str = "greedy", chains
 
     def candidate(name):
         if name not in cache:
-            from .exact import token_lp_even, token_lp_vertex
-            from .proxies import round_robin
-
             make = {"token_lp_vertex": token_lp_vertex, "token_lp_even": token_lp_even,
                     "round_robin": round_robin}[name]
             sh = make(inst).shares
@@ -609,21 +674,20 @@ _CHOSEN = ("local_search", "token_lp_vertex", "token_lp_even", "round_robin", "r
 _SEEDS = {"greedy": 0, "whole": 1, "static": 2}
 
 
-def _compiled_args(model, seed, chains, local_search, partial, ensemble, tau, max_iter, fanout, chain_depth,
-                   vertex, even):
+def _compiled_args(model, o: TempoOptions, vertex, even):
     from . import _compiled as C
 
-    return (C.params(model), _SEEDS[seed], bool(chains), bool(local_search), bool(partial), bool(ensemble),
-            float(tau), int(max_iter), int(fanout or 0), -1 if chain_depth is None else int(chain_depth),
-            bool(vertex), int(even), 64, True)
+    return (C.params(model), _SEEDS[o.seed], bool(o.chains), bool(o.local_search), bool(o.partial),
+            bool(o.ensemble), float(o.tau), int(o.max_iter), int(o.fanout or 0),
+            -1 if o.chain_depth is None else int(o.chain_depth), bool(vertex), int(even), 64, bool(o.restarts))
 
 
-def _tempo_compiled(inst: Instance, model: CostModel, *, seed, chains, local_search, partial, ensemble, tau,
-                    max_iter, fanout, chain_depth, lp_variants) -> Dispatch:
+def _tempo_compiled(inst: Instance, model: CostModel, o: TempoOptions) -> Dispatch:
     """tempo_fast on the compiled path (same stages and options as the numpy reference)."""
     from . import _compiled as C
 
     t0 = time.perf_counter()
+    lp_variants = o.lp_variants
     if lp_variants == "auto":
         even = 2
         lp_variants = ("vertex",)
@@ -634,12 +698,9 @@ def _tempo_compiled(inst: Instance, model: CostModel, *, seed, chains, local_sea
         even = 1 if "even" in lp_variants and inst.is_full_replication() else 0
         if "even" in lp_variants and not even:
             # the restricted even split is a QP: run the reference path, which builds it
-            return tempo_fast(inst, model, seed=seed, chains=chains, local_search=local_search, partial=partial,
-                              ensemble=ensemble, tau=tau, max_iter=max_iter, fanout=fanout,
-                              chain_depth=chain_depth, lp_variants=lp_variants, backend="numpy")
-    shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, inst.n_gpus, *_compiled_args(
-        model, seed, chains, local_search, partial, ensemble, tau, max_iter, fanout, chain_depth,
-        "vertex" in lp_variants, even))
+            return tempo_fast(inst, model, o, backend="numpy")
+    shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, inst.n_gpus,
+                                     *_compiled_args(model, o, "vertex" in lp_variants, even))
     stages = {"seed": float(st[0])}
     for k, name in ((1, "chains"), (2, "local_search"), (3, "ensemble")):
         if st[k] == st[k]:
@@ -652,9 +713,9 @@ def _tempo_compiled(inst: Instance, model: CostModel, *, seed, chains, local_sea
                              "stages": stages, "solve_s": time.perf_counter() - t0})
 
 
-def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, *, tau: float = 0.01,
-                 max_iter: int = 300) -> np.ndarray:
-    """tempo_fast (default options, compiled) for every layer of a model at once.
+def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, options: TempoOptions | str | None = None,
+                 **overrides) -> np.ndarray:
+    """tempo_fast (compiled; ``options`` as for :func:`tempo_fast`) for every layer of a model at once.
 
     Parameters
     ----------
@@ -690,9 +751,10 @@ def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, *, tau: flo
     if orphan.any():
         l, e = np.argwhere(orphan)[0]
         raise ValueError(f"replica_gpu: layer {l} expert {e} has tokens but no replica")
-    if not 0 <= tau < 1:
-        raise ValueError(f"tau must lie in [0, 1), got {tau}")
-    args = _compiled_args(model, "greedy", True, True, True, True, tau, max_iter, 4, None, True, 2)
+    o = TempoOptions.resolve(options, overrides)
+    if o.lp_variants != "auto":
+        raise ValueError("solve_layers scores the token-LP candidates of lp_variants='auto' only")
+    args = _compiled_args(model, o, True, 2)
     out = np.empty(rep.shape)
     for layer in range(counts.shape[0]):
         out[layer] = C.solve(counts[layer], rep[layer], int(n_gpus), *args)[0]
