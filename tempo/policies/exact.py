@@ -258,12 +258,65 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray) -> np.ndarray:
     """The nearest point (Euclidean) to the even split on the token-LP optimal face.
 
     Minimise ``||x - u||^2`` (``u``: each expert's tokens evenly over its replica slots)
-    subject to row sums ``n_e``, ``x >= 0`` and per-GPU tokens ``<= z*``: a convex QP, solved
-    by HiGHS's QP solver with tight tolerances.  What is left of its feasibility tolerance is
-    removed by blending toward the max-flow vertex only on the GPUs where that lowers the
-    load (GPUs the vertex also saturates keep a residue below 1e-9 relative), so the result
-    stays the projection to solver precision instead of collapsing to the vertex.
+    subject to row sums ``n_e``, ``x >= 0`` and per-GPU tokens ``<= z*``.
+
+    0. HiGHS's QP solver on the QP itself (:func:`_project_even_qp`); when it declines:
+    1. The dual: for GPU prices ``mu >= 0`` the minimiser is a row-wise water-filling of
+       ``u - mu/2``; the concave dual is maximised with L-BFGS-B (one variable per GPU).
+    2. Exact finish: the dual point names the support of x and the priced (tight) GPUs; the
+       KKT conditions restricted to them are a linear system in the row thresholds and the
+       GPU prices, solved directly.  The solution is accepted only if it passes every KKT
+       condition (x >= 0, prices >= 0, loads <= z*, no profitable pair off the support), in
+       which case it is the projection up to rounding.
+    3. Otherwise (not seen in tests) the dual point's residual overload is removed by
+       blending toward the max-flow vertex on the GPUs where that lowers the load.
     """
+    from scipy.optimize import minimize
+
+    x = _project_even_qp(inst, z)
+    if x is not None:
+        return x
+    live = inst.live
+    mask = inst.valid & live[:, None]
+    n = np.where(live, inst.counts, 0).astype(np.float64)
+    u = np.where(mask, n[:, None] / np.maximum(inst.n_replicas, 1)[:, None], 0.0)
+    gid = np.where(mask, inst.replica_gpu, 0)
+    g = inst.n_gpus
+    scale = max(z, 1.0)
+
+    def loads(x):
+        return np.bincount(gid[mask], weights=x[mask], minlength=g)
+
+    def neg_dual(mu):
+        x = _project_rows(u - mu[gid] * scale / 2.0, mask, n)
+        L = loads(x)
+        val = ((x - u) ** 2).sum() + scale * mu @ (L - z)
+        return -val / scale**2, -(L - z) / scale
+
+    res = minimize(neg_dual, np.zeros(g), jac=True, method="L-BFGS-B", bounds=[(0, None)] * g,
+                   options={"maxiter": 1000, "gtol": 1e-13, "ftol": 1e-16})
+    mu = res.x * scale
+    x = _project_rows(u - mu[gid] / 2.0, mask, n)
+    L = loads(x)
+    tight_by_price = mu > 1e-9 * scale
+    tight_by_load = L >= z * (1 - 1e-7)
+    for tight in (tight_by_price, tight_by_load, tight_by_price | tight_by_load):
+        fin = _kkt_finish(u, mask, gid, n, z, x > 1e-9 * np.maximum(n, 1.0)[:, None], tight, live)
+        if fin is not None:
+            return fin
+    Lv = loads(vertex)
+    over = (L > z * (1 + 1e-12)) & (L - Lv > 1e-9 * max(z, 1.0))
+    if over.any():
+        theta = min(1.0, float(np.max((L[over] - z) / (L[over] - Lv[over]))))
+        x = (1 - theta) * x + theta * vertex
+    x[x < 1e-9 * np.maximum(n, 1.0)[:, None]] = 0.0
+    rows = x.sum(axis=1)
+    return x * np.divide(n, rows, out=np.zeros_like(n), where=rows > 0)[:, None]
+
+
+def _project_even_qp(inst: Instance, z: float):
+    """The projection QP solved by HiGHS's QP solver in token units; None when HiGHS does
+    not report it optimal (it can declare a "Solve error" on degenerate faces)."""
     import highspy
 
     live = inst.live
@@ -275,7 +328,7 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray) -> np.ndarray:
     u = u_full[e_idx, r_idx]
     gpu = inst.replica_gpu[e_idx, r_idx]
     g = inst.n_gpus
-    scale = max(float(n.max(initial=1.0)), 1.0)  # work in units of the largest expert
+    scale = 1.0  # token units: HiGHS's absolute tolerances fit integer token counts
     liv = np.flatnonzero(live)
     row_of = np.full(inst.n_experts, -1)
     row_of[liv] = np.arange(liv.size)
@@ -302,23 +355,63 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray) -> np.ndarray:
     h.passModel(model)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        raise RuntimeError(f"token LP projection QP: HiGHS status {h.modelStatusToString(h.getModelStatus())}")
+        return None
     xp = np.clip(np.asarray(h.getSolution().col_value), 0.0, None) * scale
     x = np.zeros(inst.replica_gpu.shape)
     x[e_idx, r_idx] = xp
     x[x < 1e-9 * np.maximum(n, 1.0)[:, None]] = 0.0
     rs = x.sum(axis=1)
     x = x * np.divide(n, rs, out=np.zeros_like(n), where=rs > 0)[:, None]
+    L = np.bincount(gpu, weights=x[e_idx, r_idx], minlength=g)
+    return x if np.all(L <= z * (1 + 1e-9)) else None
 
-    def loads(y):
-        return np.bincount(inst.replica_gpu[mask], weights=y[mask], minlength=g)
 
-    L, Lv = loads(x), loads(vertex)
-    over = (L > z * (1 + 1e-12)) & (L - Lv > 1e-9 * max(z, 1.0))
-    if over.any():
-        theta = min(1.0, float(np.max((L[over] - z) / (L[over] - Lv[over]))))
-        x = (1 - theta) * x + theta * vertex
-    return x
+def _kkt_finish(u, mask, gid, n, z, support, tight, live):
+    """Solve the projection's KKT system on a guessed support and tight GPU set; None unless
+    the result satisfies every KKT condition."""
+    g = tight.size
+    rows = np.flatnonzero(live)
+    T = np.flatnonzero(tight)
+    col_of_row = {e: i for i, e in enumerate(rows)}
+    col_of_gpu = {h: len(rows) + i for i, h in enumerate(T)}
+    m = len(rows) + len(T)
+    A = np.zeros((m, m))
+    rhs = np.zeros(m)
+    e_idx, r_idx = np.nonzero(support & mask)
+    for e, r in zip(e_idx.tolist(), r_idx.tolist()):
+        h = int(gid[e, r])
+        i = col_of_row[e]
+        # x = u - lambda_e - mu_h / 2 on the support
+        A[i, i] += 1.0
+        rhs[i] += u[e, r]
+        if h in col_of_gpu:
+            j = col_of_gpu[h]
+            A[i, j] += 0.5
+            A[j, i] += 1.0
+            A[j, j] += 0.5
+            rhs[j] += u[e, r]
+    for e in rows.tolist():
+        rhs[col_of_row[e]] -= n[e]
+    for h in T.tolist():
+        rhs[col_of_gpu[h]] -= z
+    sol = np.linalg.lstsq(A, rhs, rcond=None)[0]
+    if not np.allclose(A @ sol, rhs, rtol=1e-9, atol=1e-9 * max(1.0, z)):
+        return None
+    lam = np.zeros(n.size)
+    lam[rows] = sol[:len(rows)]
+    mu = np.zeros(g)
+    mu[T] = sol[len(rows):]
+    val = np.where(mask, u - lam[:, None] - mu[gid] / 2.0, 0.0)
+    x = np.where(support & mask, val, 0.0)
+    tol = 1e-9 * max(1.0, z)
+    if (x < -tol).any() or (mu < -tol).any() or (np.where(mask & ~support, val, 0.0) > tol).any():
+        return None
+    x = np.clip(x, 0.0, None)
+    L = np.bincount(gid[mask], weights=x[mask], minlength=g)
+    if (L > z * (1 + 1e-9) + tol).any():
+        return None
+    rs = x.sum(axis=1)
+    return x * np.divide(n, rs, out=np.zeros_like(n), where=rs > 0)[:, None]
 
 
 # ---------------------------------------------------------------------------- semi-matching
