@@ -226,6 +226,12 @@ class SolverProcess:
             c.send((self._next_id, w[sl], opts))
         return self._next_id
 
+    def _died(self, i: int):
+        """A worker's pipe broke: wait (briefly) until the OS has reaped it too, so that
+        ``ensure_alive`` sees it dead (a large process closes its pipe before it exits)."""
+        self._procs[i].join(5)
+        return ("died",)
+
     def _one(self, i: int, req_id: int, end: float):
         conn = self._conns[i]
         while True:
@@ -235,15 +241,15 @@ class SolverProcess:
             try:
                 ready = conn.poll(min(left, 0.05))
             except (EOFError, OSError):
-                return ("died",)
+                return self._died(i)
             if not ready:
                 if not self._procs[i].is_alive():
-                    return ("died",)
+                    return self._died(i)
                 continue
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
-                return ("died",)
+                return self._died(i)
             if msg[1] != req_id:  # a late reply to an abandoned request
                 log.info("tempo solver: dropped late reply to request %s", msg[1])
                 continue
