@@ -362,3 +362,22 @@ def test_family_grid_quality():
     proven = df.milp_proven == df.n
     assert proven.sum() >= 4, df
     assert (df.tempo_vs_milp_max[proven] <= 1.02 + 1e-9).all(), df
+
+
+@pytest.mark.parametrize("batch_tokens", [None, 512])
+def test_table_solver_batched_tables_equal_per_layer_tables(batch_tokens):
+    from tempo.placement import eplb_placement
+    from tempo.serving.solver import TableSolver
+    from tempo.workloads import sample_counts, zipf_popularity
+
+    pop = zipf_popularity(32, 1.0, seed=2)
+    pops = [np.roll(pop, layer) for layer in range(5)]
+    p2l = np.stack([eplb_placement(p, 4, 1.25) for p in pops])
+    m = CostModel.named("dsv3-offline")
+    fast = TableSolver(p2l, 4, m, batch_tokens=batch_tokens)
+    slow = TableSolver(p2l, 4, m, batch_tokens=batch_tokens)
+    assert fast._batched
+    slow._batched = False  # the per-layer Instance / Dispatch.probabilities path
+    w = np.stack([sample_counts(p, 32, 8, 4, seed=layer)[0] for layer, p in enumerate(pops)])
+    w[2, :7] = 0  # idle experts: uniform rows
+    np.testing.assert_array_equal(fast.solve(w), slow.solve(w))
