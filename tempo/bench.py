@@ -252,8 +252,8 @@ def family_grid(n: int = 6, milp_limit: float = 20.0, seed: int = 0, tau: float 
 def model_refresh(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int = 32, reps: int = 5,
                   seed: int = 0) -> dict:
     """Median seconds of one whole-model solve in this process, each layer's EPLB placement
-    at 1.25x: ``"table_solver"`` through :class:`TableSolver` (an Instance, a tempo solve and
-    a routing table per layer, the serving worker's body) and ``"solve_layers"`` through
+    at 1.25x: ``"table_solver"`` through :class:`TableSolver` (the serving worker's body) and
+    ``"solve_layers"`` through
     :func:`tempo.policies.tempo_fast.solve_layers` plus the routing tables in one numpy pass."""
     from .policies.tempo_fast import solve_layers
     from .serving.solver import TableSolver
@@ -393,7 +393,7 @@ def main(argv=None):
     mr = model_refresh()
     print(f"whole-model solve in one process (94 layers x 128 experts, EP8, 32 tok/GPU, tempo + routing tables): "
           f"median {1e3 * mr['solve_layers']:.1f} ms with solve_layers, {1e3 * mr['table_solver']:.1f} ms through "
-          f"TableSolver (Instance + Dispatch per layer) (target <= 20 ms)")
+          f"the serving TableSolver (target <= 20 ms)")
     print(f"first call in a fresh process (import tempo + first solve), numba cache on disk: "
           f"{first_call_seconds():.2f} s")
     if args.cold_compile:

@@ -120,8 +120,8 @@ def makespan(p, x, pgpu, g):
 
 @njit(cache=True)
 def lower_bound(p, counts, pgpu, ptr, first, g):
-    """tempo_fast._lower_bound: ``max(a + b*ceil(L/g), c + beta*z, c2 + gamma*z)`` with
-    ``z = max(total/g, max_e n_e/|distinct replica GPUs of e|)``."""
+    """:meth:`CostModel.lower_bound` without its tile term: ``max(a + b*ceil(L/g), c + beta*z,
+    c2 + gamma*z)`` with ``z = max(total/g, max_e n_e/|distinct replica GPUs of e|)``."""
     L = 0
     total = 0.0
     zmax = 0.0
