@@ -141,8 +141,7 @@ class CostModel:
     def expert_time(self, n):
         """Time of one expert alone on a GPU with ``n`` tokens (the curve of Fig. 1a/2a)."""
         n = np.asarray(n, dtype=np.float64)
-        tiles = np.ceil(n / self.tile)
-        return self.time(np.where(n > 0, 1.0, 0.0), n, np.where(n > 0, tiles, 0.0))
+        return self.time(np.where(n > EPS_TOKENS, 1.0, 0.0), n, tiles_of(n, self.tile))
 
     def gpu_features(self, inst: Instance, d: Dispatch | np.ndarray):
         """Per-GPU activated pairs G, tokens N and tiles T, each float64[n_gpus]."""
@@ -159,19 +158,39 @@ class CostModel:
         return float(self.gpu_times(inst, d).max())
 
     def lower_bound(self, inst: Instance) -> float:
-        """Splitting-allowed lower bound under full replication (Section 3.1, Appendix A.4):
-        ``max(a + b*ceil(E_live/g), c + beta*N/g, c2 + gamma*N/g)``, and with tiles the
-        average activation-plus-tile load ``a + (b*E_live + b2*(tiles - E_live))/g``."""
+        """A lower bound on every dispatch's makespan (Section 3.1, Appendix A.4), valid for
+        any replica sets and any ``b2 >= 0``; the single definition the solvers share
+        (``tempo.policies._compiled.lower_bound`` mirrors it without the tile term).
+
+        * activations: every live expert activates a replica, so some GPU has
+          ``ceil(E_live / g)``: ``a + b*ceil(E_live/g)``;
+        * tokens: some GPU carries at least ``z = max(N/g, max_e n_e / |GPUs of e|)`` (the
+          average, and each expert spread over its distinct replica GPUs):
+          ``c + beta*z`` and ``c2 + gamma*z``;
+        * tiles (``b2 > 0``): expert e pays at least ``m*b + b2*(tiles_e - m)`` over its
+          pieces, ``tiles_e = ceil(n_e/tile)``, with ``m = 1`` when ``b2 <= b`` and
+          ``m = min(slots_e, tiles_e)`` when ``b2 > b`` (splitting into one-tile pieces is
+          then cheaper); the GPU average of that flat work bounds the busiest GPU.
+        """
         g = inst.n_gpus
-        live = int(inst.live.sum())
-        n = inst.total_tokens / g
-        lb = max(self.a + self.b * math.ceil(live / g), self.c + self.beta * n)
-        if self.b2 > 0:  # every expert needs at least ceil(n_e / tile) tiles wherever it runs
-            tiles = float(np.ceil(inst.counts[inst.live] / self.tile).sum())
-            lb = max(lb, self.a + (self.b * live + self.b2 * (tiles - live)) / g)
+        live = inst.live
+        L = int(live.sum())
+        if L == 0:
+            return max(self.a, self.c)
+        has = np.zeros((inst.n_experts, g), dtype=bool)
+        e, r = np.nonzero(inst.valid)
+        has[e, inst.replica_gpu[e, r]] = True
+        n = inst.counts[live]
+        z = max(inst.total_tokens / g, float((n / has[live].sum(axis=1)).max()))
+        lb = max(self.a + self.b * math.ceil(L / g), self.c + self.beta * z)
         if self.c2 is not None:
-            lb = max(lb, self.c2 + self.gamma * n)
-        return lb
+            lb = max(lb, self.c2 + self.gamma * z)
+        if self.b2 > 0:
+            tiles = np.ceil(n / self.tile - 1e-9)
+            m = np.ones_like(tiles) if self.b2 <= self.b else np.minimum(inst.n_replicas[live], tiles)
+            flat = float((m * self.b + self.b2 * (tiles - m)).sum())
+            lb = max(lb, self.a + flat / g)
+        return float(lb)
 
     def __str__(self) -> str:
         parts = [f"a={self.a:g}", f"b={self.b:g}", f"c={self.c:g}", f"beta={self.beta:g}"]

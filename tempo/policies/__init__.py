@@ -33,4 +33,4 @@ def available() -> list[str]:
     return sorted(REGISTRY)
 
 
-from . import proxies, exact, tempo_fast  # noqa: E402,F401  (registration side effects)
+from . import proxies, exact, tempo_fast, milp  # noqa: E402,F401  (registration side effects)

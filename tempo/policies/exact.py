@@ -1,5 +1,5 @@
-"""Exact solvers: the fixed-charge makespan MILP of Eq. 3 (the oracle), the token LP of
-Lemma 1 (b -> 0) and the optimal semi-matching of Lemma 2 (beta -> 0).
+"""Exact polynomial solvers: the token LP of Lemma 1 (b -> 0) and the optimal semi-matching of
+Lemma 2 (beta -> 0).  The fixed-charge MILP of Eq. 3 is in :mod:`tempo.policies.milp`.
 
 The token LP and the semi-matching are computed combinatorially with max-flow (scipy), not
 with a general LP solve, so they are cheap enough to sit inside tempo_fast's ensemble.
@@ -46,6 +46,9 @@ def new_highs():
         _HIGHS_READY = True
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
+    # one thread everywhere: HiGHS's thread scheduler is process-wide and refuses a thread
+    # count different from the one it was first started with
+    h.setOptionValue("threads", 1)
     return h
 
 
@@ -149,6 +152,25 @@ def token_lp_value(inst: Instance) -> float:
 
 
 def _token_lp(inst: Instance):
+    """Exact min-max token split (Lemma 1): Dinkelbach iterations over max-flow cuts on the
+    compiled int64 Dinic solver (:func:`tempo.policies._compiled.token_lp`); returns
+    ``(z*, shares)`` with shares a max-flow vertex.  :func:`_token_lp_scipy` is the same
+    iteration on scipy's int32 max-flow, kept as the test oracle."""
+    if inst.total_tokens == 0:
+        return 0.0, np.zeros(inst.replica_gpu.shape)
+    from . import _compiled as C
+
+    pe, pr, pgpu, ptr, _, _, first = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
+    x = np.zeros(pe.size)
+    W, k = C.token_lp(inst.counts, pe, pgpu, ptr, first, inst.n_gpus, x)
+    if W < 0:
+        raise RuntimeError("token LP max-flow iteration failed to make progress")
+    shares = np.zeros(inst.replica_gpu.shape)
+    shares[pe, pr] = x
+    return W / k, shares
+
+
+def _token_lp_scipy(inst: Instance):
     """Exact min-max token split by Dinkelbach iterations over max-flow cuts.
 
     The optimum is ``max over GPU sets S of (tokens of experts whose replicas all lie in S)
@@ -233,16 +255,27 @@ def _project_rows(v: np.ndarray, mask: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 def _project_even(inst: Instance, z: float, vertex: np.ndarray) -> np.ndarray:
-    """Nearest point to the even split on the token-LP optimal face, by its dual.
+    """The nearest point (Euclidean) to the even split on the token-LP optimal face.
 
-    Minimise ``||x - u||^2`` subject to row sums ``n_e`` and per-GPU tokens ``<= z``.  For
-    GPU prices ``mu >= 0`` the inner minimiser is a row-wise water-filling of ``u - mu``;
-    the concave dual is maximised with L-BFGS-B (one variable per GPU).  A residual overload
-    (solver tolerance) is removed by blending toward the max-flow vertex, which keeps the
-    result exactly min-max optimal.
+    Minimise ``||x - u||^2`` (``u``: each expert's tokens evenly over its replica slots)
+    subject to row sums ``n_e``, ``x >= 0`` and per-GPU tokens ``<= z*``.
+
+    0. HiGHS's QP solver on the QP itself (:func:`_project_even_qp`); when it declines:
+    1. The dual: for GPU prices ``mu >= 0`` the minimiser is a row-wise water-filling of
+       ``u - mu/2``; the concave dual is maximised with L-BFGS-B (one variable per GPU).
+    2. Exact finish: the dual point names the support of x and the priced (tight) GPUs; the
+       KKT conditions restricted to them are a linear system in the row thresholds and the
+       GPU prices, solved directly.  The solution is accepted only if it passes every KKT
+       condition (x >= 0, prices >= 0, loads <= z*, no profitable pair off the support), in
+       which case it is the projection up to rounding.
+    3. Otherwise (not seen in tests) the dual point's residual overload is removed by
+       blending toward the max-flow vertex on the GPUs where that lowers the load.
     """
     from scipy.optimize import minimize
 
+    x = _project_even_qp(inst, z)
+    if x is not None:
+        return x
     live = inst.live
     mask = inst.valid & live[:, None]
     n = np.where(live, inst.counts, 0).astype(np.float64)
@@ -261,16 +294,124 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray) -> np.ndarray:
         return -val / scale**2, -(L - z) / scale
 
     res = minimize(neg_dual, np.zeros(g), jac=True, method="L-BFGS-B", bounds=[(0, None)] * g,
-                   options={"maxiter": 500, "gtol": 1e-12, "ftol": 1e-15})
-    x = _project_rows(u - res.x[gid] * scale / 2.0, mask, n)
-    L, Lv = loads(x), loads(vertex)
-    over = L > z * (1 + 1e-12)
+                   options={"maxiter": 1000, "gtol": 1e-13, "ftol": 1e-16})
+    mu = res.x * scale
+    x = _project_rows(u - mu[gid] / 2.0, mask, n)
+    L = loads(x)
+    tight_by_price = mu > 1e-9 * scale
+    tight_by_load = L >= z * (1 - 1e-7)
+    for tight in (tight_by_price, tight_by_load, tight_by_price | tight_by_load):
+        fin = _kkt_finish(u, mask, gid, n, z, x > 1e-9 * np.maximum(n, 1.0)[:, None], tight, live)
+        if fin is not None:
+            return fin
+    Lv = loads(vertex)
+    over = (L > z * (1 + 1e-12)) & (L - Lv > 1e-9 * max(z, 1.0))
     if over.any():
-        theta = np.max((L[over] - z) / np.maximum(L[over] - Lv[over], 1e-300))
-        x = (1 - min(1.0, theta)) * x + min(1.0, theta) * vertex
+        theta = min(1.0, float(np.max((L[over] - z) / (L[over] - Lv[over]))))
+        x = (1 - theta) * x + theta * vertex
     x[x < 1e-9 * np.maximum(n, 1.0)[:, None]] = 0.0
     rows = x.sum(axis=1)
     return x * np.divide(n, rows, out=np.zeros_like(n), where=rows > 0)[:, None]
+
+
+def _project_even_qp(inst: Instance, z: float):
+    """The projection QP solved by HiGHS's QP solver in token units; None when HiGHS does
+    not report it optimal (it can declare a "Solve error" on degenerate faces)."""
+    import highspy
+
+    live = inst.live
+    mask = inst.valid & live[:, None]
+    e_idx, r_idx = np.nonzero(mask)
+    P = e_idx.size
+    n = np.where(live, inst.counts, 0).astype(np.float64)
+    u_full = np.where(mask, n[:, None] / np.maximum(inst.n_replicas, 1)[:, None], 0.0)
+    u = u_full[e_idx, r_idx]
+    gpu = inst.replica_gpu[e_idx, r_idx]
+    g = inst.n_gpus
+    scale = 1.0  # token units: HiGHS's absolute tolerances fit integer token counts
+    liv = np.flatnonzero(live)
+    row_of = np.full(inst.n_experts, -1)
+    row_of[liv] = np.arange(liv.size)
+    rows = np.r_[row_of[e_idx], liv.size + gpu]
+    A = sp.csc_matrix((np.ones(2 * P), (rows, np.r_[np.arange(P), np.arange(P)])), shape=(liv.size + g, P))
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = P, liv.size + g
+    lp.col_cost_ = -2.0 * u / scale
+    lp.col_lower_, lp.col_upper_ = np.zeros(P), n[e_idx] / scale
+    lp.row_lower_ = np.r_[n[liv] / scale, np.full(g, -highspy.kHighsInf)]
+    lp.row_upper_ = np.r_[n[liv] / scale, np.full(g, z / scale)]
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
+    model = highspy.HighsModel()
+    model.lp_ = lp
+    model.hessian_.dim_ = P
+    model.hessian_.format_ = highspy.HessianFormat.kTriangular
+    model.hessian_.start_ = np.arange(P + 1)
+    model.hessian_.index_ = np.arange(P)
+    model.hessian_.value_ = np.full(P, 2.0)
+    h = new_highs()
+    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-10)
+    h.passModel(model)
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    xp = np.clip(np.asarray(h.getSolution().col_value), 0.0, None) * scale
+    x = np.zeros(inst.replica_gpu.shape)
+    x[e_idx, r_idx] = xp
+    x[x < 1e-9 * np.maximum(n, 1.0)[:, None]] = 0.0
+    rs = x.sum(axis=1)
+    x = x * np.divide(n, rs, out=np.zeros_like(n), where=rs > 0)[:, None]
+    L = np.bincount(gpu, weights=x[e_idx, r_idx], minlength=g)
+    return x if np.all(L <= z * (1 + 1e-9)) else None
+
+
+def _kkt_finish(u, mask, gid, n, z, support, tight, live):
+    """Solve the projection's KKT system on a guessed support and tight GPU set; None unless
+    the result satisfies every KKT condition."""
+    g = tight.size
+    rows = np.flatnonzero(live)
+    T = np.flatnonzero(tight)
+    col_of_row = {e: i for i, e in enumerate(rows)}
+    col_of_gpu = {h: len(rows) + i for i, h in enumerate(T)}
+    m = len(rows) + len(T)
+    A = np.zeros((m, m))
+    rhs = np.zeros(m)
+    e_idx, r_idx = np.nonzero(support & mask)
+    for e, r in zip(e_idx.tolist(), r_idx.tolist()):
+        h = int(gid[e, r])
+        i = col_of_row[e]
+        # x = u - lambda_e - mu_h / 2 on the support
+        A[i, i] += 1.0
+        rhs[i] += u[e, r]
+        if h in col_of_gpu:
+            j = col_of_gpu[h]
+            A[i, j] += 0.5
+            A[j, i] += 1.0
+            A[j, j] += 0.5
+            rhs[j] += u[e, r]
+    for e in rows.tolist():
+        rhs[col_of_row[e]] -= n[e]
+    for h in T.tolist():
+        rhs[col_of_gpu[h]] -= z
+    sol = np.linalg.lstsq(A, rhs, rcond=None)[0]
+    if not np.allclose(A @ sol, rhs, rtol=1e-9, atol=1e-9 * max(1.0, z)):
+        return None
+    lam = np.zeros(n.size)
+    lam[rows] = sol[:len(rows)]
+    mu = np.zeros(g)
+    mu[T] = sol[len(rows):]
+    val = np.where(mask, u - lam[:, None] - mu[gid] / 2.0, 0.0)
+    x = np.where(support & mask, val, 0.0)
+    tol = 1e-9 * max(1.0, z)
+    if (x < -tol).any() or (mu < -tol).any() or (np.where(mask & ~support, val, 0.0) > tol).any():
+        return None
+    x = np.clip(x, 0.0, None)
+    L = np.bincount(gid[mask], weights=x[mask], minlength=g)
+    if (L > z * (1 + 1e-9) + tol).any():
+        return None
+    rs = x.sum(axis=1)
+    return x * np.divide(n, rs, out=np.zeros_like(n), where=rs > 0)[:, None]
 
 
 # ---------------------------------------------------------------------------- semi-matching
@@ -304,160 +445,3 @@ def semi_matching(inst: Instance, model: CostModel | None = None) -> Dispatch:
     shares = graph.to_shares(pf * inst.counts[graph.live][graph.pe])
     return Dispatch(shares, {"policy": "semi_matching", "max_experts": cap,
                              "solve_s": time.perf_counter() - t0})
-
-
-# ---------------------------------------------------------------------------- MILP oracle
-@register("milp")
-def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start: bool = True,
-         mip_rel_gap: float = 1e-6, threads: int = 1) -> Dispatch:
-    """The exact fixed-charge makespan MILP of Eq. 3, solved by HiGHS.
-
-    Variables per live (expert, replica slot): share ``x >= 0``, activation ``z`` binary with
-    ``x <= n_e z``; with ``b2 > 0`` an integer tile count ``k`` with ``x <= tile*k`` and
-    ``k >= z`` (Eq. 2); and the makespan ``M``.  Per GPU: ``a + b*sum z + b2*sum(k - z) <= M``,
-    ``c + beta*sum x <= M`` and, with the traffic piece, ``c2 + gamma*sum x <= M`` (Eq. 4).
-
-    Returns the incumbent; ``meta`` holds ``objective``, ``lower_bound`` (HiGHS's proven dual
-    bound), ``gap`` and ``optimal``.  With ``warm_start`` the tempo_fast solution seeds the
-    search, so the incumbent is never worse than tempo's.
-    """
-    import highspy
-
-    if time_limit <= 0:
-        raise ValueError(f"time_limit must be positive, got {time_limit}")
-    t0 = time.perf_counter()
-    e_idx, r_idx = np.nonzero(inst.valid & inst.live[:, None])
-    if e_idx.size == 0:
-        d = Dispatch(np.zeros(inst.replica_gpu.shape))
-        ms = model.makespan(inst, d)
-        d.meta.update(policy="milp", objective=ms, lower_bound=ms, gap=0.0, optimal=True, status="trivial")
-        return d
-    P = e_idx.size
-    n = inst.counts.astype(np.float64)
-    gpu = inst.replica_gpu[e_idx, r_idx]
-    g = inst.n_gpus
-    tiles = model.has_tiles
-    # column blocks: x [P], z [P], k [P] (tiles only), M [1]
-    nx = P
-    ox, oz, ok = 0, P, 2 * P
-    oM = 3 * P if tiles else 2 * P
-    ncol = oM + 1
-    rows, cols, vals, lo, hi = [], [], [], [], []
-    r = 0
-    inf = highspy.kHighsInf
-
-    def add_rows(rr, cc, vv, l, u):
-        nonlocal r
-        rows.append(np.asarray(rr) + r)
-        cols.append(np.asarray(cc))
-        vals.append(np.asarray(vv, dtype=np.float64))
-        lo.append(np.asarray(l, dtype=np.float64))
-        hi.append(np.asarray(u, dtype=np.float64))
-        r += len(l)
-
-    live = np.flatnonzero(inst.live)
-    row_of = np.full(inst.n_experts, -1)
-    row_of[live] = np.arange(live.size)
-    # conservation: sum_r x = n_e ; at least one activation per live expert
-    add_rows(row_of[e_idx], ox + np.arange(P), np.ones(P), n[live], n[live])
-    add_rows(row_of[e_idx], oz + np.arange(P), np.ones(P), np.ones(live.size), np.full(live.size, inf))
-    # x - n z <= 0
-    ar = np.arange(P)
-    add_rows(np.r_[ar, ar], np.r_[ox + ar, oz + ar], np.r_[np.ones(P), -n[e_idx]], np.full(P, -inf), np.zeros(P))
-    if tiles:
-        add_rows(np.r_[ar, ar], np.r_[ox + ar, ok + ar], np.r_[np.ones(P), -float(model.tile) * np.ones(P)],
-                 np.full(P, -inf), np.zeros(P))
-        add_rows(np.r_[ar, ar], np.r_[oz + ar, ok + ar], np.r_[np.ones(P), -np.ones(P)], np.full(P, -inf), np.zeros(P))
-    # per-GPU pieces
-    gg = np.arange(g)
-    if tiles:
-        add_rows(np.r_[gpu, gpu, gg], np.r_[oz + ar, ok + ar, np.full(g, oM)],
-                 np.r_[np.full(P, model.b - model.b2), np.full(P, model.b2), -np.ones(g)],
-                 np.full(g, -inf), np.full(g, -model.a))
-    else:
-        add_rows(np.r_[gpu, gg], np.r_[oz + ar, np.full(g, oM)], np.r_[np.full(P, model.b), -np.ones(g)],
-                 np.full(g, -inf), np.full(g, -model.a))
-    add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.beta), -np.ones(g)],
-             np.full(g, -inf), np.full(g, -model.c))
-    if model.has_traffic:
-        add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.gamma), -np.ones(g)],
-                 np.full(g, -inf), np.full(g, -model.c2))
-    A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, ncol))
-    col_lo = np.zeros(ncol)
-    col_hi = np.full(ncol, inf)
-    col_hi[ox:ox + P] = n[e_idx]
-    col_hi[oz:oz + P] = 1.0
-    if tiles:
-        col_hi[ok:ok + P] = np.ceil(n[e_idx] / model.tile)
-    col_lo[oM] = max(model.a, model.c)
-    cost = np.zeros(ncol)
-    cost[oM] = 1.0
-    integrality = [highspy.HighsVarType.kContinuous] * ncol
-    for j in range(oz, oz + P):
-        integrality[j] = highspy.HighsVarType.kInteger
-    if tiles:
-        for j in range(ok, ok + P):
-            integrality[j] = highspy.HighsVarType.kInteger
-
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = ncol, r
-    lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, col_lo, col_hi
-    lp.row_lower_, lp.row_upper_ = np.concatenate(lo), np.concatenate(hi)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = A.indptr
-    lp.a_matrix_.index_ = A.indices
-    lp.a_matrix_.value_ = A.data
-    lp.integrality_ = integrality
-    h = new_highs()
-    h.setOptionValue("time_limit", float(time_limit))
-    h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
-    h.setOptionValue("threads", int(threads))
-    h.setOptionValue("random_seed", 0)
-    h.passModel(lp)
-
-    warm = None
-    if warm_start:
-        from .tempo_fast import tempo_fast
-
-        warm = tempo_fast(inst, model)
-        xs = warm.shares[e_idx, r_idx]
-        z = (xs > 1e-9).astype(np.float64)
-        col = np.zeros(ncol)
-        col[ox:ox + P] = xs
-        col[oz:oz + P] = z
-        if tiles:
-            col[ok:ok + P] = np.ceil(xs / model.tile - 1e-9)
-        col[oM] = model.makespan(inst, warm)
-        sol = highspy.HighsSolution()
-        sol.col_value = col
-        sol.value_valid = True
-        h.setSolution(sol)
-    h.run()
-    info = h.getInfo()
-    status = h.modelStatusToString(h.getModelStatus())
-    has_sol = info.primal_solution_status == highspy.kSolutionStatusFeasible
-    if has_sol:
-        x = np.clip(np.asarray(h.getSolution().col_value)[ox:ox + nx], 0.0, None)
-        x[x < 1e-9] = 0.0  # solver noise is not an activation
-        shares = np.zeros(inst.replica_gpu.shape)
-        shares[e_idx, r_idx] = x
-        rows_sum = shares.sum(axis=1)
-        scale = np.divide(n, rows_sum, out=np.zeros_like(n), where=rows_sum > 0)
-        shares *= scale[:, None]
-    elif warm is not None:
-        shares = warm.shares
-    else:
-        raise RuntimeError(f"MILP found no feasible solution within {time_limit}s (status {status})")
-    d = Dispatch(shares)
-    obj = model.makespan(inst, d)
-    if warm is not None:
-        wobj = model.makespan(inst, warm)
-        if wobj < obj:  # numerical cleanup of the MILP point can cost a hair; keep the better
-            d, obj = Dispatch(warm.shares.copy()), wobj
-    lb = float(info.mip_dual_bound) if has_sol else float("nan")
-    lb = min(lb, obj) if math.isfinite(lb) else lb
-    gap = (obj - lb) / obj if obj > 0 and math.isfinite(lb) else 0.0
-    d.meta.update(policy="milp", objective=obj, lower_bound=lb, gap=gap,
-                  optimal=status == "Optimal" or gap <= max(mip_rel_gap, 1e-6) * 10,
-                  status=status, solve_s=time.perf_counter() - t0)
-    return d

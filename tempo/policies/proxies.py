@@ -11,6 +11,7 @@ from ..cost import CostModel
 from ..instance import Dispatch, Instance
 from . import register
 from ._util import compact_slots, even_integer_split, scatter_compact, slot_on_gpu
+from .exact import token_lp_even, token_lp_vertex
 
 
 @register("static")
@@ -88,63 +89,111 @@ def metro(inst: Instance, model: CostModel | None = None) -> Dispatch:
 @register("llep")
 def llep(inst: Instance, model: CostModel | None = None, alpha: float = 1.1, min_chunk: int = 32,
          trigger: float = 1.3) -> Dispatch:
-    """LLEP-R: LLEP's least-loaded greedy spill (arXiv 2601.17111), restricted to existing
-    replicas (Section 5.14).
+    """LLEP-R: LLEP's least-loaded spill (arXiv 2601.17111), restricted to existing replicas
+    (Section 5.14), following ``compute_llep_lpt_plan`` in LLEP's published code
+    (SalesforceAIResearch/LeastLoadedEP, ``llep/gpt_oss_llep.py``).
 
-    Capacity per GPU is ``floor(alpha * total / n_gpus)`` (alpha = 1.1 as in LLEP's code).
-    Experts largest first: the home replica (slot 0) keeps what fits under the capacity; the
-    rest spills to the expert's other replica GPUs in ascending order of load, each taking
-    what fits; a chunk smaller than ``min_chunk`` tokens is skipped unless it is the whole
-    remainder; what is left with no room goes to the least-loaded replica GPU.  LLEP runs
-    only when the static max/mean GPU load is at least ``trigger`` (1.3); below, the static
-    map is returned.
+    * Native GPU of an expert: its home replica (slot 0, or its first valid slot); helpers: the
+      expert's other replica GPUs (LLEP's are all other GPUs -- the restriction).
+    * Capacity ``int(alpha * (total // n_gpus))``, at least 1 (alpha = 1.1 as in the code).
+    * Effective load of a GPU = tokens assigned so far + its *pending native load* (tokens of
+      its native experts not processed yet), so a GPU keeps room for its own experts.
+    * Experts largest first (stable).  The native GPU takes the whole expert if it fits, else
+      what fits (no minimum-chunk rule on the native chunk); the rest goes chunk by chunk to
+      the helper of least effective load that has room (ties: lower GPU id), a chunk smaller
+      than ``min_chunk`` skipped unless it is the whole remainder; with no helper that takes
+      it, the remainder goes to the least effectively loaded helper (never back home).  When
+      the native GPU is already full, everything spills that way.  An expert with no helper
+      stays home over capacity.
+    * LLEP runs only when the static max/mean GPU load is at least ``trigger`` (1.3, LLEP's
+      ``MOE_ADAPTIVE_LPT_ROUTING_RATIO`` example); below, the static map is returned.
 
-    ``min_chunk`` is our choice: LLEP's minimum GEMM size targets training-sized batches and
-    would forbid every spill at decode, so we scale it to a quarter of a 128-token M-tile.
+    Our remaining choice: ``min_chunk`` = 32 tokens instead of LLEP's 1024
+    (``min_tokens_per_gemm``, sized for training batches, which would forbid every spill at
+    decode): a quarter of a 128-token M-tile.
     """
     if alpha <= 0:
         raise ValueError(f"alpha must be positive, got {alpha}")
     if min_chunk < 0:
         raise ValueError(f"min_chunk must be non-negative, got {min_chunk}")
     home = static(inst)
-    total = inst.total_tokens
+    total = int(inst.total_tokens)
     g = inst.n_gpus
     if total == 0:
         return home
-    native = np.bincount(inst.replica_gpu[inst.valid], weights=home.shares[inst.valid], minlength=g)
-    if native.max() / (total / g) < trigger:
-        return home
-    cap = np.floor(alpha * total / g)
-    load = [0.0] * g
-    shares = np.zeros(inst.replica_gpu.shape)
     comp = compact_slots(inst)
-    order = np.argsort(-inst.counts, kind="stable")
-    for e in order.tolist():
-        rem = float(inst.counts[e])
-        if rem <= 0:
+    counts = inst.counts.tolist()
+    native_gpu = [int(inst.replica_gpu[e, comp[e, 0]]) for e in range(inst.n_experts)]
+    native = [0] * g
+    for e, n in enumerate(counts):
+        if n > 0:
+            native[native_gpu[e]] += n
+    if max(native) / (total / g) < trigger:
+        return home
+    cap = max(int(alpha * (total // g)), 1)
+    pending = list(native)
+    assigned = [0] * g
+    shares = np.zeros(inst.replica_gpu.shape)
+    slot_of = slot_on_gpu(inst)
+    rep_gpus = [sorted(set(inst.replica_gpu[e, inst.valid[e]].tolist())) for e in range(inst.n_experts)]
+
+    def eff(h):
+        return assigned[h] + pending[h]
+
+    def put(e, h, amount):
+        shares[e, slot_of[e, h]] += amount
+        assigned[h] += amount
+
+    for e in sorted(range(inst.n_experts), key=lambda e: -counts[e]):
+        n = counts[e]
+        if n == 0:
             continue
-        slots = comp[e, : inst.n_replicas[e]].tolist()
-        gpus = [int(inst.replica_gpu[e, r]) for r in slots]
-        # home replica first
-        take = min(rem, max(0.0, cap - load[gpus[0]]))
-        if take > 0 and (take >= min_chunk or take == rem):
-            shares[e, slots[0]] += take
-            load[gpus[0]] += take
-            rem -= take
-        helpers = sorted(range(1, len(slots)), key=lambda i: (load[gpus[i]], gpus[i]))
-        for i in helpers:
-            if rem <= 0:
-                break
-            take = min(rem, max(0.0, cap - load[gpus[i]]))
-            if take <= 0 or (take < min_chunk and take != rem):
+        nat = native_gpu[e]
+        pending[nat] -= n
+        helpers = [h for h in rep_gpus[e] if h != nat]
+        avail = cap - eff(nat)
+        if avail >= n:
+            put(e, nat, n)
+            continue
+        remaining = n
+        if avail > 0:
+            put(e, nat, avail)
+            remaining -= avail
+            while remaining > 0:
+                if not helpers:
+                    put(e, nat, remaining)  # no helper: home, over capacity
+                    break
+                ranked = sorted(helpers, key=eff)  # stable: ties to the lower GPU id
+                for h in ranked:
+                    room = cap - eff(h)
+                    if room <= 0:
+                        continue
+                    chunk = min(remaining, room)
+                    if chunk < min_chunk and remaining > chunk:
+                        continue
+                    put(e, h, chunk)
+                    remaining -= chunk
+                    break
+                else:
+                    put(e, ranked[0], remaining)
+                    remaining = 0
+        else:
+            if not helpers:
+                put(e, nat, remaining)
                 continue
-            shares[e, slots[i]] += take
-            load[gpus[i]] += take
-            rem -= take
-        if rem > 0:
-            i = min(range(len(slots)), key=lambda i: (load[gpus[i]], gpus[i]))
-            shares[e, slots[i]] += rem
-            load[gpus[i]] += rem
+            ranked = [(h, cap - eff(h)) for h in sorted(helpers, key=eff)]  # one snapshot, as in LLEP
+            for h, room in ranked:
+                if remaining <= 0:
+                    break
+                if room <= 0:
+                    continue
+                chunk = min(remaining, room)
+                if chunk < min_chunk and remaining > chunk:
+                    continue
+                put(e, h, chunk)
+                remaining -= chunk
+            if remaining > 0:
+                put(e, ranked[0][0], remaining)
     return Dispatch(shares)
 
 
@@ -175,6 +224,4 @@ def token_lp(inst: Instance, model: CostModel | None = None, vertex: bool = Fals
     replication that is exactly the even split.  ``vertex=True`` returns a sparse basic
     optimal solution from a max-flow (few experts split).  See :mod:`tempo.policies.exact`.
     """
-    from .exact import token_lp_even, token_lp_vertex
-
     return token_lp_vertex(inst) if vertex else token_lp_even(inst)

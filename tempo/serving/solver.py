@@ -44,6 +44,10 @@ class TableSolver:
     ``float32[L, E, R]`` (``flat``) or ``float32[n_nodes, L, E, R]`` (``hier``: one table per
     source node, the same-node-first split of Section 4.3); columns follow :func:`replica_map`.
 
+    With ``policy="tempo"`` and the flat topology all layers are solved by one
+    :func:`tempo.policies.tempo_fast.solve_layers` call (no Instance or Dispatch per layer;
+    the same tables, a whole model in about 10 ms).
+
     ``batch_tokens``: when given, each layer's counts are rescaled to that many token-expert
     pairs before solving (a window sums many batches; the cost model prices one batch).
     """
@@ -71,6 +75,13 @@ class TableSolver:
         self.layouts = [Instance.from_placement(zero, self.p2l[l], self.n_gpus, self.gpus_per_node).replica_gpu
                         for l in range(L)]
         self.n_nodes = self.n_gpus // gpus_per_node if topology == "hier" else 1
+        # tempo on the flat topology: every layer in one batched compiled call (solve_layers)
+        self._batched = policy == "tempo" and topology == "flat"
+        if self._batched:
+            R = self.phys.shape[2]
+            self._rep = np.full((L, E, R), -1, np.int64)
+            for layer, r in enumerate(self.layouts):
+                self._rep[layer, :, :r.shape[1]] = r
 
     def solve(self, window) -> np.ndarray:
         from .. import Instance
@@ -79,6 +90,8 @@ class TableSolver:
 
         L, E, R = self.phys.shape
         w = check_counts(window, L, E)
+        if self._batched:
+            return self._solve_batched(w)
         fn = get(self.policy)
         out = np.zeros((self.n_nodes, L, E, R), np.float32)
         for layer in range(L):
@@ -93,6 +106,24 @@ class TableSolver:
             else:
                 out[0, layer, :, :width] = d.probabilities(inst)
         return out if self.topology == "hier" else out[0]
+
+
+    def _solve_batched(self, w: np.ndarray) -> np.ndarray:
+        """The flat tempo tables of all layers from one :func:`solve_layers` call, each row as
+        :meth:`Dispatch.probabilities` makes it (an idle expert: uniform over its replicas)."""
+        from ..policies.tempo_fast import solve_layers
+
+        if self.batch_tokens:
+            tot = w.sum(axis=1, keepdims=True)
+            w = np.where(tot > 0, np.rint(w * (self.batch_tokens / np.where(tot > 0, tot, 1))), w).astype(np.int64)
+        shares = solve_layers(w, self._rep, self.n_gpus, self.model, **self.options)
+        valid = self._rep >= 0
+        s = np.where(valid, np.clip(shares, 0.0, None), 0.0)
+        rows = s.sum(axis=2, keepdims=True)
+        uniform = valid / np.maximum(valid.sum(axis=2, keepdims=True), 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            prob = np.where(rows > 0, s / np.where(rows > 0, rows, 1.0), uniform)
+        return prob.astype(np.float32)
 
 
 def solve_tables(window, physical_to_logical_map, n_gpus: int, model, policy: str = "tempo",
@@ -226,6 +257,12 @@ class SolverProcess:
             c.send((self._next_id, w[sl], opts))
         return self._next_id
 
+    def _died(self, i: int):
+        """A worker's pipe broke: wait (briefly) until the OS has reaped it too, so that
+        ``ensure_alive`` sees it dead (a large process closes its pipe before it exits)."""
+        self._procs[i].join(5)
+        return ("died",)
+
     def _one(self, i: int, req_id: int, end: float):
         conn = self._conns[i]
         while True:
@@ -235,15 +272,15 @@ class SolverProcess:
             try:
                 ready = conn.poll(min(left, 0.05))
             except (EOFError, OSError):
-                return ("died",)
+                return self._died(i)
             if not ready:
                 if not self._procs[i].is_alive():
-                    return ("died",)
+                    return self._died(i)
                 continue
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
-                return ("died",)
+                return self._died(i)
             if msg[1] != req_id:  # a late reply to an abandoned request
                 log.info("tempo solver: dropped late reply to request %s", msg[1])
                 continue

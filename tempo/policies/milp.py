@@ -1,0 +1,202 @@
+"""The exact fixed-charge makespan MILP of Eq. 3 (the oracle), solved by HiGHS.
+
+Imports flow one way: ``proxies`` and ``exact`` (token LP, semi-matching) know nothing of
+tempo; ``tempo_fast`` uses them as ensemble candidates; the MILP uses tempo_fast only for an
+optional warm start.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..cost import CostModel
+from ..instance import Dispatch, Instance
+from . import register
+from .exact import new_highs
+from .tempo_fast import tempo_fast
+
+
+@register("milp")
+def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=False,
+         mip_rel_gap: float = 1e-6, threads: int = 1) -> Dispatch:
+    """The exact fixed-charge makespan MILP of Eq. 3, solved by HiGHS.
+
+    Variables per live (expert, replica slot): share ``x >= 0``, activation ``z`` binary with
+    ``x <= n_e z``; with ``b2 > 0`` an integer tile count ``k`` with ``x <= tile*k`` and
+    ``k >= z`` (Eq. 2); and the makespan ``M``.  Per GPU: ``a + b*sum z + b2*sum(k - z) <= M``,
+    ``c + beta*sum x <= M`` and, with the traffic piece, ``c2 + gamma*sum x <= M`` (Eq. 4).
+
+    Returns the incumbent, with activations read from the binaries ``z`` (a share on a pair
+    with ``z = 0`` is solver tolerance and is dropped).  ``meta`` holds ``objective`` (the
+    model's makespan of the returned dispatch), ``highs_objective``, ``lower_bound`` (HiGHS's
+    proven dual bound; ``-inf`` when none), ``gap`` (``inf`` without a bound) and ``optimal``,
+    which is True only when HiGHS proved the gap with a finite bound.  A HiGHS "Solve error"
+    is retried once without presolve; no feasible point raises ``RuntimeError``.
+
+    ``warm_start``: False (default) solves cold; True seeds HiGHS with tempo_fast's dispatch,
+    or pass a :class:`Dispatch` to seed with it.  With a start, the result is never worse
+    than the start.
+    """
+    import highspy
+
+    if time_limit <= 0:
+        raise ValueError(f"time_limit must be positive, got {time_limit}")
+    t0 = time.perf_counter()
+    e_idx, r_idx = np.nonzero(inst.valid & inst.live[:, None])
+    if e_idx.size == 0:
+        d = Dispatch(np.zeros(inst.replica_gpu.shape))
+        ms = model.makespan(inst, d)
+        d.meta.update(policy="milp", objective=ms, lower_bound=ms, gap=0.0, optimal=True, status="trivial")
+        return d
+    P = e_idx.size
+    n = inst.counts.astype(np.float64)
+    # Units: tokens and time are both divided by S (1 unless an expert has over 1e6 tokens),
+    # so huge counts (2^31 and beyond) stay within HiGHS's well-scaled range.
+    S = max(1.0, float(n.max()) / 1e6)
+    ns = n / S
+    gpu = inst.replica_gpu[e_idx, r_idx]
+    g = inst.n_gpus
+    tiles = model.has_tiles
+    # column blocks: x [P], z [P], k [P] (tiles only), M [1]
+    nx = P
+    ox, oz, ok = 0, P, 2 * P
+    oM = 3 * P if tiles else 2 * P
+    ncol = oM + 1
+    rows, cols, vals, lo, hi = [], [], [], [], []
+    r = 0
+    inf = highspy.kHighsInf
+
+    def add_rows(rr, cc, vv, l, u):
+        nonlocal r
+        rows.append(np.asarray(rr) + r)
+        cols.append(np.asarray(cc))
+        vals.append(np.asarray(vv, dtype=np.float64))
+        lo.append(np.asarray(l, dtype=np.float64))
+        hi.append(np.asarray(u, dtype=np.float64))
+        r += len(l)
+
+    live = np.flatnonzero(inst.live)
+    row_of = np.full(inst.n_experts, -1)
+    row_of[live] = np.arange(live.size)
+    # conservation: sum_r x = n_e ; at least one activation per live expert
+    add_rows(row_of[e_idx], ox + np.arange(P), np.ones(P), ns[live], ns[live])
+    add_rows(row_of[e_idx], oz + np.arange(P), np.ones(P), np.ones(live.size), np.full(live.size, inf))
+    # x - n z <= 0
+    ar = np.arange(P)
+    add_rows(np.r_[ar, ar], np.r_[ox + ar, oz + ar], np.r_[np.ones(P), -ns[e_idx]], np.full(P, -inf), np.zeros(P))
+    if tiles:
+        add_rows(np.r_[ar, ar], np.r_[ox + ar, ok + ar], np.r_[np.ones(P), -float(model.tile) / S * np.ones(P)],
+                 np.full(P, -inf), np.zeros(P))
+        add_rows(np.r_[ar, ar], np.r_[oz + ar, ok + ar], np.r_[np.ones(P), -np.ones(P)], np.full(P, -inf), np.zeros(P))
+    # per-GPU pieces
+    gg = np.arange(g)
+    if tiles:
+        add_rows(np.r_[gpu, gpu, gg], np.r_[oz + ar, ok + ar, np.full(g, oM)],
+                 np.r_[np.full(P, (model.b - model.b2) / S), np.full(P, model.b2 / S), -np.ones(g)],
+                 np.full(g, -inf), np.full(g, -model.a / S))
+    else:
+        add_rows(np.r_[gpu, gg], np.r_[oz + ar, np.full(g, oM)], np.r_[np.full(P, model.b / S), -np.ones(g)],
+                 np.full(g, -inf), np.full(g, -model.a / S))
+    add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.beta), -np.ones(g)],
+             np.full(g, -inf), np.full(g, -model.c / S))
+    if model.has_traffic:
+        add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.gamma), -np.ones(g)],
+                 np.full(g, -inf), np.full(g, -model.c2 / S))
+    A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, ncol))
+    col_lo = np.zeros(ncol)
+    col_hi = np.full(ncol, inf)
+    col_hi[ox:ox + P] = ns[e_idx]
+    col_hi[oz:oz + P] = 1.0
+    if tiles:
+        col_hi[ok:ok + P] = np.ceil(n[e_idx] / model.tile)
+    col_lo[oM] = max(model.a, model.c) / S
+    cost = np.zeros(ncol)
+    cost[oM] = 1.0
+    integrality = [highspy.HighsVarType.kContinuous] * ncol
+    for j in range(oz, oz + P):
+        integrality[j] = highspy.HighsVarType.kInteger
+    if tiles:
+        for j in range(ok, ok + P):
+            integrality[j] = highspy.HighsVarType.kInteger
+
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = ncol, r
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, col_lo, col_hi
+    lp.row_lower_, lp.row_upper_ = np.concatenate(lo), np.concatenate(hi)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = A.indptr
+    lp.a_matrix_.index_ = A.indices
+    lp.a_matrix_.value_ = A.data
+    lp.integrality_ = integrality
+    h = new_highs()
+    h.setOptionValue("time_limit", float(time_limit))
+    h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
+    if int(threads) != 1:
+        highspy.Highs.resetThreadScheduler()
+        h.setOptionValue("threads", int(threads))
+    h.setOptionValue("random_seed", 0)
+    h.passModel(lp)
+
+    warm = None
+    if warm_start is True:
+        warm = tempo_fast(inst, model)
+    elif isinstance(warm_start, Dispatch):
+        warm = warm_start
+    elif warm_start not in (False, None):
+        raise ValueError(f"warm_start must be a bool or a Dispatch, got {type(warm_start).__name__}")
+    if warm is not None:
+        xs = np.asarray(warm.shares, dtype=np.float64)[e_idx, r_idx]
+        col = np.zeros(ncol)
+        col[ox:ox + P] = xs / S
+        col[oz:oz + P] = (xs > 1e-9).astype(np.float64)
+        if tiles:
+            col[ok:ok + P] = np.ceil(xs / model.tile - 1e-9)
+        col[oM] = model.makespan(inst, warm) / S
+        sol = highspy.HighsSolution()
+        sol.col_value = col
+        sol.value_valid = True
+        h.setSolution(sol)
+    h.run()
+    status = h.modelStatusToString(h.getModelStatus())
+    retried = False
+    if h.getModelStatus() in (highspy.HighsModelStatus.kSolveError, highspy.HighsModelStatus.kUnknown):
+        # HiGHS "Solve error" (seen on tiny instances): retry once without presolve
+        retried = True
+        h.clearSolver()
+        h.setOptionValue("presolve", "off")
+        h.setOptionValue("time_limit", max(1e-3, float(time_limit) - (time.perf_counter() - t0)))
+        h.run()
+        status = h.modelStatusToString(h.getModelStatus())
+    info = h.getInfo()
+    has_sol = info.primal_solution_status == highspy.kSolutionStatusFeasible
+    if not has_sol:
+        raise RuntimeError(f"MILP found no feasible solution within {time_limit}s (HiGHS status {status!r})")
+    col = np.asarray(h.getSolution().col_value)
+    active = col[oz:oz + P] > 0.5  # activations are the binaries, not shares above a tolerance
+    x = np.where(active, np.clip(col[ox:ox + nx], 0.0, None), 0.0) * S
+    shares = np.zeros(inst.replica_gpu.shape)
+    shares[e_idx, r_idx] = x
+    rows_sum = shares.sum(axis=1)
+    scale = np.divide(n, rows_sum, out=np.zeros_like(n), where=rows_sum > 0)
+    shares *= scale[:, None]
+    d = Dispatch(shares)
+    obj = model.makespan(inst, d)
+    if warm is not None:
+        wobj = model.makespan(inst, warm)
+        if wobj < obj:  # numerical cleanup of the MILP point can cost a hair; keep the given start
+            d, obj = Dispatch(np.asarray(warm.shares, dtype=np.float64).copy()), wobj
+    lb = float(info.mip_dual_bound) * S
+    finite = math.isfinite(lb)
+    if finite:
+        lb = min(lb, obj)
+        gap = (obj - lb) / obj if obj > 0 else 0.0
+    else:
+        lb, gap = float("-inf"), float("inf")
+    optimal = finite and (status == "Optimal" or gap <= max(mip_rel_gap, 1e-6) * 10)
+    d.meta.update(policy="milp", objective=obj, highs_objective=float(info.objective_function_value) * S,
+                  lower_bound=lb, gap=gap, optimal=optimal, status=status, retried=retried,
+                  warm_start=warm is not None, solve_s=time.perf_counter() - t0)
+    return d
