@@ -140,7 +140,9 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
             rows.append({"ep": g, "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
                          "tempo": ms, "milp": m.meta["objective"], "milp_lb": m.meta["lower_bound"],
                          "milp_optimal": m.meta["optimal"], "ratio": ms / m.meta["objective"],
-                         "ratio_to_lb": ms / m.meta["lower_bound"], "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
+                         # no proven bound (a cold MILP stopped before its root bound): NaN, never a ratio
+                         "ratio_to_lb": ms / m.meta["lower_bound"] if m.meta["lower_bound"] > 0 else float("nan"),
+                         "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
                          "chosen": d.meta["chosen"], "token_lp_even": lp_even, "token_lp_vertex": lp_vertex,
                          "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1)})
     return pd.DataFrame(rows)
