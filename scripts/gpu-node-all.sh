@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything this artifact checks and measures on one GPU node, in one go (about 8 minutes on
 # one H200), writing every result under OUT (default build/gpu-node).  Knobs: CHECK_SECTIONS,
-# CHECK_SECONDS (gpu-check), CAL_SECONDS (the calibration), RUN_PYTEST=0 (skip the unit tests):
+# CHECK_SECONDS (gpu-check), CAL_SECONDS and CAL_G (the calibration), RUN_PYTEST=0 (skip the unit tests):
 #   bash scripts/gpu-node-all.sh [OUT] [WHEEL_DIR]
 # 1. deep_gemm: the node's own, else a carried sgl-deep-gemm wheel that works under its torch
 #    (scripts/gpu-node-deepgemm.sh);
@@ -42,7 +42,7 @@ if [ "${RUN_PYTEST:-1}" = 1 ]; then
   python3 -m pytest -q -p no:cacheprovider tests/test_serving.py -k triton tests/test_gpu_paths.py \
     > "$OUT/run/pytest_gpu.log" 2>&1; echo "pytest rc=$?"; tail -1 "$OUT/run/pytest_gpu.log"
 fi
-python3 -m tempo calibrate --backend deep_gemm --shape dsv3 --G 1 4 8 13 20 --max-seconds "$CAL_SECONDS" \
+python3 -m tempo calibrate --backend deep_gemm --shape dsv3 --G ${CAL_G:-1 4 8 13 20} --max-seconds "$CAL_SECONDS" \
   --out "$OUT/cal" > "$OUT/run/calibrate.log" 2>&1; echo "calibrate rc=$?"; tail -8 "$OUT/run/calibrate.log"
 cp -r "$OUT"/cal/*/* "$OUT/run/" 2>/dev/null
 tar czf "$OUT/gpu-node.tgz" -C "$OUT" run
