@@ -23,7 +23,8 @@ a section that fails is reported with its error and the others still run.
 
 Output folder (``--out``, default ``build/gpu-check``): ``<date>-gpu-check/`` with
 ``results.json``, ``summary.md`` (also printed: paste it into a note), ``manifest.json`` and the
-per-section CSVs, and one calibration recording per grid, ``<date>-<backend>-<shape>/``, in
+per-section CSVs, and one calibration recording per grid, ``<date>-<backend>-<shape>-gpucheck/``
+(a second run the same day adds ``-2``), in
 the format :func:`tempo.calib.record.load_recording` reads.  ``--record`` writes into
 ``data/measured/<machine>/`` instead, where the calibration chapter and the ledger find it.
 """
@@ -352,8 +353,7 @@ def section_grids(ctx) -> dict:
                        roofline_datasheet_us=round(roofline_us(sh, H200_HBM_TB_S, bytes_per), 2),
                        roofline_measured_copy_us=round(roofline_us(sh, ctx.get("copy_tb_s") or H200_HBM_TB_S,
                                                                   bytes_per), 2))
-            rec = ctx["root"] / f"{ctx['date']}-{backend}-{sh}"
-            rec.mkdir(parents=True, exist_ok=True)
+            rec = _fresh(ctx["root"] / f"{ctx['date']}-{backend}-{sh}-gpucheck")
             samples[["G", "n", "N", "T", "kind", "t_us"]].sort_values(["G", "n"]).to_csv(
                 rec / "samples.csv.gz", index=False, compression="gzip")
             (rec / "fit.json").write_text(json.dumps(fits, indent=1))
@@ -399,6 +399,17 @@ FUNCS = {"env": section_env, "triton": section_triton, "numerics": section_numer
 
 
 # ------------------------------------------------------------------------------------ driver
+def _fresh(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``, ... : the first that does not exist yet (created), so a
+    second run on the same day never overwrites the first one's recording."""
+    cand, k = Path(path), 1
+    while cand.exists():
+        k += 1
+        cand = Path(f"{path}-{k}")
+    cand.mkdir(parents=True)
+    return cand
+
+
 def _slug(text: str) -> str:
     import re
 
@@ -468,8 +479,7 @@ def run(out: Path, sections=SECTIONS, budget_s: float = 420.0, command: str = ""
     scale = budget_s / sum(BUDGET.values())
     date = dt.date.today().isoformat()
     out = Path(out)
-    folder = out / f"{date}-gpu-check"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _fresh(out / f"{date}-gpu-check")
     ctx = {"root": out, "date": date, "files": {}, "command": command, "budget": {k: v * scale for k, v in BUDGET.items()}}
     results = {"date": date, "command": command, "seconds": {}}
     t_start = time.time()

@@ -61,3 +61,11 @@ def test_cuda_home_follows_deep_gemm_rules(monkeypatch, tmp_path):
     nvcc.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     assert gpucheck.cuda_home() == str(tmp_path)
+
+
+def test_a_second_run_never_overwrites_the_first(tmp_path):
+    a = gpucheck._fresh(tmp_path / "2026-11-30-gpu-check")
+    b = gpucheck._fresh(tmp_path / "2026-11-30-gpu-check")
+    c = gpucheck._fresh(tmp_path / "2026-11-30-gpu-check")
+    assert [p.name for p in (a, b, c)] == ["2026-11-30-gpu-check", "2026-11-30-gpu-check-2", "2026-11-30-gpu-check-3"]
+    assert all(p.is_dir() for p in (a, b, c))
