@@ -85,8 +85,10 @@ _OPTION_RULES = {
     "seed": ("choice", ("greedy", "whole", "static"), ""),
     "lp_variants": ("variants", ("vertex", "even"), ""),
 }
-for _flag in ("chains", "local_search", "partial", "ensemble", "vertex", "warm_start"):
+for _flag in ("chains", "local_search", "partial", "ensemble", "vertex", "restarts"):
     _OPTION_RULES[_flag] = ("bool", None, "")
+_OPTION_RULES["backend"] = ("choice", ("compiled", "numpy"), "")
+_OPTION_RULES["warm_start"] = ("warm", None, "")  # False/True, or a Dispatch to start from
 
 
 @functools.lru_cache(maxsize=None)
@@ -126,6 +128,9 @@ def _check_options(policy: str, fn, options: dict) -> None:
                 raise TypeError(f"option {key} must be {'a number' if kind == 'number' else 'an integer'}, got {v!r}")
             if not math.isfinite(v) or not check(v):
                 raise ValueError(f"option {key} must be finite and {need}, got {v!r}")
+        elif kind == "warm":
+            if not isinstance(v, (bool, np.bool_, Dispatch)):
+                raise TypeError(f"option {key} must be True, False or a Dispatch, got {type(v).__name__}")
         elif kind == "choice":
             if v not in check:
                 raise ValueError(f"option {key} must be one of {', '.join(check)}, got {v!r}")

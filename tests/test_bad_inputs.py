@@ -274,6 +274,10 @@ def test_solve_options(data):
 
     takes = set(list(inspect.signature(tempo.policies.get(policy)).parameters)[2:]) \
         if policy in tempo.available_policies() else set()
+    if policy == "tempo":  # tempo takes TempoOptions fields as keyword overrides
+        from tempo.policies.tempo_fast import TempoOptions
+
+        takes |= set(TempoOptions.__dataclass_fields__)
     own = sorted(takes & set(VALID_OPTIONS))
     opts = {}
     for _ in range(data.draw(st.integers(0, 2))):
