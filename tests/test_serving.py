@@ -4,6 +4,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -335,6 +336,163 @@ def test_killed_worker_keeps_last_table_and_restarts(setup):
         r.stop()
 
 
+def test_killed_worker_death_is_confirmed_before_it_is_reported(setup):
+    """D9: ``died`` means reaped (joined); ``ensure_alive`` then really restarts, and a worker
+    killed while idle is caught by the next request instead of a raw broken pipe."""
+    from tempo.serving.solver import SolverProcess
+
+    p2l, pop, table, state = setup
+    w = sample_counts(pop, 64, 4, 4, n_batches=3, seed=4)
+    with SolverProcess(p2l, 4) as sp:
+        old = sp._procs[0]
+        req = sp.submit(w, delay_s=5.0)
+        os.kill(old.pid, 9)
+        assert sp.result(req, 30) == ("died",)
+        assert old.exitcode == -9  # reaped before reported
+        assert sp.ensure_alive() and sp.restarts == 1 and sp.pid != old.pid
+        assert sp.result(sp.submit(w), 60)[0] == "ok"
+        idle = sp._procs[0]
+        os.kill(idle.pid, 9)
+        assert sp.result(sp.submit(w), 30) == ("died",)  # no BrokenPipeError escapes submit
+        assert idle.exitcode == -9
+        assert sp.ensure_alive() and sp.restarts == 2
+        assert sp.result(sp.submit(w), 60)[0] == "ok"
+        assert not sp.ensure_alive()  # nothing to restart
+
+
+def test_stopped_worker_is_killed_and_replaced(setup):
+    """D8: a worker stopped with SIGSTOP (as if wedged in native code) misses its deadlines;
+    after ``max_misses`` in a row it is killed, reaped and replaced."""
+    import signal
+
+    p2l, pop, table, state = setup
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=30, max_misses=2)
+    pid = None
+    try:
+        _feed(state, pop)
+        assert r.step() == "published"
+        pid = r.solver.pid
+        os.kill(pid, signal.SIGSTOP)
+        r.deadline_s = 0.2
+        for seed in (1, 2):
+            _feed(state, pop, seed=seed)
+            assert r.step() == "dropped"
+        assert r.solver.pid == pid and r.solver.restarts == 0
+        r.deadline_s = 30
+        _feed(state, pop, seed=3)
+        assert r.step() == "published"  # the stopped worker was replaced before this refresh
+        assert r.solver.pid != pid and r.solver.restarts == 1
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # killed and reaped
+        pid = None
+    finally:
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        r.stop()
+
+
+def test_closed_solver_refuses_work_and_restarts_nothing(setup):
+    """D10: after close(), submit/result raise a clear error and ensure_alive restarts nothing;
+    a bad n_gpus or model fails in the constructor, not on every request."""
+    from tempo.serving.solver import SolverClosedError, SolverProcess
+
+    p2l, pop, table, state = setup
+    sp = SolverProcess(p2l, 4)
+    procs = list(sp._procs)
+    sp.close()
+    assert all(p.exitcode is not None for p in procs)
+    with pytest.raises(SolverClosedError, match="after close"):
+        sp.submit(sample_counts(pop, 64, 4, 4, n_batches=3))
+    with pytest.raises(SolverClosedError, match="after close"):
+        sp.result(1, 1.0)
+    assert sp.ensure_alive() is False and sp.pids == [] and not sp.alive() and sp.restarts == 0
+    sp.close()  # idempotent
+    with pytest.raises(ValueError, match="n_gpus"):
+        SolverProcess(p2l, 5)
+    with pytest.raises(ValueError, match="parameter set"):
+        SolverProcess(p2l, 4, "nope")
+
+
+_D1_SCRIPT = r"""
+import sys, time
+import numpy as np
+from tempo.serving import DispatchTable
+from tempo.serving.refresher import Refresher
+
+L, E, g = 58, 256, 32  # a DSv3-sized table: 58 x 256 x 9 float32 = 534 KB, a window is 119 KB
+rows = []
+for k in range(g):  # 8 experts per GPU plus one redundant slot; expert 0 has 9 replicas
+    rows += list(range(8 * k, 8 * k + 8)) + [0 if 1 <= k <= 8 else (100 if k == 0 else k - 1)]
+p2l = np.tile(np.array(rows), (L, 1))
+table = DispatchTable.from_placement(p2l)
+assert table.prob.shape == (58, 256, 9), table.prob.shape
+cum = {"c": np.zeros((L, E), np.int64)}
+rng = np.random.default_rng(0)
+r = Refresher(table, lambda: cum["c"], p2l, g, interval_s=0.2, deadline_s=0.15)
+out = []
+for i in range(6):  # every solve overruns its deadline
+    cum["c"] += rng.integers(0, 50, (L, E))
+    out.append(r.step(delay_s=0.6))
+r.deadline_s = 120
+cum["c"] += rng.integers(0, 50, (L, E))
+out.append(r.step())
+t0 = time.monotonic()
+r.stop()
+print(" ".join(out), f"stop={time.monotonic() - t0:.1f}", flush=True)
+"""
+
+
+def test_full_table_pipe_cannot_deadlock(tmp_path):
+    """D1: with a DSv3-sized table and solves slower than the deadline, the old pipe protocol
+    blocked forever in ``step()`` and ``stop()`` (both processes sending into full pipes).
+    Run in a subprocess so a hang fails the test within a bounded time."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "d1.py"
+    script.write_text(_D1_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(Path(tempo.__file__).parents[1]),
+                                                                    os.environ.get("PYTHONPATH", "")] if p))
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail("Refresher.step()/stop() hung with a full-size table and overrunning solves (D1)")
+    assert done.returncode == 0, done.stderr[-3000:]
+    words = done.stdout.split()
+    assert words[:6] == ["dropped"] * 6 and words[6] == "published", done.stdout
+    assert float(words[7].split("=")[1]) < 5.0
+
+
+_MAIN_SCRIPT = r"""
+import os
+if __name__ != "__main__":  # what a re-imported launcher main would do (torch, sglang, ...)
+    open(os.environ["TEMPO_TEST_MARKER"], "w").write(__name__)
+if __name__ == "__main__":
+    import numpy as np
+    from tempo.serving.solver import SolverProcess
+    with SolverProcess(np.array([[0, 1, 2, 3, 0, 1, 2, 3]]), 4) as sp:
+        print(sp.result(sp.submit(np.array([[5, 1, 1, 1]])), 120)[0])
+"""
+
+
+def test_worker_does_not_reimport_the_launchers_main(tmp_path):
+    """Issue 15 item 6: the spawned solver never runs the launcher's ``__main__`` module."""
+    import subprocess
+    import sys
+
+    script, marker = tmp_path / "launcher.py", tmp_path / "reimported"
+    script.write_text(_MAIN_SCRIPT)
+    env = dict(os.environ, TEMPO_TEST_MARKER=str(marker),
+               PYTHONPATH=os.pathsep.join(p for p in [str(Path(tempo.__file__).parents[1]),
+                                                      os.environ.get("PYTHONPATH", "")] if p))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 0 and done.stdout.split() == ["ok"], done.stderr[-3000:]
+    assert not marker.exists(), f"the worker re-imported the launcher's main as {marker.read_text()!r}"
+
+
 def test_torch_publisher_copies_into_live_tensor(setup):
     p2l, pop, table, state = setup
     live = torch.tensor(table.prob)
@@ -353,7 +511,8 @@ def test_soak_refresher_on_drifting_workload():
     from tempo.serving.live import live_run
 
     tables = []
-    rows, stats = live_run(4.0, layers=2, drift=8, interval_s=0.1, on_publish=lambda new, w: tables.append(new.copy()))
+    rows, stats = live_run(4.0, layers=2, drift=8, interval_s=0.1, on_publish=lambda new, w: tables.append(new.copy()),
+                           min_published=5, max_seconds=120)
     assert stats.get("published", 0) >= 5 and not stats.get("rejected") and not stats.get("error")
     assert len(tables) == stats["published"]
     for t in tables:

@@ -7,7 +7,10 @@ Failure behaviour (each case keeps the last good table live):
 
 * malformed counts (wrong shape, negative, non-integer): rejected, logged, never solved;
 * a solve that misses its deadline: abandoned; its late reply is dropped, never applied;
-* the worker process dies: restarted, the refresh resumes on the next period;
+* the worker process dies: its death is confirmed (joined), it is restarted, the refresh
+  resumes on the next period;
+* the worker misses ``max_misses`` deadlines in a row (stopped, wedged in native code):
+  killed and replaced at the next period;
 * a reply that is not a valid table (shape, NaN, negative, mass on a padding column):
   rejected and logged.
 
@@ -97,6 +100,8 @@ class Refresher:
         Solve inside the refresher thread instead of a worker process: the paper's v1
         integration, kept as the control of Section 5.11 (it competes with the server for the
         GIL).  A solve that overruns the deadline is still dropped, after the fact.
+    max_misses : int
+        A worker that misses this many deadlines in a row is killed and replaced.
     """
 
     def __init__(self, table: DispatchTable, snapshot: Callable, physical_to_logical_map, n_gpus: int,
@@ -104,7 +109,7 @@ class Refresher:
                  gpus_per_node: int | None = None, interval_s: float = 0.2, deadline_s: float = 0.15,
                  aggregate: Callable | None = None, publish: Callable | None = None,
                  on_publish: Callable | None = None, batch_tokens: int | None = None, workers: int = 1,
-                 in_thread: bool = False):
+                 in_thread: bool = False, max_misses: int = 3):
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         if interval_s <= 0 or deadline_s <= 0:
@@ -129,12 +134,13 @@ class Refresher:
                                          gpus_per_node, batch_tokens)
         elif policy != "noop":
             self.solver = SolverProcess(np.asarray(physical_to_logical_map), n_gpus, model, policy, topology,
-                                        gpus_per_node, batch_tokens, workers)
+                                        gpus_per_node, batch_tokens, workers, max_misses=max_misses)
 
     # ------------------------------------------------------------------ one refresh
     def step(self, **solve_opts) -> str:
         """One refresh; returns its outcome: ``published``, ``noop``, ``idle``,
-        ``rejected``, ``dropped``, ``died`` or ``error`` (also counted in ``stats``)."""
+        ``rejected``, ``dropped``, ``died``, ``error`` or ``cancelled`` (:meth:`stop` was
+        called while waiting for the solver); also counted in ``stats``."""
         outcome = self._step(**solve_opts)
         self.stats[outcome] += 1
         return outcome
@@ -168,18 +174,19 @@ class Refresher:
             if seconds > self.deadline_s:
                 return self._fail("dropped", f"in-thread solve took {seconds * 1e3:.0f} ms, past its deadline")
             return self._publish(new, seconds, window)
-        self.solver.ensure_alive()
-        try:
-            req = self.solver.submit(window, **solve_opts)
-        except (OSError, ValueError) as exc:  # pipe broken: the worker died between checks
-            self.solver.ensure_alive()
-            return self._fail("died", f"solver pipe failed ({exc}); worker restarted")
-        reply = self.solver.result(req, self.deadline_s)
+        if self.solver.ensure_alive():
+            log.warning("tempo refresher: solver worker replaced (restarts so far: %d)", self.solver.restarts)
+        req = self.solver.submit(window, **solve_opts)
+        reply = self.solver.result(req, self.deadline_s, cancel=self._stop)
+        if reply[0] == "cancelled":
+            return "cancelled"
         if reply[0] == "timeout":
             return self._fail("dropped", f"solve missed its {self.deadline_s * 1e3:.0f} ms deadline; table kept")
         if reply[0] == "died":
-            self.solver.ensure_alive()
-            return self._fail("died", "solver process died mid-solve; last table kept, worker restarted")
+            # the death is confirmed (joined) by the solver; replace the worker now
+            if self.solver.ensure_alive():
+                return self._fail("died", "solver process died mid-solve; last table kept, worker restarted")
+            return self._fail("died", "solver process died mid-solve; last table kept, restart failed")
         if reply[0] == "error":
             return self._fail("error", f"solver error: {reply[1]}")
         _, new, seconds = reply
