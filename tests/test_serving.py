@@ -262,14 +262,14 @@ def test_refresher_publishes_and_noop_never_solves(setup):
     assert noop.solver is None
     _feed(state, pop)
     assert noop.step() == "noop" and np.array_equal(noop.table.prob, uniform)
-    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=30)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300)
     try:
         assert r.step() == "idle"  # nothing counted since the refresher started
         _feed(state, pop, seed=1)
         assert r.step() == "published"
         table.validate()
         assert not np.array_equal(table.prob, uniform)
-        lp = Refresher(DispatchTable.from_placement(p2l), lambda: state["cum"], p2l, 4, policy="token_lp", deadline_s=30)
+        lp = Refresher(DispatchTable.from_placement(p2l), lambda: state["cum"], p2l, 4, policy="token_lp", deadline_s=300)
         _feed(state, pop, seed=2)
         assert lp.step() == "published"
         lp.stop()
@@ -281,7 +281,7 @@ def test_malformed_counts_are_rejected_and_logged(setup, caplog):
     p2l, pop, table, state = setup
     before = table.prob.copy()
     bad = {"fn": lambda w: -w}
-    r = Refresher(table, lambda: state["cum"], p2l, 4, aggregate=lambda w: bad["fn"](w), deadline_s=30)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, aggregate=lambda w: bad["fn"](w), deadline_s=300)
     try:
         _feed(state, pop)
         with caplog.at_level(logging.ERROR, logger="tempo.serving"):
@@ -303,7 +303,7 @@ def test_deadline_drops_late_solves_and_discards_their_reply(setup, caplog):
         _feed(state, pop)
         assert r.step(delay_s=1.0) == "dropped"
         assert np.array_equal(table.prob, before)
-        r.deadline_s = 30
+        r.deadline_s = 300
         _feed(state, pop, seed=1)
         with caplog.at_level(logging.INFO, logger="tempo.serving"):
             assert r.step() == "published"  # waits past the late reply, which is dropped
@@ -314,8 +314,9 @@ def test_deadline_drops_late_solves_and_discards_their_reply(setup, caplog):
 
 def test_killed_worker_keeps_last_table_and_restarts(setup):
     p2l, pop, table, state = setup
-    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=30)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300)
     try:
+        assert r.solver.wait_ready(600)  # a loaded machine may take long to start a worker
         _feed(state, pop)
         assert r.step() == "published"
         good = table.prob.copy()
@@ -326,17 +327,18 @@ def test_killed_worker_keeps_last_table_and_restarts(setup):
         th.start()
         time.sleep(0.5)
         os.kill(pid, 9)
-        th.join(10)
+        th.join(300)
         assert res["out"] == "died"
         assert np.array_equal(table.prob, good)
         assert r.solver.pid != pid and r.solver.restarts == 1
+        assert r.solver.wait_ready(600)
         _feed(state, pop, seed=2)
         assert r.step() == "published"
     finally:
         r.stop()
 
 
-def test_killed_worker_death_is_confirmed_before_it_is_reported(setup):
+def test_dead_worker_is_confirmed_before_it_is_reported(setup):
     """D9: ``died`` means reaped (joined); ``ensure_alive`` then really restarts, and a worker
     killed while idle is caught by the next request instead of a raw broken pipe."""
     from tempo.serving.solver import SolverProcess
@@ -350,13 +352,13 @@ def test_killed_worker_death_is_confirmed_before_it_is_reported(setup):
         assert sp.result(req, 30) == ("died",)
         assert old.exitcode == -9  # reaped before reported
         assert sp.ensure_alive() and sp.restarts == 1 and sp.pid != old.pid
-        assert sp.result(sp.submit(w), 60)[0] == "ok"
+        assert sp.result(sp.submit(w), 300)[0] == "ok"
         idle = sp._procs[0]
         os.kill(idle.pid, 9)
         assert sp.result(sp.submit(w), 30) == ("died",)  # no BrokenPipeError escapes submit
         assert idle.exitcode == -9
         assert sp.ensure_alive() and sp.restarts == 2
-        assert sp.result(sp.submit(w), 60)[0] == "ok"
+        assert sp.result(sp.submit(w), 300)[0] == "ok"
         assert not sp.ensure_alive()  # nothing to restart
 
 
@@ -366,7 +368,7 @@ def test_stopped_worker_is_killed_and_replaced(setup):
     import signal
 
     p2l, pop, table, state = setup
-    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=30, max_misses=2)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300, max_misses=2)
     pid = None
     try:
         _feed(state, pop)
@@ -378,7 +380,7 @@ def test_stopped_worker_is_killed_and_replaced(setup):
             _feed(state, pop, seed=seed)
             assert r.step() == "dropped"
         assert r.solver.pid == pid and r.solver.restarts == 0
-        r.deadline_s = 30
+        r.deadline_s = 300
         _feed(state, pop, seed=3)
         assert r.step() == "published"  # the stopped worker was replaced before this refresh
         assert r.solver.pid != pid and r.solver.restarts == 1
@@ -436,7 +438,7 @@ out = []
 for i in range(6):  # every solve overruns its deadline
     cum["c"] += rng.integers(0, 50, (L, E))
     out.append(r.step(delay_s=0.6))
-r.deadline_s = 120
+r.deadline_s = 300
 cum["c"] += rng.integers(0, 50, (L, E))
 out.append(r.step())
 t0 = time.monotonic()
@@ -457,7 +459,7 @@ def test_full_table_pipe_cannot_deadlock(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(Path(tempo.__file__).parents[1]),
                                                                     os.environ.get("PYTHONPATH", "")] if p))
     try:
-        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env)
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=400, env=env)
     except subprocess.TimeoutExpired:
         pytest.fail("Refresher.step()/stop() hung with a full-size table and overrunning solves (D1)")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -488,7 +490,7 @@ def test_worker_does_not_reimport_the_launchers_main(tmp_path):
     env = dict(os.environ, TEMPO_TEST_MARKER=str(marker),
                PYTHONPATH=os.pathsep.join(p for p in [str(Path(tempo.__file__).parents[1]),
                                                       os.environ.get("PYTHONPATH", "")] if p))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=400, env=env)
     assert done.returncode == 0 and done.stdout.split() == ["ok"], done.stderr[-3000:]
     assert not marker.exists(), f"the worker re-imported the launcher's main as {marker.read_text()!r}"
 
@@ -529,8 +531,8 @@ def test_sharded_workers_give_the_same_table(setup):
 
     w = sample_counts(pop, 64, 4, 4, n_batches=3, seed=9)
     with SolverProcess(p2l, 4, "proxy-serving") as one, SolverProcess(p2l, 4, "proxy-serving", workers=2) as two:
-        a = one.result(one.submit(w), 30)
-        b = two.result(two.submit(w), 30)
+        a = one.result(one.submit(w), 300)
+        b = two.result(two.submit(w), 300)
         assert len(set(two.pids)) == 2
     assert a[0] == b[0] == "ok"
     assert np.array_equal(a[1], b[1])
@@ -540,7 +542,7 @@ def test_sharded_workers_give_the_same_table(setup):
 
 def test_in_thread_variant_publishes_without_a_process(setup):
     p2l, pop, table, state = setup
-    r = Refresher(table, lambda: state["cum"], p2l, 4, in_thread=True, deadline_s=30)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, in_thread=True, deadline_s=300)
     try:
         assert r.solver is None and r.in_thread is not None
         _feed(state, pop)

@@ -50,8 +50,11 @@ class TableSolver:
     ``float32[L, E, R]`` (``flat``) or ``float32[n_nodes, L, E, R]`` (``hier``: one table per
     source node, the same-node-first split of Section 4.3); columns follow :func:`replica_map`.
 
-    ``batch_tokens``: when given, each layer's counts are rescaled to that many token-expert
-    pairs before solving (a window sums many batches; the cost model prices one batch).
+    Pricing (the cost model prices one forward step's batch, Section 3): a window sums many
+    forward steps.  ``batch_tokens``, when given, rescales each layer's counts to that many
+    token-expert pairs; otherwise ``solve(window, steps=n)`` divides them by the ``n`` forward
+    steps the window spans (the server's default); with neither the window is priced as one
+    batch.
     """
 
     def __init__(self, physical_to_logical_map, n_gpus: int, model, policy: str = "tempo",
@@ -78,7 +81,7 @@ class TableSolver:
                         for l in range(L)]
         self.n_nodes = self.n_gpus // gpus_per_node if topology == "hier" else 1
 
-    def solve(self, window) -> np.ndarray:
+    def solve(self, window, steps: int | None = None) -> np.ndarray:
         from .. import Instance
         from ..policies import get
         from ..topology import same_node_first
@@ -91,6 +94,8 @@ class TableSolver:
             c = w[layer]
             if self.batch_tokens and c.sum() > 0:
                 c = np.rint(c * (self.batch_tokens / c.sum())).astype(np.int64)
+            elif steps is not None and steps > 1:
+                c = np.rint(c / steps).astype(np.int64)
             inst = Instance(c, self.layouts[layer], self.n_gpus, self.gpus_per_node)
             d = fn(inst, self.model, **self.options)
             width = inst.replica_gpu.shape[1]
@@ -180,7 +185,7 @@ def _worker_main(conn, static: dict, win_buf, out_buf) -> None:
                 time.sleep(opts["delay_s"])
             if solver is None:
                 raise RuntimeError(f"solver setup failed: {setup_error}")
-            table = solver.solve(window.copy())
+            table = solver.solve(window.copy(), steps=opts.get("steps"))
             if table.ndim == 3:
                 table = table[None]
             out[...] = 0.0
@@ -357,6 +362,25 @@ class SolverProcess:
             self.restarts += 1
             restarted = True
         return restarted
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every worker has started and warmed up (at most ``timeout`` seconds);
+        True when all are ready.  A refresh before that may miss its deadline."""
+        self._check_open("wait_ready")
+        end = time.monotonic() + timeout
+        for i in range(len(self._procs)):
+            while not self._ready[i] and not self._broken[i]:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                msg = self._recv(i, min(left, 0.1))
+                if msg is None:
+                    if not self._procs[i].is_alive():
+                        self._reap(i)
+                    continue
+                if msg[0] != "died":
+                    self._handle(i, msg)
+        return all(self._ready) and not any(self._broken)
 
     # ------------------------------------------------------------------ protocol
     def _check_open(self, what: str) -> None:
