@@ -66,6 +66,8 @@ class TorchPublisher:
         if self.live.is_cuda:
             with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
                 self.live.copy_(self.staging, non_blocking=True)
+            # the staging buffer is reused: the copy must be done before the next publication
+            (self.stream or torch.cuda.current_stream()).synchronize()
         else:
             self.live.copy_(self.staging)
 
@@ -102,6 +104,9 @@ class Refresher:
         GIL).  A solve that overruns the deadline is still dropped, after the fact.
     max_misses : int
         A worker that misses this many deadlines in a row is killed and replaced.
+    steps : callable, optional
+        Returns the cumulative count of forward steps; each window is then priced per forward
+        step (its counts divided by the steps it spans).  Ignored with ``batch_tokens``.
     """
 
     def __init__(self, table: DispatchTable, snapshot: Callable, physical_to_logical_map, n_gpus: int,
@@ -109,13 +114,15 @@ class Refresher:
                  gpus_per_node: int | None = None, interval_s: float = 0.2, deadline_s: float = 0.15,
                  aggregate: Callable | None = None, publish: Callable | None = None,
                  on_publish: Callable | None = None, batch_tokens: int | None = None, workers: int = 1,
-                 in_thread: bool = False, max_misses: int = 3):
+                 in_thread: bool = False, max_misses: int = 3, steps: Callable | None = None):
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         if interval_s <= 0 or deadline_s <= 0:
             raise ValueError("interval_s and deadline_s must be positive")
         self.table = table
         self.counts = CumulativeCounts(snapshot)
+        self.steps = steps if batch_tokens is None else None
+        self._last_steps = steps() if self.steps is not None else None
         self.shape = table.phys.shape[:2]
         self.policy = policy
         self.interval_s, self.deadline_s = float(interval_s), float(deadline_s)
@@ -139,8 +146,9 @@ class Refresher:
     # ------------------------------------------------------------------ one refresh
     def step(self, **solve_opts) -> str:
         """One refresh; returns its outcome: ``published``, ``noop``, ``idle``,
-        ``rejected``, ``dropped``, ``died``, ``error`` or ``cancelled`` (:meth:`stop` was
-        called while waiting for the solver); also counted in ``stats``."""
+        ``rejected``, ``dropped``, ``died``, ``error``, ``cancelled`` (:meth:`stop` was
+        called while waiting for the solver) or ``stopped`` (a peer rank's refresher stopped);
+        also counted in ``stats``."""
         outcome = self._step(**solve_opts)
         self.stats[outcome] += 1
         return outcome
@@ -151,11 +159,20 @@ class Refresher:
         return outcome
 
     def _step(self, **solve_opts) -> str:
+        from .runtime import PeerStopped
+
         try:
             window = self.counts.window()
+            if self.steps is not None:
+                now = int(self.steps())
+                solve_opts.setdefault("steps", now - self._last_steps)
+                self._last_steps = now
             if self.aggregate is not None:
                 window = self.aggregate(window)
             window = check_counts(window, *self.shape)
+        except PeerStopped:
+            self._stop.set()
+            return "stopped"
         except ValueError as exc:
             return self._fail("rejected", f"malformed counts rejected: {exc}")
         if self.policy == "noop":
@@ -167,7 +184,7 @@ class Refresher:
 
             t0 = _time.perf_counter()
             try:
-                new = self.in_thread.solve(window)
+                new = self.in_thread.solve(window, steps=solve_opts.get("steps"))
             except Exception as exc:
                 return self._fail("error", f"in-thread solve failed: {type(exc).__name__}: {exc}")
             seconds = _time.perf_counter() - t0
@@ -193,6 +210,9 @@ class Refresher:
         return self._publish(new, seconds, window)
 
     def _publish(self, new, seconds, window) -> str:
+        width = self.table.phys.shape[-1]
+        if new.shape[-1] < width:  # the live table is wider (allocated for any later placement)
+            new = np.concatenate([new, np.zeros(new.shape[:-1] + (width - new.shape[-1],), new.dtype)], -1)
         try:
             phys = self.table.phys if new.ndim == 3 else np.broadcast_to(self.table.phys, new.shape)
             validate_table(new, phys)
@@ -220,6 +240,12 @@ class Refresher:
             if next_t < now:  # a slow refresh (e.g. the worker starting): skip the missed periods, no burst
                 next_t = now + self.interval_s
             self._stop.wait(max(0.0, next_t - now))
+        finish = getattr(self.aggregate, "finish", None)
+        if finish is not None:  # the last aggregation round, so no peer waits for this rank
+            try:
+                finish(self.shape)
+            except Exception as exc:
+                self._fail("error", f"final aggregation round failed: {type(exc).__name__}: {exc}")
 
     def start(self) -> "Refresher":
         if self._thread is None:
@@ -232,6 +258,8 @@ class Refresher:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            if self._thread.is_alive():
+                log.warning("tempo refresher: thread still busy 5 s after stop()")
             self._thread = None
         if self.solver is not None:
             self.solver.close()

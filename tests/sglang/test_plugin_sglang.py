@@ -61,7 +61,8 @@ def test_select_experts_cpu_path_routes_through_tempo(hooked):
     from sglang.srt.layers.moe import topk as T
 
     rt, info, p2l = _runtime_and_info()
-    rt.prob[1, 0] = torch.tensor([0.0, 0.0, 1.0])  # expert 0: all tokens to its third replica (slot 11)
+    rt.prob[1, 0] = 0.0
+    rt.prob[1, 0, 2] = 1.0  # expert 0: all tokens to its third replica (slot 11)
     torch.manual_seed(0)
     h, logits = torch.randn(6, 16), torch.randn(6, 8)
     logits[:, 0] = 10.0  # every token routes expert 0 first
@@ -99,11 +100,13 @@ def test_non_tempo_layers_fall_through(hooked):
     assert topk_ids_logical_to_physical(torch.tensor([[0, 1]]), info).tolist() == [[3, 2]]
 
 
-def test_recorder_buffer_capped(hooked, monkeypatch):
+def test_recorder_buffer_capped_in_tempo_runs_only(hooked, monkeypatch):
     from sglang.srt.eplb import expert_distribution as ed
 
     monkeypatch.setenv("TEMPO_RECORDER_BUFFER_CAP", "16")
+    monkeypatch.setattr(sp, "_algorithm", lambda: "tempo")
     buf = ed._Buffer.init_new(item_shape=(2, 4), buffer_size=1000, dtype=torch.int32, device="cpu")
     assert len(buf._buffer) == 16
-    grow = ed._Buffer.init_new(item_shape=(2, 4), buffer_size=-1, dtype=torch.int32, device="cpu")
-    assert len(grow._buffer) == 16
+    monkeypatch.setattr(sp, "_algorithm", lambda: "static")  # a baseline run keeps SGLang's size
+    buf = ed._Buffer.init_new(item_shape=(2, 4), buffer_size=1000, dtype=torch.int32, device="cpu")
+    assert len(buf._buffer) == 1000
