@@ -160,6 +160,57 @@ def test_kernel_input_errors():
         kernel(torch.zeros(3, 1, dtype=torch.int64), torch.ones(1, 2), phys, torch.zeros(1, dtype=torch.int64), torch.rand(2))
 
 
+def test_kernel_edges_fail_clearly():
+    """Issue 17, serving edges: out-of-range uniforms, ids >= E, empty tables and wrong types
+    raise errors naming the argument instead of routing to a zero-probability column or
+    dropping ids silently."""
+    phys = torch.tensor([[0, 1], [2, -1]], dtype=torch.int32)
+    prob = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    ids = torch.zeros(2, 1, dtype=torch.int64)
+
+    def call(ids=ids, prob=prob, phys=phys, u=torch.full((2,), 0.5), counts=None):
+        counts = torch.zeros(phys.shape[0], dtype=torch.int64) if counts is None else counts
+        return kernel(ids, prob, phys, counts, u)
+
+    assert call().tolist() == [[1], [1]]
+    for bad in ([-0.5, 0.5], [float("nan"), 0.5], [0.5, 1.5]):
+        with pytest.raises(ValueError, match="u must"):
+            call(u=torch.tensor(bad))
+    with pytest.raises(ValueError, match="ids >= E"):
+        call(ids=torch.tensor([[0], [2]]))
+    with pytest.raises(ValueError, match="empty"):
+        call(ids=torch.zeros(0, 1, dtype=torch.int64), prob=torch.zeros(0, 2), phys=torch.zeros(0, 2, dtype=torch.int32),
+             u=torch.zeros(0))
+    with pytest.raises(ValueError, match="empty"):
+        call(prob=torch.zeros(2, 0), phys=torch.zeros(2, 0, dtype=torch.int32))
+    with pytest.raises(TypeError, match="integer"):
+        call(ids=torch.zeros(2, 1))
+    with pytest.raises(TypeError, match="topk_ids must be a torch tensor"):
+        call(ids=np.zeros((2, 1), np.int64))
+
+
+def test_counter_going_backwards_is_an_error_and_the_next_window_recovers():
+    from tempo.serving import CumulativeCounts
+
+    with pytest.raises(ValueError, match="backwards"):
+        window_counts(np.array([5, 10], np.int32), np.array([10, 10], np.int32))  # was 4294967291
+    with pytest.raises(ValueError, match="backwards"):
+        window_counts(np.array([5], np.int64), np.array([10], np.int64))
+    state = {"c": np.array([100, 50], np.int32)}
+    cc = CumulativeCounts(lambda: state["c"])
+    state["c"] = np.array([3, 1], np.int32)  # a counter reset
+    with pytest.raises(ValueError, match="backwards"):
+        cc.window()
+    state["c"] = np.array([10, 4], np.int32)
+    assert cc.window().tolist() == [7, 3]
+    with pytest.raises(ValueError, match="too large"):
+        check_counts(np.full((1, 2), 1e30), 1, 2)
+    with pytest.raises(ValueError, match="empty"):
+        replica_map(np.zeros((0, 4), np.int64))
+    with pytest.raises(ValueError, match="n_logical"):
+        replica_map([[0, 1]], n_logical=1.7)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the Triton kernel needs a CUDA GPU")
 def test_triton_kernel_agrees_with_reference():
     pytest.importorskip("triton")

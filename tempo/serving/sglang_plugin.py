@@ -44,7 +44,9 @@ import logging
 import os
 from dataclasses import dataclass
 
-from .runtime import TempoRuntime, uniforms  # noqa: F401  (re-exported)
+from .runtime import TempoRuntime, uniforms  # noqa: F401  (re-exported: the plugin's runtime)
+
+__all__ = ["TempoRuntime", "uniforms", "register", "HOOKS", "SGLANG_VERSION", "check_sglang_version", "get_runtime"]
 from .settings import ServingSettings
 
 log = logging.getLogger("tempo.serving")

@@ -37,6 +37,8 @@ def check_counts(window, n_layers: int, n_experts: int) -> np.ndarray:
         raise ValueError(f"window counts have shape {w.shape}, expected (L, E) = {(n_layers, n_experts)}")
     if not (np.issubdtype(w.dtype, np.integer) or (np.issubdtype(w.dtype, np.floating) and np.all(np.isfinite(w)))):
         raise ValueError(f"window counts must be integers, got dtype {w.dtype}")
+    if np.issubdtype(w.dtype, np.floating) and np.any(np.abs(w) >= 2.0 ** 62):
+        raise ValueError("window counts are too large for int64 (>= 2^62)")
     if np.any(w < 0):
         raise ValueError(f"window counts are negative for {int((w < 0).sum())} (layer, expert) entries")
     return np.rint(w).astype(np.int64)
