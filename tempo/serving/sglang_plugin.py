@@ -189,6 +189,10 @@ def _install(model_runner, algo: str):
     distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     aggregate = sync = None
     noop = algo == "tempo_noop"
+    if distributed and rank_invariant and not noop and getattr(par, "pp_size", 1) != 1:
+        # the agreed switch needs every rank to run the same forward passes
+        raise RuntimeError("--ep-dispatch-algorithm tempo with --moe-a2a-backend none does not support pipeline "
+                           "parallelism (pp_size > 1): ranks would not agree on the forward step of a table switch")
     if distributed and rank_invariant and not noop:
         # every rank routes the same tokens: one table for all, applied at the same step.
         # both groups are created by every rank, in this order, at this point (symmetric).

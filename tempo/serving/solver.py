@@ -240,7 +240,7 @@ class SolverProcess:
     batch_tokens: int | None = None
     workers: int = 1
     max_misses: int = 3
-    startup_timeout_s: float = 120.0
+    startup_timeout_s: float = 600.0
     restarts: int = field(default=0, init=False)
 
     def __post_init__(self):
