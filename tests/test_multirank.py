@@ -106,3 +106,63 @@ def test_ranks_pick_the_same_replica_at_every_step(tmp_path):
     assert len(changes) == 2
     assert not np.array_equal(p2l[changes[0], 0], p2l[changes[0] - 1, 0])
     assert np.array_equal(p2l[changes[0], 1], p2l[changes[0] - 1, 1])
+
+
+_AGG = r"""
+import json, sys, time
+import numpy as np
+import torch.distributed as dist
+from tempo.serving import DispatchTable
+from tempo.serving.refresher import Refresher
+from tempo.serving.runtime import GlooAggregator
+
+rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+agg = GlooAggregator(dist.new_group(backend="gloo"), world)
+p2l = np.array([[0, 1, 2, 3, 0, 1]])
+cum = {"c": np.zeros((1, 4), np.int64)}
+seen = []
+real = agg.__call__
+r = Refresher(DispatchTable.from_placement(p2l), lambda: cum["c"], p2l, 2, policy="noop", interval_s=0.05,
+              aggregate=lambda w: seen.append(real(w)) or seen[-1])
+r.aggregate.finish = agg.finish
+dist.barrier()
+r.start()
+for _ in range(30):
+    cum["c"] += rank + 1
+    time.sleep(0.02)
+time.sleep(0.0 if rank == 1 else 1.0)  # rank 1 stops first; rank 0 is still refreshing
+t0 = time.monotonic()
+r.stop()
+print(json.dumps({"stop_s": time.monotonic() - t0, "stats": dict(r.stats), "sums": [int(s.sum()) for s in seen]}))
+dist.barrier()
+"""
+
+
+def test_stopping_one_rank_never_stalls_the_others(tmp_path):
+    """Review finding 13 / issue 15 item 6: window aggregation runs in rounds that end together,
+    so a rank whose refresher stops first leaves no peer blocked in an all-reduce (the old
+    refresher's stop() then waited 5 s for a thread stuck in gloo)."""
+    import json
+
+    script = tmp_path / "agg.py"
+    script.write_text(_AGG)
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(p for p in [str(Path(tempo.__file__).parents[1]),
+                                                      os.environ.get("PYTHONPATH", "")] if p))
+    port = str(_port())
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), "2", port], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for r in range(2)]
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert all(p.returncode == 0 for p in procs), "\n".join(o[1][-3000:] for o in outs)
+    res = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+    assert all(x["stop_s"] < 2.0 for x in res), res
+    assert res[0]["stats"].get("stopped") == 1  # rank 0's refresher ended with its peer's last round
+    assert res[0]["stats"].get("noop", 0) >= 3 and res[1]["stats"].get("noop", 0) >= 3
+    # every round summed both ranks' windows: rank 0 adds 1 per tick, rank 1 adds 2
+    assert sum(res[0]["sums"]) == sum(res[1]["sums"]) > 0

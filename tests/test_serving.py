@@ -546,6 +546,24 @@ def test_worker_does_not_reimport_the_launchers_main(tmp_path):
     assert not marker.exists(), f"the worker re-imported the launcher's main as {marker.read_text()!r}"
 
 
+def test_stop_cancels_a_waiting_refresh_without_stalling(setup):
+    """Issue 15 item 6: stop() does not wait out a refresh in progress (the refresher passes
+    its stop event to the solver's wait), and the busy worker is killed, not awaited."""
+    p2l, pop, table, state = setup
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300)
+    assert r.solver.wait_ready(600)
+    _feed(state, pop)
+    res = {}
+    th = threading.Thread(target=lambda: res.setdefault("out", r.step(delay_s=60.0)))
+    th.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    r.stop()
+    th.join(60)
+    assert res["out"] == "cancelled" and time.monotonic() - t0 < 10  # not the solve's 60 s
+    assert r.solver.closed and not r.solver.alive()
+
+
 def test_torch_publisher_copies_into_live_tensor(setup):
     p2l, pop, table, state = setup
     live = torch.tensor(table.prob)
