@@ -164,6 +164,15 @@ def hook_select_experts(original, *args, **kwargs):
         _non_padded.reset(token)
 
 
+def _par(par, name: str, default):
+    """A width of SGLang's parallel state (it raises RuntimeError, not AttributeError, for a
+    width not published in this process)."""
+    try:
+        return getattr(par, name)
+    except (AttributeError, RuntimeError, ValueError):
+        return default
+
+
 def _install(model_runner, algo: str):
     """Build the runtime for this scheduler process (see :func:`hook_after_lplb_init`)."""
     import torch.distributed as dist
@@ -183,13 +192,13 @@ def _install(model_runner, algo: str):
     n_nodes = settings.n_nodes(ep_size)  # clear error for a hier setting that does not fit
     node = rank // settings.gpus_per_node if n_nodes is not None else 0
     rank_invariant = get_exec().moe.moe_a2a_backend == "none"
-    if rank_invariant and getattr(par, "attn_dp_size", 1) != 1:
+    if rank_invariant and _par(par, "attn_dp_size", 1) != 1:
         log.warning("tempo: attention DP with --moe-a2a-backend none: SGLang gives no padding bound for the "
                     "DP-gathered MoE input, so padding rows are counted")
     distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     aggregate = sync = None
     noop = algo == "tempo_noop"
-    if distributed and rank_invariant and not noop and getattr(par, "pp_size", 1) != 1:
+    if distributed and rank_invariant and not noop and _par(par, "pp_size", 1) != 1:
         # the agreed switch needs every rank to run the same forward passes
         raise RuntimeError("--ep-dispatch-algorithm tempo with --moe-a2a-backend none does not support pipeline "
                            "parallelism (pp_size > 1): ranks would not agree on the forward step of a table switch")

@@ -110,3 +110,23 @@ def test_recorder_buffer_capped_in_tempo_runs_only(hooked, monkeypatch):
     monkeypatch.setattr(sp, "_algorithm", lambda: "static")  # a baseline run keeps SGLang's size
     buf = ed._Buffer.init_new(item_shape=(2, 4), buffer_size=1000, dtype=torch.int32, device="cpu")
     assert len(buf._buffer) == 1000
+
+
+def test_sglang_names_the_runtime_reads():
+    """Issue 15 item 4 and the rebalance hook, against the real 0.5.23 code: the rank comes from
+    ``get_parallel().moe_ep_rank`` (ModelRunner has no such attribute), the rebalance passes
+    ``update_layer_ids`` per chunk, the metadata knows its logical expert count, and the graph
+    capture methods the guard wraps exist."""
+    import inspect
+
+    from sglang.srt import runtime_context as rc
+    from sglang.srt.eplb.eplb_manager import update_expert_location_with_recovery
+    from sglang.srt.eplb.expert_location import ExpertLocationMetadata
+    from sglang.srt.model_executor.model_runner import ModelRunner
+
+    assert {"moe_ep_rank", "pp_size", "attn_dp_size"} <= set(rc._parallel_fields())
+    assert "moe_ep_rank" not in {n for n, _ in inspect.getmembers(ModelRunner)}
+    assert "update_layer_ids" in inspect.signature(update_expert_location_with_recovery).parameters
+    assert isinstance(inspect.getattr_static(ExpertLocationMetadata, "num_logical_experts"), property)
+    for name in ("forward", "init_cuda_graphs", "init_decode_cuda_graph", "init_prefill_cuda_graph"):
+        assert callable(getattr(ModelRunner, name))
