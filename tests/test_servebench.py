@@ -85,9 +85,40 @@ def test_commands(capsys):
     b = w.args("http://127.0.0.1:30001", "/tmp/o.jsonl")
     assert b[1:3] == ["-m", "sglang.benchmark.serving"] and "--random-input-len" not in b
     assert b[b.index("--request-rate") + 1] == "8" and "--max-concurrency" not in b
-    assert sb.main(["--dry-run", "--policies", "tempo_hier", "--dummy-weights"]) == 0
+    assert sb.main(["--dry-run", "--policies", "tempo_hier", "--dummy-weights", "--gpus-per-node", "4"]) == 0
     out = capsys.readouterr().out
-    assert "TEMPO_TOPOLOGY=hier" in out and "sglang.launch_server" in out and (sb.TINY_MODEL / "config.json").exists()
+    assert "TEMPO_TOPOLOGY=hier" in out and "TEMPO_GPUS_PER_NODE=4" in out and "sglang.launch_server" in out
+    assert "--random-range-ratio 1.0" in out and (sb.TINY_MODEL / "config.json").exists()
+
+
+def test_configurations_sglang_refuses(capsys, monkeypatch, tmp_path):
+    """Issue 15 item 7: with --a2a none the baseline is dynamic (SGLang 0.5.23 rejects static and
+    lp there), lp is not run on a model LPLB refuses (the tiny Qwen3-MoE), tempo_hier needs
+    --gpus-per-node, the dataset must be a local file, and no successful run exits non-zero."""
+    assert sb.baseline_for("none") == "dynamic" and sb.baseline_for("deepep") == "static"
+    assert sb.model_architecture(str(sb.TINY_MODEL)) == "Qwen3MoeForCausalLM"
+    no = sb.refused(["static", "lp", "tempo", "tempo_hier"], "none", "Qwen3MoeForCausalLM", None)
+    assert set(no) == {"static", "lp", "tempo_hier"} and "dynamic" in no["static"]
+    assert "lp" in sb.refused(["lp"], "deepep", "Qwen3MoeForCausalLM", None)
+    assert sb.refused(["lp"], "deepep", "DeepseekV3ForCausalLM", None) == {}
+    assert sb.main(["--dry-run", "--a2a", "none", "--tp", "1", "--ep", "1", "--policies", "static,lp,tempo"]) == 0
+    cap = capsys.readouterr()
+    assert "not running static" in cap.err and "not running lp" in cap.err
+    algos = [line.split("--ep-dispatch-algorithm ")[1].split()[0] for line in cap.out.splitlines()
+             if "--ep-dispatch-algorithm" in line]
+    assert algos == ["dynamic", "tempo"]
+    s = sb.schedule(["dynamic", "tempo"], 2, baseline="dynamic")
+    assert [p for w, p, o in s] == ["dynamic", "tempo", "tempo", "dynamic"]
+    with pytest.raises(SystemExit) as exc:
+        sb.main(["--policies", "tempo"])  # no local dataset: the client would download ShareGPT
+    assert exc.value.code == 2 and "--dataset-path" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sb.main(["--dry-run", "--policies", "nope"])
+    import pandas as pd
+
+    failed = pd.DataFrame({"status": ["server_failed", "server_failed"]})
+    monkeypatch.setattr(sb, "drive", lambda *a, **k: (failed, pd.DataFrame()))
+    assert sb.main(["--policies", "tempo", "--dataset-path", str(tmp_path / "sg.json"), "--out", str(tmp_path)]) == 1
 
 
 def test_drift_location_file(tmp_path):

@@ -4,6 +4,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,6 +167,58 @@ def test_kernel_input_errors():
         kernel(torch.zeros(3, 1, dtype=torch.int64), torch.ones(1, 2), phys, torch.zeros(1, dtype=torch.int64), torch.rand(2))
 
 
+@pytest.mark.needs("torch")
+def test_kernel_edges_fail_clearly():
+    """Issue 17, serving edges: out-of-range uniforms, ids >= E, empty tables and wrong types
+    raise errors naming the argument instead of routing to a zero-probability column or
+    dropping ids silently."""
+    phys = torch.tensor([[0, 1], [2, -1]], dtype=torch.int32)
+    prob = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    ids = torch.zeros(2, 1, dtype=torch.int64)
+
+    def call(ids=ids, prob=prob, phys=phys, u=torch.full((2,), 0.5), counts=None):
+        counts = torch.zeros(phys.shape[0], dtype=torch.int64) if counts is None else counts
+        return kernel(ids, prob, phys, counts, u)
+
+    assert call().tolist() == [[1], [1]]
+    for bad in ([-0.5, 0.5], [float("nan"), 0.5], [0.5, 1.5]):
+        with pytest.raises(ValueError, match="u must"):
+            call(u=torch.tensor(bad))
+    with pytest.raises(ValueError, match="ids >= E"):
+        call(ids=torch.tensor([[0], [2]]))
+    with pytest.raises(ValueError, match="empty"):
+        call(ids=torch.zeros(0, 1, dtype=torch.int64), prob=torch.zeros(0, 2), phys=torch.zeros(0, 2, dtype=torch.int32),
+             u=torch.zeros(0))
+    with pytest.raises(ValueError, match="empty"):
+        call(prob=torch.zeros(2, 0), phys=torch.zeros(2, 0, dtype=torch.int32))
+    with pytest.raises(TypeError, match="integer"):
+        call(ids=torch.zeros(2, 1))
+    with pytest.raises(TypeError, match="topk_ids must be a torch tensor"):
+        call(ids=np.zeros((2, 1), np.int64))
+
+
+def test_counter_going_backwards_is_an_error_and_the_next_window_recovers():
+    from tempo.serving import CumulativeCounts
+
+    with pytest.raises(ValueError, match="backwards"):
+        window_counts(np.array([5, 10], np.int32), np.array([10, 10], np.int32))  # was 4294967291
+    with pytest.raises(ValueError, match="backwards"):
+        window_counts(np.array([5], np.int64), np.array([10], np.int64))
+    state = {"c": np.array([100, 50], np.int32)}
+    cc = CumulativeCounts(lambda: state["c"])
+    state["c"] = np.array([3, 1], np.int32)  # a counter reset
+    with pytest.raises(ValueError, match="backwards"):
+        cc.window()
+    state["c"] = np.array([10, 4], np.int32)
+    assert cc.window().tolist() == [7, 3]
+    with pytest.raises(ValueError, match="too large"):
+        check_counts(np.full((1, 2), 1e30), 1, 2)
+    with pytest.raises(ValueError, match="empty"):
+        replica_map(np.zeros((0, 4), np.int64))
+    with pytest.raises(ValueError, match="n_logical"):
+        replica_map([[0, 1]], n_logical=1.7)
+
+
 @pytest.mark.needs("torch", "triton")
 def test_triton_kernel_agrees_with_reference():
     if not torch.cuda.is_available():
@@ -270,14 +323,14 @@ def test_refresher_publishes_and_noop_never_solves(setup):
     assert noop.solver is None
     _feed(state, pop)
     assert noop.step() == "noop" and np.array_equal(noop.table.prob, uniform)
-    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=30)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300)
     try:
         assert r.step() == "idle"  # nothing counted since the refresher started
         _feed(state, pop, seed=1)
         assert r.step() == "published"
         table.validate()
         assert not np.array_equal(table.prob, uniform)
-        lp = Refresher(DispatchTable.from_placement(p2l), lambda: state["cum"], p2l, 4, policy="token_lp", deadline_s=30)
+        lp = Refresher(DispatchTable.from_placement(p2l), lambda: state["cum"], p2l, 4, policy="token_lp", deadline_s=300)
         _feed(state, pop, seed=2)
         assert lp.step() == "published"
         lp.stop()
@@ -289,7 +342,7 @@ def test_malformed_counts_are_rejected_and_logged(setup, caplog):
     p2l, pop, table, state = setup
     before = table.prob.copy()
     bad = {"fn": lambda w: -w}
-    r = Refresher(table, lambda: state["cum"], p2l, 4, aggregate=lambda w: bad["fn"](w), deadline_s=30)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, aggregate=lambda w: bad["fn"](w), deadline_s=300)
     try:
         _feed(state, pop)
         with caplog.at_level(logging.ERROR, logger="tempo.serving"):
@@ -311,7 +364,7 @@ def test_deadline_drops_late_solves_and_discards_their_reply(setup, caplog):
         _feed(state, pop)
         assert r.step(delay_s=1.0) == "dropped"
         assert np.array_equal(table.prob, before)
-        r.deadline_s = 30
+        r.deadline_s = 300
         _feed(state, pop, seed=1)
         with caplog.at_level(logging.INFO, logger="tempo.serving"):
             assert r.step() == "published"  # waits past the late reply, which is dropped
@@ -322,8 +375,9 @@ def test_deadline_drops_late_solves_and_discards_their_reply(setup, caplog):
 
 def test_killed_worker_keeps_last_table_and_restarts(setup):
     p2l, pop, table, state = setup
-    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=30)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300)
     try:
+        assert r.solver.wait_ready(600)  # a loaded machine may take long to start a worker
         _feed(state, pop)
         assert r.step() == "published"
         good = table.prob.copy()
@@ -334,14 +388,190 @@ def test_killed_worker_keeps_last_table_and_restarts(setup):
         th.start()
         time.sleep(0.5)
         os.kill(pid, 9)
-        th.join(10)
+        th.join(300)
         assert res["out"] == "died"
         assert np.array_equal(table.prob, good)
         assert r.solver.pid != pid and r.solver.restarts == 1
+        assert r.solver.wait_ready(600)
         _feed(state, pop, seed=2)
         assert r.step() == "published"
     finally:
         r.stop()
+
+
+def test_dead_worker_is_confirmed_before_it_is_reported(setup):
+    """D9: ``died`` means reaped (joined); ``ensure_alive`` then really restarts, and a worker
+    killed while idle is caught by the next request instead of a raw broken pipe."""
+    from tempo.serving.solver import SolverProcess
+
+    p2l, pop, table, state = setup
+    w = sample_counts(pop, 64, 4, 4, n_batches=3, seed=4)
+    with SolverProcess(p2l, 4) as sp:
+        old = sp._procs[0]
+        req = sp.submit(w, delay_s=5.0)
+        os.kill(old.pid, 9)
+        assert sp.result(req, 30) == ("died",)
+        assert old.exitcode == -9  # reaped before reported
+        assert sp.ensure_alive() and sp.restarts == 1 and sp.pid != old.pid
+        assert sp.result(sp.submit(w), 300)[0] == "ok"
+        idle = sp._procs[0]
+        os.kill(idle.pid, 9)
+        assert sp.result(sp.submit(w), 30) == ("died",)  # no BrokenPipeError escapes submit
+        assert idle.exitcode == -9
+        assert sp.ensure_alive() and sp.restarts == 2
+        assert sp.result(sp.submit(w), 300)[0] == "ok"
+        assert not sp.ensure_alive()  # nothing to restart
+
+
+def test_stopped_worker_is_killed_and_replaced(setup):
+    """D8: a worker stopped with SIGSTOP (as if wedged in native code) misses its deadlines;
+    after ``max_misses`` in a row it is killed, reaped and replaced."""
+    import signal
+
+    p2l, pop, table, state = setup
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300, max_misses=2)
+    pid = None
+    try:
+        _feed(state, pop)
+        assert r.step() == "published"
+        pid = r.solver.pid
+        os.kill(pid, signal.SIGSTOP)
+        r.deadline_s = 0.2
+        for seed in (1, 2):
+            _feed(state, pop, seed=seed)
+            assert r.step() == "dropped"
+        assert r.solver.pid == pid and r.solver.restarts == 0
+        r.deadline_s = 300
+        _feed(state, pop, seed=3)
+        assert r.step() == "published"  # the stopped worker was replaced before this refresh
+        assert r.solver.pid != pid and r.solver.restarts == 1
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # killed and reaped
+        pid = None
+    finally:
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        r.stop()
+
+
+def test_closed_solver_refuses_work_and_restarts_nothing(setup):
+    """D10: after close(), submit/result raise a clear error and ensure_alive restarts nothing;
+    a bad n_gpus or model fails in the constructor, not on every request."""
+    from tempo.serving.solver import SolverClosedError, SolverProcess
+
+    p2l, pop, table, state = setup
+    sp = SolverProcess(p2l, 4)
+    procs = list(sp._procs)
+    sp.close()
+    assert all(p.exitcode is not None for p in procs)
+    with pytest.raises(SolverClosedError, match="after close"):
+        sp.submit(sample_counts(pop, 64, 4, 4, n_batches=3))
+    with pytest.raises(SolverClosedError, match="after close"):
+        sp.result(1, 1.0)
+    assert sp.ensure_alive() is False and sp.pids == [] and not sp.alive() and sp.restarts == 0
+    sp.close()  # idempotent
+    with pytest.raises(ValueError, match="n_gpus"):
+        SolverProcess(p2l, 5)
+    with pytest.raises(ValueError, match="parameter set"):
+        SolverProcess(p2l, 4, "nope")
+
+
+_D1_SCRIPT = r"""
+import sys, time
+import numpy as np
+from tempo.serving import DispatchTable
+from tempo.serving.refresher import Refresher
+
+L, E, g = 58, 256, 32  # a DSv3-sized table: 58 x 256 x 9 float32 = 534 KB, a window is 119 KB
+rows = []
+for k in range(g):  # 8 experts per GPU plus one redundant slot; expert 0 has 9 replicas
+    rows += list(range(8 * k, 8 * k + 8)) + [0 if 1 <= k <= 8 else (100 if k == 0 else k - 1)]
+p2l = np.tile(np.array(rows), (L, 1))
+table = DispatchTable.from_placement(p2l)
+assert table.prob.shape == (58, 256, 9), table.prob.shape
+cum = {"c": np.zeros((L, E), np.int64)}
+rng = np.random.default_rng(0)
+r = Refresher(table, lambda: cum["c"], p2l, g, interval_s=0.2, deadline_s=0.15)
+out = []
+for i in range(6):  # every solve overruns its deadline
+    cum["c"] += rng.integers(0, 50, (L, E))
+    out.append(r.step(delay_s=0.6))
+r.deadline_s = 300
+cum["c"] += rng.integers(0, 50, (L, E))
+out.append(r.step())
+t0 = time.monotonic()
+r.stop()
+print(" ".join(out), f"stop={time.monotonic() - t0:.1f}", flush=True)
+"""
+
+
+def test_full_table_pipe_cannot_deadlock(tmp_path):
+    """D1: with a DSv3-sized table and solves slower than the deadline, the old pipe protocol
+    blocked forever in ``step()`` and ``stop()`` (both processes sending into full pipes).
+    Run in a subprocess so a hang fails the test within a bounded time."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "d1.py"
+    script.write_text(_D1_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [str(Path(tempo.__file__).parents[1]),
+                                                                    os.environ.get("PYTHONPATH", "")] if p))
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=400, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail("Refresher.step()/stop() hung with a full-size table and overrunning solves (D1)")
+    assert done.returncode == 0, done.stderr[-3000:]
+    words = done.stdout.split()
+    assert words[:6] == ["dropped"] * 6 and words[6] == "published", done.stdout
+    assert float(words[7].split("=")[1]) < 5.0
+
+
+_MAIN_SCRIPT = r"""
+import os
+if __name__ != "__main__":  # what a re-imported launcher main would do (torch, sglang, ...)
+    open(os.environ["TEMPO_TEST_MARKER"], "w").write(__name__)
+if __name__ == "__main__":
+    import numpy as np
+    from tempo.serving.solver import SolverProcess
+    with SolverProcess(np.array([[0, 1, 2, 3, 0, 1, 2, 3]]), 4) as sp:
+        print(sp.result(sp.submit(np.array([[5, 1, 1, 1]])), 120)[0])
+"""
+
+
+def test_worker_does_not_reimport_the_launchers_main(tmp_path):
+    """Issue 15 item 6: the spawned solver never runs the launcher's ``__main__`` module."""
+    import subprocess
+    import sys
+
+    script, marker = tmp_path / "launcher.py", tmp_path / "reimported"
+    script.write_text(_MAIN_SCRIPT)
+    env = dict(os.environ, TEMPO_TEST_MARKER=str(marker),
+               PYTHONPATH=os.pathsep.join(p for p in [str(Path(tempo.__file__).parents[1]),
+                                                      os.environ.get("PYTHONPATH", "")] if p))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=400, env=env)
+    assert done.returncode == 0 and done.stdout.split() == ["ok"], done.stderr[-3000:]
+    assert not marker.exists(), f"the worker re-imported the launcher's main as {marker.read_text()!r}"
+
+
+def test_stop_cancels_a_waiting_refresh_without_stalling(setup):
+    """Issue 15 item 6: stop() does not wait out a refresh in progress (the refresher passes
+    its stop event to the solver's wait), and the busy worker is killed, not awaited."""
+    p2l, pop, table, state = setup
+    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300)
+    assert r.solver.wait_ready(600)
+    _feed(state, pop)
+    res = {}
+    th = threading.Thread(target=lambda: res.setdefault("out", r.step(delay_s=60.0)))
+    th.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    r.stop()
+    th.join(60)
+    assert res["out"] == "cancelled" and time.monotonic() - t0 < 10  # not the solve's 60 s
+    assert r.solver.closed and not r.solver.alive()
 
 
 def test_torch_publisher_copies_into_live_tensor(setup):
@@ -362,7 +592,8 @@ def test_soak_refresher_on_drifting_workload():
     from tempo.serving.live import live_run
 
     tables = []
-    rows, stats = live_run(4.0, layers=2, drift=8, interval_s=0.1, on_publish=lambda new, w: tables.append(new.copy()))
+    rows, stats = live_run(4.0, layers=2, drift=8, interval_s=0.1, on_publish=lambda new, w: tables.append(new.copy()),
+                           min_published=5, max_seconds=120)
     assert stats.get("published", 0) >= 5 and not stats.get("rejected") and not stats.get("error")
     assert len(tables) == stats["published"]
     for t in tables:
@@ -379,8 +610,8 @@ def test_sharded_workers_give_the_same_table(setup):
 
     w = sample_counts(pop, 64, 4, 4, n_batches=3, seed=9)
     with SolverProcess(p2l, 4, "proxy-serving") as one, SolverProcess(p2l, 4, "proxy-serving", workers=2) as two:
-        a = one.result(one.submit(w), 30)
-        b = two.result(two.submit(w), 30)
+        a = one.result(one.submit(w), 300)
+        b = two.result(two.submit(w), 300)
         assert len(set(two.pids)) == 2
     assert a[0] == b[0] == "ok"
     assert np.array_equal(a[1], b[1])
@@ -390,7 +621,7 @@ def test_sharded_workers_give_the_same_table(setup):
 
 def test_in_thread_variant_publishes_without_a_process(setup):
     p2l, pop, table, state = setup
-    r = Refresher(table, lambda: state["cum"], p2l, 4, in_thread=True, deadline_s=30)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, in_thread=True, deadline_s=300)
     try:
         assert r.solver is None and r.in_thread is not None
         _feed(state, pop)

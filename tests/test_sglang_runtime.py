@@ -11,6 +11,10 @@ from conftest import optional_module
 from tempo.serving import sglang_plugin as sp
 
 torch = optional_module("torch")
+from tempo.serving.runtime import TempoRuntime, padded_replica_map  # noqa: E402
+from tempo.serving.settings import ServingSettings  # noqa: E402
+
+FAST = ServingSettings(refresh_ms=50, deadline_ms=20000)
 
 P2L = np.array([[0, 1, 2, 3, 0, 1], [3, 2, 1, 0, 0, 3]])  # L=2, P=6 (3 per GPU on 2 GPUs)
 
@@ -26,7 +30,8 @@ def test_version_check(monkeypatch):
 @pytest.mark.needs("torch")
 def test_runtime_dispatch_counts_and_padding():
     rt = sp.TempoRuntime(P2L, 2, start=False)
-    assert tuple(rt.phys.shape) == (2, 4, 2) and tuple(rt.counts.shape) == (2, 4)
+    assert rt.width == 6 - 4 + 1  # P - E + 1: room for any later placement
+    assert tuple(rt.phys.shape) == (2, 4, 3) and tuple(rt.counts.shape) == (2, 4)
     ids = torch.tensor([[0, 1], [2, 3], [0, 0]])
     out = rt.dispatch(1, ids, torch.tensor(2))
     assert rt.counts[1].tolist() == [1, 1, 1, 1] and rt.counts[0].sum() == 0
@@ -36,33 +41,109 @@ def test_runtime_dispatch_counts_and_padding():
             assert out[t, k].item() in holders[ids[t, k].item()]
 
 
-@pytest.mark.needs("torch")
-def test_runtime_refreshes_and_resets():
-    rt = sp.TempoRuntime(P2L, 2, interval_s=0.05, deadline_s=20)
-    try:
-        import time
+def _wait_published(rt, n=1, layer=0, timeout=60):
+    import time
 
-        end = time.monotonic() + 30
-        while not rt.refresher.stats["published"] and time.monotonic() < end:
-            rt.dispatch(0, torch.zeros(64, 2, dtype=torch.int64))  # a hot expert 0
-            time.sleep(0.02)
-        assert rt.refresher.stats["published"] >= 1
+    end = time.monotonic() + timeout
+    while rt.refresher.stats["published"] < n and time.monotonic() < end:
+        rt.dispatch(layer, torch.tensor([[0, 2]] * 64))  # experts 0 and 2 hot; 2 lives on GPU 0 only
+        time.sleep(0.02)
+    assert rt.refresher.stats["published"] >= n
+
+
+@pytest.mark.needs("torch")
+def test_rebalance_updates_every_kernel_tensor_in_place_chunk_by_chunk():
+    """Issue 15 item 1: a rebalance keeps every tensor the kernel reads or writes (phys, prob,
+    counts) at the same address with the new contents, one chunk of layers at a time."""
+    rt = TempoRuntime(P2L, 2, settings=FAST)
+    try:
+        ptrs = {n: getattr(rt, n).data_ptr() for n in ("phys", "prob", "counts")}
+        publisher = rt._publisher
+        _wait_published(rt)
         assert torch.allclose(rt.prob[0].sum(-1), torch.ones(4))
+        assert rt.prob[0, 0, 0] != 0.5  # a solved table, not the uniform split
+        old_phys, old_prob, counts = rt.phys.clone(), rt.prob.clone(), rt.counts.clone()
         new = np.array([[0, 1, 2, 3, 2, 3], [0, 1, 2, 3, 1, 1]])
-        rt.reset(new)
-        assert rt.counts.sum() == 0 and rt.phys[1, 1].tolist() == [1, 4, 5]
+        rt.update_layers(new, [1])  # first chunk: layer 1 only
+        assert {n: getattr(rt, n).data_ptr() for n in ptrs} == ptrs and rt._publisher is publisher
+        want = padded_replica_map(new, 4, 3)
+        assert rt.phys[1].tolist() == want[1].tolist() and rt.phys[1, 1].tolist() == [1, 4, 5]
+        assert torch.equal(rt.phys[0], old_phys[0]) and torch.equal(rt.prob[0], old_prob[0])  # not moved yet
+        assert rt.prob[1, 1].tolist() == pytest.approx([1 / 3] * 3) and rt.prob[1, 0].tolist() == [1, 0, 0]
+        assert torch.equal(rt.counts, counts)  # the counters keep running (new baseline, no reset)
+        out = rt.dispatch(1, torch.tensor([[1, 2]] * 300))  # the kernel reads the new rows
+        assert set(out[:, 0].tolist()) == {1, 4, 5} and set(out[:, 1].tolist()) == {2}
+        rt.update_layers(new, [0])  # second chunk
+        assert {n: getattr(rt, n).data_ptr() for n in ptrs} == ptrs
+        assert rt.phys.tolist() == want.tolist() and rt.p2l.tolist() == new.tolist()
         assert rt.refresher is not None and rt.refresher.solver.alive()
+        _wait_published(rt, 1)  # the new refresher solves the new placement
+        assert set(np.flatnonzero(rt.prob[0, 2].numpy() > 0)) <= {0, 1}  # expert 2 has two replicas now
+        with pytest.raises(ValueError, match="no physical replica"):  # rejected before anything changes
+            rt.update_layers(np.array([[0, 0, 0, 0, 1, 2], [0, 1, 2, 3, 1, 1]]), [0])
+        assert rt.phys.tolist() == want.tolist()
+        with pytest.raises(ValueError, match="layer_ids"):
+            rt.update_layers(new, [2])
     finally:
         rt.close()
 
 
 @pytest.mark.needs("torch")
+def test_window_priced_per_forward_step(monkeypatch):
+    """Issue 15 item 5: the refresher divides a window by the forward steps it spans."""
+    from tempo.serving.solver import TableSolver
+
+    seen = []
+    rt = TempoRuntime(P2L, 2, settings=ServingSettings(in_thread=True, deadline_ms=60000), start=False)
+    rt.start()
+    rt.refresher.stop()  # drive it by hand
+    rt.refresher.on_publish = lambda new, window: seen.append((new.copy(), window.copy()))
+    for _ in range(4):
+        rt.on_forward()
+        rt.dispatch(0, torch.tensor([[0, 1]] * 2 + [[2, 3]]))  # a small decode batch per step
+        rt.dispatch(1, torch.tensor([[3, 0]] * 2))
+    assert rt.refresher.step() == "published"
+    new, window = seen[0]
+    assert window[0].tolist() == [8, 8, 4, 4]
+    solver = TableSolver(rt.p2l, 2, "proxy-serving")
+    per_step = solver.solve(window, steps=4)
+    assert np.allclose(new[..., :per_step.shape[-1]], per_step)
+    assert np.allclose(per_step, solver.solve(window // 4))
+    # per step, experts 0 and 1 are cheaper on one GPU each (weight-bound); the 4-step window
+    # priced as one batch would split them evenly (token-bound)
+    assert np.allclose(per_step[0, :2], [[0, 1], [1, 0]]) and np.allclose(solver.solve(window)[0, :2], 0.5)
+
+
+def test_settings_parse_once_and_name_the_variable():
+    s = ServingSettings.from_env({"TEMPO_REFRESH_MS": "100", "TEMPO_TOPOLOGY": "hier", "TEMPO_GPUS_PER_NODE": "2",
+                                  "TEMPO_IN_THREAD": "1"})
+    assert (s.interval_s, s.topology, s.gpus_per_node, s.in_thread, s.pricing) == (0.1, "hier", 2, True, "step")
+    with pytest.raises(Exception):
+        s.refresh_ms = 5  # frozen
+    with pytest.raises(ValueError, match="TEMPO_GPUS_PER_NODE"):
+        ServingSettings.from_env({"TEMPO_TOPOLOGY": "hier"})
+    with pytest.raises(ValueError, match="TEMPO_REFRESH_MS"):
+        ServingSettings.from_env({"TEMPO_REFRESH_MS": "fast"})
+    with pytest.raises(ValueError, match="TEMPO_DEADLINE_MS"):
+        ServingSettings.from_env({"TEMPO_DEADLINE_MS": "nan"})
+    with pytest.raises(ValueError, match="TEMPO_POLICY"):
+        ServingSettings.from_env({"TEMPO_POLICY": "milp"})
+    with pytest.raises(ValueError, match="TEMPO_BATCH_TOKENS"):
+        ServingSettings.from_env({"TEMPO_BATCH_TOKENS": "4096"})  # only with TEMPO_PRICING=fixed
+    with pytest.raises(ValueError, match="TEMPO_IN_THREAD"):
+        ServingSettings.from_env({"TEMPO_IN_THREAD": "yes"})
+    with pytest.raises(ValueError, match="does not divide"):
+        ServingSettings(topology="hier", gpus_per_node=3).n_nodes(8)
+    assert ServingSettings(topology="hier", gpus_per_node=4).n_nodes(8) == 2
+
+
+@pytest.mark.needs("torch")
 def test_noop_runtime_keeps_uniform_table():
-    rt = sp.TempoRuntime(P2L, 2, policy="noop", interval_s=0.05)
+    rt = sp.TempoRuntime(P2L, 2, noop=True, settings=FAST)
     try:
         rt.dispatch(0, torch.zeros(64, 2, dtype=torch.int64))
         assert rt.refresher.step() == "noop" and rt.refresher.solver is None
-        assert torch.allclose(rt.prob[0, 0], torch.tensor([0.5, 0.5]))
+        assert torch.allclose(rt.prob[0, 0], torch.tensor([0.5, 0.5, 0.0]))
     finally:
         rt.close()
 
@@ -83,11 +164,15 @@ def test_hook_bodies_on_stand_ins(monkeypatch):
     p.add_argument("--ep-dispatch-algorithm", choices=["static", "dynamic"])
     sp.hook_add_cli_args(None, p)
     assert p.parse_args(["--ep-dispatch-algorithm", "tempo_noop"]).ep_dispatch_algorithm == "tempo_noop"
-    args, kwargs = sp.hook_buffer_init_new((2, 3), 5000, dtype="i4")
-    assert args == ((2, 3), 1024) and kwargs == {"dtype": "i4"}
+    # the recorder cap: off unless set, never on baselines, never turns -1 (unbounded) into a cap
+    monkeypatch.setattr(sp, "_algorithm", lambda: "tempo")
+    assert sp.hook_buffer_init_new((2, 3), 5000, dtype="i4") is None
     monkeypatch.setenv("TEMPO_RECORDER_BUFFER_CAP", "8")
-    assert sp.hook_buffer_init_new((2,), -1)[0][1] == 8
-    assert sp.hook_buffer_init_new((2,), 4)[0][1] == 4
+    args, kwargs = sp.hook_buffer_init_new((2, 3), 5000, dtype="i4")
+    assert args == ((2, 3), 8) and kwargs == {"dtype": "i4"}
+    assert sp.hook_buffer_init_new((2,), -1) is None and sp.hook_buffer_init_new((2,), 4) is None
+    monkeypatch.setattr(sp, "_algorithm", lambda: "static")
+    assert sp.hook_buffer_init_new((2, 3), 5000) is None
     # untagged dispatch info falls through to SGLang's own mapping
     called = {}
     out = sp.hook_logical_to_physical(lambda ids, info: called.setdefault("x", ids), "ids", types.SimpleNamespace())
@@ -98,3 +183,21 @@ def test_hook_bodies_on_stand_ins(monkeypatch):
     ids = torch.tensor([[3, 3]])
     res = sp.hook_logical_to_physical(lambda *a: pytest.fail("must not fall through"), ids, info)
     assert set(res.flatten().tolist()) <= {3, 5} and sp._RUNTIME.counts[0, 3] == 2
+
+
+@pytest.mark.needs("torch")
+def test_forward_rebalance_and_capture_hooks_on_stand_ins(monkeypatch):
+    rt = TempoRuntime(P2L, 2, start=False)
+    monkeypatch.setattr(sp, "_RUNTIME", rt)
+    runner = types.SimpleNamespace(is_draft_worker=False)
+    assert sp.hook_before_forward(runner, "batch") is None and rt.steps == 1
+    sp.hook_before_forward(types.SimpleNamespace(is_draft_worker=True), "batch")
+    assert rt.steps == 1  # draft passes are not the model's forward steps
+    meta = types.SimpleNamespace(physical_to_logical_map=torch.tensor([[0, 1, 2, 3, 2, 3], [0, 1, 2, 3, 1, 1]]))
+    ptr = rt.phys.data_ptr()
+    sp.hook_after_rebalance(None, new_expert_location_metadata=meta, update_layer_ids=[1])
+    assert rt.phys.data_ptr() == ptr and rt.phys[1, 1].tolist() == [1, 4, 5] and rt.phys[0, 2].tolist() == [2, -1, -1]
+    order = []
+    # the guard holds the lock every refresher snapshot and publication takes
+    out = sp.hook_capture_guard(lambda: order.append(rt.device_lock._is_owned()) or "captured")
+    assert out == "captured" and order == [True]

@@ -4,7 +4,8 @@ The dispatch kernel increments a persistent cumulative counter per (layer, logic
 and never zeroes it (no zeroing or copy kernel in the captured graph).  The refresher takes
 snapshots and recovers each window's counts by differencing consecutive snapshots modulo
 2^bits, which stays right when the counter wraps (int32 or int64), as long as fewer than
-2^bits tokens arrive within one window.
+2^(bits-1) tokens arrive within one window; a larger difference means the counter went
+backwards (a reset) and raises ``ValueError`` instead of reporting ~4.29e9 tokens.
 """
 from __future__ import annotations
 
@@ -25,10 +26,9 @@ def window_counts(new, old) -> np.ndarray:
     bits = new.dtype.itemsize * 8
     udt = np.dtype(f"uint{bits}")
     diff = new.astype(udt) - old.astype(udt)  # wraps modulo 2^bits
-    if bits < 64:
-        return diff.astype(np.int64)
-    if np.any(diff >= np.uint64(1) << np.uint64(63)):
-        raise ValueError("window count exceeds 2^63: snapshots out of order?")
+    if np.any(diff >= udt.type(1) << udt.type(bits - 1)):
+        raise ValueError(f"window count of at least 2^{bits - 1} on {int((diff >= udt.type(1) << udt.type(bits - 1)).sum())} "
+                         f"entries: the counter went backwards (reset?) or the snapshots are out of order")
     return diff.astype(np.int64)
 
 
@@ -50,7 +50,10 @@ class CumulativeCounts:
         return np.asarray(x)
 
     def window(self) -> np.ndarray:
+        """Counts since the previous call.  The baseline always moves to the new snapshot, so
+        after a counter reset one window is rejected and the next is right again."""
         now = np.array(self._read(), copy=True)
-        w = window_counts(now, self._last)
-        self._last = now
-        return w
+        try:
+            return window_counts(now, self._last)
+        finally:
+            self._last = now

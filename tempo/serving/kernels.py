@@ -21,7 +21,8 @@ def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_
     Parameters
     ----------
     topk_ids : int[T, K] torch tensor
-        Logical expert ids from the router (negative = masked slot).
+        Logical expert ids from the router (negative = masked slot; ids >= E raise
+        ``ValueError``).
     prob : float[E, R]
         One layer's table row weights (need not be normalised).
     phys_map : int[E, R]
@@ -29,7 +30,8 @@ def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_
     counts : int64[E] (or int32[E])
         Persistent cumulative counter, updated in place for non-padding rows.
     u : float[T*K]
-        Uniforms in [0, 1), one per routed pair.
+        Uniforms in [0, 1), one per routed pair; 1.0 (float32 rounding) is taken as the row's
+        last positive column; values below 0, above 1 or NaN raise ``ValueError``.
     num_token_non_padded : int or 0-d tensor, optional
         Rows ``t >= num_token_non_padded`` are padding (default: none).
 
@@ -39,16 +41,30 @@ def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_
     """
     import torch
 
+    for name, x in (("topk_ids", topk_ids), ("prob", prob), ("phys_map", phys_map), ("counts", counts), ("u", u)):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name} must be a torch tensor, got {type(x).__name__}")
     if topk_ids.dim() != 2:
         raise ValueError(f"topk_ids must be [T, K], got shape {tuple(topk_ids.shape)}")
+    if topk_ids.is_floating_point() or topk_ids.is_complex() or topk_ids.dtype == torch.bool:
+        raise TypeError(f"topk_ids must be an integer tensor, got {topk_ids.dtype}")
+    if phys_map.dim() != 2:
+        raise ValueError(f"phys_map must be [E, R], got shape {tuple(phys_map.shape)}")
     T, K = topk_ids.shape
     E, R = phys_map.shape
+    if E == 0 or R == 0:
+        raise ValueError(f"the table is empty: phys_map has shape (E, R) = {(E, R)}; E and R must be >= 1")
     if prob.shape != phys_map.shape:
         raise ValueError(f"prob {tuple(prob.shape)} and phys_map {tuple(phys_map.shape)} differ in shape")
     if counts.shape != (E,):
         raise ValueError(f"counts must be [E] = [{E}], got {tuple(counts.shape)}")
     if u.numel() != T * K:
         raise ValueError(f"u must hold T*K = {T * K} uniforms, got {u.numel()}")
+    if u.numel() and not bool(((u >= 0) & (u <= 1)).all()):  # NaN fails both comparisons
+        raise ValueError("u must hold uniforms in [0, 1]; got values outside it or NaN")
+    if topk_ids.numel() and int(topk_ids.max()) >= E:
+        raise ValueError(f"topk_ids has logical ids >= E = {E} (largest {int(topk_ids.max())}); "
+                         f"only negative ids mark masked slots")
     ids = topk_ids.reshape(-1).long()
     n_valid = T if num_token_non_padded is None else int(num_token_non_padded)
     real = (torch.arange(T * K, device=ids.device) // K) < n_valid

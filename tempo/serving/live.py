@@ -15,8 +15,9 @@ import pandas as pd
 def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int = 8, tokens: int = 32,
              layers: int = 1, skew: float = 1.0, drift: int = 16, replication: float = 1.25,
              params: str = "proxy-serving", interval_s: float = 0.1, deadline_s: float = 2.0, walk: float = 0.02,
-             seed: int = 0, on_publish=None):
-    """Run for ``seconds``; returns (rows, refresher stats).
+             seed: int = 0, on_publish=None, min_published: int = 0, max_seconds: float | None = None):
+    """Run for ``seconds``, then on until ``min_published`` tables have been published (at
+    most ``max_seconds`` in all: a loaded machine solves slower); returns (rows, refresher stats).
 
     Placement: EPLB from drift-K corrupted statistics (per layer); routing: Zipf(skew)
     popularity taking a multiplicative random walk (``walk``) every batch; ``tokens`` per GPU
@@ -60,7 +61,11 @@ def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int =
     r.start()
     try:
         p = pop.copy()
-        while time.monotonic() - t0 < seconds:
+        limit = max(seconds, max_seconds or seconds)
+        while True:
+            elapsed = time.monotonic() - t0
+            if elapsed >= limit or (elapsed >= seconds and len(published) >= min_published):
+                break
             p = p * np.exp(walk * rng.standard_normal(n_experts))
             p /= p.sum()
             ids = torch.tensor(route_tokens(p, tokens * n_gpus, top_k, rng))  # top-k distinct experts per token

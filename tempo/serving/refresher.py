@@ -7,7 +7,10 @@ Failure behaviour (each case keeps the last good table live):
 
 * malformed counts (wrong shape, negative, non-integer): rejected, logged, never solved;
 * a solve that misses its deadline: abandoned; its late reply is dropped, never applied;
-* the worker process dies: restarted, the refresh resumes on the next period;
+* the worker process dies: its death is confirmed (joined), it is restarted, the refresh
+  resumes on the next period;
+* the worker misses ``max_misses`` deadlines in a row (stopped, wedged in native code):
+  killed and replaced at the next period;
 * a reply that is not a valid table (shape, NaN, negative, mass on a padding column):
   rejected and logged.
 
@@ -63,6 +66,8 @@ class TorchPublisher:
         if self.live.is_cuda:
             with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
                 self.live.copy_(self.staging, non_blocking=True)
+            # the staging buffer is reused: the copy must be done before the next publication
+            (self.stream or torch.cuda.current_stream()).synchronize()
         else:
             self.live.copy_(self.staging)
 
@@ -97,6 +102,11 @@ class Refresher:
         Solve inside the refresher thread instead of a worker process: the paper's v1
         integration, kept as the control of Section 5.11 (it competes with the server for the
         GIL).  A solve that overruns the deadline is still dropped, after the fact.
+    max_misses : int
+        A worker that misses this many deadlines in a row is killed and replaced.
+    steps : callable, optional
+        Returns the cumulative count of forward steps; each window is then priced per forward
+        step (its counts divided by the steps it spans).  Ignored with ``batch_tokens``.
     """
 
     def __init__(self, table: DispatchTable, snapshot: Callable, physical_to_logical_map, n_gpus: int,
@@ -104,13 +114,15 @@ class Refresher:
                  gpus_per_node: int | None = None, interval_s: float = 0.2, deadline_s: float = 0.15,
                  aggregate: Callable | None = None, publish: Callable | None = None,
                  on_publish: Callable | None = None, batch_tokens: int | None = None, workers: int = 1,
-                 in_thread: bool = False):
+                 in_thread: bool = False, max_misses: int = 3, steps: Callable | None = None):
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         if interval_s <= 0 or deadline_s <= 0:
             raise ValueError("interval_s and deadline_s must be positive")
         self.table = table
         self.counts = CumulativeCounts(snapshot)
+        self.steps = steps if batch_tokens is None else None
+        self._last_steps = steps() if self.steps is not None else None
         self.shape = table.phys.shape[:2]
         self.policy = policy
         self.interval_s, self.deadline_s = float(interval_s), float(deadline_s)
@@ -129,12 +141,14 @@ class Refresher:
                                          gpus_per_node, batch_tokens)
         elif policy != "noop":
             self.solver = SolverProcess(np.asarray(physical_to_logical_map), n_gpus, model, policy, topology,
-                                        gpus_per_node, batch_tokens, workers)
+                                        gpus_per_node, batch_tokens, workers, max_misses=max_misses)
 
     # ------------------------------------------------------------------ one refresh
     def step(self, **solve_opts) -> str:
         """One refresh; returns its outcome: ``published``, ``noop``, ``idle``,
-        ``rejected``, ``dropped``, ``died`` or ``error`` (also counted in ``stats``)."""
+        ``rejected``, ``dropped``, ``died``, ``error``, ``cancelled`` (:meth:`stop` was
+        called while waiting for the solver) or ``stopped`` (a peer rank's refresher stopped);
+        also counted in ``stats``."""
         outcome = self._step(**solve_opts)
         self.stats[outcome] += 1
         return outcome
@@ -145,11 +159,20 @@ class Refresher:
         return outcome
 
     def _step(self, **solve_opts) -> str:
+        from .runtime import PeerStopped
+
         try:
             window = self.counts.window()
+            if self.steps is not None:
+                now = int(self.steps())
+                solve_opts.setdefault("steps", now - self._last_steps)
+                self._last_steps = now
             if self.aggregate is not None:
                 window = self.aggregate(window)
             window = check_counts(window, *self.shape)
+        except PeerStopped:
+            self._stop.set()
+            return "stopped"
         except ValueError as exc:
             return self._fail("rejected", f"malformed counts rejected: {exc}")
         if self.policy == "noop":
@@ -161,31 +184,35 @@ class Refresher:
 
             t0 = _time.perf_counter()
             try:
-                new = self.in_thread.solve(window)
+                new = self.in_thread.solve(window, steps=solve_opts.get("steps"))
             except Exception as exc:
                 return self._fail("error", f"in-thread solve failed: {type(exc).__name__}: {exc}")
             seconds = _time.perf_counter() - t0
             if seconds > self.deadline_s:
                 return self._fail("dropped", f"in-thread solve took {seconds * 1e3:.0f} ms, past its deadline")
             return self._publish(new, seconds, window)
-        self.solver.ensure_alive()
-        try:
-            req = self.solver.submit(window, **solve_opts)
-        except (OSError, ValueError) as exc:  # pipe broken: the worker died between checks
-            self.solver.ensure_alive()
-            return self._fail("died", f"solver pipe failed ({exc}); worker restarted")
-        reply = self.solver.result(req, self.deadline_s)
+        if self.solver.ensure_alive():
+            log.warning("tempo refresher: solver worker replaced (restarts so far: %d)", self.solver.restarts)
+        req = self.solver.submit(window, **solve_opts)
+        reply = self.solver.result(req, self.deadline_s, cancel=self._stop)
+        if reply[0] == "cancelled":
+            return "cancelled"
         if reply[0] == "timeout":
             return self._fail("dropped", f"solve missed its {self.deadline_s * 1e3:.0f} ms deadline; table kept")
         if reply[0] == "died":
-            self.solver.ensure_alive()
-            return self._fail("died", "solver process died mid-solve; last table kept, worker restarted")
+            # the death is confirmed (joined) by the solver; replace the worker now
+            if self.solver.ensure_alive():
+                return self._fail("died", "solver process died mid-solve; last table kept, worker restarted")
+            return self._fail("died", "solver process died mid-solve; last table kept, restart failed")
         if reply[0] == "error":
             return self._fail("error", f"solver error: {reply[1]}")
         _, new, seconds = reply
         return self._publish(new, seconds, window)
 
     def _publish(self, new, seconds, window) -> str:
+        width = self.table.phys.shape[-1]
+        if new.shape[-1] < width:  # the live table is wider (allocated for any later placement)
+            new = np.concatenate([new, np.zeros(new.shape[:-1] + (width - new.shape[-1],), new.dtype)], -1)
         try:
             phys = self.table.phys if new.ndim == 3 else np.broadcast_to(self.table.phys, new.shape)
             validate_table(new, phys)
@@ -213,6 +240,12 @@ class Refresher:
             if next_t < now:  # a slow refresh (e.g. the worker starting): skip the missed periods, no burst
                 next_t = now + self.interval_s
             self._stop.wait(max(0.0, next_t - now))
+        finish = getattr(self.aggregate, "finish", None)
+        if finish is not None:  # the last aggregation round, so no peer waits for this rank
+            try:
+                finish(self.shape)
+            except Exception as exc:
+                self._fail("error", f"final aggregation round failed: {type(exc).__name__}: {exc}")
 
     def start(self) -> "Refresher":
         if self._thread is None:
@@ -225,6 +258,8 @@ class Refresher:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            if self._thread.is_alive():
+                log.warning("tempo refresher: thread still busy 5 s after stop()")
             self._thread = None
         if self.solver is not None:
             self.solver.close()

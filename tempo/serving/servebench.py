@@ -48,6 +48,10 @@ POLICIES = {
 METRICS = ["output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
            "median_itl_ms", "p99_itl_ms"]
 TINY_MODEL = paths.ROOT / "data" / "models" / "tiny-qwen3-moe"
+#: model architectures SGLang 0.5.23's LPLB (``lp``) accepts (``srt/eplb/lplb_solver.py``)
+LPLB_ARCHS = frozenset({"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                        "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle", "Glm4MoeLiteForCausalLM",
+                        "GlmMoeDsaForCausalLM"})
 
 
 @dataclass
@@ -63,13 +67,15 @@ class Workload:
     max_concurrency: int | None = 256
     dataset_path: str | None = None
     seed: int = 1
+    range_ratio: float = 1.0
 
     def args(self, base_url: str, out: str) -> list[str]:
         a = [sys.executable, "-m", "sglang.benchmark.serving", "--backend", "sglang", "--base-url", base_url,
              "--dataset-name", self.dataset, "--num-prompts", str(self.num_prompts), "--request-rate",
              str(self.request_rate), "--seed", str(self.seed), "--output-file", out]
         if self.dataset == "random":
-            a += ["--random-input-len", str(self.input_len), "--random-output-len", str(self.output_len)]
+            a += ["--random-input-len", str(self.input_len), "--random-output-len", str(self.output_len),
+                  "--random-range-ratio", str(self.range_ratio)]
         if self.dataset_path:
             a += ["--dataset-path", self.dataset_path]
         if self.max_concurrency:
@@ -87,6 +93,7 @@ class ServerSpec:
     dummy_weights: bool = False
     init_expert_location: str | None = None  # e.g. a drift-K corrupted distribution (Section 5.12)
     extra: list[str] = field(default_factory=list)
+    env: dict = field(default_factory=dict)  # extra environment of every tempo server (TEMPO_*)
 
     def args(self, algorithm: str, port: int) -> list[str]:
         a = [sys.executable, "-m", "sglang.launch_server", "--model-path", self.model, "--host", "127.0.0.1",
@@ -177,11 +184,12 @@ def classify(run: dict) -> str:
     return "ok"
 
 
-def apply_window_rule(runs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Runs -> (all runs with status, kept pairs with deltas vs same-window static).
+def apply_window_rule(runs: list[dict], baseline: str = "static") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Runs -> (all runs with status, kept pairs with deltas vs the same window's baseline run).
 
-    A (window, policy) pair is kept iff both its run and the window's static run are
-    ``ok``; the status is decided before any metric is compared."""
+    A (window, policy) pair is kept iff both its run and the window's baseline run are
+    ``ok``; the status is decided before any metric is compared.  A metric the benchmark did
+    not report gives a NaN delta."""
     rows = []
     for r in runs:
         row = {k: r.get(k) for k in ("window", "policy", "order", "workload")}
@@ -192,37 +200,72 @@ def apply_window_rule(runs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     df = pd.DataFrame(rows)
     pairs = []
     for (w, wl), grp in df.groupby(["window", "workload"]):
-        st = grp[grp.policy == "static"]
-        for _, r in grp[grp.policy != "static"].iterrows():
+        st = grp[grp.policy == baseline]
+        for _, r in grp[grp.policy != baseline].iterrows():
             base = st[st.order.isin([r.order - 1, r.order + 1])] if len(st) > 1 else st
             if base.empty:
                 continue
             b = base.iloc[0]
             keep = r.status == "ok" and b.status == "ok"
             p = {"window": w, "workload": wl, "policy": r.policy, "kept": keep,
-                 "excluded_because": "" if keep else f"{r.policy}:{r.status}, static:{b.status}"}
+                 "baseline": baseline,
+                 "excluded_because": "" if keep else f"{r.policy}:{r.status}, {baseline}:{b.status}"}
             if keep:
                 p["throughput_delta_pct"] = 100 * (r.output_throughput / b.output_throughput - 1)
                 for m in ("median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "median_itl_ms", "p99_itl_ms"):
-                    p[f"{m}_delta_pct"] = 100 * (r[m] / b[m] - 1)
+                    ok = all(isinstance(x, (int, float)) and x == x for x in (r[m], b[m])) and b[m]
+                    p[f"{m}_delta_pct"] = 100 * (r[m] / b[m] - 1) if ok else float("nan")
             pairs.append(p)
     return df, pd.DataFrame(pairs)
 
 
-def schedule(policies: list[str], windows: int) -> list[tuple[int, str, int]]:
-    """(window, policy, order) runs: per window, each non-static policy paired with its own
-    static run right before (even windows) or after (odd windows) it."""
+def schedule(policies: list[str], windows: int, baseline: str = "static") -> list[tuple[int, str, int]]:
+    """(window, policy, order) runs: per window, each policy other than the baseline paired
+    with its own baseline run right before (even windows) or after (odd windows) it."""
     out = []
     for w in range(windows):
         order = 0
         for p in policies:
-            if p == "static":
+            if p == baseline:
                 continue
-            pair = ["static", p] if w % 2 == 0 else [p, "static"]
+            pair = [baseline, p] if w % 2 == 0 else [p, baseline]
             for q in pair:
                 out.append((w, q, order))
                 order += 1
     return out
+
+
+def baseline_for(a2a: str) -> str:
+    """The baseline SGLang accepts: ``static`` with an a2a backend; with ``--moe-a2a-backend
+    none`` SGLang rejects ``static`` and ``lp`` (each rank would pick a different replica,
+    ``srt/arg_groups/parallel_hook.py`` in 0.5.23) and defaults to ``dynamic``."""
+    return "dynamic" if a2a == "none" else "static"
+
+
+def refused(policies: list[str], a2a: str, architecture: str | None, gpus_per_node: int | None) -> dict:
+    """Policies SGLang 0.5.23 (or the plugin) would refuse in this configuration, with why."""
+    out = {}
+    for p in policies:
+        if a2a == "none" and p in ("static", "lp"):
+            out[p] = f"SGLang rejects --ep-dispatch-algorithm {p} with --moe-a2a-backend none (use dynamic)"
+        elif p == "lp" and architecture is not None and architecture not in LPLB_ARCHS:
+            out[p] = (f"SGLang's LPLB supports only {', '.join(sorted(LPLB_ARCHS))}; the model is {architecture} "
+                      "(srt/eplb/lplb_solver.py)")
+        elif p == "tempo_hier" and not gpus_per_node:
+            out[p] = "tempo_hier needs --gpus-per-node (TEMPO_GPUS_PER_NODE)"
+    return out
+
+
+def model_architecture(model: str) -> str | None:
+    """``architectures[0]`` of a local model's config.json (None when not local)."""
+    cfg = Path(model) / "config.json"
+    if not cfg.is_file():
+        return None
+    try:
+        archs = json.loads(cfg.read_text()).get("architectures") or [None]
+    except (OSError, ValueError):
+        return None
+    return archs[0]
 
 
 # ---------------------------------------------------------------------------- running
@@ -245,6 +288,7 @@ def run_one(spec: ServerSpec, policy: str, workload: Workload, out_dir: Path, po
             startup_timeout: float = 900) -> dict:
     """Launch a server with ``policy``, run ``workload``, stop the server; the run record."""
     algo, env_extra = POLICIES[policy]
+    env_extra = {**(spec.env if algo in ("tempo", "tempo_noop") else {}), **env_extra}
     env = {**os.environ, **env_extra}
     log = open(out_dir / f"{tag}.server.log", "w")
     cmd = spec.args(algo, port)
@@ -279,7 +323,8 @@ def run_one(spec: ServerSpec, policy: str, workload: Workload, out_dir: Path, po
 
 
 def drive(spec: ServerSpec, policies: list[str], workloads: list[Workload], windows: int, out_dir: Path,
-          port: int = 30000, runner=run_one, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+          port: int = 30000, runner=run_one, progress: bool = True,
+          baseline: str = "static") -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run the whole schedule (``runner`` is injectable for tests) and write runs.csv,
     pairs.csv and manifest.json under ``out_dir``; a run already recorded in
     ``records.jsonl`` is not repeated (an interrupted campaign resumes)."""
@@ -293,7 +338,7 @@ def drive(spec: ServerSpec, policies: list[str], workloads: list[Workload], wind
         for line in rec_path.read_text().splitlines():
             r = json.loads(line)
             done[(r["window"], r["workload"], r["policy"], r["order"])] = r
-    plan = [(w, wl, p, o) for wl in workloads for (w, p, o) in schedule(policies, windows)]
+    plan = [(w, wl, p, o) for wl in workloads for (w, p, o) in schedule(policies, windows, baseline)]
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -314,10 +359,10 @@ def drive(spec: ServerSpec, policies: list[str], workloads: list[Workload], wind
             bar.update(1)
     if bar:
         bar.close()
-    runs, pairs = apply_window_rule(list(done.values()))
+    runs, pairs = apply_window_rule(list(done.values()), baseline)
     runs.to_csv(out_dir / "runs.csv", index=False)
     pairs.to_csv(out_dir / "pairs.csv", index=False)
-    manifest = {"policies": policies, "windows": windows, "workloads": [vars(w) for w in workloads],
+    manifest = {"policies": policies, "baseline": baseline, "windows": windows, "workloads": [vars(w) for w in workloads],
                 "server": vars(spec), "duration_s": round(time.time() - t0, 1), "argv": sys.argv,
                 "window_rule": "exclude a pair only for server_failed / bench_failed / incomplete runs"}
     try:
@@ -346,10 +391,14 @@ def main(argv=None) -> int:
     ap.add_argument("--dummy-weights", action="store_true", help="--load-format dummy (random weights)")
     ap.add_argument("--tp", type=positive_int, default=8)
     ap.add_argument("--ep", type=positive_int, default=8)
-    ap.add_argument("--a2a", default="deepep")
+    ap.add_argument("--a2a", default="deepep", type=choice(["deepep", "none", "mooncake", "mori", "flashinfer"], "backend"),
+                    help="--moe-a2a-backend; with 'none' the baseline is dynamic (SGLang rejects static and lp)")
     ap.add_argument("--redundant", type=nonneg_int, default=32)
     ap.add_argument("--init-expert-location", type=input_file,
                     help="placement source, e.g. a drift-K corrupted distribution")
+    ap.add_argument("--gpus-per-node", type=positive_int, help="TEMPO_GPUS_PER_NODE for tempo_hier / tempo_flat")
+    ap.add_argument("--random-range-ratio", type=float_range(0.0, 1.0), default=1.0,
+                    help="random dataset: lengths uniform in [ratio*L, L] (SGLang's default 0 gives [1, L])")
     ap.add_argument("--policies", type=comma_list(choice(POLICIES, "policy"), "policy"),
                     default="static,tempo,tempo_noop")
     ap.add_argument("--windows", type=positive_int, default=3)
@@ -372,24 +421,39 @@ def main(argv=None) -> int:
     if a.model.startswith((".", "/", "~")) and not Path(a.model).expanduser().exists():
         ap.fail("--model", f"{a.model!r} does not exist")
     extra = [x for x in a.server_args if x != "--"]
+    if a.dataset_path is None and not a.dry_run:
+        # both datasets read ShareGPT prompts: without a local file the client downloads from the hub
+        ap.fail("--dataset-path", "is required (a local ShareGPT JSON file): sglang.benchmark.serving samples "
+                "prompts from ShareGPT for --dataset random too and would otherwise download it")
     spec = ServerSpec(a.model, a.tp, a.ep, a.a2a, a.redundant, a.dummy_weights,
                       None if a.init_expert_location is None else str(a.init_expert_location), extra)
     rate_s = ["inf" if r == float("inf") else f"{r:g}" for r in a.request_rates]
     workloads = [Workload(f"{a.dataset}-r{r}-c{c}", a.dataset, a.num_prompts, a.input_len, a.output_len, r, int(c),
-                          None if a.dataset_path is None else str(a.dataset_path))
+                          None if a.dataset_path is None else str(a.dataset_path), range_ratio=a.random_range_ratio)
                  for r in rate_s for c in a.concurrency]
     policies = list(dict.fromkeys(a.policies))
-    if "static" not in policies:
-        policies = ["static"] + policies
+    baseline = baseline_for(a.a2a)
+    if baseline not in policies:
+        policies = [baseline] + policies
+    no = refused(policies, a.a2a, model_architecture(a.model), a.gpus_per_node)
+    for p, why in no.items():
+        print(f"serve-bench: not running {p}: {why}", file=sys.stderr)
+    policies = [p for p in policies if p not in no]
+    if len(policies) < 2:
+        ap.fail("--policies", "nothing to compare: no policy besides the baseline can run in this configuration")
+    if a.gpus_per_node:
+        spec.env["TEMPO_GPUS_PER_NODE"] = str(a.gpus_per_node)
     if a.dry_run:
-        for w, p, o in schedule(policies, 1):
+        for w, p, o in schedule(policies, 1, baseline):
             algo, env = POLICIES[p]
+            env = {**(spec.env if algo in ("tempo", "tempo_noop") else {}), **env}
             print(" ".join(f"{k}={v}" for k, v in env.items()), shlex.join(spec.args(algo, a.port)))
             print("   ", shlex.join(workloads[0].args(f"http://127.0.0.1:{a.port}", f"{a.out}/w0-{o:02d}-{p}.jsonl")))
         return 0
-    runs, pairs = drive(spec, policies, workloads, a.windows, Path(a.out), a.port)
+    runs, pairs = drive(spec, policies, workloads, a.windows, Path(a.out), a.port, baseline=baseline)
     kept = pairs[pairs.kept] if len(pairs) else pairs
-    print(f"{len(runs)} runs, {int(pairs.kept.sum()) if len(pairs) else 0} of {len(pairs)} pairs kept; results in {a.out}")
+    print(f"{len(runs)} runs, {int(pairs.kept.sum()) if len(pairs) else 0} of {len(pairs)} pairs kept "
+          f"(baseline {baseline}); results in {a.out}")
     if len(kept):
         print(kept.groupby(["workload", "policy"]).throughput_delta_pct.agg(["median", "min", "max", "count"]).round(2))
     ok = int((runs.status == "ok").sum()) if len(runs) else 0

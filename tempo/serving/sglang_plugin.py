@@ -7,42 +7,47 @@ SGLang loads general plugins from the entry-point group ``sglang.srt.plugins`` (
 1. ``--ep-dispatch-algorithm`` accepts ``tempo`` and ``tempo_noop``: an AFTER hook on
    ``ServerArgs.add_cli_args`` widens the argument's choices.
 2. Tables, counters, the refresher thread and the solver process are installed after
-   ``ModelRunner.maybe_init_lplb_solvers`` (AFTER), with a dedicated gloo group for count
-   aggregation (the scheduler's groups are not thread-safe against a background thread).
+   ``ModelRunner.maybe_init_lplb_solvers`` (AFTER), before weight loading and graph capture;
+   rank and node come from SGLang's own parallel state (``get_parallel().moe_ep_rank``).
+   With an a2a backend, window counts are summed over ranks on a dedicated gloo group; with
+   ``--moe-a2a-backend none`` and EP > 1 (every rank routes the same tokens) rank 0 solves
+   from its own counts and every rank applies its versioned tables at the same forward step
+   (:class:`tempo.serving.runtime.TableSync`).
 3. ``ExpertLocationDispatchInfo.init_new`` (AROUND) tags each layer's dispatch info with its
-   layer id; ``topk_ids_logical_to_physical`` (AROUND) sends tempo layers through the fused
+   layer id; ``topk_ids_logical_to_physical`` (AROUND) sends tempo layers through the
    dispatch-and-count kernel; ``select_experts`` and ``_biased_grouped_topk_postprocess``
-   (AROUND) hand the kernel ``num_token_non_padded`` so padding rows are never counted (the
-   phantom hot expert; SGLang masks padding only after the mapping).
+   (AROUND) hand the kernel ``num_token_non_padded`` so padding rows are not counted where
+   SGLang gives a bound (it gives none for attention DP with a2a ``none``: a warning says so).
+   ``ModelRunner.forward`` (BEFORE) counts forward steps (windows are priced per step) and
+   applies agreed tables.
 4. The recorder gatherer accepts ``deepep_mode=auto`` (AROUND on
    ``_SinglePassGatherer.init_new``: auto resolves per batch, so we gather at select_experts,
    which sees every token in either mode).
-5. Tables are rebuilt after an EPLB rebalance (AFTER on ``update_expert_location_with_recovery``).
-6. Graph capture runs in relaxed (``thread_local``) stream-capture mode (AROUND on
-   ``FullCudaGraphBackend.capture_one``), so the refresher's side-stream copies during capture
-   do not invalidate it.
-7. The expert-distribution recorder buffer is capped (BEFORE on ``_Buffer.init_new``;
-   ``TEMPO_RECORDER_BUFFER_CAP``, default 1024 steps): buffer x L x P x 4 bytes lives on GPU.
+5. After an EPLB rebalance (AFTER on ``update_expert_location_with_recovery``, once per
+   chunk) the moved layers' rows are rewritten in place: captured graphs keep valid pointers.
+6. Graph capture (AROUND on ``ModelRunner.init_cuda_graphs``, ``init_decode_cuda_graph`` and
+   ``init_prefill_cuda_graph``) holds the runtime's device lock, so the refresher makes no
+   CUDA call while any graph, decode or prefill, is captured in any capture mode.
+7. In tempo runs, when ``TEMPO_RECORDER_BUFFER_CAP`` is set, a finite expert-distribution
+   recorder buffer is capped (BEFORE on ``_Buffer.init_new``): buffer x L x P x 4 bytes on GPU.
 
 Written against SGLang ``SGLANG_VERSION``; :func:`register` refuses other versions with a
-clear error (``TEMPO_SGLANG_ANY_VERSION=1`` overrides, at your own risk).
-
-Configuration (environment, read at initialisation): ``TEMPO_PARAMS`` (cost-parameter set,
-default ``proxy-serving``), ``TEMPO_REFRESH_MS`` (200), ``TEMPO_DEADLINE_MS`` (150),
-``TEMPO_TOPOLOGY`` (``flat`` or ``hier``), ``TEMPO_GPUS_PER_NODE``, ``TEMPO_SOLVER_WORKERS`` (1),
-``TEMPO_BATCH_TOKENS`` (rescale windows to one batch; default: off), ``TEMPO_POLICY`` (``tempo``
-or ``token_lp``: the exact token LP in the same worker, Section 5.12's control), ``TEMPO_IN_THREAD=1``
-(solve in the refresher thread, the v1 integration: Section 5.11's GIL control).
+clear error (``TEMPO_SGLANG_ANY_VERSION=1`` overrides, at your own risk).  Configuration:
+:class:`tempo.serving.settings.ServingSettings` (``TEMPO_*`` variables, read and validated once).
+With ``SGLANG_OPT_DEEPGEMM_MEGA_GATE=1`` SGLang's mega gate would pick replicas itself and
+bypass tempo; the runtime refuses to start instead.
 """
 from __future__ import annotations
 
 import contextvars
-import functools
 import logging
 import os
 from dataclasses import dataclass
 
-import numpy as np
+from .runtime import TempoRuntime, uniforms  # noqa: F401  (re-exported: the plugin's runtime)
+
+__all__ = ["TempoRuntime", "uniforms", "register", "HOOKS", "SGLANG_VERSION", "check_sglang_version", "get_runtime"]
+from .settings import ServingSettings
 
 log = logging.getLogger("tempo.serving")
 
@@ -69,7 +74,7 @@ def check_sglang_version(version: str | None = None) -> str:
             import sglang
 
             version = getattr(sglang, "__version__", "unknown")
-    if version != SGLANG_VERSION and os.environ.get("TEMPO_SGLANG_ANY_VERSION") != "1":
+    if version != SGLANG_VERSION and not ServingSettings.from_env().any_version:
         raise SGLangVersionError(
             f"the tempo SGLang plugin is written against sglang=={SGLANG_VERSION}, found {version}. "
             f"Install sglang=={SGLANG_VERSION}, or set TEMPO_SGLANG_ANY_VERSION=1 to try anyway.")
@@ -77,113 +82,6 @@ def check_sglang_version(version: str | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------- runtime
-def uniforms(n: int, device, rank_invariant: bool, layer_id: int = 0):
-    """One uniform per routed pair.  Rank-invariant dispatch (no a2a backend: every EP rank
-    routes the same tokens and must pick the same replica) uses a deterministic
-    low-discrepancy sequence over the pair index -- identical on every rank, graph-safe,
-    and evenly spread -- instead of a random draw."""
-    import torch
-
-    if rank_invariant:
-        idx = torch.arange(n, device=device, dtype=torch.float64)
-        return torch.frac((idx + 0.5) * 0.6180339887498949 + layer_id * 0.7548776662466927).to(torch.float32)
-    return torch.rand(n, device=device)
-
-
-class TempoRuntime:
-    """Everything the server holds for TEMPO, independent of SGLang's classes (so it runs
-    and is tested on CPU): the live tables on the device, the cumulative counters the
-    kernel increments, and the refresher (``policy="noop"`` keeps the full data path but
-    never solves).
-
-    Parameters
-    ----------
-    physical_to_logical_map : int[L, P] (torch or numpy)
-    n_gpus : int   EP size
-    device : torch device of the tables and counters
-    aggregate : callable ``window -> window`` summing counts over ranks (gloo), optional
-    """
-
-    def __init__(self, physical_to_logical_map, n_gpus: int, device="cpu", policy: str = "tempo",
-                 params: str = "proxy-serving", interval_s: float = 0.2, deadline_s: float = 0.15,
-                 topology: str = "flat", gpus_per_node: int | None = None, aggregate=None, workers: int = 1,
-                 batch_tokens: int | None = None, rank_invariant: bool = False, node: int = 0, start: bool = True,
-                 in_thread: bool = False):
-        if policy not in ("tempo", "token_lp", "noop"):
-            raise ValueError(f"policy must be 'tempo', 'token_lp' or 'noop', got {policy!r}")
-        self.n_gpus, self.device, self.policy, self.params = int(n_gpus), device, policy, params
-        self.interval_s, self.deadline_s = interval_s, deadline_s
-        self.topology, self.gpus_per_node, self.node = topology, gpus_per_node, node
-        self.aggregate, self.workers, self.batch_tokens = aggregate, workers, batch_tokens
-        self.rank_invariant, self.in_thread = rank_invariant, in_thread
-        self.refresher = None
-        self._build(physical_to_logical_map)
-        if start:
-            self.start()
-
-    def _build(self, physical_to_logical_map) -> None:
-        import torch
-
-        from .tables import DispatchTable
-
-        p2l = physical_to_logical_map
-        p2l = p2l.detach().cpu().numpy() if hasattr(p2l, "detach") else np.asarray(p2l)
-        self.p2l = p2l.astype(np.int64)
-        n_nodes = self.n_gpus // self.gpus_per_node if self.topology == "hier" else None
-        host = DispatchTable.from_placement(self.p2l, n_nodes=n_nodes)
-        self.host = host
-        self.phys = torch.tensor(host.phys, device=self.device)
-        self.prob = torch.tensor(host.prob, device=self.device)
-        L, E, _ = host.phys.shape
-        self.counts = torch.zeros((L, E), dtype=torch.int64, device=self.device)
-
-    def _snapshot(self):
-        import torch
-
-        if self.counts.is_cuda:  # a side stream: the copy never waits behind the decode graph
-            s = torch.cuda.Stream(device=self.counts.device)
-            with torch.cuda.stream(s):
-                host = self.counts.to("cpu", non_blocking=True)
-            s.synchronize()
-            return host.numpy()
-        return self.counts.numpy().copy()
-
-    def start(self) -> None:
-        from .refresher import Refresher, TorchPublisher
-
-        self.refresher = Refresher(self.host, self._snapshot, self.p2l, self.n_gpus, model=self.params,
-                                   policy=self.policy, topology=self.topology, gpus_per_node=self.gpus_per_node,
-                                   interval_s=self.interval_s, deadline_s=self.deadline_s, aggregate=self.aggregate,
-                                   publish=TorchPublisher(self.prob), batch_tokens=self.batch_tokens,
-                                   workers=self.workers, in_thread=self.in_thread)
-        self.refresher.start()
-
-    def close(self) -> None:
-        if self.refresher is not None:
-            self.refresher.stop()
-            self.refresher = None
-
-    def reset(self, physical_to_logical_map) -> None:
-        """New placement (EPLB rebalanced): rebuild tables and counters, restart the solver."""
-        self.close()
-        self._build(physical_to_logical_map)
-        self.start()
-
-    def layer_table(self, layer_id: int):
-        prob = self.prob[self.node] if self.prob.dim() == 4 else self.prob
-        return prob[layer_id], self.phys[layer_id]
-
-    def dispatch(self, layer_id: int, topk_ids, num_token_non_padded=None):
-        """Logical ``topk_ids [T, K]`` -> physical ids, counting non-padding rows."""
-        prob, phys = self.layer_table(layer_id)
-        u = uniforms(topk_ids.numel(), topk_ids.device, self.rank_invariant, layer_id)
-        if topk_ids.is_cuda:
-            from .triton_kernels import dispatch_and_count_triton as kernel
-        else:
-            from .kernels import dispatch_and_count_reference as kernel
-        return kernel(topk_ids, prob, phys, self.counts[layer_id], u, num_token_non_padded)
-
-
 def get_runtime():
     return _RUNTIME
 
@@ -266,49 +164,89 @@ def hook_select_experts(original, *args, **kwargs):
         _non_padded.reset(token)
 
 
-def _gloo_aggregate():
-    """Sum window counts over ranks on a dedicated gloo group (thread-safe against the
-    scheduler's own collectives, which never use this group)."""
-    import torch
+def _par(par, name: str, default):
+    """A width of SGLang's parallel state (it raises RuntimeError, not AttributeError, for a
+    width not published in this process)."""
+    try:
+        return getattr(par, name)
+    except (AttributeError, RuntimeError, ValueError):
+        return default
+
+
+def _install(model_runner, algo: str):
+    """Build the runtime for this scheduler process (see :func:`hook_after_lplb_init`)."""
     import torch.distributed as dist
+    from sglang.srt.eplb.expert_location import get_global_expert_location_metadata
+    from sglang.srt.runtime_context import get_exec, get_parallel
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return None
-    group = dist.new_group(backend="gloo")
+    from .runtime import GlooAggregator, TableSync
 
-    def aggregate(window):
-        t = torch.from_numpy(np.ascontiguousarray(window, dtype=np.int64))
-        dist.all_reduce(t, group=group)
-        return t.numpy()
-
-    return aggregate
+    settings = ServingSettings.from_env()  # every TEMPO_* variable, validated once, named in errors
+    if os.environ.get("SGLANG_OPT_DEEPGEMM_MEGA_GATE", "").lower() in ("1", "true", "yes"):
+        # SGLang's mega gate picks replicas itself for every algorithm but lp/fake: tempo would be bypassed
+        raise RuntimeError("--ep-dispatch-algorithm tempo cannot run with SGLANG_OPT_DEEPGEMM_MEGA_GATE=1: "
+                           "the mega gate picks replicas itself and would bypass tempo silently")
+    meta = get_global_expert_location_metadata()
+    par = get_parallel()
+    ep_size, rank = int(meta.ep_size), int(par.moe_ep_rank)  # SGLang's own parallel state (0.5.23)
+    n_nodes = settings.n_nodes(ep_size)  # clear error for a hier setting that does not fit
+    node = rank // settings.gpus_per_node if n_nodes is not None else 0
+    rank_invariant = get_exec().moe.moe_a2a_backend == "none"
+    if rank_invariant and _par(par, "attn_dp_size", 1) != 1:
+        log.warning("tempo: attention DP with --moe-a2a-backend none: SGLang gives no padding bound for the "
+                    "DP-gathered MoE input, so padding rows are counted")
+    distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    aggregate = sync = None
+    noop = algo == "tempo_noop"
+    if distributed and rank_invariant and not noop and _par(par, "pp_size", 1) != 1:
+        # the agreed switch needs every rank to run the same forward passes
+        raise RuntimeError("--ep-dispatch-algorithm tempo with --moe-a2a-backend none does not support pipeline "
+                           "parallelism (pp_size > 1): ranks would not agree on the forward step of a table switch")
+    if distributed and rank_invariant and not noop:
+        # every rank routes the same tokens: one table for all, applied at the same step.
+        # both groups are created by every rank, in this order, at this point (symmetric).
+        world = dist.get_world_size()
+        bcast, agree = dist.new_group(backend="gloo"), dist.new_group(backend="gloo")
+        L, P = meta.physical_to_logical_map.shape
+        E = int(meta.num_logical_experts)
+        shape = ((n_nodes,) if n_nodes else ()) + (L, E, P - E + 1)  # TempoRuntime's default table width
+        sync = TableSync(dist.get_rank(), world, shape, bcast, agree, settings.agree_every)
+    elif distributed and not rank_invariant:
+        aggregate = GlooAggregator(dist.new_group(backend="gloo"), dist.get_world_size())  # disjoint shards
+    return TempoRuntime(meta.physical_to_logical_map, ep_size, device=meta.physical_to_logical_map.device,
+                        settings=settings, noop=noop, n_logical=int(meta.num_logical_experts),
+                        node=node, rank_invariant=rank_invariant, aggregate=aggregate, sync=sync)
 
 
 def hook_after_lplb_init(result, model_runner, *args, **kwargs):
-    """AFTER ``ModelRunner.maybe_init_lplb_solvers``: install TEMPO's runtime."""
+    """AFTER ``ModelRunner.maybe_init_lplb_solvers``: install TEMPO's runtime (before weight
+    loading and graph capture)."""
     global _RUNTIME
     algo = _algorithm()
     if algo not in ALGORITHMS or getattr(model_runner, "is_draft_worker", False):
         return result
-    from sglang.srt.eplb.expert_location import get_global_expert_location_metadata
-    from sglang.srt.runtime_context import get_exec
-
-    meta = get_global_expert_location_metadata()
-    env = os.environ
-    topo = env.get("TEMPO_TOPOLOGY", "flat")
-    gpn = int(env["TEMPO_GPUS_PER_NODE"]) if env.get("TEMPO_GPUS_PER_NODE") else None
-    rank = getattr(model_runner, "moe_ep_rank", 0) or 0
-    _RUNTIME = TempoRuntime(
-        meta.physical_to_logical_map, meta.ep_size, device=meta.physical_to_logical_map.device,
-        policy="noop" if algo == "tempo_noop" else env.get("TEMPO_POLICY", "tempo"),
-        params=env.get("TEMPO_PARAMS", "proxy-serving"),
-        interval_s=float(env.get("TEMPO_REFRESH_MS", 200)) / 1e3, deadline_s=float(env.get("TEMPO_DEADLINE_MS", 150)) / 1e3,
-        topology=topo, gpus_per_node=gpn, aggregate=_gloo_aggregate(), workers=int(env.get("TEMPO_SOLVER_WORKERS", 1)),
-        batch_tokens=int(env["TEMPO_BATCH_TOKENS"]) if env.get("TEMPO_BATCH_TOKENS") else None,
-        rank_invariant=get_exec().moe.moe_a2a_backend == "none", node=(rank // gpn) if (topo == "hier" and gpn) else 0,
-        in_thread=env.get("TEMPO_IN_THREAD") == "1")
-    log.info("tempo: %s dispatch installed (%d layers, %d logical experts)", algo, *_RUNTIME.counts.shape)
+    _RUNTIME = _install(model_runner, algo)
+    log.info("tempo: %s dispatch installed (%d layers, %d logical experts, table width %d)", algo,
+             *_RUNTIME.counts.shape, _RUNTIME.width)
     return result
+
+
+def hook_before_forward(model_runner, *args, **kwargs):
+    """BEFORE ``ModelRunner.forward`` (once per forward pass, graph replay or not): count the
+    step; with rank-invariant dispatch, apply the table every rank agreed on for this step."""
+    if _RUNTIME is not None and not getattr(model_runner, "is_draft_worker", False):
+        _RUNTIME.on_forward()
+    return None
+
+
+def hook_capture_guard(original, *args, **kwargs):
+    """AROUND ``ModelRunner.init_cuda_graphs`` / ``init_decode_cuda_graph`` /
+    ``init_prefill_cuda_graph``: while SGLang captures graphs (decode or prefill, global or
+    relaxed capture mode), the refresher makes no CUDA call (it waits on the runtime's lock)."""
+    if _RUNTIME is None:
+        return original(*args, **kwargs)
+    with _RUNTIME.capture_guard():
+        return original(*args, **kwargs)
 
 
 def hook_gatherer_init_new(original, *args, **kwargs):
@@ -326,52 +264,48 @@ def hook_gatherer_init_new(original, *args, **kwargs):
 
 
 def hook_after_rebalance(result, *args, **kwargs):
-    """AFTER ``update_expert_location_with_recovery``: rebuild tables for the new placement."""
+    """AFTER ``update_expert_location_with_recovery`` (once per rebalance chunk): rewrite the
+    rows of the chunk's layers (``update_layer_ids``) in place; later chunks' layers keep
+    theirs until their own chunk moves their weights."""
     meta = kwargs.get("new_expert_location_metadata")
     if _RUNTIME is not None and meta is not None:
-        _RUNTIME.reset(meta.physical_to_logical_map)
-        log.info("tempo: tables rebuilt after EPLB rebalance")
+        layers = kwargs.get("update_layer_ids")
+        _RUNTIME.update_layers(meta.physical_to_logical_map, layers)
+        log.info("tempo: tables of %s layers updated in place after an EPLB rebalance",
+                 "all" if layers is None else len(layers))
     return result
 
 
-def hook_capture_one(original, *args, **kwargs):
-    """AROUND ``FullCudaGraphBackend.capture_one``: relaxed (thread_local) capture mode."""
-    if _RUNTIME is None:
-        return original(*args, **kwargs)
-    import torch
-
-    graph = torch.cuda.graph
-    torch.cuda.graph = functools.partial(graph, capture_error_mode="thread_local")
-    try:
-        return original(*args, **kwargs)
-    finally:
-        torch.cuda.graph = graph
-
-
-def recorder_buffer_cap() -> int:
-    return int(os.environ.get("TEMPO_RECORDER_BUFFER_CAP", 1024))
-
-
 def hook_buffer_init_new(item_shape, buffer_size, *args, **kwargs):
-    """BEFORE ``_Buffer.init_new``: cap the recorder buffer (negative = unbounded growth)."""
-    cap = recorder_buffer_cap()
-    if buffer_size < 0 or buffer_size > cap:
-        log.info("tempo: expert-distribution recorder buffer capped at %d steps (asked %d)", cap, buffer_size)
-        buffer_size = cap
-    return (item_shape, buffer_size, *args), kwargs
+    """BEFORE ``_Buffer.init_new``: in tempo runs only, and only when
+    ``TEMPO_RECORDER_BUFFER_CAP`` is set, cap a finite recorder buffer (buffer x L x P x 4
+    bytes on GPU).  Baseline runs and an unbounded buffer (-1) are left alone."""
+    cap = ServingSettings.from_env().recorder_buffer_cap
+    if cap is None or buffer_size < 0 or buffer_size <= cap:
+        return None
+    try:
+        if _algorithm() not in ALGORITHMS:
+            return None
+    except Exception:  # no runtime context (not a server process): leave SGLang's size
+        return None
+    log.info("tempo: expert-distribution recorder buffer capped at %d steps (asked %d)", cap, buffer_size)
+    return (item_shape, cap, *args), kwargs
 
 
+_MR = "sglang.srt.model_executor.model_runner.ModelRunner"
 HOOKS = [
     ("sglang.srt.server_args.ServerArgs.add_cli_args", hook_add_cli_args, "AFTER"),
-    ("sglang.srt.model_executor.model_runner.ModelRunner.maybe_init_lplb_solvers", hook_after_lplb_init, "AFTER"),
+    (f"{_MR}.maybe_init_lplb_solvers", hook_after_lplb_init, "AFTER"),
+    (f"{_MR}.forward", hook_before_forward, "BEFORE"),
+    (f"{_MR}.init_cuda_graphs", hook_capture_guard, "AROUND"),
+    (f"{_MR}.init_decode_cuda_graph", hook_capture_guard, "AROUND"),
+    (f"{_MR}.init_prefill_cuda_graph", hook_capture_guard, "AROUND"),
     ("sglang.srt.eplb.expert_location_dispatch.ExpertLocationDispatchInfo.init_new", hook_init_new, "AROUND"),
     ("sglang.srt.eplb.expert_location_dispatch.topk_ids_logical_to_physical", hook_logical_to_physical, "AROUND"),
     ("sglang.srt.layers.moe.topk._biased_grouped_topk_postprocess", hook_biased_postprocess, "AROUND"),
     ("sglang.srt.layers.moe.topk.select_experts", hook_select_experts, "AROUND"),
     ("sglang.srt.eplb.expert_distribution._SinglePassGatherer.init_new", hook_gatherer_init_new, "AROUND"),
     ("sglang.srt.eplb.eplb_manager.update_expert_location_with_recovery", hook_after_rebalance, "AFTER"),
-    ("sglang.srt.model_executor.runner_backend.full_cuda_graph_backend.FullCudaGraphBackend.capture_one",
-     hook_capture_one, "AROUND"),
     ("sglang.srt.eplb.expert_distribution._Buffer.init_new", hook_buffer_init_new, "BEFORE"),
 ]
 

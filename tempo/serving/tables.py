@@ -41,6 +41,10 @@ def replica_map(physical_to_logical_map, n_logical: int | None = None) -> np.nda
         p2l = p2l[None]
     if p2l.ndim != 2 or not np.issubdtype(p2l.dtype, np.integer):
         raise ValueError(f"physical_to_logical_map must be an integer [L, P] array, got {p2l.dtype} {p2l.shape}")
+    if p2l.size == 0:
+        raise ValueError(f"physical_to_logical_map is empty (shape {p2l.shape}): need L >= 1 layers and P >= 1 slots")
+    if n_logical is not None and (isinstance(n_logical, bool) or int(n_logical) != n_logical or n_logical < 1):
+        raise ValueError(f"n_logical must be a positive integer, got {n_logical!r}")
     if p2l.size and p2l.min() < 0:
         raise ValueError("physical_to_logical_map has negative logical ids")
     L, P = p2l.shape

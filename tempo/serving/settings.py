@@ -1,0 +1,145 @@
+"""Settings of the serving runtime, read once (paper Section 4.4 / Appendix D).
+
+One frozen :class:`ServingSettings` object replaces the environment variables that the plugin
+used to parse inline and the flags passed through three constructors.  ``from_env`` reads the
+``TEMPO_*`` variables once, validates every value and names the variable in its error, so a
+bad setting fails the server at start-up instead of on the first refresh.
+
+==========================  ===========================================================  ===============
+variable                    meaning                                                      default
+==========================  ===========================================================  ===============
+``TEMPO_PARAMS``            cost-parameter set the solver prices with                    ``proxy-serving``
+``TEMPO_POLICY``            ``tempo`` or ``token_lp`` (Section 5.12's control)            ``tempo``
+``TEMPO_REFRESH_MS``        refresh period                                               200
+``TEMPO_DEADLINE_MS``       most a solve may take                                        150
+``TEMPO_TOPOLOGY``          ``flat`` or ``hier`` (per-source-node tables, Section 4.3)   ``flat``
+``TEMPO_GPUS_PER_NODE``     GPUs per node; required with ``hier``                        --
+``TEMPO_SOLVER_WORKERS``    solver processes (layers split among them)                   1
+``TEMPO_PRICING``           ``step``: a window is priced per forward step (its counts    ``step``
+                            divided by the forward steps it spans); ``window``: the
+                            window as one batch; ``fixed``: rescaled to
+                            ``TEMPO_BATCH_TOKENS`` token-expert pairs
+``TEMPO_BATCH_TOKENS``      pairs per batch for ``fixed`` pricing                        --
+``TEMPO_IN_THREAD``         ``1``: solve in the refresher thread (Section 5.11's control)  0
+``TEMPO_MAX_MISSES``        deadlines a worker may miss in a row before it is replaced   3
+``TEMPO_AGREE_EVERY``       forward steps between table agreements across ranks          8
+                            (rank-invariant dispatch, a2a ``none``)
+``TEMPO_RECORDER_BUFFER_CAP``  cap of SGLang's expert-distribution recorder buffer in    off
+                            tempo runs (steps); unset: SGLang's own size
+``TEMPO_SGLANG_ANY_VERSION``  ``1``: skip the SGLang version check                       0
+==========================  ===========================================================  ===============
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+POLICIES = ("tempo", "token_lp")
+TOPOLOGIES = ("flat", "hier")
+PRICINGS = ("step", "window", "fixed")
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    params: str = "proxy-serving"
+    policy: str = "tempo"
+    refresh_ms: float = 200.0
+    deadline_ms: float = 150.0
+    topology: str = "flat"
+    gpus_per_node: int | None = None
+    solver_workers: int = 1
+    pricing: str = "step"
+    batch_tokens: int | None = None
+    in_thread: bool = False
+    max_misses: int = 3
+    agree_every: int = 8
+    recorder_buffer_cap: int | None = None
+    any_version: bool = False
+
+    def __post_init__(self):
+        def bad(name, msg):
+            raise ValueError(f"{name} ({_ENV[name]}) {msg}")
+
+        if self.policy not in POLICIES:
+            bad("policy", f"must be one of {POLICIES}, got {self.policy!r}")
+        if self.topology not in TOPOLOGIES:
+            bad("topology", f"must be one of {TOPOLOGIES}, got {self.topology!r}")
+        if self.pricing not in PRICINGS:
+            bad("pricing", f"must be one of {PRICINGS}, got {self.pricing!r}")
+        for name in ("refresh_ms", "deadline_ms"):
+            v = getattr(self, name)
+            if not (v > 0 and v < float("inf")):
+                bad(name, f"must be a positive finite number of milliseconds, got {v!r}")
+        for name in ("solver_workers", "max_misses", "agree_every"):
+            if int(getattr(self, name)) < 1:
+                bad(name, f"must be >= 1, got {getattr(self, name)!r}")
+        for name in ("gpus_per_node", "batch_tokens", "recorder_buffer_cap"):
+            v = getattr(self, name)
+            if v is not None and int(v) < 1:
+                bad(name, f"must be >= 1 when set, got {v!r}")
+        if self.topology == "hier" and self.gpus_per_node is None:
+            bad("gpus_per_node", "must be set with topology 'hier' (TEMPO_TOPOLOGY=hier)")
+        if self.pricing == "fixed" and self.batch_tokens is None:
+            bad("batch_tokens", "must be set with pricing 'fixed' (TEMPO_PRICING=fixed)")
+        if self.batch_tokens is not None and self.pricing != "fixed":
+            bad("batch_tokens", f"is only used with TEMPO_PRICING=fixed, but pricing is {self.pricing!r}")
+
+    @property
+    def interval_s(self) -> float:
+        return self.refresh_ms / 1e3
+
+    @property
+    def deadline_s(self) -> float:
+        return self.deadline_ms / 1e3
+
+    def n_nodes(self, ep_size: int) -> int | None:
+        """Source nodes of ``hier`` tables for an EP group of ``ep_size`` GPUs (None: flat)."""
+        if self.topology != "hier":
+            return None
+        if ep_size % self.gpus_per_node:
+            raise ValueError(f"gpus_per_node (TEMPO_GPUS_PER_NODE) = {self.gpus_per_node} does not divide "
+                             f"the EP size {ep_size}")
+        return ep_size // self.gpus_per_node
+
+    @classmethod
+    def from_env(cls, env=None) -> "ServingSettings":
+        """Read the ``TEMPO_*`` variables of ``env`` (default ``os.environ``) once."""
+        env = os.environ if env is None else env
+        kw = {}
+        for f in fields(cls):
+            var = _ENV[f.name]
+            raw = env.get(var)
+            if raw is None or raw == "":
+                continue
+            kw[f.name] = _parse(var, raw, _KIND.get(f.name, str))
+        return cls(**kw)
+
+
+_ENV = {
+    "params": "TEMPO_PARAMS", "policy": "TEMPO_POLICY", "refresh_ms": "TEMPO_REFRESH_MS",
+    "deadline_ms": "TEMPO_DEADLINE_MS", "topology": "TEMPO_TOPOLOGY", "gpus_per_node": "TEMPO_GPUS_PER_NODE",
+    "solver_workers": "TEMPO_SOLVER_WORKERS", "pricing": "TEMPO_PRICING", "batch_tokens": "TEMPO_BATCH_TOKENS",
+    "in_thread": "TEMPO_IN_THREAD", "max_misses": "TEMPO_MAX_MISSES", "agree_every": "TEMPO_AGREE_EVERY",
+    "recorder_buffer_cap": "TEMPO_RECORDER_BUFFER_CAP", "any_version": "TEMPO_SGLANG_ANY_VERSION",
+}
+_KIND = {"refresh_ms": float, "deadline_ms": float, "gpus_per_node": int, "solver_workers": int,
+         "batch_tokens": int, "in_thread": bool, "max_misses": int, "agree_every": int,
+         "recorder_buffer_cap": int, "any_version": bool}
+
+
+def _parse(var: str, raw: str, kind):
+    if kind is bool:
+        if raw not in ("0", "1"):
+            raise ValueError(f"{var} must be 0 or 1, got {raw!r}")
+        return raw == "1"
+    if kind is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{var} must be an integer, got {raw!r}") from None
+    if kind is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ValueError(f"{var} must be a number, got {raw!r}") from None
+    return raw
