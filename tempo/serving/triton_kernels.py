@@ -87,6 +87,8 @@ def dispatch_and_count_triton(topk_ids, prob, phys_map, counts, u, num_token_non
     if topk_ids.dim() != 2:
         raise ValueError(f"topk_ids must be [T, K], got shape {tuple(topk_ids.shape)}")
     T, K = topk_ids.shape
+    if phys_map.dim() != 2 or phys_map.shape[0] == 0 or phys_map.shape[1] == 0:
+        raise ValueError(f"the table is empty or not [E, R]: phys_map has shape {tuple(phys_map.shape)}")
     E, R = phys_map.shape
     if prob.shape != phys_map.shape or counts.shape != (E,) or u.numel() != T * K:
         raise ValueError("shape mismatch among topk_ids, prob, phys_map, counts and u")
