@@ -264,8 +264,10 @@ def test_serve_bench_exits_1_when_every_run_failed(tmp_path, monkeypatch, capsys
 
     real = servebench.drive
     monkeypatch.setattr(servebench, "drive", lambda *a, **k: real(*a, **{**k, "runner": fail, "progress": False}))
+    data = tmp_path / "prompts.json"  # serve-bench needs a local dataset (no hub download)
+    data.write_text("[]")
     rc = cli.main(["serve-bench", "--policies", "static,tempo", "--windows", "1", "--num-prompts", "1",
-                   "--out", str(tmp_path / "sb")])
+                   "--dataset-path", str(data), "--out", str(tmp_path / "sb")])
     assert rc == 1
     assert "no run succeeded" in capsys.readouterr().err
     assert json.loads((tmp_path / "sb" / "manifest.json").read_text())["windows"] == 1

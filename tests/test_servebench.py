@@ -118,6 +118,7 @@ def test_configurations_sglang_refuses(capsys, monkeypatch, tmp_path):
 
     failed = pd.DataFrame({"status": ["server_failed", "server_failed"]})
     monkeypatch.setattr(sb, "drive", lambda *a, **k: (failed, pd.DataFrame()))
+    (tmp_path / "sg.json").write_text("[]")  # --dataset-path must exist (checked before any server starts)
     assert sb.main(["--policies", "tempo", "--dataset-path", str(tmp_path / "sg.json"), "--out", str(tmp_path)]) == 1
 
 

@@ -70,14 +70,14 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     assert out["makespan_us"] == pytest.approx(model.makespan(inst, tempo.solve(inst, model)), rel=1e-9)
     # 4. the library: named parameters, paper data, the plugin's default parameter set, the version
     probe = textwrap.dedent("""
-        import inspect, json
+        import json
         import numpy as np
         import tempo
         from tempo import CostModel, paper, paths
-        from tempo.serving.sglang_plugin import TempoRuntime
+        from tempo.serving.settings import ServingSettings
         from tempo.serving.solver import TableSolver
 
-        default = inspect.signature(TempoRuntime).parameters["params"].default
+        default = ServingSettings().params  # the plugin's default parameter set (TEMPO_PARAMS unset)
         p2l = np.array([[0, 1, 2, 3, 0, 1]])
         table = TableSolver(p2l, 2, default).solve(np.array([[50, 10, 5, 1]]))
         m = CostModel.named("dsv3-offline")
