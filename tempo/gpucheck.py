@@ -394,6 +394,31 @@ def section_epbench(ctx) -> dict:
             "model_vs_static": {p: round(v, 3) for p, v in s["model_vs_static"].items()}, **tr}
 
 
+def checks(root=None) -> pd.DataFrame:
+    """Every gpu-check folder under ``data/measured/`` (newest first): machine, date, device,
+    sections, path."""
+    from . import paths
+
+    rows = []
+    for m in sorted(Path(root or paths.MEASURED).glob("*/*/manifest.json")):
+        man = json.loads(m.read_text())
+        if "sections" not in man:
+            continue
+        rows.append({"machine": man.get("machine"), "date": man.get("date"), "device": man.get("device"),
+                     "sections": ", ".join(man.get("sections", [])), "path": m.parent})
+    df = pd.DataFrame(rows, columns=["machine", "date", "device", "sections", "path"])
+    return df.iloc[::-1].sort_values("date", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def load_check(path) -> tuple[dict, str, dict]:
+    """``(results, summary markdown, {section csv name: DataFrame})`` of one gpu-check folder."""
+    path = Path(path)
+    res = json.loads((path / "results.json").read_text())
+    md = (path / "summary.md").read_text() if (path / "summary.md").exists() else summary_md(res)
+    files = {p.name.split(".")[0]: pd.read_csv(p) for p in sorted(path.glob("*.csv.gz"))}
+    return res, md, files
+
+
 FUNCS = {"env": section_env, "triton": section_triton, "numerics": section_numerics, "timer": section_timer,
          "grids": section_grids, "epbench": section_epbench}
 

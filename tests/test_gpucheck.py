@@ -69,3 +69,25 @@ def test_a_second_run_never_overwrites_the_first(tmp_path):
     c = gpucheck._fresh(tmp_path / "2026-11-30-gpu-check")
     assert [p.name for p in (a, b, c)] == ["2026-11-30-gpu-check", "2026-11-30-gpu-check-2", "2026-11-30-gpu-check-3"]
     assert all(p.is_dir() for p in (a, b, c))
+
+
+def test_checks_lists_gpu_check_folders_newest_first(tmp_path):
+    import json
+
+    import pandas as pd
+
+    for name, date in (("2026-01-01-gpu-check", "2026-01-01"), ("2026-01-02-gpu-check", "2026-01-02"),
+                       ("2026-01-02-gpu-check-2", "2026-01-02")):
+        d = tmp_path / "gpu-x" / name
+        d.mkdir(parents=True)
+        (d / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "date": date, "device": "GPU X",
+                                                     "sections": ["env", "timer"]}))
+        (d / "results.json").write_text(json.dumps({"date": date, "seconds": {"env": 1.0}, "env": {"error": "x"}}))
+        pd.DataFrame({"method": ["a"], "us": [1.0]}).to_csv(d / "timer.csv.gz", index=False)
+    rec = tmp_path / "gpu-x" / "2026-01-03-deep_gemm-dsv3"  # a calibration recording: not a check
+    rec.mkdir()
+    (rec / "manifest.json").write_text(json.dumps({"date": "2026-01-03", "backend": "deep_gemm", "shape": "dsv3"}))
+    c = gpucheck.checks(tmp_path)
+    assert [p.name for p in c.path] == ["2026-01-02-gpu-check-2", "2026-01-02-gpu-check", "2026-01-01-gpu-check"]
+    res, md, files = gpucheck.load_check(c.path[0])
+    assert res["date"] == "2026-01-02" and md.startswith("# gpu-check 2026-01-02") and list(files) == ["timer"]

@@ -276,13 +276,16 @@ def recordings(backend: str | None = None, shape: str | None = None, root: Path 
     rows = []
     for m in sorted(root.glob("*/*/manifest.json")):
         man = json.loads(m.read_text())
+        if "backend" not in man or "shape" not in man:
+            continue  # not a calibration recording (e.g. a gpu-check folder)
         if (backend and man.get("backend") != backend) or (shape and man.get("shape") != shape):
             continue
         rows.append({"machine": man.get("machine"), "date": man.get("date"), "backend": man.get("backend"),
                      "shape": man.get("shape"), "device": man.get("device"), "cells": man.get("cells"),
                      "path": m.parent})
     df = pd.DataFrame(rows, columns=["machine", "date", "backend", "shape", "device", "cells", "path"])
-    return df.sort_values("date", ascending=False).reset_index(drop=True)
+    # newest first; on one date the recording with more cells (a calibration before a short check)
+    return df.sort_values(["date", "cells"], ascending=False, kind="stable").reset_index(drop=True)
 
 
 def load_recording(path) -> tuple[pd.DataFrame, dict, dict]:
