@@ -411,3 +411,14 @@ def test_exchange_pass_never_worsens_and_keeps_tokens():
         assert np.allclose(x.sum(axis=1), inst.counts) and (x >= 0).all()
         improved += ms < m.makespan(inst, start) * (1 - 1e-9)
     assert improved > 0  # the pass does find exchanges round robin missed
+
+
+def test_exchange_pass_leaves_other_layouts_alone():
+    from tempo.policies.tempo_fast import exchange_pass
+
+    m = CostModel.named("dsv3-offline")
+    inst = Instance([300, 20, 10], [[0, 1, -1], [0, 1, -1], [1, 0, -1]], 2)  # full replication, padded slot
+    x0 = tempo.solve(inst, m, "round_robin").shares
+    x, ms = exchange_pass(inst, m, x0)
+    assert np.array_equal(x, x0) and ms == pytest.approx(m.makespan(inst, x0))
+    tempo.solve(inst, m, "tempo").validate(inst)

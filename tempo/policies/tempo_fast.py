@@ -702,6 +702,9 @@ def exchange_pass(inst: Instance, model: CostModel, shares: np.ndarray, max_roun
 
     x = np.array(shares, dtype=np.float64, copy=True)
     t = model.gpu_times(inst, x)
+    rep = inst.replica_gpu
+    if rep.shape[1] != inst.n_gpus or not np.array_equal(rep, np.broadcast_to(np.arange(inst.n_gpus), rep.shape)):
+        return x, float(t.max(initial=0.0))  # only the canonical full-replication layout: column = GPU
     G, N, T = model.gpu_features(inst, x)
     tile = model.tile
     for _ in range(max_rounds):
