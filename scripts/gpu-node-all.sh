@@ -22,8 +22,9 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # tests/triton_cases.py imp
 # other carried wheels (e.g. highspy, which the node's image may lack) go on PYTHONPATH too
 extra=$(ls "$WHEELS"/*.whl 2>/dev/null | grep -v -e sgl_deep_gemm -e apache_tvm_ffi)
 if [ -n "$extra" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/tempo-extra $extra >/dev/null 2>&1 \
-    && export PYTHONPATH="/tmp/tempo-extra${PYTHONPATH:+:$PYTHONPATH}"
+  extra_dir=$(mktemp -d)
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$extra_dir" $extra >/dev/null 2>&1 \
+    && export PYTHONPATH="$extra_dir${PYTHONPATH:+:$PYTHONPATH}"
 fi
 source scripts/gpu-node-deepgemm.sh "$WHEELS" > "$OUT/run/deep_gemm_probe.log" 2>&1
 tail -1 "$OUT/run/deep_gemm_probe.log"

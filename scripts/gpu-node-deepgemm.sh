@@ -4,7 +4,7 @@
 #   source scripts/gpu-node-deepgemm.sh WHEEL_DIR
 # Each sgl-deep-gemm wheel is built against one torch version (its _C.so links libtorch), so
 # the candidates (sgl_deep_gemm-*.whl with apache_tvm_ffi-*.whl beside them) are tried newest
-# first, each unpacked into /tmp/deep_gemm-<version> and imported in a fresh interpreter; the
+# first, each unpacked into a fresh temporary folder (mktemp -d) and imported in a fresh interpreter; the
 # first that imports and lays out one scale tensor correctly (a build against another torch
 # can import yet misread tensors) is put on PYTHONPATH; gpu-check then checks its GEMMs against fp32.  Prints what it
 # tried and why each failed.  Leaves PYTHONPATH alone when the node's own deep_gemm works.
@@ -23,12 +23,11 @@ if "$py" -c "$probe" 2>/dev/null; then return 0 2>/dev/null || exit 0; fi
 for w in $(ls "$dir"/sgl_deep_gemm-*.whl 2>/dev/null | sort -V -r); do
   v=$(basename "$w" | cut -d- -f2)
   for t in $(ls "$dir"/apache_tvm_ffi-*.whl 2>/dev/null | sort -V -r); do
-    target="/tmp/deep_gemm-$v-$(basename "$t" | cut -d- -f2)"
-    rm -rf "$target"
+    target="$(mktemp -d)/deep_gemm-$v-$(basename "$t" | cut -d- -f2)"
     "$py" -m pip install -q --no-index --no-deps --no-compile --target "$target" "$w" "$t" >/dev/null 2>&1 || continue
     if err=$(PYTHONPATH="$target${PYTHONPATH:+:$PYTHONPATH}" "$py" -c "$probe" 2>&1); then
       export PYTHONPATH="$target${PYTHONPATH:+:$PYTHONPATH}"
-      echo "[deep_gemm] using sgl-deep-gemm $v from $target: $(echo "$err" | tail -1)"
+      echo "[deep_gemm] using sgl-deep-gemm $v (unpacked to $(basename "$target")): $(echo "$err" | tail -1)"
       return 0 2>/dev/null || exit 0
     fi
     echo "[deep_gemm] sgl-deep-gemm $v + $(basename "$t" | cut -d- -f1-2): $(echo "$err" | tail -1 | cut -c1-200)"
