@@ -323,7 +323,8 @@ def evaluate(row: dict, profile: str) -> dict:
     evidence = v.evidence or spec.evidence
     prov = _provenance(spec, v, profile)
     if need is not None and evidence not in SATISFIES[need]:
-        stand = f"CPU stand-in ({EVIDENCE[evidence]}): {_fmt(v.ours)} {row['unit']}, not a verdict"
+        who = "stand-in" if evidence in ("gpu", "cluster") else "CPU stand-in"  # a GPU measurement is no CPU run
+        stand = f"{who} ({EVIDENCE[evidence]}): {_fmt(v.ours)} {row['unit']}, not a verdict"
         out.update(status=NEED_STATUS[need], evidence=evidence, provenance=prov,
                    note="; ".join(x for x in (_need_note(row), stand, v.note) if x))
         return out

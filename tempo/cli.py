@@ -28,6 +28,7 @@ COMMANDS = {
     "drift-location": ("tempo.serving.servebench:drift_main", "drift-K placement file for --init-expert-location"),
     "ledger": ("tempo.claims:main", "rebuild the claims ledger from this build's results: --profile full"),
 }
+COMMANDS["ingest"] = ("tempo.ingest:main", "store GPU / cluster recordings under data/measured/ as ledger evidence")
 
 INT64_MAX = 2**63 - 1
 

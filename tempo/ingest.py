@@ -1,0 +1,551 @@
+"""Turn a measurement into a ledger entry: ``python -m tempo ingest PATH [PATH ...]``.
+
+A recording made on a GPU node or a cluster becomes evidence for the claims ledger once it is
+stored under ``data/measured/<machine>/<date>-<kind>[-<label>]/`` with a ``manifest.json``
+that says what it is.  Four kinds are recognised from the path (the producers' output formats
+are read, never imported):
+
+* ``epbench``: a CSV from ``python -m tempo epbench --csv`` (columns step, policy, order,
+  layer_us, expert_us, model_us, kernel; Sections 5.1, 5.2).  The CSV does not say how it was
+  run, so ``--command`` passes the epbench command line: device, world size, tokens per GPU,
+  shape, cost parameters and ``--emulate`` are read from it.  A CSV whose layer time equals
+  its expert time on every row is an ``--emulate`` run whatever the command says (the
+  emulated mode has no all-to-all).
+* ``serve-bench``: the output folder of ``python -m tempo serve-bench`` (``pairs.csv``, and
+  ``runs.csv``, ``records.jsonl``, ``manifest.json`` when present; Sections 5.8-5.15).  Server
+  and benchmark logs are not stored.
+* ``calibration``: a folder written by ``python -m tempo calibrate --out`` (already a
+  recording: validated and copied; its folder keeps calibrate's name
+  ``<date>-<backend>-<shape>``).
+* ``trace``: a routing trace ``.npz`` (:func:`tempo.traces.read_trace`).
+
+Each stored file is gzip-compressed (deterministically: no name, mtime 0), except a
+calibration's ``fit.json`` and a trace's ``.npz`` (already compressed), which their readers
+load as they are.  The manifest records the kind, machine, date, the command when known, the
+sha256 of every stored file, the tempo version and the source's basename (never an absolute
+path: every absolute path inside the stored text is cut to its basename).  A stored file over
+5 MiB is refused; the same content ingested twice is found by its ``source_sha256`` and not
+stored again; a recording appears atomically (written to a temporary folder, then renamed).
+
+After storing, the command prints the ledger claims the recording now decides, with their
+verdicts (a CPU or ``--emulate`` run decides no cluster claim: it appears in the note as a
+stand-in only; see :mod:`tempo.claim_functions`).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+KINDS = ("epbench", "serve-bench", "calibration", "trace")
+MAX_BYTES = 5 * 2**20
+EPBENCH_COLUMNS = ("step", "policy", "layer_us", "expert_us", "model_us")
+SERVE_PAIRS_COLUMNS = ("window", "workload", "policy", "kept")
+CALIB_COLUMNS = ("G", "n", "N", "T", "kind", "t_us")
+#: epbench's command-line defaults (``tempo/serving/epbench.py`` main), for flags a command omits
+EPBENCH_DEFAULTS = {"device": "cpu", "world_size": 4, "shape": "tiny", "tokens": 32, "params": "dsv3-offline",
+                    "emulate": False}
+
+
+class IngestError(ValueError):
+    """A recording that cannot be ingested; ``arg`` names the argument at fault."""
+
+    def __init__(self, arg: str, msg: str):
+        self.arg = arg
+        super().__init__(f"{arg}: {msg}")
+
+
+def measured_root() -> Path:
+    """``data/measured`` (``tempo.calib.record.MEASURED``, read at call time so tests can move it)."""
+    from .calib import record
+
+    return Path(record.MEASURED)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:60]
+
+
+_ABS_PATH = re.compile(r"(?<![\w.:/~-])/[^\s\"',;:=]+")
+
+
+def strip_paths(obj):
+    """``obj`` with every absolute path inside its strings cut to its basename
+    (``--model /models/Qwen3`` -> ``--model Qwen3``; URLs and ``Qwen/Qwen3`` are left alone)."""
+    if isinstance(obj, str):
+        return _ABS_PATH.sub(lambda m: Path(m.group(0)).name or "/", obj)
+    if isinstance(obj, dict):
+        return {k: strip_paths(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [strip_paths(v) for v in obj]
+    return obj
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _gz(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def _read(path: Path, arg: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise IngestError(arg, f"cannot read {path.name}: {exc.strerror or exc}") from None
+
+
+def _csv(data: bytes, name: str, arg: str, columns) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(io.BytesIO(data), compression="gzip" if name.endswith(".gz") else None)
+    except Exception as exc:  # noqa: BLE001 -- any parse failure is a bad input
+        raise IngestError(arg, f"{name} is not a readable CSV ({type(exc).__name__}: {exc})") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise IngestError(arg, f"{name} lacks the columns {missing} (has {list(df.columns)})")
+    if df.empty:
+        raise IngestError(arg, f"{name} has no rows")
+    return df
+
+
+@dataclass
+class Plan:
+    """What ingesting one path would store."""
+
+    kind: str
+    source: Path
+    machine: str | None
+    date: str | None
+    label: str
+    files: dict = field(default_factory=dict)      # stored name -> bytes
+    manifest: dict = field(default_factory=dict)   # kind-specific fields
+    source_sha256: str = ""
+    folder_name: str = ""
+
+
+def detect(path: Path) -> str:
+    """The kind of recording at ``path`` (raises :class:`IngestError` naming PATH)."""
+    if path.is_dir():
+        if (path / "pairs.csv").is_file():
+            return "serve-bench"
+        if (path / "samples.csv.gz").is_file() and (path / "manifest.json").is_file():
+            return "calibration"
+        raise IngestError("PATH", f"{path.name}/ is neither a serve-bench output folder (pairs.csv) nor a "
+                                  "calibration recording (samples.csv.gz, fit.json, manifest.json)")
+    if not path.exists():
+        raise IngestError("PATH", f"{path} does not exist")
+    if path.suffix == ".npz":
+        return "trace"
+    if path.name.endswith((".csv", ".csv.gz")):
+        return "epbench"
+    raise IngestError("PATH", f"{path.name}: expected an epbench .csv, a trace .npz, a serve-bench output folder "
+                              "or a calibration folder")
+
+
+# ---------------------------------------------------------------------------- the four kinds
+def parse_epbench_command(command: str) -> dict:
+    """The configuration an ``epbench`` command line ran with (epbench's defaults for flags it
+    omits).  Raises ``ValueError`` when ``command`` is not an epbench command."""
+    import argparse
+
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise ValueError(f"cannot split {command!r}: {exc}") from None
+    if "epbench" not in words:
+        raise ValueError(f"not an epbench command: {command!r}")
+    ap = argparse.ArgumentParser(add_help=False)
+    for flag, typ in [("--device", str), ("--world-size", int), ("--shape", str), ("--tokens", int),
+                      ("--params", str), ("--expert-kernel", str), ("--steps", int), ("--skew", float),
+                      ("--replication", float), ("--policies", str), ("--seed", int), ("--experts", int),
+                      ("--top-k", int)]:
+        ap.add_argument(flag, type=typ)
+    ap.add_argument("--emulate", action="store_true")
+    try:
+        a, _ = ap.parse_known_args(words[words.index("epbench") + 1:])
+    except SystemExit:
+        raise ValueError(f"cannot read the flags of {command!r}") from None
+    cfg = {k: v for k, v in vars(a).items() if v is not None}
+    return {**EPBENCH_DEFAULTS, **cfg}
+
+
+def _prepare_epbench(path: Path, command: str | None) -> Plan:
+    raw = _read(path, "PATH")
+    data = gzip.decompress(raw) if path.name.endswith(".gz") else raw
+    df = _csv(data, path.name.removesuffix(".gz"), "PATH", EPBENCH_COLUMNS)
+    times = df[["layer_us", "expert_us", "model_us"]].apply(pd.to_numeric, errors="coerce")
+    if not np.isfinite(times.to_numpy(dtype=float)).all() or (times.to_numpy() < 0).any():
+        raise IngestError("PATH", f"{path.name}: layer_us, expert_us and model_us must be finite and >= 0")
+    cfg: dict = {}
+    if command:
+        try:
+            cfg = parse_epbench_command(command)
+        except ValueError as exc:
+            raise IngestError("--command", str(exc)) from None
+    kernel = sorted(df["kernel"].astype(str).unique()) if "kernel" in df else []
+    emulated_by_data = bool(np.allclose(df.layer_us, df.expert_us, rtol=0, atol=1e-9))
+    device = cfg.get("device") or ("cuda" if any(k.startswith("deep_gemm") for k in kernel) else None)
+    man = {"device": device, "emulate": (cfg["emulate"] or emulated_by_data) if cfg else (True if emulated_by_data else None),
+           "world_size": cfg.get("world_size"), "tokens": cfg.get("tokens"), "shape": cfg.get("shape"),
+           "params": cfg.get("params"), "expert_kernel": kernel[0] if len(kernel) == 1 else (kernel or None),
+           "steps": int(df.step.nunique()), "policies": sorted(df.policy.astype(str).unique())}
+    if emulated_by_data and cfg and not cfg["emulate"]:
+        man["emulate_note"] = ("layer time equals expert time on every row (no all-to-all was timed): an --emulate "
+                               "run, whatever the command says")
+    if not cfg:
+        man["config_note"] = ("ingested without --command: device, world size and tokens per GPU are unknown, "
+                              "so this recording decides no claim")
+    if cfg:
+        label = f"{slug(cfg['shape'])}-ep{cfg['world_size']}-b{cfg['tokens']}" + ("-emulated" if man["emulate"] else "")
+    else:
+        label = slug(path.name.removesuffix(".gz").removesuffix(".csv")) or "epbench"
+    return Plan("epbench", path, None, None, label, {"epbench.csv.gz": _gz(data)}, man, _sha(data))
+
+
+def _workload_info(w: dict) -> dict:
+    out = {k: w.get(k) for k in ("name", "dataset", "num_prompts", "input_len", "output_len", "request_rate",
+                                 "max_concurrency")}
+    out["dataset_file"] = Path(w["dataset_path"]).name if w.get("dataset_path") else None
+    return out
+
+
+def _prepare_serve(path: Path) -> Plan:
+    names = [n for n in ("pairs.csv", "runs.csv", "records.jsonl", "manifest.json") if (path / n).is_file()]
+    raw = {n: _read(path / n, "PATH") for n in names}
+    pairs = _csv(raw["pairs.csv"], "pairs.csv", "PATH", SERVE_PAIRS_COLUMNS)
+    if "runs.csv" in raw:
+        _csv(raw["runs.csv"], "runs.csv", "PATH", ("window", "workload", "policy", "status"))
+    sm = {}
+    if "manifest.json" in raw:
+        try:
+            sm = json.loads(raw["manifest.json"])
+        except ValueError as exc:
+            raise IngestError("PATH", f"{path.name}/manifest.json is not JSON ({exc})") from None
+    files = {"pairs.csv.gz": _gz(raw["pairs.csv"])}
+    if "runs.csv" in raw:
+        files["runs.csv.gz"] = _gz(raw["runs.csv"])
+    if "records.jsonl" in raw:
+        lines = []
+        for i, line in enumerate(raw["records.jsonl"].decode("utf-8", "replace").splitlines()):
+            if line.strip():
+                try:
+                    lines.append(json.dumps(strip_paths(json.loads(line)), default=str))
+                except ValueError:
+                    raise IngestError("PATH", f"{path.name}/records.jsonl line {i + 1} is not JSON") from None
+        files["records.jsonl.gz"] = _gz(("\n".join(lines) + "\n").encode())
+    if sm:
+        files["serve-bench.json.gz"] = _gz(json.dumps(strip_paths(sm), indent=1, default=str).encode())
+    server = sm.get("server") or {}
+    gpus = sm.get("gpus") or []
+    model = Path(str(server["model"])).name if server.get("model") else None
+    man = {"device": "cuda" if gpus else None, "gpus": len(gpus) or None, "gpu_name": gpus[0] if gpus else None,
+           "model": model, "tp": server.get("tp"), "ep": server.get("ep"), "a2a": server.get("a2a"),
+           "redundant": server.get("redundant"), "dummy_weights": server.get("dummy_weights"),
+           "drift_placement": bool(server.get("init_expert_location")),
+           "init_expert_location": Path(str(server["init_expert_location"])).name
+           if server.get("init_expert_location") else None,
+           "server_env": strip_paths(server.get("env") or {}),
+           "baseline": sm.get("baseline"), "windows": sm.get("windows"),
+           "policies": sm.get("policies") or sorted(pairs.policy.astype(str).unique()),
+           "workloads": [_workload_info(w) for w in sm.get("workloads") or []],
+           "pairs_kept": int(pairs.kept.astype(bool).sum()), "pairs": int(len(pairs)),
+           "sglang": sm.get("sglang"), "torch": sm.get("torch")}
+    if not sm:
+        man["config_note"] = "no serve-bench manifest.json: model, EP size and device are unknown"
+    argv = [str(a) for a in (sm.get("argv") or [])[1:]]  # sys.argv of `python -m tempo serve-bench ...`
+    argv = argv[1:] if argv[:1] == ["serve-bench"] else argv
+    cmd = strip_paths(shlex.join(["python", "-m", "tempo", "serve-bench", *argv])) if sm.get("argv") else None
+    man["command"] = cmd
+    src = _sha(b"".join(n.encode() + b"\0" + _sha(raw[n]).encode() for n in sorted(raw)))
+    label = "-".join(x for x in (slug(model or "") or None, f"ep{server['ep']}" if server.get("ep") else None) if x) \
+        or slug(path.name) or "serve"
+    machine = slug(gpus[0]) if gpus else None
+    return Plan("serve-bench", path, machine, None, label, files, man, src)
+
+
+def _prepare_calibration(path: Path) -> Plan:
+    raw = {n: _read(path / n, "PATH") for n in ("samples.csv.gz", "fit.json", "manifest.json") if (path / n).is_file()}
+    for n in ("fit.json", "manifest.json"):
+        if n not in raw:
+            raise IngestError("PATH", f"{path.name}/ has no {n}: not a complete calibration recording")
+    try:
+        cm = json.loads(raw["manifest.json"])
+        json.loads(raw["fit.json"])
+    except ValueError as exc:
+        raise IngestError("PATH", f"{path.name}/: manifest.json or fit.json is not JSON ({exc})") from None
+    missing = [k for k in ("backend", "shape") if not cm.get(k)]
+    if missing:
+        raise IngestError("PATH", f"{path.name}/manifest.json lacks {missing}: not a calibration recording")
+    s = _csv(raw["samples.csv.gz"], "samples.csv.gz", "PATH", CALIB_COLUMNS)
+    if len(s) < 6:
+        raise IngestError("PATH", f"{path.name}/samples.csv.gz has {len(s)} cells; a fit needs at least 6")
+    t = pd.to_numeric(s.t_us, errors="coerce")
+    if not np.isfinite(t).all() or (t < 0).any():
+        raise IngestError("PATH", f"{path.name}/samples.csv.gz: t_us must be finite and >= 0")
+    man = {k: v for k, v in strip_paths(cm).items() if k not in ("machine", "date")}
+    src = _sha(b"".join(n.encode() + b"\0" + _sha(raw[n]).encode() for n in sorted(raw)))
+    plan = Plan("calibration", path, cm.get("machine") or (slug(cm["device"]) if cm.get("device") else None),
+                cm.get("date"), "", {"samples.csv.gz": raw["samples.csv.gz"], "fit.json": raw["fit.json"]}, man, src)
+    plan.folder_name = f"{cm['backend']}-{cm['shape']}"
+    return plan
+
+
+def _prepare_trace(path: Path) -> Plan:
+    from .traces import read_trace
+
+    raw = _read(path, "PATH")
+    try:
+        counts, meta = read_trace(path)
+    except (ValueError, OSError) as exc:
+        raise IngestError("PATH", f"{path.name} is not a routing trace ({exc})") from None
+    meta = strip_paths(meta)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, counts=counts, metadata=np.array(json.dumps(meta, default=str)))
+    man = {"steps": int(counts.shape[0]), "layers": int(counts.shape[1]), "experts": int(counts.shape[2]),
+           "trace_metadata": meta, "device": None}
+    label = slug(path.stem) or "trace"
+    return Plan("trace", path, slug(meta["machine"]) if meta.get("machine") else None, None, label,
+                {"trace.npz": buf.getvalue()}, man, _sha(raw))
+
+
+def prepare(path, machine: str | None = None, date: str | None = None, label: str | None = None,
+            command: str | None = None) -> Plan:
+    """Read and validate ``path``; what :func:`ingest` would store (nothing is written)."""
+    path = Path(path)
+    kind = detect(path)
+    if command and kind != "epbench":
+        raise IngestError("--command", f"only an epbench CSV takes --command ({path.name} is a {kind} recording)")
+    plan = {"epbench": lambda: _prepare_epbench(path, command), "serve-bench": lambda: _prepare_serve(path),
+            "calibration": lambda: _prepare_calibration(path), "trace": lambda: _prepare_trace(path)}[kind]()
+    if machine is not None:
+        if not slug(machine):
+            raise IngestError("--machine", f"must contain letters or digits, got {machine!r}")
+        plan.machine = slug(machine)
+    if plan.machine is None:
+        raise IngestError("--machine", f"{path.name} does not say which machine recorded it: pass --machine NAME "
+                                       "(e.g. nvidia-h200)")
+    if date is not None:
+        try:
+            dt.date.fromisoformat(date)
+        except ValueError:
+            raise IngestError("--date", f"must be YYYY-MM-DD, got {date!r}") from None
+        plan.date = date
+    plan.date = plan.date or dt.datetime.now(dt.timezone.utc).date().isoformat()
+    if label is not None:
+        if not slug(label):
+            raise IngestError("--label", f"must contain letters or digits, got {label!r}")
+        plan.label = slug(label)
+    base = plan.folder_name or plan.kind
+    plan.folder_name = f"{plan.date}-{base}" + (f"-{plan.label}" if plan.label else "")
+    for name, data in plan.files.items():
+        if len(data) > MAX_BYTES:
+            raise IngestError("PATH", f"{path.name}: {name} would be {len(data) / 2**20:.1f} MiB compressed, over the "
+                                      f"{MAX_BYTES // 2**20} MiB limit on a file in the repository; store a shorter run")
+    from . import __version__
+
+    plan.manifest = {"kind": plan.kind, "machine": plan.machine, "date": plan.date, "label": plan.label or None,
+                     "command": strip_paths(command) if command else plan.manifest.pop("command", None),
+                     **plan.manifest, "source": path.name, "source_sha256": plan.source_sha256,
+                     "files": {n: {"sha256": _sha(d), "bytes": len(d)} for n, d in sorted(plan.files.items())},
+                     "tempo_version": __version__}
+    return plan
+
+
+# ---------------------------------------------------------------------------- storing
+def _manifests(root: Path):
+    for m in sorted(root.glob("*/*/manifest.json")):
+        try:
+            yield m.parent, json.loads(m.read_text())
+        except (OSError, ValueError):
+            continue
+
+
+def find_duplicate(source_sha256: str, root: Path | None = None) -> Path | None:
+    """The recording already stored from the same content, if any."""
+    for folder, man in _manifests(Path(root or measured_root())):
+        if man.get("source_sha256") == source_sha256:
+            return folder
+    return None
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write(plan: Plan, root: Path | None = None) -> tuple[Path, bool]:
+    """Store ``plan`` under ``root`` (default data/measured); ``(folder, created)``.  The same
+    content stored before returns that folder and ``created`` False."""
+    root = Path(root or measured_root())
+    dup = find_duplicate(plan.source_sha256, root)
+    if dup is not None:
+        return dup, False
+    parent = root / plan.machine
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = parent / f".{plan.folder_name}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        man = {**plan.manifest, "ingested_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        for name, data in {**plan.files, "manifest.json": json.dumps(man, indent=1, default=str).encode()}.items():
+            with open(tmp / name, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        for i in range(1, 1000):
+            folder = parent / (plan.folder_name if i == 1 else f"{plan.folder_name}-{i}")
+            try:
+                os.rename(tmp, folder)  # atomic; fails when the folder exists (then the next suffix)
+                break
+            except OSError:
+                if not folder.exists():
+                    raise
+        else:
+            raise RuntimeError(f"no free folder name for {plan.folder_name} under {parent}")
+        _fsync_dir(parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder, True
+
+
+def ingest(path, machine=None, date=None, label=None, command=None, root=None) -> tuple[Path, bool]:
+    """Validate and store one recording; ``(folder, created)``."""
+    return write(prepare(path, machine, date, label, command), root)
+
+
+# ---------------------------------------------------------------------------- reading
+def recordings(kind: str | None = None, root: Path | None = None) -> pd.DataFrame:
+    """Every ingested recording under ``data/measured`` (newest first): kind, machine, date,
+    name (the folder), path and its manifest.  Calibrations written by ``calibrate`` directly
+    (no ``kind``) are listed by :func:`tempo.calib.record.recordings`."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    rows = []
+    for folder, man in _manifests(Path(root or measured_root())):
+        if man.get("kind") not in KINDS or (kind and man["kind"] != kind):
+            continue
+        rows.append({"kind": man["kind"], "machine": man.get("machine"), "date": man.get("date"),
+                     "ingested": man.get("ingested_utc", ""), "name": folder.name, "path": folder, "manifest": man})
+    df = pd.DataFrame(rows, columns=["kind", "machine", "date", "ingested", "name", "path", "manifest"])
+    return df.sort_values(["date", "ingested"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def where(row) -> str:
+    """A recording's folder as the ledger names it: ``data/measured/<machine>/<folder>``."""
+    return f"data/measured/{Path(row['path']).parent.name}/{row['name']}"
+
+
+def load_epbench(path) -> pd.DataFrame:
+    return pd.read_csv(Path(path) / "epbench.csv.gz")
+
+
+def load_serve(path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """(pairs, runs or None) of a serve-bench recording."""
+    path = Path(path)
+    runs = pd.read_csv(path / "runs.csv.gz") if (path / "runs.csv.gz").exists() else None
+    return pd.read_csv(path / "pairs.csv.gz"), runs
+
+
+# ---------------------------------------------------------------------------- what it decides
+def claims_reading(kind: str) -> list[str]:
+    """The ledger claims whose function reads recordings of ``kind``."""
+    from .claim_functions import MEASURED_CLAIMS
+
+    return [c for c, k in MEASURED_CLAIMS.items() if k == kind]
+
+
+def decided(folder, profile: str = "full") -> pd.DataFrame:
+    """The ledger rows (id, status, ours, note) of the claims whose value now comes from the
+    recording in ``folder`` (a verdict, or a stand-in shown in the note)."""
+    from . import claims
+
+    folder = Path(folder)
+    tag = f"{folder.parent.name}/{folder.name}"
+    rows = {r["id"]: r for r in claims.claim_rows()}
+    man = json.loads((folder / "manifest.json").read_text())
+    ids = claims_reading(man.get("kind", "")) if man.get("kind") != "calibration" else \
+        [c for c in rows if rows[c]["needs"] == "gpu" and c in claims.REGISTRY and not claims.REGISTRY[c].inputs]
+    out = []
+    for cid in ids:
+        e = claims.evaluate(rows[cid], profile)
+        if tag in (e.get("provenance") or "") + (e.get("note") or ""):
+            out.append({"id": cid, "status": e["status"], "ours": claims._fmt(e["ours"]),
+                        "paper": claims._printed(rows[cid]["paper_text"]), "unit": rows[cid]["unit"], "note": e["note"]})
+    return pd.DataFrame(out, columns=["id", "status", "ours", "paper", "unit", "note"])
+
+
+def main(argv=None) -> int:
+    from .cli import ArgumentParser
+
+    ap = ArgumentParser(prog="python -m tempo ingest",
+                        description="store GPU / cluster recordings under data/measured/ as ledger evidence")
+    ap.add_argument("paths", nargs="+", metavar="PATH",
+                    help="an epbench CSV, a serve-bench output folder, a calibration folder or a trace .npz")
+    ap.add_argument("--machine", help="machine folder name (default: from the recording, e.g. nvidia-h200)")
+    ap.add_argument("--date", help="YYYY-MM-DD of the measurement (default: from the recording, else today UTC)")
+    ap.add_argument("--label", help="suffix of the folder name (default: shape, EP size and tokens, or the model)")
+    ap.add_argument("--command", help="the epbench command line that wrote the CSV (its device, world size, tokens, "
+                                      "--emulate decide which claims it can decide)")
+    ap.add_argument("--dry-run", action="store_true", help="validate and show what would be stored; write nothing")
+    ap.add_argument("--root", help="recordings root (default data/measured)")
+    ap.add_argument("--profile", default="full", choices=["smoke", "full", "gpu"], help="ledger profile for the verdicts")
+    a = ap.parse_args(argv)
+    if a.command is not None and len(a.paths) > 1:
+        ap.fail("--command", "describes one epbench CSV; ingest one PATH at a time with it")
+    root = Path(a.root) if a.root else None
+    if root is not None and root.exists() and not root.is_dir():
+        ap.fail("--root", f"{a.root!r} is a file, expected a folder")
+    plans = []
+    for p in a.paths:  # validate everything before storing anything
+        try:
+            plans.append(prepare(p, a.machine, a.date, a.label, a.command))
+        except IngestError as exc:
+            ap.fail(exc.arg if exc.arg != "PATH" else f"PATH {p!r}", str(exc).split(": ", 1)[1])
+    for plan in plans:
+        sizes = ", ".join(f"{n} ({len(d) / 1024:.1f} KiB)" for n, d in sorted(plan.files.items()))
+        if a.dry_run:
+            dup = find_duplicate(plan.source_sha256, root)
+            print(f"{plan.source.name}: {plan.kind} recording -> "
+                  + (f"already stored as {dup}" if dup else f"{plan.machine}/{plan.folder_name}/: {sizes}"))
+            print(json.dumps(plan.manifest, indent=1, default=str))
+            print(f"claims that read {plan.kind} recordings: {', '.join(claims_reading(plan.kind)) or 'none'}")
+            continue
+        folder, created = write(plan, root)
+        print(f"{plan.source.name}: " + (f"stored {plan.kind} recording in {folder}: {sizes}" if created else
+                                          f"already stored as {folder} (same content); nothing written"))
+        if root is None or Path(root).resolve() == measured_root().resolve():
+            d = decided(folder, a.profile)
+            if d.empty:
+                print("  it decides no ledger claim" + (": " + plan.manifest["config_note"]
+                                                        if plan.manifest.get("config_note") else ""))
+            for r in d.itertuples():
+                print(f"  {r.id}: {r.status}, ours {r.ours} {r.unit} (paper {r.paper}) {r.note}".rstrip())
+        else:
+            print("  (--root is not data/measured: the ledger does not read it)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
