@@ -344,7 +344,8 @@ def _need_note(row: dict) -> str:
         return f"needs {row['requires']}"
     return {"trace": "the paper computes it on recorded routing; replay a recorded trace (python -m tempo import-trace)",
             "gpu": f"needs a GPU: run `make notebook NB={row['chapter']} PROFILE=gpu` on one",
-            "cluster": "needs a multi-GPU cluster (see the serving chapter for the commands)"}[row["needs"]]
+            "cluster": "needs a multi-GPU cluster: record it (see the serving chapter for the commands) and store the "
+                       "recording with python -m tempo ingest"}[row["needs"]]
 
 
 def ledger(profile: str, write: bool = True) -> pd.DataFrame:

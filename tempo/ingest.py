@@ -321,6 +321,19 @@ def _prepare_trace(path: Path) -> Plan:
                 {"trace.npz": buf.getvalue()}, man, _sha(raw))
 
 
+def local_gpu_name() -> str | None:
+    """The first GPU's name on this host (``nvidia-smi``; no torch import), or None."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = [l.strip() for l in out.stdout.splitlines() if l.strip()] if out.returncode == 0 else []
+    return names[0] if names else None
+
+
 def prepare(path, machine: str | None = None, date: str | None = None, label: str | None = None,
             command: str | None = None) -> Plan:
     """Read and validate ``path``; what :func:`ingest` would store (nothing is written)."""
@@ -334,6 +347,11 @@ def prepare(path, machine: str | None = None, date: str | None = None, label: st
         if not slug(machine):
             raise IngestError("--machine", f"must contain letters or digits, got {machine!r}")
         plan.machine = slug(machine)
+    if plan.machine is None and plan.kind == "epbench" and plan.manifest.get("device") == "cuda":
+        gpu = local_gpu_name()  # ingested on the node that ran it (the needs notes' commands)
+        if gpu:
+            plan.machine = slug(gpu)
+            plan.manifest["machine_from"] = "the GPU of the host that ingested it (nvidia-smi)"
     if plan.machine is None:
         raise IngestError("--machine", f"{path.name} does not say which machine recorded it: pass --machine NAME "
                                        "(e.g. nvidia-h200)")
@@ -398,6 +416,8 @@ def write(plan: Plan, root: Path | None = None) -> tuple[Path, bool]:
     """Store ``plan`` under ``root`` (default data/measured); ``(folder, created)``.  The same
     content stored before returns that folder and ``created`` False."""
     root = Path(root or measured_root())
+    if plan.kind == "calibration" and plan.source.resolve().is_relative_to(root.resolve()):
+        return plan.source, False  # calibrate wrote it under data/measured already: the GPU claims read it there
     dup = find_duplicate(plan.source_sha256, root)
     if dup is not None:
         return dup, False

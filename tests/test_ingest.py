@@ -104,6 +104,17 @@ def test_cli_errors_name_the_argument(root, tmp_path, capsys):
     assert not root.exists()
 
 
+def test_a_gpu_run_ingested_on_its_node_takes_the_nodes_gpu_name(root, tmp_path, monkeypatch):
+    src = epbench_csv(tmp_path / "wc.csv", {"uniform": 100.0, "tempo": 88.0}, kernel="loop")
+    monkeypatch.setattr(ingest, "local_gpu_name", lambda: "NVIDIA H200")
+    folder, _ = ingest.ingest(src, date="2026-11-30", command=EP8.format(B=32))
+    assert folder.parent.name == "nvidia-h200"
+    assert "nvidia-smi" in json.loads((folder / "manifest.json").read_text())["machine_from"]
+    monkeypatch.setattr(ingest, "local_gpu_name", lambda: None)
+    with pytest.raises(ingest.IngestError, match="--machine"):
+        ingest.prepare(epbench_csv(tmp_path / "wc2.csv", {"uniform": 100.0, "tempo": 87.0}), command=EP8.format(B=32))
+
+
 def test_calibration_folder_is_validated_and_copied(root, tmp_path):
     from tempo.calib import record
 
@@ -124,6 +135,7 @@ def test_calibration_folder_is_validated_and_copied(root, tmp_path):
     rec = record.recordings()
     assert list(rec.path) == [folder] and rec.backend.item() == "deep_gemm"   # the GPU claims' reader finds it
     assert ledger_row("fit_err_dsv3")["status"] in ("reproduced", "deviates")
+    assert ingest.ingest(folder) == (folder, False)        # already under data/measured: nothing to copy
     (d / "fit.json").unlink()
     with pytest.raises(ingest.IngestError, match="no fit.json"):
         ingest.prepare(d)
