@@ -184,7 +184,10 @@ def parse_epbench_command(command: str) -> dict:
 
 def _prepare_epbench(path: Path, command: str | None) -> Plan:
     raw = _read(path, "PATH")
-    data = gzip.decompress(raw) if path.name.endswith(".gz") else raw
+    try:
+        data = gzip.decompress(raw) if path.name.endswith(".gz") else raw
+    except (OSError, EOFError) as exc:
+        raise IngestError("PATH", f"{path.name} is not a readable gzip file ({exc})") from None
     df = _csv(data, path.name.removesuffix(".gz"), "PATH", EPBENCH_COLUMNS)
     times = df[["layer_us", "expert_us", "model_us"]].apply(pd.to_numeric, errors="coerce")
     if not np.isfinite(times.to_numpy(dtype=float)).all() or (times.to_numpy() < 0).any():

@@ -96,6 +96,8 @@ def test_cli_errors_name_the_argument(root, tmp_path, capsys):
              (["ingest", str(src)], "argument --machine"),           # a loop-kernel CSV does not say where it ran
              (["ingest", str(src), "--machine", "m", "--command", "python -m tempo calibrate"], "argument --command"),
              (["ingest", str(tmp_path)], "argument PATH")]
+    (tmp_path / "bad.csv.gz").write_bytes(b"not gzip")
+    cases.append((["ingest", str(tmp_path / "bad.csv.gz"), "--machine", "m"], "not a readable gzip file"))
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
     cases.append((["ingest", str(tmp_path / "bad.csv"), "--machine", "m"], "lacks the columns"))
     for argv, msg in cases:
