@@ -6,6 +6,8 @@ the paper's sentence refers to; the comments cite the paper where the slice is a
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -547,7 +549,8 @@ def _measured(path):
     from .calib.record import load_recording
 
     s, _, man = load_recording(path)
-    return s, man, f"measurement: {man.get('device', '?')}, {man.get('date', '?')}, {path}"
+    path = Path(path)  # named as data/measured/<machine>/<folder>, never by this machine's absolute path
+    return s, man, f"measurement: {man.get('device', '?')}, {man.get('date', '?')}, data/measured/{path.parent.name}/{path.name}"
 
 
 def _fit_err(shape):
