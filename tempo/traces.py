@@ -221,7 +221,12 @@ def import_main(argv=None) -> int:
     ap.add_argument("dumps", nargs="+", type=input_file)
     ap.add_argument("-o", "--out", required=True, type=output_file)
     ap.add_argument("--model", default="", help="model name stored in the trace metadata")
+    ap.add_argument("--top-k", type=int, default=None,
+                    help="experts per token of the recorded model (stored as top_k; a trace-backed build routes "
+                         "tokens to this many experts, default 8)")
     a = ap.parse_args(argv)
+    if a.top_k is not None and a.top_k < 1:
+        ap.fail("--top-k", f"must be a positive integer, got {a.top_k}")
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -237,7 +242,8 @@ def import_main(argv=None) -> int:
         counts = sglang_dump_counts(dumps)
     except ValueError as exc:
         ap.fail("dumps", str(exc))
-    write_trace(a.out, counts, source="sglang-recorder", files=[str(p) for p in a.dumps], model=a.model)
+    extra = {"top_k": a.top_k} if a.top_k is not None else {}
+    write_trace(a.out, counts, source="sglang-recorder", files=[str(p) for p in a.dumps], model=a.model, **extra)
     print(f"wrote {a.out}: {counts.shape[0]} steps x {counts.shape[1]} layers x {counts.shape[2]} experts")
     return 0
 
