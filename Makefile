@@ -64,6 +64,11 @@ $(EXEC)/%.ipynb: notebooks/%.md $(DEPS)
 # (papermill parameter trace_path; the file's sha256 goes into each experiment's config).
 # Changing TRACE, or the file, re-runs them; the stamp holds the TRACE this profile was built with.
 TRACE ?=
+ifneq ($(TRACE),)
+ifeq ($(wildcard $(TRACE)),)
+$(error TRACE=$(TRACE) does not exist: record routing with SGLang and convert it, `python -m tempo import-trace DUMP... -o $(TRACE)` (chapter 04, "A trace-backed build"))
+endif
+endif
 TRACE_NBS := 02_theory 03_solver 04_simulator
 TRACE_STAMP := build/trace-$(PROFILE).txt
 _trace_stamp := $(shell mkdir -p build && { test -f $(TRACE_STAMP) && test "$$(cat $(TRACE_STAMP))" = "$(TRACE)" || echo "$(TRACE)" > $(TRACE_STAMP); })

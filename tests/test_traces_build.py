@@ -114,8 +114,10 @@ def test_scenario_experiments_draw_from_the_trace(tmp_path):
 def test_results_on_a_trace_name_it_and_its_claims_get_a_verdict(build):
     path = build / "trace.npz"
     _trace(path)
+    assert experiments.routing_label() == "Routing: synthetic (no `TRACE` given to this build)."
     added = experiments.use_trace(path)
     assert added["trace_sha256"] == file_sha256(path) and added["trace_source"] == "test recording"
+    assert experiments.routing_label().startswith("Routing: recorded routing trace (trace.npz, sha256 ")
     experiments.run("proxy_mispricing", {"concurrency": [128, 512, 1024], "batches": 3}, "smoke")
     experiments.run("staleness", SMALL["staleness"], "smoke")
     experiments.run("phase_diagram", {"shapes": ["DSv3"], "eps": [8], "skews": [0.0], "replications": [1.25],
@@ -145,6 +147,7 @@ def test_a_synthetic_trace_is_never_evidence(build):
     counts, meta = synthetic_trace(10, 3, 64, 32, seed=1)
     write_trace(path, counts, **meta)  # source "synthetic"
     experiments.use_trace(path)
+    assert "a **synthetic** trace, demo.npz" in experiments.routing_label()
     experiments.run("proxy_mispricing", {"concurrency": [128], "batches": 3}, "smoke")
     row = claims.ledger("smoke", write=False).set_index("id").loc["t1_uniform_b128"]
     assert row.status == "needs a recorded trace" and row.evidence == "synthetic"

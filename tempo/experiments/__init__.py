@@ -93,7 +93,8 @@ def routing_label(config: dict | None = None) -> str:
     sha256, source; a synthetic trace says so) or synthetic routing."""
     from ..traces import is_recorded, provenance
 
-    prov = provenance(_trace if config is None else config)
+    config = _trace if config is None else config
+    prov = provenance(config)
     if prov is None:
         return "Routing: synthetic (no `TRACE` given to this build)."
     if not is_recorded(config.get("trace_source")):
