@@ -37,7 +37,7 @@ def experiment(name: str):
 #: own config.
 TRACE_EXPERIMENTS = frozenset({"mixed_regime", "proxy_mispricing", "thm2_epsilon", "solver_vs_milp",
                                "policy_landscape", "staleness", "drift16_stages", "drift16_terms", "faster_eplb",
-                               "moonep_replay", "tile_prefill", "ba2a_regimes"})
+                               "moonep_replay", "tile_prefill", "ba2a_regimes", "routing_stats"})
 _trace: dict = {}
 
 

@@ -228,7 +228,9 @@ def routing_statistics(config: dict) -> pd.DataFrame:
       with 64 redundant slots (Table 1, phase diagram), ``pairs`` pairs per GPU;
     * ``drift16_timeline``: the drift-16 timeline of :func:`drift_batches` at ``pairs`` pairs
       per GPU, GPU loads on its stale placement (Sections 5.5, 5.12; Tables 4, 8-10);
-    * ``zipf1.2_fig5``: the Fig. 5 workload, Zipf(1.2) at ``fig5_tokens`` tokens per GPU.
+    * ``zipf1.2_fig5``: the Fig. 5 workload, Zipf(1.2) at ``fig5_tokens`` tokens per GPU;
+    * ``trace``, when ``config["trace"]`` names one: the trace's counts as recorded (every
+      step and layer, at the recording's batch size; no placement).
     """
     from ..placement import drift_corrupt
     from ..workloads import routing_stats
@@ -248,6 +250,9 @@ def routing_statistics(config: dict) -> pd.DataFrame:
     pop12 = zipf_popularity(E, 1.2, seed=seed)
     fig5 = sample_counts(pop12, config.get("fig5_tokens", 512), K, g, n_batches=n, seed=seed + 1)
     out["zipf1.2_fig5"] = routing_stats(fig5, K, n_star, placement=eplb_placement(pop12, g, 1.25), n_gpus=g)
+    tr = TraceRouting.of(config)
+    if tr:
+        out["trace"] = routing_stats(tr.counts, tr.top_k(K), n_star)
     df = pd.DataFrame(out)
     df.index.name = "stat"
     return df.reset_index()
