@@ -194,3 +194,20 @@ def test_every_trace_claim_is_wrapped_and_its_need_note_is_a_command():
         nb = (paths.NOTEBOOKS / f"{rows[cid]['chapter']}.md").read_text()
         assert "trace_path = None" in nb and "use_trace" in nb
         assert set(claims.REGISTRY[cid].inputs) <= experiments.TRACE_EXPERIMENTS | {"trace_replay"}, cid
+
+
+@pytest.mark.needs("torch")
+def test_import_trace_records_top_k(tmp_path):
+    import torch
+
+    from tempo import cli
+    from tempo.traces import read_trace
+
+    lc = np.random.default_rng(0).integers(0, 50, size=(4, 2, 16))
+    torch.save({"logical_count": torch.tensor(lc)}, tmp_path / "stat.pt")
+    out = tmp_path / "t.npz"
+    assert cli.main(["import-trace", str(tmp_path / "stat.pt"), "-o", str(out), "--model", "m", "--top-k", "6"]) == 0
+    _, meta = read_trace(out)
+    assert meta["top_k"] == 6 and meta["source"] == "sglang-recorder"
+    assert TraceRouting(out).top_k() == 6
+    assert cli.main(["import-trace", str(tmp_path / "stat.pt"), "-o", str(out), "--top-k", "0"]) == 2
