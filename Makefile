@@ -2,6 +2,7 @@
 #   make book                  run every notebook (PROFILE=full) and build _build/html
 #   make book PROFILE=smoke    the same with tiny grids (seconds), into build/smoke-book/
 #   make notebook NB=05_calibration PROFILE=gpu    run one notebook (uses an activated conda env, see TEMPO_PYTHON)
+#   make book TRACE=trace.npz  the claims the paper computes on recorded routing, on your recorded trace
 #   make test                  unit tests, smoke build of the whole book, browser check
 #   make sglang-test           optional: the SGLang plugin against sglang 0.5.23 (CPU, large download)
 #   make gpu-check             on a GPU node, in the GPU environment: a few minutes of checks and short
@@ -54,9 +55,24 @@ $(VENV)/.installed-stamp: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
-# one executed notebook per source; papermill passes the profile
+# one executed notebook per source; papermill passes the profile (and the trace, below)
 $(EXEC)/%.ipynb: notebooks/%.md $(DEPS)
-	@$(PY) -m tempo.runbook $* $(PROFILE)
+	@$(PY) -m tempo.runbook $* $(PROFILE) $(TRACE)
+
+# TRACE=trace.npz (a recorded routing trace, `python -m tempo import-trace DUMP... -o trace.npz`):
+# the chapters whose claims the paper computes on recorded routing draw their batches from it
+# (papermill parameter trace_path; the file's sha256 goes into each experiment's config).
+# Changing TRACE, or the file, re-runs them; the stamp holds the TRACE this profile was built with.
+TRACE ?=
+ifneq ($(TRACE),)
+ifeq ($(wildcard $(TRACE)),)
+$(error TRACE=$(TRACE) does not exist: record routing with SGLang and convert it, `python -m tempo import-trace DUMP... -o $(TRACE)` (chapter 04, "A trace-backed build"))
+endif
+endif
+TRACE_NBS := 02_theory 03_solver 04_simulator
+TRACE_STAMP := build/trace-$(PROFILE).txt
+_trace_stamp := $(shell mkdir -p build && { test -f $(TRACE_STAMP) && test "$$(cat $(TRACE_STAMP))" = "$(TRACE)" || echo "$(TRACE)" > $(TRACE_STAMP); })
+$(addprefix $(EXEC)/,$(addsuffix .ipynb,$(TRACE_NBS))): $(TRACE_STAMP) $(TRACE)
 
 # the ledger reads the claims every other chapter recorded
 $(EXEC)/$(LEDGER).ipynb: $(filter-out $(EXEC)/$(LEDGER).ipynb,$(EXECUTED))

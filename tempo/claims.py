@@ -264,10 +264,12 @@ def load_inputs(profile: str, stems) -> tuple[dict, list]:
     d = paths.results_dir(profile)
     for s in stems:
         csv = d / f"{s}.csv"
-        if not csv.exists() or _meta(profile, s) is None:
+        meta = _meta(profile, s)
+        if not csv.exists() or meta is None:
             missing.append(s)
         else:
             frames[s] = pd.read_csv(csv)
+            frames[s].attrs["meta"] = meta  # the run's config: a claim on a recorded trace names it
     return frames, missing
 
 
@@ -342,10 +344,23 @@ def evaluate(row: dict, profile: str) -> dict:
 def _need_note(row: dict) -> str:
     if row.get("requires"):
         return f"needs {row['requires']}"
-    return {"trace": "the paper computes it on recorded routing; replay a recorded trace (python -m tempo import-trace)",
+    return {"trace": trace_need_note(row["chapter"]),
             "gpu": f"needs a GPU: run `make notebook NB={row['chapter']} PROFILE=gpu` on one",
             "cluster": "needs a multi-GPU cluster: record it (see the serving chapter for the commands) and store the "
                        "recording with python -m tempo ingest"}[row["needs"]]
+
+
+#: how a person records the routing trace a "needs a recorded trace" claim waits for
+RECORD_TRACE = ("record routing with SGLang: launch the server with `--expert-distribution-recorder-mode per_pass` "
+                "and `SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR=DIR`, POST /start_expert_distribution_record, serve "
+                "the workload, POST /stop_expert_distribution_record and /dump_expert_distribution_record; then "
+                "`python -m tempo import-trace DIR/*.pt -o trace.npz --model MODEL --top-k K`")
+
+
+def trace_need_note(chapter: str) -> str:
+    """The exact commands that give a trace claim of ``chapter`` its verdict."""
+    return (f"needs a recorded routing trace: {RECORD_TRACE}, then `make notebook NB={chapter} TRACE=trace.npz` "
+            f"and `python -m tempo ledger` (the whole book: `make book TRACE=trace.npz`)")
 
 
 def ledger(profile: str, write: bool = True) -> pd.DataFrame:

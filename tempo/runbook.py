@@ -1,7 +1,7 @@
 """Run one book notebook: ``python -m tempo.runbook NN_slug PROFILE``.
 
 Converts ``notebooks/NN_slug.md`` (MyST, jupytext) and executes it with papermill, passing
-``profile``, into ``build/executed/<profile>/NN_slug.ipynb``.  Execution writes to a
+``profile`` (and ``trace_path``, ``python -m tempo.runbook NN_slug PROFILE TRACE``), into ``build/executed/<profile>/NN_slug.ipynb``.  Execution writes to a
 ``.partial.ipynb`` first and renames on success, so make never mistakes a failed run for a
 built one; on failure the partial notebook is kept for inspection and the failing cell's
 error is printed with the notebook's name.
@@ -20,7 +20,11 @@ def executed_path(name: str, profile: str):
     return d / f"{name}.ipynb"
 
 
-def run(name: str, profile: str, progress: bool = True) -> int:
+def run(name: str, profile: str, progress: bool = True, trace: str | None = None) -> int:
+    """Execute notebook ``name`` under ``profile``.  ``trace`` (the build's ``TRACE``, a routing
+    trace from ``python -m tempo import-trace``) is passed as the papermill parameter
+    ``trace_path`` to a notebook whose parameters cell declares it; without it nothing is
+    passed, so the notebook runs its synthetic default."""
     import jupytext
     import papermill as pm
 
@@ -39,8 +43,19 @@ def run(name: str, profile: str, progress: bool = True) -> int:
     if not params:
         print(f"{name}: the first code cell must be tagged 'parameters'", file=sys.stderr)
         return 2
+    parameters = {"profile": profile}
+    if trace:
+        from .traces import read_trace
+
+        try:
+            read_trace(trace)
+        except (ValueError, FileNotFoundError) as exc:
+            print(f"TRACE={trace}: {exc}", file=sys.stderr)
+            return 2
+        if "trace_path" in params[0].source:
+            parameters["trace_path"] = trace
     try:
-        pm.execute_notebook(nb, str(partial), parameters={"profile": profile}, cwd=str(paths.ROOT),
+        pm.execute_notebook(nb, str(partial), parameters=parameters, cwd=str(paths.ROOT),
                             progress_bar=progress, kernel_name="python3", log_output=False)
     except pm.PapermillExecutionError as err:
         print(f"\nnotebook {name} failed (profile {profile}) in cell {err.exec_count}: "
@@ -53,10 +68,10 @@ def run(name: str, profile: str, progress: bool = True) -> int:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        print("usage: python -m tempo.runbook NN_slug PROFILE", file=sys.stderr)
+    if len(argv) not in (2, 3):
+        print("usage: python -m tempo.runbook NN_slug PROFILE [TRACE]", file=sys.stderr)
         return 2
-    return run(argv[0], argv[1])
+    return run(argv[0], argv[1], trace=argv[2] if len(argv) == 3 else None)
 
 
 if __name__ == "__main__":

@@ -221,7 +221,12 @@ def import_main(argv=None) -> int:
     ap.add_argument("dumps", nargs="+", type=input_file)
     ap.add_argument("-o", "--out", required=True, type=output_file)
     ap.add_argument("--model", default="", help="model name stored in the trace metadata")
+    ap.add_argument("--top-k", type=int, default=None,
+                    help="experts per token of the recorded model (stored as top_k; a trace-backed build routes "
+                         "tokens to this many experts, default 8)")
     a = ap.parse_args(argv)
+    if a.top_k is not None and a.top_k < 1:
+        ap.fail("--top-k", f"must be a positive integer, got {a.top_k}")
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -237,7 +242,66 @@ def import_main(argv=None) -> int:
         counts = sglang_dump_counts(dumps)
     except ValueError as exc:
         ap.fail("dumps", str(exc))
-    write_trace(a.out, counts, source="sglang-recorder", files=[str(p) for p in a.dumps], model=a.model)
+    extra = {"top_k": a.top_k} if a.top_k is not None else {}
+    write_trace(a.out, counts, source="sglang-recorder", files=[str(p) for p in a.dumps], model=a.model, **extra)
     print(f"wrote {a.out}: {counts.shape[0]} steps x {counts.shape[1]} layers x {counts.shape[2]} experts")
     return 0
 
+
+
+# ---------------------------------------------------------------------------- a trace as a build input
+#: metadata ``source`` values that mark a trace as *not* recorded routing: such a trace is a
+#: pipeline demonstration and never yields ledger evidence "trace"
+SYNTHETIC_SOURCES = ("synthetic",)
+
+
+def file_sha256(path) -> str:
+    """The SHA-256 of a file's bytes (hex)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def is_recorded(source) -> bool:
+    """Does a trace whose metadata says ``source`` hold recorded routing?  ``"synthetic"``
+    (:func:`tempo.workloads.synthetic_trace`) and a missing source do not."""
+    return bool(source) and str(source) not in SYNTHETIC_SOURCES
+
+
+def describe(meta: dict, shape) -> str:
+    """The trace's source metadata in one line: source, model, steps x layers x experts."""
+    parts = [str(meta.get("source") or "unknown source")]
+    if meta.get("model"):
+        parts.append(f"model {meta['model']}")
+    parts.append(" x ".join(f"{n} {w}" for n, w in zip(shape, ("steps", "layers", "experts"))))
+    return ", ".join(parts)
+
+
+def trace_config(path) -> dict:
+    """What an experiment's config carries when it runs on the trace at ``path`` (the build's
+    ``TRACE``): ``trace`` (the path), ``trace_sha256`` (the file's contents, so the cache key
+    and the result's ``.meta.json`` name exactly which recording), ``trace_source`` (its
+    metadata's ``source``) and ``trace_about`` (:func:`describe`).  Reads the file once (a
+    ``ValueError`` names it when it is not a tempo trace)."""
+    counts, meta = read_trace(path)
+    return {"trace": str(path), "trace_sha256": file_sha256(path), "trace_source": str(meta.get("source") or ""),
+            "trace_about": describe(meta, counts.shape)}
+
+
+def with_trace(config: dict, path) -> dict:
+    """``config`` for a run on the trace at ``path``; ``config`` itself, unchanged, when
+    ``path`` is None or empty (the synthetic build: same cache key, same results)."""
+    return {**config, **trace_config(path)} if path else config
+
+
+def provenance(config: dict) -> str | None:
+    """The ledger's provenance for a result computed with ``config``: ``"recorded routing trace
+    (<file name>, sha256 <12 hex>, <source metadata>)"``, or None when the config names no trace."""
+    if not config or not config.get("trace") or not config.get("trace_sha256"):
+        return None
+    return (f"recorded routing trace ({Path(str(config['trace'])).name}, sha256 {str(config['trace_sha256'])[:12]}, "
+            f"{config.get('trace_about') or config.get('trace_source') or 'unknown source'})")

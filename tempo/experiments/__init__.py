@@ -31,9 +31,38 @@ def experiment(name: str):
     return deco
 
 
+#: the experiments behind the claims the paper computes on recorded routing: given a trace
+#: (:func:`use_trace`, the build's ``TRACE``), they draw their batches from it
+#: (:class:`tempo.experiments.scenarios.TraceRouting`).  ``trace_replay`` takes its trace in its
+#: own config.
+TRACE_EXPERIMENTS = frozenset({"mixed_regime", "proxy_mispricing", "thm2_epsilon", "solver_vs_milp",
+                               "policy_landscape", "staleness", "drift16_stages", "drift16_terms", "faster_eplb",
+                               "moonep_replay", "tile_prefill", "ba2a_regimes", "routing_stats"})
+_trace: dict = {}
+
+
+def use_trace(path) -> dict:
+    """Make every later :func:`run` of a :data:`TRACE_EXPERIMENTS` experiment draw its batches
+    from the routing trace at ``path`` (a chapter's ``trace_path`` parameter, the build's
+    ``TRACE``): its config gains ``trace``, ``trace_sha256``, ``trace_source`` and
+    ``trace_about`` (:func:`tempo.traces.trace_config`), so the cache key and the result's
+    ``.meta.json`` name the recording.  ``None`` or empty: synthetic routing (configs
+    unchanged).  Returns the keys added."""
+    from ..traces import trace_config
+
+    _trace.clear()
+    if path:
+        _trace.update(trace_config(path))
+    return dict(_trace)
+
+
 def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str | None = None) -> pd.DataFrame:
     """Run (or load from cache) experiment ``name`` and write its tidy CSV,
-    ``<name>.csv`` (or ``<name>-<tag>.csv`` when one notebook runs the same experiment twice)."""
+    ``<name>.csv`` (or ``<name>-<tag>.csv`` when one notebook runs the same experiment twice).
+    On a trace (:func:`use_trace`) a :data:`TRACE_EXPERIMENTS` experiment's config gains the
+    trace's keys, unless it names a trace itself."""
+    if _trace and name in TRACE_EXPERIMENTS and not config.get("trace"):
+        config = {**config, **_trace}
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
     if profile not in ("smoke", "full", "gpu"):
@@ -46,6 +75,31 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
             "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     atomic_write_text(paths.results_dir(profile) / f"{stem}.meta.json", json.dumps(meta, default=str, indent=1))
     return df
+
+
+def routing_rows(df: pd.DataFrame, which: str = "synthetic") -> pd.DataFrame:
+    """The rows of ``mixed_regime`` or ``solver_vs_milp`` computed on ``which`` routing
+    ("synthetic" or "trace").  Run on a trace, these two keep their synthetic grid (claims of
+    their own read it) and add the trace's rows, told apart by a ``routing`` column; without
+    that column every row is synthetic."""
+    if "routing" not in df:
+        return df if which == "synthetic" else df.iloc[:0]
+    return df[df.routing == which].drop(columns="routing")
+
+
+def routing_label(config: dict | None = None) -> str:
+    """What a run's batches were drawn from (``config``; by default the trace of
+    :func:`use_trace`), for a chapter to print beside its table: the recorded trace (file,
+    sha256, source; a synthetic trace says so) or synthetic routing."""
+    from ..traces import is_recorded, provenance
+
+    config = _trace if config is None else config
+    prov = provenance(config)
+    if prov is None:
+        return "Routing: synthetic (no `TRACE` given to this build)."
+    if not is_recorded(config.get("trace_source")):
+        return f"Routing: a **synthetic** trace, {prov.split('(', 1)[1].rstrip(')')} (a pipeline demonstration, not evidence)."
+    return f"Routing: {prov}."
 
 
 def load(name: str, profile: str, tag: str | None = None) -> pd.DataFrame:

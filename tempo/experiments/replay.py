@@ -12,7 +12,7 @@ from ..placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep
 from ..workloads import route_counts, sample_counts, zipf_popularity
 from . import FIRST_REPLICA, STATIC, experiment
-from .scenarios import drift_batches, drift_timeline, zipf_batches
+from .scenarios import TraceRouting, drift_batches, drift_timeline, zipf_batches
 
 # ------------------------------------------------------------------ Table 10
 #: (dispatch policy, placement refresh scheme) rows of Table 10.
@@ -43,25 +43,43 @@ def faster_eplb(config: dict) -> pd.DataFrame:
     Zipf(1.0) popularity (:func:`tempo.workloads.popularity_timeline`, documented defaults;
     per-window Dirichlet kappa = 2000; top-8 routing to distinct experts), the initial
     placement built from the drift-16-corrupted statistics, ``B`` token-expert pairs per GPU
-    (as in :func:`drift_batches`)."""
+    (as in :func:`drift_batches`).
+
+    On a trace (``config["trace"]``): the windows are consecutive steps of one layer at a time
+    (:meth:`TraceRouting.windows`, ``order="time"``), ``B // top_k`` tokens per GPU routed with
+    each step's shares; each layer starts from its drift-16-corrupted history placement and
+    refreshes from the counts of its own windows."""
     model = CostModel.named(config.get("params", "proxy-serving"))
     E, g, K, R = 256, 8, 8, config.get("redundant", 64)
     seed = config.get("seed", 0)
     rep = (E + R) / E
     pop = zipf_popularity(E, config.get("skew", 1.0), seed=seed)
-    initial = eplb_placement(drift_corrupt(pop, config.get("drift", 16), seed=seed + 7), g, rep)
+    tr = TraceRouting.of(config)
+    initial = None if tr else eplb_placement(drift_corrupt(pop, config.get("drift", 16), seed=seed + 7), g, rep)
     rows = []
     for B in config["pairs"]:
-        weights = drift_timeline(pop, config["windows"], seed, tau=config.get("tau", 300.0), sigma=config.get("sigma"))
-        counts = sample_counts(weights, B // K, K, g, seed=seed + 1)
-        plans = {s: _refreshed(initial, counts, s, g, rep) for s in {s for _, s in T10_ROWS}}
-        for t, c in enumerate(counts):
-            base_inst = Instance.from_placement(c, plans["never"][t], g)
-            base = model.makespan(base_inst, solve(base_inst, model, STATIC))
-            for pol, scheme in T10_ROWS:
-                inst = Instance.from_placement(c, plans[scheme][t], g)
-                rows.append({"B": B, "window": t, "policy": pol, "refresh": scheme,
-                             "ratio": model.makespan(inst, solve(inst, model, STATIC if pol == "static" else pol)) / base})
+        if tr:
+            k = tr.top_k(K)
+            wins = tr.windows(config["windows"], "time", k)
+            counts = tr.route(wins, B // k, g, k, seed=seed + 1)
+            layers = np.array([w[0] for w in wins])
+            cuts = [0] + [i for i in range(1, len(wins)) if layers[i] != layers[i - 1]] + [len(wins)]
+            segments = [(lo, hi, tr.placement(int(layers[lo]), g, rep, config.get("drift", 16), seed + 7))
+                        for lo, hi in zip(cuts[:-1], cuts[1:])]
+        else:
+            weights = drift_timeline(pop, config["windows"], seed, tau=config.get("tau", 300.0), sigma=config.get("sigma"))
+            counts = sample_counts(weights, B // K, K, g, seed=seed + 1)
+            segments = [(0, len(counts), initial)]
+        for lo, hi, start in segments:
+            seg = counts[lo:hi]
+            plans = {s: _refreshed(start, seg, s, g, rep) for s in {s for _, s in T10_ROWS}}
+            for t, c in enumerate(seg):
+                base_inst = Instance.from_placement(c, plans["never"][t], g)
+                base = model.makespan(base_inst, solve(base_inst, model, STATIC))
+                for pol, scheme in T10_ROWS:
+                    inst = Instance.from_placement(c, plans[scheme][t], g)
+                    rows.append({"B": B, "window": lo + t, "policy": pol, "refresh": scheme,
+                                 "ratio": model.makespan(inst, solve(inst, model, STATIC if pol == "static" else pol)) / base})
     return pd.DataFrame(rows)
 
 
@@ -70,13 +88,16 @@ def faster_eplb(config: dict) -> pd.DataFrame:
 def moonep_replay(config: dict) -> pd.DataFrame:
     """Appendix H: MoonEP's weight-moving balance (free and charged prefetch), TEMPO and
     token-LP relative to the static map, Qwen3-235B shape (128 experts, top-8, EP8, EPLB
-    1.25x) under the tile-aware Testbed B model, on synthetic Zipf batches."""
+    1.25x) under the tile-aware Testbed B model, on synthetic Zipf batches, or on batches drawn
+    from a trace when ``config["trace"]`` names one (:class:`TraceRouting`: layers cycled,
+    placement from the trace's history, as the paper's "recorded Qwen3-235B distributions")."""
     model = CostModel.named(config.get("params", "qwen3-235b-testbedb-tile"))
     ratio = config.get("ratio", 4.0)
+    tr = TraceRouting.of(config)
     rows = []
     for B in config["tokens"]:
         insts = zipf_batches(128, 8, B, config.get("skew", 1.0), config.get("replication", 1.25),
-                             config["batches"], seed=config.get("seed", 0), top_k=8)
+                             config["batches"], seed=config.get("seed", 0), top_k=8, trace=tr)
         for b, inst in enumerate(insts):
             res = moonep(inst)
             ms = {"moonep_free": res.makespan(model, "free"), "moonep_charged": res.makespan(model, "charged", ratio)}
@@ -97,7 +118,12 @@ def tile_prefill(config: dict) -> pd.DataFrame:
     model and once with ``b2 = 0``; both are scored with Eq. 2.  The Testbed B expert models
     are used without the traffic piece (the study is about the expert kernel's staircase;
     with gamma = 0.10 the traffic piece dominates every prefill batch and hides it).  Also
-    the extra padded tiles of EPLB's uniform split over the tile-aware solution."""
+    the extra padded tiles of EPLB's uniform split over the tile-aware solution.
+
+    On a trace (``config["trace"]``): ``pairs // top_k`` tokens per GPU routed with the
+    recorded steps' shares (:class:`TraceRouting`, layers cycled), the trace's own experts,
+    priced with each requested shape's tile model (the ``shape`` column names the model)."""
+    tr = TraceRouting.of(config)
     rows = []
     for shape, (E, params) in {"DSv3": (256, "dsv3-testbedb-tile"),
                                "Qwen3-235B": (128, "qwen3-235b-testbedb-tile")}.items():
@@ -106,8 +132,9 @@ def tile_prefill(config: dict) -> pd.DataFrame:
         aware = CostModel.named(params).without("traffic")
         blind = aware.without("tiles")
         for pairs in config["pairs"]:
-            insts = zipf_batches(E, 8, pairs // 8, config.get("skew", 1.0), config.get("replication", 1.25),
-                                 config["batches"], seed=config.get("seed", 0), top_k=8)
+            insts = zipf_batches(E, 8, pairs // (tr.top_k(8) if tr else 8), config.get("skew", 1.0),
+                                 config.get("replication", 1.25), config["batches"], seed=config.get("seed", 0), top_k=8,
+                                 trace=tr)
             for b, inst in enumerate(insts):
                 da, db, du = (solve(inst, aware, "tempo"), solve(inst, blind, "tempo"), solve(inst, aware, "uniform"))
                 tiles = {k: aware.gpu_features(inst, d)[2].sum() for k, d in (("aware", da), ("blind", db), ("uniform", du))}
@@ -146,11 +173,13 @@ def ba2a(model: CostModel, G: float) -> float:
 def ba2a_regimes(config: dict) -> pd.DataFrame:
     """Table 3's model columns: on the drift-16 scenario (R = 64), per concurrency B, the
     dominant term of TEMPO's bottleneck GPU, TEMPO's block ratio to static, and the
-    activated experts per GPU the solver sees (the G of the B*_a2a formula)."""
+    activated experts per GPU the solver sees (the G of the B*_a2a formula); on a trace when
+    ``config["trace"]`` names one (:func:`drift_batches`)."""
     model = CostModel.named(config.get("params", "proxy-serving"))
+    tr = TraceRouting.of(config)
     rows = []
     for B in config["pairs"]:
-        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0))):
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr)):
             d = solve(inst, model, "tempo")
             G, _, _ = model.gpu_features(inst, d)
             rows.append({"B": B, "batch": b, "regime": dominant_term(model, inst, d),

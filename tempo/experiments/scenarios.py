@@ -1,17 +1,29 @@
-"""Instance generators shared by the solver and simulator studies."""
+"""Instance generators shared by the solver and simulator studies: synthetic routing
+(:func:`zipf_batches`, :func:`drift_batches`) or, when the build is given a recorded routing
+trace, the same scenarios drawn from it (:class:`TraceRouting`)."""
 from __future__ import annotations
+
+import numpy as np
 
 from ..instance import Instance
 from ..placement import drift_corrupt, eplb_placement
-from ..workloads import popularity_timeline, sample_counts, zipf_popularity
+from ..workloads import popularity_timeline, route_counts, sample_counts, zipf_popularity
 
 
 def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, replication: float,
-                 n_batches: int, seed: int, top_k: int = 8, kappa: float = 2000.0) -> list[Instance]:
+                 n_batches: int, seed: int, top_k: int = 8, kappa: float = 2000.0,
+                 trace: "TraceRouting | None" = None) -> list[Instance]:
     """Decode batches under Zipf(skew) routing with a fresh EPLB placement built from the
     long-run popularity (Section 3.2): each batch's router weights are Dirichlet(kappa p)
     around the long-run popularity (the phase diagram's batch fluctuation), tokens routed
-    top-``top_k`` to distinct experts (:func:`tempo.workloads.sample_counts`)."""
+    top-``top_k`` to distinct experts (:func:`tempo.workloads.sample_counts`).
+
+    With ``trace`` (a :class:`TraceRouting`) the batches come from the recorded routing
+    instead: ``tokens_per_gpu`` tokens per GPU routed with each recorded step's shares, the
+    fresh placement built from the trace's history window (``n_experts``, ``skew`` and
+    ``kappa`` are then unused; the trace's own experts and top-k apply)."""
+    if trace is not None:
+        return trace.batches(tokens_per_gpu, n_batches, n_gpus, replication, seed=seed, top_k=trace.top_k(top_k))
     pop = zipf_popularity(n_experts, skew, seed=seed)
     placement = eplb_placement(pop, n_gpus, replication)
     counts = sample_counts(pop, tokens_per_gpu, top_k, n_gpus, n_batches=n_batches, kappa=kappa, seed=seed + 1)
@@ -27,7 +39,8 @@ def drift_timeline(pop, n_batches: int, seed: int, tau: float = 300.0, sigma: fl
 
 def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int = 16, n_experts: int = 256,
                   n_gpus: int = 8, redundant: int = 64, skew: float = 1.0, top_k: int = 8, tau: float = 300.0,
-                  sigma: float | None = None) -> list[Instance]:
+                  sigma: float | None = None, trace: "TraceRouting | None" = None,
+                  order: str = "layers") -> list[Instance]:
     """The drift-K scenario (Sections 4.2, 5.12): a DSv3-shape proxy (256 experts, top-8,
     EP8, 64 redundant slots) whose EPLB placement is built from a corrupted history (the
     top-K hot experts' statistics swapped with random cold ones) while the batches follow
@@ -43,7 +56,18 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
     GPU.  The paper does not give the proxy router's skew; we use s = 1.0 (chosen earlier,
     under the independent-pair sampler, because it gave Table 3's regimes; kept, not
     re-tuned, for the top-K router).
+
+    With ``trace`` (a :class:`TraceRouting`) the same scenario runs on recorded routing: the
+    placement is built from the trace's history window with its ``drift`` hottest experts'
+    statistics swapped with random cold ones (the paper's corrupted recording, Section 5.12),
+    the batches are later steps of the trace (``order``, see :meth:`TraceRouting.windows`)
+    with ``pairs_per_gpu // top_k`` tokens per GPU (the trace's top-k); the replication
+    ``(n_experts + redundant) / n_experts`` is kept as a factor of the trace's experts.
     """
+    if trace is not None:
+        k = trace.top_k(top_k)
+        return trace.batches(max(1, pairs_per_gpu // k), n_batches, n_gpus, (n_experts + redundant) / n_experts,
+                             drift=drift, seed=seed, top_k=k, order=order)
     if pairs_per_gpu % top_k:
         raise ValueError(f"pairs_per_gpu={pairs_per_gpu} must be a multiple of top_k={top_k}")
     tokens_per_gpu = pairs_per_gpu // top_k
@@ -54,3 +78,115 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
     weights = drift_timeline(pop, n_batches, seed, tau=tau, sigma=sigma)
     counts = sample_counts(weights, tokens_per_gpu, top_k, n_gpus, seed=seed + 1)
     return [Instance.from_placement(c, placement, n_gpus) for c in counts]
+
+
+# ------------------------------------------------------------------ recorded routing
+class TraceRouting:
+    """The scenarios above on a recorded routing trace (``counts`` int[steps, layers, experts]
+    and metadata, :func:`tempo.traces.read_trace`), for a build given ``TRACE=trace.npz``.
+
+    **History and placement.**  Per layer, the first ``history`` share of the steps (one half
+    by default) is the recording the EPLB placement is built from, as in the Section 5.4
+    replay (:func:`tempo.experiments.replay.replay_trace`) and the paper's serving runs
+    ("placement initialized from a recorded expert distribution"); batches are drawn only
+    from the later steps, so no batch is priced on a placement built from itself.  A drift-K
+    scenario (Section 5.12, Tables 3, 4, 8-10, Section 5.5) corrupts that history first: the
+    per-layer ``K`` hottest experts' statistics swapped with random cold ones
+    (:func:`tempo.placement.drift_corrupt`), the paper's "corrupted recording"; ``drift = 0``
+    is the fresh placement of Table 1, Fig. 5, Theorem 2, Appendix H and Section 2.2.
+
+    **Batch size.**  A recorded step was served at the recording's batch size; a claim needs
+    ``B`` tokens per GPU on ``g`` GPUs.  The step's per-expert pair shares become the router
+    weights and ``B * g`` tokens are routed top-``k`` to distinct experts
+    (:func:`tempo.workloads.route_counts`), exactly as ``replay_trace`` rescales.  No Dirichlet
+    noise is added: the recorded step's own fluctuation is the batch-to-batch fluctuation.  An
+    expert the step routed nothing to gets no tokens at any ``B``, and a hot expert's share
+    saturates below ``k`` times its weight (the router's inclusion probability); record at a
+    concurrency near the ``B`` the claim needs.  ``k`` is the trace's ``top_k`` metadata
+    (``import-trace`` does not know it: pass ``--top-k``), else the study's default (8).
+
+    **Which steps** (:meth:`windows`): ``order="layers"`` for studies of independent batches
+    (batch ``i`` is layer ``i mod L`` at the ``i div L``-th evaluation step: layers cycled, so
+    a few batches already span the model's layers, as the paper's "over windows and layers");
+    ``order="time"`` for timelines (Section 5.5's stale-1 table, Table 10's refreshes):
+    consecutive evaluation steps of layer 0, then of layer 1, and so on.  Either wraps to its
+    start when the trace holds fewer usable steps than batches (a new routing draw of the
+    same step).  A step with fewer than ``k`` experts routed to is skipped.
+
+    Everything is seeded: the same trace, sizes and seed give the same batches.
+    """
+
+    def __init__(self, path, history: float = 0.5):
+        from ..traces import read_trace
+
+        if not 0 < history < 1:
+            raise ValueError(f"history must be a share of the steps in (0, 1), got {history}")
+        self.path = str(path)
+        self.counts, self.meta = read_trace(path)
+        S, self.n_layers, self.n_experts = self.counts.shape
+        self.split = max(1, int(round(history * S)))
+        if self.split >= S:
+            raise ValueError(f"trace {path} has {S} steps; it needs more than the {self.split} history steps "
+                             f"(history={history}) to leave any to replay")
+        self._placements: dict = {}
+
+    @classmethod
+    def of(cls, config: dict) -> "TraceRouting | None":
+        """The trace an experiment's ``config`` names (``config["trace"]``, see
+        :func:`tempo.traces.with_trace`), or None on the synthetic path."""
+        path = config.get("trace")
+        return cls(path, config.get("trace_history", 0.5)) if path else None
+
+    def top_k(self, default: int = 8) -> int:
+        k = self.meta.get("top_k")
+        return int(k) if k else int(default)
+
+    def history(self, layer: int) -> np.ndarray:
+        """float64[E]: the layer's pair counts over the history window (plus 1e-9, so every
+        expert gets a replica)."""
+        return self.counts[:self.split, layer].sum(axis=0).astype(np.float64) + 1e-9
+
+    def placement(self, layer: int, n_gpus: int, replication: float, drift: int = 0, seed: int = 0) -> np.ndarray:
+        """The layer's EPLB placement from its history window, drift-``drift`` corrupted."""
+        key = (layer, n_gpus, float(replication), int(drift), int(seed))
+        if key not in self._placements:
+            w = self.history(layer)
+            if drift:
+                w = drift_corrupt(w, int(drift), seed=seed)
+            self._placements[key] = eplb_placement(w, n_gpus, replication)
+        return self._placements[key]
+
+    def windows(self, n_batches: int, order: str = "layers", top_k: int = 8) -> list[tuple[int, int]]:
+        """(layer, step) of each of ``n_batches`` batches (class docstring)."""
+        if order not in ("layers", "time"):
+            raise ValueError(f"order must be 'layers' or 'time', got {order!r}")
+        usable = np.count_nonzero(self.counts[self.split:], axis=2) >= top_k  # [steps after history, L]
+        steps = range(self.split, self.counts.shape[0])
+        if order == "layers":
+            seq = [(layer, s) for s in steps for layer in range(self.n_layers) if usable[s - self.split, layer]]
+        else:
+            seq = [(layer, s) for layer in range(self.n_layers) for s in steps if usable[s - self.split, layer]]
+        if not seq:
+            raise ValueError(f"trace {self.path}: no step after the history window routes to {top_k} or more experts")
+        return [seq[i % len(seq)] for i in range(n_batches)]
+
+    def route(self, windows, tokens_per_gpu: int, n_gpus: int, top_k: int, seed: int = 0) -> np.ndarray:
+        """int64[len(windows), E]: ``tokens_per_gpu * n_gpus`` tokens routed top-``top_k`` with each
+        window's recorded shares as router weights."""
+        rng = np.random.default_rng(seed)
+        out = np.zeros((len(windows), self.n_experts), np.int64)
+        for i, (layer, s) in enumerate(windows):
+            c = self.counts[s, layer]
+            out[i] = route_counts(c / c.sum(), tokens_per_gpu * n_gpus, top_k, rng)
+        return out
+
+    def batches(self, tokens_per_gpu: int, n_batches: int, n_gpus: int, replication: float, drift: int = 0,
+                seed: int = 0, top_k: int | None = None, order: str = "layers") -> list[Instance]:
+        """``n_batches`` instances at ``tokens_per_gpu`` tokens per GPU, each on its layer's
+        placement (:meth:`placement`, corrupted by ``drift``, seeded ``seed + 7`` as the
+        synthetic drift-K scenario)."""
+        k = self.top_k(8) if top_k is None else int(top_k)
+        wins = self.windows(n_batches, order, k)
+        counts = self.route(wins, tokens_per_gpu, n_gpus, k, seed=seed + 1)
+        return [Instance.from_placement(c, self.placement(layer, n_gpus, replication, drift, seed + 7), n_gpus)
+                for c, (layer, _) in zip(counts, wins)]

@@ -12,7 +12,7 @@ from ..sweep import run_grid
 from ..theory import flip_boundary
 from ..workloads import sample_counts, zipf_popularity
 from . import FIRST_REPLICA, STATIC, experiment
-from .scenarios import zipf_batches
+from .scenarios import TraceRouting, zipf_batches
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
 SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
@@ -23,38 +23,57 @@ FIXED = {"metro": "M", "token_lp": "L", "uniform": "E"}
 @experiment("mixed_regime")
 def mixed_regime(config: dict) -> pd.DataFrame:
     """Fig. 5: per batch, the share of activated experts in the flat region (n_e < n*) and
-    of tokens in the linear region (n_e >= n*); a batch is mixed when both are >= 20%."""
+    of tokens in the linear region (n_e >= n*); a batch is mixed when both are >= 20%.
+
+    With a trace (``config["trace"]``) the synthetic Zipf rows (Fig. 5b) are followed by the
+    same statistics on batches drawn from the trace (Fig. 5a, :class:`TraceRouting`, layers
+    cycled), and a ``routing`` column says which is which; ``n*`` stays the ``shape``'s."""
     E, K, params = SHAPES[config.get("shape", "DSv3")]
     n_star = CostModel.named(params).n_star
     pop = zipf_popularity(E, config["skew"], seed=config.get("seed", 0))
+    tr = TraceRouting.of(config)
+    g = config.get("n_gpus", 8)
     rows = []
-    for B in config["tokens"]:
-        counts = sample_counts(pop, B, K, config.get("n_gpus", 8), n_batches=config["batches"], seed=B)
-        for b, c in enumerate(counts):
-            act = c > 0
-            flat = act & (c < n_star)
-            flat_share = flat.sum() / max(act.sum(), 1)
-            lin_tokens = c[c >= n_star].sum() / max(c.sum(), 1)
-            rows.append({"tokens_per_gpu": B, "batch": b, "flat_expert_share": flat_share,
-                         "linear_token_share": lin_tokens, "mixed": bool(flat_share >= 0.2 and lin_tokens >= 0.2)})
+    for routing in ("synthetic", "trace") if tr else ("synthetic",):
+        for B in config["tokens"]:
+            if routing == "synthetic":
+                counts = sample_counts(pop, B, K, g, n_batches=config["batches"], seed=B)
+            else:
+                k = tr.top_k(K)
+                counts = tr.route(tr.windows(config["batches"], "layers", k), B, g, k, seed=B)
+            for b, c in enumerate(counts):
+                act = c > 0
+                flat = act & (c < n_star)
+                flat_share = flat.sum() / max(act.sum(), 1)
+                lin_tokens = c[c >= n_star].sum() / max(c.sum(), 1)
+                rows.append({"tokens_per_gpu": B, "batch": b, "flat_expert_share": flat_share,
+                             "linear_token_share": lin_tokens, "mixed": bool(flat_share >= 0.2 and lin_tokens >= 0.2),
+                             **({"routing": routing} if tr else {})})
     return pd.DataFrame(rows)
 
 
 @experiment("proxy_mispricing")
 def proxy_mispricing(config: dict) -> pd.DataFrame:
     """Table 1: each proxy's modeled block time over TEMPO's on the same batch (DSv3-shape
-    proxy, EP8, R redundant slots, fresh EPLB placement, three-term serving model)."""
+    proxy, EP8, R redundant slots, fresh EPLB placement, three-term serving model).  With a
+    trace (``config["trace"]``): batches of ``B // top_k`` tokens per GPU from the trace,
+    layers cycled, each layer's fresh placement built from the trace's history window with
+    the same replication factor (:class:`TraceRouting`)."""
     model = CostModel.named(config.get("params", "proxy-serving"))
     E, K, g, R = 256, 8, 8, config.get("redundant", 64)
     pop = zipf_popularity(E, config.get("skew", 1.0), seed=config.get("seed", 0))
     placement = eplb_placement(pop, g, (E + R) / E)
     from ..instance import Instance
 
+    tr = TraceRouting.of(config)
     rows = []
     for B in config["concurrency"]:
-        counts = sample_counts(pop, B // K, K, g, n_batches=config["batches"], seed=B + 1)
-        for b, c in enumerate(counts):
-            inst = Instance.from_placement(c, placement, g)
+        if tr:
+            insts = tr.batches(B // tr.top_k(K), config["batches"], g, (E + R) / E, seed=B, top_k=tr.top_k(K))
+        else:
+            counts = sample_counts(pop, B // K, K, g, n_batches=config["batches"], seed=B + 1)
+            insts = [Instance.from_placement(c, placement, g) for c in counts]
+        for b, inst in enumerate(insts):
             t = model.makespan(inst, solve(inst, model, "tempo"))
             ms = {p: model.makespan(inst, solve(inst, model, STATIC if p == "static" else p))
                   for p in ("static", "uniform", "token_lp", "metro")}
@@ -139,15 +158,18 @@ LANDSCAPE = ["uniform", "token_lp", "metro", "llep", "tempo"]
 @experiment("policy_landscape")
 def policy_landscape(config: dict) -> pd.DataFrame:
     """Table 4: block makespan of each dispatch kernel relative to static on the drift-K
-    scenario, at several batch scales, for each redundancy R and drift K."""
+    scenario, at several batch scales, for each redundancy R and drift K (on a trace when
+    ``config["trace"]`` names one, :func:`drift_batches`)."""
     from .scenarios import drift_batches
 
     model = CostModel.named(config.get("params", "proxy-serving"))
+    tr = TraceRouting.of(config)
     rows = []
     for R in config["redundant"]:
         for K in config["drift"]:
             for label, B in config["scales"].items():
-                for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), drift=K, redundant=R)):
+                for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), drift=K, redundant=R,
+                                                       trace=tr)):
                     static = model.makespan(inst, solve(inst, model, STATIC))
                     for p in LANDSCAPE:
                         rows.append({"redundant": R, "drift": K, "scale": label, "B": B, "batch": b, "policy": p,
@@ -160,20 +182,35 @@ def staleness(config: dict) -> pd.DataFrame:
     """Section 5.5: the same solver under four information regimes, scored on the true
     current batch: exact (solve the current counts), stale-1 (apply the routing table solved
     on the previous batch), frozen (the table of the first batch, never refreshed) and
-    uniform (no solve: even split over replicas)."""
+    uniform (no solve: even split over replicas).
+
+    On a trace (``config["trace"]``) the batches are consecutive steps of one layer at a time
+    (:meth:`TraceRouting.windows`, ``order="time"``); "previous" and "first" are taken within
+    the layer, and the first step of each layer is not scored (it has no previous table)."""
     from ..instance import Dispatch
     from .scenarios import drift_batches
 
     model = CostModel.named(config.get("params", "proxy-serving"))
+    tr = TraceRouting.of(config)
     rows = []
     for scale, B in config["scales"].items():
-        insts = drift_batches(B, config["batches"] + 1, seed=config.get("seed", 0), redundant=config.get("redundant", 64))
+        n = config["batches"] + 1
+        insts = drift_batches(B, n, seed=config.get("seed", 0), redundant=config.get("redundant", 64), trace=tr,
+                              order="time")
         tables = [solve(i, model, "tempo").probabilities(i) for i in insts]
         uniform = Dispatch(np.zeros_like(tables[0])).probabilities(insts[0])
+        layer = [w[0] for w in tr.windows(n, "time", tr.top_k(8))] if tr else [0] * n
+        first = {}
+        for t, lay in enumerate(layer):
+            first.setdefault(lay, t)
         for t in range(1, len(insts)):
             inst = insts[t]
+            if layer[t] != layer[t - 1]:
+                continue
+            if tr:
+                uniform = Dispatch(np.zeros_like(tables[t])).probabilities(inst)
             static = model.makespan(inst, solve(inst, model, STATIC))
-            regimes = {"exact": tables[t], "stale-1": tables[t - 1], "frozen": tables[0], "uniform": uniform}
+            regimes = {"exact": tables[t], "stale-1": tables[t - 1], "frozen": tables[first[layer[t]]], "uniform": uniform}
             for name, prob in regimes.items():
                 shares = inst.counts[:, None] * prob  # the table applied to the true counts
                 rows.append({"scale": scale, "B": B, "batch": t, "regime": name,
@@ -191,7 +228,9 @@ def routing_statistics(config: dict) -> pd.DataFrame:
       with 64 redundant slots (Table 1, phase diagram), ``pairs`` pairs per GPU;
     * ``drift16_timeline``: the drift-16 timeline of :func:`drift_batches` at ``pairs`` pairs
       per GPU, GPU loads on its stale placement (Sections 5.5, 5.12; Tables 4, 8-10);
-    * ``zipf1.2_fig5``: the Fig. 5 workload, Zipf(1.2) at ``fig5_tokens`` tokens per GPU.
+    * ``zipf1.2_fig5``: the Fig. 5 workload, Zipf(1.2) at ``fig5_tokens`` tokens per GPU;
+    * ``trace``, when ``config["trace"]`` names one: the trace's counts as recorded (every
+      step and layer, at the recording's batch size; no placement).
     """
     from ..placement import drift_corrupt
     from ..workloads import routing_stats
@@ -211,6 +250,9 @@ def routing_statistics(config: dict) -> pd.DataFrame:
     pop12 = zipf_popularity(E, 1.2, seed=seed)
     fig5 = sample_counts(pop12, config.get("fig5_tokens", 512), K, g, n_batches=n, seed=seed + 1)
     out["zipf1.2_fig5"] = routing_stats(fig5, K, n_star, placement=eplb_placement(pop12, g, 1.25), n_gpus=g)
+    tr = TraceRouting.of(config)
+    if tr:
+        out["trace"] = routing_stats(tr.counts, tr.top_k(K), n_star)
     df = pd.DataFrame(out)
     df.index.name = "stat"
     return df.reset_index()

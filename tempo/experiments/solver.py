@@ -9,7 +9,7 @@ import pandas as pd
 from .. import CostModel, solve, theory
 from ..instance import Instance
 from . import STATIC, experiment
-from .scenarios import drift_batches, zipf_batches
+from .scenarios import TraceRouting, drift_batches, zipf_batches
 
 
 def _progress(iterable, total=None, desc=""):
@@ -101,12 +101,15 @@ def thm2_probe(config: dict) -> pd.DataFrame:
 
 @experiment("thm2_epsilon")
 def thm2_epsilon(config: dict) -> pd.DataFrame:
-    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches, at 1x and 4x scale."""
+    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches, at 1x and 4x scale;
+    on batches of the same sizes drawn from a trace when ``config["trace"]`` names one
+    (:class:`TraceRouting`, layers cycled; the paper: "at recorded decode batches")."""
     rows = []
     model = CostModel.named(config.get("params", "dsv3-offline"))
+    tr = TraceRouting.of(config)
     for scale in config["scales"]:
         for B in config["tokens"]:
-            for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B):
+            for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B, trace=tr):
                 full = Instance.full_replication(inst.counts, inst.n_gpus)
                 rows.append({"scale": scale, "tokens_per_gpu": B * scale, "eps": theory.round_robin_epsilon(full, model)})
     return pd.DataFrame(rows)
@@ -124,12 +127,25 @@ def _phase_cells(config):
 
 @experiment("solver_vs_milp")
 def solver_vs_milp(config: dict) -> pd.DataFrame:
-    """tempo_fast against the time-limited MILP on the synthetic phase grid."""
+    """tempo_fast against the time-limited MILP on the synthetic phase grid.
+
+    With a trace (``config["trace"]``) the grid's cells are followed by the same comparison on
+    trace batches (the paper's "real-trace grids", Section 4.2): per EP size, replication and
+    batch size of the grid, ``batches`` batches drawn from the trace (:class:`TraceRouting`,
+    layers cycled, fresh placement from its history); ``skew`` is NaN there and a ``routing``
+    column says which rows are which."""
     model = CostModel.named(config.get("params", "dsv3-offline"))
     cells = list(_phase_cells(config))
+    tr = TraceRouting.of(config)
+    if tr:  # one trace cell per (EP, replication, B) of the grid: the trace replaces the skew axis
+        trace_cells = dict.fromkeys((g, rep, B) for g, _, _, rep, B in cells)
+        cells = [(*c, "synthetic") for c in cells] + [(g, tr.n_experts, float("nan"), rep, B, "trace")
+                                                      for g, rep, B in trace_cells]
     rows = []
-    for g, E, s, rep, B in _progress(cells, desc="tempo vs MILP"):
-        for b, inst in enumerate(zipf_batches(E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B)):
+    for g, E, s, rep, B, *routing in _progress(cells, desc="tempo vs MILP"):
+        src = tr if routing == ["trace"] else None
+        for b, inst in enumerate(zipf_batches(E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
+                                              trace=src)):
             t0 = time.perf_counter()
             d = solve(inst, model, "tempo")
             t_ms = 1e3 * (time.perf_counter() - t0)
@@ -144,7 +160,8 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
                          "ratio_to_lb": ms / m.meta["lower_bound"] if m.meta["lower_bound"] > 0 else float("nan"),
                          "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
                          "chosen": d.meta["chosen"], "token_lp_even": lp_even, "token_lp_vertex": lp_vertex,
-                         "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1)})
+                         "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1),
+                         **({"routing": routing[0]} if routing else {})})
     return pd.DataFrame(rows)
 
 
@@ -183,9 +200,11 @@ STAGES = {"seed only (whole experts, as the paper)": dict(seed="whole", chains=F
 
 
 def _drift_cells(config: dict, model: CostModel):
-    """(B, batch index, instance, static makespan) over the drift-16 batches of ``config``."""
+    """(B, batch index, instance, static makespan) over the drift-16 batches of ``config``
+    (drawn from a trace when ``config["trace"]`` names one, :func:`drift_batches`)."""
+    tr = TraceRouting.of(config)
     for B in config["tokens"]:
-        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0))):
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr)):
             yield B, b, inst, model.makespan(inst, solve(inst, model, STATIC))
 
 
