@@ -71,3 +71,120 @@ def test_simulator_figure_builders_on_small_frames():
     assert len(next(iter(figures.fig12_scale(scale).to_dict()["datasets"].values()))) == 2
     with pytest.raises(ValueError, match="columns"):
         figures.fig12_scale(pd.DataFrame({"ep": [8]}))
+
+
+def _datasets(chart):
+    """Every row of every inline dataset of a chart spec."""
+    return [r for rows in chart.to_dict()["datasets"].values() for r in rows]
+
+
+def _fake_recording():
+    """A calibration recording with a known max-affine truth: t = max(10 G, 0.1 N) us, plus a
+    tile sweep at G = 2 with a 20% step after each 128 tokens."""
+    import numpy as np
+
+    rows = []
+    for G in (1, 2, 4, 8):
+        for n in (1, 4, 16, 64, 256, 1024):
+            rows.append({"G": G, "n": n, "N": G * n, "T": G * int(np.ceil(n / 128)), "kind": "grid",
+                         "t_us": max(10.0 * G, 0.1 * G * n)})
+    for n in (120, 128, 129, 200, 256, 257):
+        tiles = int(np.ceil(n / 128))
+        rows.append({"G": 2, "n": n, "N": 2 * n, "T": 2 * tiles, "kind": "tile", "t_us": 20.0 * (1 + 0.2 * (tiles - 1))})
+    return pd.DataFrame(rows)
+
+
+def test_calibration_figure_builders_on_a_known_recording():
+    import pytest
+
+    from tempo import CostModel, paper
+    from tempo.calib import proxy_spreads
+
+    S = _fake_recording()
+    truth = CostModel(0.0, 10.0, 0.0, 0.1)
+    rows = _datasets(figures.fig2_regimes(S, {"truth": truth}, "fake"))
+    measured = [r for r in rows if "t_us" in r]
+    assert sorted(r["n"] for r in measured) == [1, 4, 16, 64, 256, 1024]  # G = 1 grid cells only
+    line = {r["n"]: r["t"] for r in rows if r.get("fit") == "truth"}
+    assert line[1.0] == pytest.approx(10.0) and line[1024.0] == pytest.approx(102.4)
+    a, b = figures.fig3_g_driven(S, "fake").to_dict()["hconcat"]
+    assert {r["G"] for r in _datasets(figures.fig3_g_driven(S))} == {1, 2, 4, 8}
+    fine = figures.tile_window(S)
+    assert set(fine.G) == {2} and fine.n.between(100, 400).all() and 256 in set(fine.n)  # grid cell inside the window
+    rows = _datasets(figures.fig4_tile_staircase(fine, truth, truth))
+    assert {r["series"] for r in rows if "series" in r} == {"measured", "tile-blind (Eq. 1)", "tile-aware (Eq. 2)"}
+    with pytest.raises(ValueError, match="tile sweep"):
+        figures.fig4_tile_staircase(figures.tile_window(S[S.kind == "grid"]), truth, truth)
+    sp = proxy_spreads(S[S.kind == "grid"])
+    rows = _datasets(figures.fig9_proxy_spreads(sp, paper.figure(9)))
+    ours = {r["set"]: r["value"] for r in rows if r["source"] == "this artifact"}
+    # same G = 1, n from 1 to 1024: 102.4 / 10 = 10.24x on the known truth
+    assert ours["same G, different N"] == pytest.approx(sp[sp.set == "same G, different N"].spread.max())
+    assert max(sp[sp.set == "same G, different N"].spread) == pytest.approx(102.4 / 10.0)
+    assert {r["value"] for r in rows if r["source"].startswith("paper")} == {2.5, 7.6, 18.0, 24.0}
+    with pytest.raises(ValueError, match="lacks columns"):
+        figures.fig2_regimes(pd.DataFrame({"G": [1]}), {})
+
+
+def test_paper_figure_frames_cite_the_paper_and_draw_every_number():
+    import re
+
+    import pytest
+
+    from tempo import paper
+
+    import os
+    from pathlib import Path
+
+    # the paper's text, where a checkout has it (not shipped): TEMPO_PAPER_TEXT=/path/to/tempo-paper.txt
+    text = Path(os.environ.get("TEMPO_PAPER_TEXT", "/nonexistent"))
+    builders = {7: figures.fig7_wallclock, 8: figures.fig8_serving, 10: figures.fig10_stale_placement,
+                11: figures.fig11_robustness, 13: figures.fig13_topology}
+    for number, builder in builders.items():
+        df = paper.figure(number)
+        assert (df.figure == number).all()
+        # every row states a number, and names its section and line
+        assert (df[["value", "lo", "hi"]].notna().any(axis=1)).all(), number
+        assert df.source.str.match(r"(Section \d|Fig\. \d+ caption)").all() and df.source.str.contains(r"line \d+").all()
+        rows = _datasets(builder(df))
+        assert len(rows) == len(df) and {r["who"] for r in rows} == {"paper"}
+    got = paper.figure(13).set_index("policy").value
+    assert got["tempo_hier"] == 4.1 and got["tempo_flat"] == -3.5 and got["lp"] == 4.0
+    f11 = paper.figure(11).set_index(["panel", "policy"])
+    assert (f11.loc[("a", "tempo"), "lo"], f11.loc[("a", "tempo"), "hi"]) == (549, 554)
+    if text.is_file():  # the quoted sentence fragments are the paper's (unicode minus and dashes normalised)
+        paper_txt = text.read_text().replace("\u2212", "-").replace("\u2013", "-")
+        for number in builders:
+            for src in paper.figure(number).source:
+                for num in re.findall(r"[-+]?\d+\.\d+", src.split(":", 1)[1]):
+                    assert num.lstrip("+") in paper_txt, (number, num)
+    with pytest.raises(ValueError, match="figures"):
+        figures.fig8_serving(paper.figure(7))
+    with pytest.raises(ValueError, match="no paper figure"):
+        paper.figure(12)
+
+
+def test_epbench_and_servebench_points_known_answers():
+    import math
+
+    import pytest
+
+    from tempo import paper
+
+    ep = pd.DataFrame({"step": [0, 0, 0, 0, 1, 1, 1, 1],
+                       "policy": ["uniform", "token_lp", "metro", "tempo"] * 2,
+                       "layer_us": [120.0, 100.0, 110.0, 90.0, 120.0, 100.0, 110.0, 90.0]})
+    pts = figures.epbench_points(ep, "B=32").set_index(["metric", "policy"]).value
+    assert pts[("off the best fixed policy", "token_lp")] == pytest.approx(0.0)
+    assert pts[("off the best fixed policy", "uniform")] == pytest.approx(20.0)
+    assert pts[("off the best fixed policy", "tempo")] == pytest.approx(-10.0)
+    assert pts[("TEMPO's gain over the policy", "uniform")] == pytest.approx(25.0)
+    with pytest.raises(ValueError, match="fixed policies"):
+        figures.epbench_points(ep[ep.policy == "tempo"], "B=32")
+    pairs = pd.DataFrame({"window": [0, 1, 2, 0], "workload": ["gov"] * 4, "policy": ["tempo"] * 3 + ["dynamic"],
+                          "kept": [True, True, False, True], "throughput_delta_pct": [2.0, 6.0, 50.0, -1.0]})
+    sb = figures.servebench_points(pairs).set_index("policy")
+    assert sb.loc["tempo", "value"] == 4.0 and (sb.loc["tempo", "lo"], sb.loc["tempo", "hi"]) == (2.0, 6.0)
+    assert math.isnan(sb.loc["dynamic", "lo"])  # one window: no range
+    rows = _datasets(figures.fig13_topology(paper.figure(13), figures.servebench_points(pairs)))
+    assert {r["who"] for r in rows} == {"paper", "this artifact"} and len(rows) == len(paper.figure(13)) + 2

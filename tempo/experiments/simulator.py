@@ -214,3 +214,83 @@ def routing_statistics(config: dict) -> pd.DataFrame:
     df = pd.DataFrame(out)
     df.index.name = "stat"
     return df.reset_index()
+
+
+#: Dispatches compared in :func:`phase_anatomy`: the phase diagram's three fixed policies, the
+#: sparse (vertex) optimum of the same token LP, and TEMPO with our defaults and as Section 4.2
+#: writes it (the ``"paper"`` preset: no restarts, chains of depth 2).
+ANATOMY = ("metro", "token_lp", "token_lp_vertex", "uniform", "tempo", "tempo_paper")
+
+
+def _anatomy_dispatch(name, inst, model):
+    from ..policies.exact import token_lp_vertex
+    from ..policies.tempo_fast import tempo_fast
+
+    if name == "token_lp_vertex":
+        return token_lp_vertex(inst)
+    if name == "tempo_paper":
+        return tempo_fast(inst, model, "paper")
+    return solve(inst, model, name)
+
+
+@experiment("phase_anatomy")
+def phase_anatomy(config: dict) -> pd.DataFrame:
+    """Why TEMPO gains what it gains in chosen phase-diagram cells (Fig. 6): per cell
+    (``config["cells"]``: dicts with shape, skew, replication, B; EP8, the cell's own batches
+    and seed as in :func:`phase_cell`) and per dispatch of :data:`ANATOMY`, the mean makespan,
+    the largest per-GPU activated-replica count G and token count N, and the cell's mean lower
+    bound (:meth:`CostModel.lower_bound`).  The hottest expert's router weight, its share of
+    the pairs under top-K routing and its replica count describe the placement.
+
+    ``placement`` says what the EPLB placement is built from: ``"router weights"`` (the phase
+    diagram's :func:`zipf_batches`) and ``"mean loads"`` (the mean per-expert pair counts of
+    ``history`` independent batches: the paper's "EPLB-style placement from long-run averages",
+    Section 3.2, which differs from the router weights once top-K routing caps an expert at
+    one pair per token).  One row per (cell, placement, dispatch)."""
+    from ..instance import Instance
+
+    rows = []
+    for cell in config["cells"]:
+        E, K, params = SHAPES[cell["shape"]]
+        model = CostModel.named(params)
+        ep, seed, nb = cell.get("ep", 8), cell.get("seed", 0), config.get("batches", 3)
+        pop = zipf_popularity(E, cell["skew"], seed=seed)
+        counts = sample_counts(pop, cell["B"], K, ep, n_batches=nb, kappa=2000.0, seed=seed + 1)
+        hist = sample_counts(pop, cell["B"], K, ep, n_batches=config.get("history", 20), seed=seed + 1000).mean(0)
+        hot = int(np.argmax(pop))
+        for src, weight in (("router weights", pop), ("mean loads", hist)):
+            placement = eplb_placement(weight, ep, cell["replication"])
+            insts = [Instance.from_placement(c, placement, ep) for c in counts]
+            lb = float(np.mean([model.lower_bound(i) for i in insts]))
+            for name in ANATOMY:
+                feats = [model.gpu_features(i, _anatomy_dispatch(name, i, model).shares) for i in insts]
+                ms = [float(model.time(G, N, T).max()) for G, N, T in feats]
+                rows.append({**{k: cell[k] for k in ("shape", "skew", "replication", "B")}, "placement": src,
+                             "policy": name, "makespan_us": float(np.mean(ms)), "lower_bound_us": lb,
+                             "max_G": float(np.mean([f[0].max() for f in feats])),
+                             "max_N": float(np.mean([f[1].max() for f in feats])),
+                             "hot_router_weight": float(pop[hot]),
+                             "hot_pair_share": float(counts[:, hot].sum() / counts.sum()),
+                             "hot_replicas": int((placement == hot).sum()), "slots_per_gpu": placement.size // ep})
+    return pd.DataFrame(rows)
+
+
+def anatomy_gains(anatomy: pd.DataFrame) -> pd.DataFrame:
+    """Per (cell, placement): the best of the phase diagram's fixed policies (M / L / E, as in
+    :func:`phase_cell`) and TEMPO's gain over it, TEMPO's gain over the best fixed policy when
+    the sparse token-LP vertex joins them, and TEMPO's makespan over the lower bound.
+    ``anatomy`` is the :func:`phase_anatomy` result."""
+    need = {"shape", "skew", "replication", "B", "placement", "policy", "makespan_us", "lower_bound_us"}
+    if not need <= set(anatomy.columns):
+        raise ValueError(f"anatomy must have columns {sorted(need)} (the phase_anatomy experiment)")
+    rows = []
+    for key, g in anatomy.groupby(["shape", "skew", "replication", "B", "placement"], sort=False):
+        ms = g.set_index("policy").makespan_us
+        best = min(FIXED, key=lambda p: ms[p])
+        best_v = min(list(FIXED) + ["token_lp_vertex"], key=lambda p: ms[p])
+        rows.append({**dict(zip(["shape", "skew", "replication", "B", "placement"], key)),
+                     "best_fixed": best, "gain_pct": 100 * (1 - ms["tempo"] / ms[best]),
+                     "best_with_vertex": best_v, "gain_vs_vertex_pct": 100 * (1 - ms["tempo"] / ms[best_v]),
+                     "tempo_over_lb": ms["tempo"] / g.lower_bound_us.iloc[0],
+                     "paper_preset_gain_pct": 100 * (1 - ms["tempo_paper"] / ms[best])})
+    return pd.DataFrame(rows)
