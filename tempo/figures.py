@@ -503,3 +503,50 @@ def fig13_topology(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
     """Fig. 13b (Section 5.15): flat vs topology-aware split on two-node EP16 under drift-16,
     from ``paper.figure(13)``, beside a serve-bench ``pairs.csv`` (:func:`servebench_points`)."""
     return _points_chart(_points(paper, ours, 13), "Fig. 13: topology-aware dispatch, two-node EP16")
+
+
+#: Which serve-bench recordings belong beside which paper figure: a test on the recording's
+#: ``manifest.json`` server spec (model, ep, redundant slots, initial expert location).
+FIGURE_SERVERS = {
+    8: lambda s: "235B" in str(s.get("model", "")) or "V3" in str(s.get("model", "")),
+    10: lambda s: int(s.get("ep", 8)) == 8 and bool(s.get("init_expert_location")),
+    11: lambda s: "235B" in str(s.get("model", "")) and int(s.get("ep", 8)) == 8,
+    13: lambda s: int(s.get("ep", 8)) == 16,
+}
+
+
+def serving_recordings(figure: int, root=None) -> pd.DataFrame | None:
+    """This artifact's serve-bench recordings for paper Figure ``figure`` (8, 10, 11 or 13):
+    every ``data/measured/<machine>/serve-bench*/pairs.csv`` whose manifest's server matches
+    :data:`FIGURE_SERVERS`, as :func:`servebench_points` frames labelled with the folder; None
+    when there is none."""
+    if figure not in FIGURE_SERVERS:
+        raise ValueError(f"figure must be one of {sorted(FIGURE_SERVERS)}, got {figure!r}")
+    root = Path(root) if root else paths.ROOT / "data" / "measured"
+    frames = []
+    for f in sorted(root.glob("*/serve-bench*/pairs.csv")):
+        man = f.parent / "manifest.json"
+        server = json.loads(man.read_text()).get("server", {}) if man.is_file() else {}
+        if FIGURE_SERVERS[figure](server):
+            frames.append(servebench_points(pd.read_csv(f), who=f"this artifact: {f.parent.parent.name}/{f.parent.name}"))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def epbench_recordings(root=None) -> pd.DataFrame | None:
+    """This artifact's EP microbenchmark recordings (``data/measured/<machine>/*/epbench.csv.gz``
+    with the run's arguments in ``results.json``, as ``gpu-check`` writes them) as
+    :func:`epbench_points` frames: setting ``B=<tokens>``, labelled with the folder, the shape
+    and whether the ranks were emulated on one device; None when there is none."""
+    root = Path(root) if root else paths.ROOT / "data" / "measured"
+    frames = []
+    for f in sorted(root.glob("*/*/epbench.csv.gz")):
+        res = f.parent / "results.json"
+        info = json.loads(res.read_text()) if res.is_file() else {}
+        ep = info.get("epbench", info) if isinstance(info, dict) else {}
+        args = ep.get("args", {}) if isinstance(ep, dict) else {}
+        emulated = "emulate" in json.dumps(info).lower() or "gpu-check" in f.parent.name
+        setting = f"B={args.get('tokens', '?')}"
+        who = (f"this artifact: {f.parent.parent.name}/{f.parent.name} ({args.get('shape', '?')} shape, "
+               f"{args.get('world_size', '?')} ranks{' emulated on one GPU' if emulated else ''})")
+        frames.append(epbench_points(pd.read_csv(f), setting, who=who))
+    return pd.concat(frames, ignore_index=True) if frames else None
