@@ -545,8 +545,44 @@ def epbench_recordings(root=None) -> pd.DataFrame | None:
         ep = info.get("epbench", info) if isinstance(info, dict) else {}
         args = ep.get("args", {}) if isinstance(ep, dict) else {}
         emulated = "emulate" in json.dumps(info).lower() or "gpu-check" in f.parent.name
-        setting = f"B={args.get('tokens', '?')}"
+        tokens = args.get("tokens")
+        if tokens is None:  # a folder named ...-B<tokens> (the chapter's recipe)
+            import re
+
+            hit = re.search(r"B(\d+)$", f.parent.name)
+            tokens = hit.group(1) if hit else "?"
+        setting = f"B={tokens}"
         who = (f"this artifact: {f.parent.parent.name}/{f.parent.name} ({args.get('shape', '?')} shape, "
                f"{args.get('world_size', '?')} ranks{' emulated on one GPU' if emulated else ''})")
         frames.append(epbench_points(pd.read_csv(f), setting, who=who))
     return pd.concat(frames, ignore_index=True) if frames else None
+
+
+# ---------------------------------------------------------------------------- runtime and microbenchmark charts (06, 07)
+def live_vs_uniform(live: pd.DataFrame):
+    """The refresher at work (chapter 06): per batch, the modeled block time of the table in
+    force over EPLB's uniform split of the same batch, against wall-clock seconds.  ``live``
+    is the frame of :func:`tempo.serving.live.live_run`."""
+    alt = _alt()
+    _need(live, {"t_s", "table_vs_uniform", "tables_published"}, "live (tempo.serving.live.live_run)")
+    return alt.Chart(live).mark_line().encode(
+        x=alt.X("t_s:Q", title="seconds"),
+        y=alt.Y("table_vs_uniform:Q", title="modeled block time / uniform split", scale=alt.Scale(zero=False)),
+        tooltip=["t_s", "table_vs_uniform", "tables_published"],
+    ).properties(width=520, height=240, title="Live table vs EPLB's uniform split")
+
+
+def epbench_model_vs_measured(summary: pd.DataFrame, where: str = ""):
+    """EP microbenchmark (Section 5.2's question): per policy, measured expert time and the
+    model's prediction, each relative to static (medians of per-step ratios).  ``summary`` is
+    ``epbench.summarize(...)`` (index policy, columns measured_vs_static, model_vs_static)."""
+    alt = _alt()
+    _need(summary, {"measured_vs_static", "model_vs_static"}, "summary (epbench.summarize)")
+    bars = summary[["measured_vs_static", "model_vs_static"]].rename_axis("policy").reset_index().melt(
+        "policy", var_name="series", value_name="vs static")
+    return alt.Chart(bars).mark_bar().encode(
+        x=alt.X("policy:N", title=None), xOffset="series:N", y=alt.Y("vs static:Q", title="relative to static (median)"),
+        color=alt.Color("series:N", legend=alt.Legend(orient="bottom")),
+        tooltip=["policy", "series", alt.Tooltip("vs static:Q", format=".3f")],
+    ).properties(width=420, height=240, title=f"{where}: measured expert time vs the model's prediction" if where
+                 else "Measured expert time vs the model's prediction")

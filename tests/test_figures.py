@@ -188,3 +188,47 @@ def test_epbench_and_servebench_points_known_answers():
     assert math.isnan(sb.loc["dynamic", "lo"])  # one window: no range
     rows = _datasets(figures.fig13_topology(paper.figure(13), figures.servebench_points(pairs)))
     assert {r["who"] for r in rows} == {"paper", "this artifact"} and len(rows) == len(paper.figure(13)) + 2
+
+
+def test_runtime_and_epbench_charts_on_small_frames():
+    import pytest
+
+    live = pd.DataFrame({"t_s": [0.0, 0.1, 0.2], "table_vs_uniform": [1.0, 0.9, 0.85], "tables_published": [0, 1, 2]})
+    assert [r["table_vs_uniform"] for r in _datasets(figures.live_vs_uniform(live))] == [1.0, 0.9, 0.85]
+    summ = pd.DataFrame({"measured_vs_static": [1.0, 0.9], "model_vs_static": [1.0, 0.8]},
+                        index=pd.Index(["static", "tempo"], name="policy"))
+    rows = _datasets(figures.epbench_model_vs_measured(summ, "4 gloo ranks"))
+    got = {(r["policy"], r["series"]): r["vs static"] for r in rows}
+    assert got == {("static", "measured_vs_static"): 1.0, ("tempo", "measured_vs_static"): 0.9,
+                   ("static", "model_vs_static"): 1.0, ("tempo", "model_vs_static"): 0.8}
+    with pytest.raises(ValueError, match="live_run"):
+        figures.live_vs_uniform(pd.DataFrame({"t_s": [0.0]}))
+
+
+def test_recording_choice_fits_and_roofline_table(tmp_path):
+    import json
+
+    import pytest
+
+    from tempo.calib.record import pick_recording, recording_fits, recordings
+    from tempo.calib.shapes import roofline_table, shape
+
+    S = _fake_recording().query("kind == 'grid'")  # the grid follows the known truth exactly
+    for name, backend, date in (("dsv3-gpu", "deep_gemm", "2026-01-02"), ("dsv3-cpu", "cpu", "2026-01-03")):
+        d = tmp_path / "m" / name
+        d.mkdir(parents=True)
+        S.to_csv(d / "samples.csv.gz", index=False)
+        (d / "fit.json").write_text("{}")
+        (d / "manifest.json").write_text(json.dumps({"backend": backend, "shape": "dsv3", "date": date, "cells": len(S),
+                                                     "device": "x", "machine": "m"}))
+    recs = recordings(root=tmp_path)
+    assert pick_recording(recs, "dsv3").backend == "deep_gemm"  # a GPU recording wins over a newer CPU one
+    assert pick_recording(recs[recs.backend == "cpu"], "dsv3").backend == "cpu"
+    assert pick_recording(recs, "qwen3-30b") is None
+    fits = recording_fits(recs)
+    # the known truth t = max(10 G, 0.1 N): b = 10 us, beta = 0.1 us/token, n* = 100
+    assert len(fits) == 2 and fits.b_us.iloc[0] == pytest.approx(10.0, rel=1e-3)
+    assert fits.beta_us_per_tok.iloc[0] == pytest.approx(0.1, rel=1e-3) and fits.fit_err_pct.iloc[0] < 0.1
+    rt = roofline_table(("dsv3",), hbm_tb_s=4.8).iloc[0]
+    assert rt["expert MB (fp8)"] == pytest.approx(shape("dsv3").bytes(1.0) / 1e6)
+    assert rt["roofline b at 4.8 TB/s (us)"] == pytest.approx(shape("dsv3").bytes(1.0) / 4.8e12 * 1e6)

@@ -294,3 +294,65 @@ def anatomy_gains(anatomy: pd.DataFrame) -> pd.DataFrame:
                      "tempo_over_lb": ms["tempo"] / g.lower_bound_us.iloc[0],
                      "paper_preset_gain_pct": 100 * (1 - ms["tempo_paper"] / ms[best])})
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ chapter 04's tables (summaries of the results above)
+def mixed_summary(mixed: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 5's numbers per batch size: % of mixed batches, mean % of activated experts in the
+    flat region and mean % of tokens in linear-region experts (the ``mixed_regime`` result)."""
+    return mixed.groupby("tokens_per_gpu").agg(
+        mixed_pct=("mixed", "mean"), flat_experts_pct=("flat_expert_share", "mean"),
+        linear_tokens_pct=("linear_token_share", "mean")).mul(100).round(1)
+
+
+T1_POLICIES = ["static", "uniform", "token_lp", "metro", "spread"]
+
+
+def mispricing_summary(t1: pd.DataFrame) -> pd.DataFrame:
+    """Table 1, this artifact: per concurrency B, each proxy's ratio to TEMPO (and the spread)
+    as ``<policy> median`` and ``<policy> p95`` over batches (the ``proxy_mispricing`` result)."""
+    g = t1.groupby("B")[T1_POLICIES]
+    out = pd.concat({"median": g.median(), "p95": g.quantile(0.95)}, axis=1)
+    out.columns = [f"{p} {q}" for q, p in out.columns]
+    return out[[f"{p} {q}" for p in T1_POLICIES for q in ("median", "p95")]]
+
+
+def mispricing_paper(table1: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 as the paper prints it (medians, one row per B), from ``paper.table(1)``."""
+    return table1.pivot(index="B", columns="policy", values="median")[T1_POLICIES]
+
+
+def phase_gains(phase: pd.DataFrame) -> pd.DataFrame:
+    """TEMPO's gain over the best fixed policy per (shape, replication): min, max, mean %."""
+    return phase.groupby(["shape", "replication"]).gain_pct.agg(["min", "max", "mean"])
+
+
+def scale_gains(scale: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 12 per (skew, EP): mean and max gain over the batch ladder, compute-only and with
+    the communication term (the ``phase_diagram`` result with ``comm_kr``)."""
+    return scale.groupby(["skew", "ep"]).agg(mean_gain=("gain_pct", "mean"), max_gain=("gain_pct", "max"),
+                                             mean_gain_comm=("gain_comm_pct", "mean"),
+                                             max_gain_comm=("gain_comm_pct", "max"))
+
+
+T4_ROWS = ["uniform", "token_lp", "metro", "llep", "tempo"]
+
+
+def landscape_table(land: pd.DataFrame, redundant: int = 64, drift: int = 16) -> pd.DataFrame:
+    """Table 4, this artifact: median makespan / static per kernel (rows) and scale (columns)
+    at one redundancy and drift (the ``policy_landscape`` result)."""
+    main = land[(land.redundant == redundant) & (land.drift == drift)]
+    if main.empty:
+        raise ValueError(f"no policy_landscape rows at redundant={redundant}, drift={drift}")
+    t = main.groupby(["policy", "scale"]).ratio_to_static.median().unstack()
+    return t.loc[[p for p in T4_ROWS if p in t.index], [s for s in ("0.25x", "1x", "4x") if s in t.columns]]
+
+
+def landscape_grid(land: pd.DataFrame) -> pd.DataFrame:
+    """Median makespan / static per (redundancy, drift) and kernel, over every scale."""
+    return land.groupby(["redundant", "drift", "policy"]).ratio_to_static.median().unstack("policy")
+
+
+def staleness_table(stale: pd.DataFrame) -> pd.DataFrame:
+    """Section 5.5: median makespan / static per scale (rows) and information regime."""
+    return stale.groupby(["scale", "regime"]).ratio_to_static.median().unstack()[["exact", "stale-1", "frozen", "uniform"]]
