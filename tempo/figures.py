@@ -586,3 +586,28 @@ def epbench_model_vs_measured(summary: pd.DataFrame, where: str = ""):
         tooltip=["policy", "series", alt.Tooltip("vs static:Q", format=".3f")],
     ).properties(width=420, height=240, title=f"{where}: measured expert time vs the model's prediction" if where
                  else "Measured expert time vs the model's prediction")
+
+
+def fig2b_shapes(paper_t6: pd.DataFrame, ours: pd.DataFrame | None = None):
+    """Fig. 2b: the activation floor b and the inflection n* per expert shape, the paper's
+    (``paper.table(6)``, Testbed A) beside this artifact's recordings
+    (:func:`tempo.calib.record.recording_fits`: one point per recording, labelled with its
+    device and backend)."""
+    alt = _alt()
+    _need(paper_t6, {"shape", "b_us", "n_star"}, "paper_t6 (paper.table(6))")
+    frames = [paper_t6[["shape", "b_us", "n_star"]].assign(who="paper (Testbed A)")]
+    if ours is not None and len(ours):
+        _need(ours, {"shape", "backend", "device", "b_us", "n_star"}, "ours (recording_fits)")
+        frames.append(ours[["shape", "b_us", "n_star"]].assign(
+            who="this artifact: " + ours.device.astype(str) + " " + ours.backend.astype(str)))
+    df = pd.concat(frames, ignore_index=True)
+    # one name per shape whichever table it comes from (recordings use lower-case ids)
+    df["shape"] = df["shape"].astype(str).str.lower().str.replace(" ", "", regex=False)
+    long = df.melt(["shape", "who"], ["b_us", "n_star"], var_name="quantity", value_name="value")
+    long["quantity"] = long.quantity.map({"b_us": "floor b (us)", "n_star": "inflection n* (tokens)"})
+    return alt.Chart(long).mark_point(filled=True, size=80).encode(
+        x=alt.X("value:Q", title=None, scale=alt.Scale(type="log")), y=alt.Y("shape:N", title=None),
+        color=alt.Color("who:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
+        shape=alt.Shape("who:N", legend=None),
+        tooltip=["shape", "who", "quantity", alt.Tooltip("value:Q", format=".3g")],
+    ).properties(width=360, height=160).facet(column=alt.Column("quantity:N", title=None)).resolve_scale(x="independent")

@@ -232,3 +232,19 @@ def test_recording_choice_fits_and_roofline_table(tmp_path):
     rt = roofline_table(("dsv3",), hbm_tb_s=4.8).iloc[0]
     assert rt["expert MB (fp8)"] == pytest.approx(shape("dsv3").bytes(1.0) / 1e6)
     assert rt["roofline b at 4.8 TB/s (us)"] == pytest.approx(shape("dsv3").bytes(1.0) / 4.8e12 * 1e6)
+
+
+def test_fig2b_shapes_paper_and_recordings():
+    import pytest
+
+    from tempo import paper
+
+    ours = pd.DataFrame({"shape": ["dsv3"], "backend": ["deep_gemm"], "device": ["NVIDIA H200"], "b_us": [11.0],
+                         "n_star": [115.0]})
+    rows = _datasets(figures.fig2b_shapes(paper.table(6), ours))
+    got = {(r["shape"], r["who"], r["quantity"]): r["value"] for r in rows}
+    assert got[("dsv3", "paper (Testbed A)", "floor b (us)")] == 14.78
+    assert got[("dsv3", "this artifact: NVIDIA H200 deep_gemm", "inflection n* (tokens)")] == 115.0
+    assert len(rows) == 2 * (len(paper.table(6)) + 1)
+    with pytest.raises(ValueError, match="table\\(6\\)"):
+        figures.fig2b_shapes(pd.DataFrame({"shape": ["x"]}))
