@@ -273,3 +273,341 @@ def fig12_scale(scale: pd.DataFrame):
         y=alt.Y("gain_pct:Q", title="TEMPO gain over best fixed %"),
         color=alt.Color("ep:O", title="EP"), strokeDash=alt.StrokeDash("skew:N", title="Zipf s"), tooltip=tips,
     ).properties(width=520, height=280, title="Scale extrapolation (compute only)")
+
+
+# ---------------------------------------------------------------------------- calibration figures (Figs. 2, 3, 4, 9)
+def _need(df: pd.DataFrame, cols, what: str) -> None:
+    missing = set(cols) - set(df.columns)
+    if missing:
+        raise ValueError(f"{what} lacks columns {sorted(missing)}")
+
+
+def fig2_regimes(samples: pd.DataFrame, models: dict, label: str = ""):
+    """Fig. 2a: one expert alone (G = 1): measured time against tokens (log-log) with each
+    fitted model of ``models`` (``{legend: CostModel}``) drawn as a line.  ``samples`` is a
+    calibration recording (:func:`tempo.calib.record.load_recording`); grid cells only."""
+    import numpy as np
+
+    alt = _alt()
+    _need(samples, {"G", "n", "kind", "t_us"}, "samples (a calibration recording)")
+    one = samples[(samples.G == 1) & (samples.kind == "grid")].sort_values("n")
+    if one.empty:
+        raise ValueError("samples has no G = 1 grid cells")
+    n = np.unique(np.geomspace(1, one.n.max(), 200).round())
+    curve = pd.concat([pd.DataFrame({"n": n, "t": m.time(1, n), "fit": name}) for name, m in models.items()])
+    base = alt.Chart(one).mark_point(filled=True, size=50).encode(
+        x=alt.X("n:Q", scale=alt.Scale(type="log"), title="tokens on the expert (n)"),
+        y=alt.Y("t_us:Q", scale=alt.Scale(type="log"), title="time (us)"),
+        tooltip=["n", alt.Tooltip("t_us:Q", format=".1f")])
+    lines = alt.Chart(curve).mark_line().encode(
+        x="n:Q", y="t:Q", color=alt.Color("fit:N", legend=alt.Legend(orient="bottom", labelLimit=300)),
+        strokeDash="fit:N")
+    return (base + lines).properties(width=520, height=300, title=f"One expert: measured ({label})" if label else "One expert")
+
+
+def fig3_g_driven(samples: pd.DataFrame, label: str = "", Gs=(1, 2, 4, 8, 13, 20, 40), ns=(1, 4, 16, 64)):
+    """Fig. 3: (a) time against tokens per expert, one line per activation count G; (b) time
+    against G at fixed tokens per expert (the paper: the n = 1 and n = 64 curves coincide).
+    Grid cells of a calibration recording; G and n values the grid lacks are skipped (all
+    G values when none of ``Gs`` is in the grid: its first five)."""
+    alt = _alt()
+    _need(samples, {"G", "n", "kind", "t_us"}, "samples (a calibration recording)")
+    grid = samples[samples.kind == "grid"]
+    if grid.empty:
+        raise ValueError("samples has no grid cells")
+    have = sorted(grid.G.unique())
+    sel = [g for g in have if g in set(Gs)] or have[:5]
+    tips = ["G", "n", alt.Tooltip("t_us:Q", format=".1f")]
+    a = alt.Chart(grid[grid.G.isin(sel)]).mark_line(point=True).encode(
+        x=alt.X("n:Q", scale=alt.Scale(type="log"), title="tokens per expert (n)"),
+        y=alt.Y("t_us:Q", scale=alt.Scale(type="log"), title="time (us)"), color=alt.Color("G:O", title="G"),
+        tooltip=tips).properties(width=320, height=260, title="(a) time vs n, per G")
+    b = alt.Chart(grid[grid.n.isin([n for n in ns if n in set(grid.n)])]).mark_line(point=True).encode(
+        x=alt.X("G:Q", title="activated experts G"), y=alt.Y("t_us:Q", title="time (us)"),
+        color=alt.Color("n:O", title="n"), tooltip=tips).properties(width=320, height=260, title="(b) time vs G, per n")
+    return (a | b).properties(title=label)
+
+
+def tile_window(samples: pd.DataFrame, lo: int = 100, hi: int = 400) -> pd.DataFrame:
+    """The cells of Fig. 4's fine sweep: every sample (sweep or grid) at a G the recording swept
+    finely (``kind == "tile"``) with ``lo <= n <= hi`` tokens per expert; empty when the
+    recording has no tile sweep."""
+    _need(samples, {"G", "n", "kind"}, "samples (a calibration recording)")
+    fine_G = samples[samples.kind == "tile"].G.unique()
+    return samples[samples.G.isin(fine_G) & samples.n.between(lo, hi)].sort_values(["G", "n"])
+
+
+def fig4_tile_staircase(fine: pd.DataFrame, blind, tile):
+    """Fig. 4: the tile staircase on a fine sweep (:func:`tile_window`): measured time, the
+    tile-blind fit (Eq. 1, ``blind``) and the tile-aware fit (Eq. 2, ``tile``) per G, with the
+    128-token boundaries as dotted rules."""
+    alt = _alt()
+    _need(fine, {"G", "n", "N", "T", "t_us"}, "fine (tile_window of a recording)")
+    if fine.empty:
+        raise ValueError("fine is empty: the recording has no tile sweep")
+    pred = fine.assign(**{"tile-blind (Eq. 1)": blind.time(fine.G, fine.N),
+                          "tile-aware (Eq. 2)": tile.time(fine.G, fine.N, fine["T"])})
+    long = pred.melt(["G", "n"], ["t_us", "tile-blind (Eq. 1)", "tile-aware (Eq. 2)"], var_name="series",
+                     value_name="time")
+    long["series"] = long.series.replace({"t_us": "measured"})
+    bounds = [b for b in (128, 256, 384, 512) if fine.n.min() <= b <= fine.n.max()]
+    lines = alt.Chart(long).mark_line(point=True).encode(
+        x=alt.X("n:Q", title="tokens per expert"), y=alt.Y("time:Q", title="time (us)"),
+        color=alt.Color("series:N", legend=alt.Legend(orient="bottom")), strokeDash="series:N",
+        tooltip=["G", "n", "series", alt.Tooltip("time:Q", format=".1f")])
+    rules = alt.Chart(pd.DataFrame({"n": bounds})).mark_rule(strokeDash=[2, 3], color="gray").encode(x="n:Q")
+    return alt.layer(lines, rules).properties(width=260, height=200).facet(
+        facet=alt.Facet("G:O", title="G"), columns=2, data=long)
+
+
+def fig9_proxy_spreads(spreads: pd.DataFrame, paper: pd.DataFrame | None = None, label: str = "this artifact"):
+    """Fig. 9: proxy-equivalence sets on a measured grid -- the largest spread (max t / min t)
+    of the same-N sets (token balancing's equal cells) and of the same-G sets (activation
+    balancing's), this artifact's (``spreads`` from :func:`tempo.calib.proxy_spreads`) beside
+    the paper's (``paper.figure(9)``)."""
+    alt = _alt()
+    _need(spreads, {"set", "spread"}, "spreads (tempo.calib.proxy_spreads)")
+    ours = spreads.groupby("set").spread.max().rename("value").reset_index()
+    ours["source"] = label
+    frames = [ours]
+    if paper is not None:
+        _need(paper, {"setting", "model", "value"}, "paper (paper.figure(9))")
+        frames.append(pd.DataFrame({"set": paper.setting, "value": paper.value, "source": "paper: " + paper.model}))
+    df = pd.concat(frames, ignore_index=True)
+    return alt.Chart(df).mark_bar().encode(
+        y=alt.Y("set:N", title=None), yOffset="source:N",
+        x=alt.X("value:Q", scale=alt.Scale(type="log"), title="largest spread of true time in the set (x)"),
+        color=alt.Color("source:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
+        tooltip=["set", "source", alt.Tooltip("value:Q", format=".2f")],
+    ).properties(width=460, height=160, title="Cells a proxy treats as equal, by true time")
+
+
+# ---------------------------------------------------------------------------- hardware-only figures (Figs. 7, 8, 10, 11, 13)
+_POINT_COLS = ["model", "setting", "policy", "metric", "value", "lo", "hi", "unit", "source"]
+
+
+def _points(paper: pd.DataFrame, ours: pd.DataFrame | None, figure: int) -> pd.DataFrame:
+    from .paper import FIGURE_COLUMNS
+
+    _need(paper, FIGURE_COLUMNS, f"paper (paper.figure({figure}))")
+    if not (paper.figure == figure).all():
+        raise ValueError(f"paper holds rows of figures {sorted(paper.figure.unique())}, expected {figure}")
+    p = paper[_POINT_COLS].assign(who="paper")
+    frames = [p]
+    if ours is not None and len(ours):
+        _need(ours, _POINT_COLS, "ours (epbench_points / servebench_points)")
+        frames.append(ours[_POINT_COLS].assign(who=ours.get("who", "this artifact")))
+    df = pd.concat(frames, ignore_index=True)
+    df["row"] = df.setting.astype(str) + " | " + df.policy.astype(str)
+    df["quantity"] = df.metric + " (" + df.unit + ")"
+    return df
+
+
+def _points_chart(df: pd.DataFrame, title: str):
+    """Stated points (filled), ranges (a bar from lo to hi) and one-sided bounds (a tick at hi),
+    one panel per quantity, paper and this artifact in two colours."""
+    alt = _alt()
+    color = alt.Color("who:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400))
+    y = alt.Y("row:N", title=None, axis=alt.Axis(labelLimit=320))
+    tips = ["who", "model", "setting", "policy", "metric", alt.Tooltip("value:Q", format=".1f"),
+            alt.Tooltip("lo:Q", format=".1f"), alt.Tooltip("hi:Q", format=".1f"), "unit", "source"]
+    pts = alt.Chart().mark_point(filled=True, size=80).encode(
+        x=alt.X("value:Q", title=None), y=y, color=color, tooltip=tips).transform_filter("isValid(datum.value)")
+    rng = alt.Chart().mark_bar(size=8, opacity=0.6).encode(
+        x="lo:Q", x2="hi:Q", y=y, color=color, tooltip=tips).transform_filter("isValid(datum.lo) && isValid(datum.hi)")
+    bound = alt.Chart().mark_tick(thickness=3, size=16).encode(
+        x="hi:Q", y=y, color=color, tooltip=tips).transform_filter("!isValid(datum.lo) && isValid(datum.hi)")
+    zero = alt.Chart().mark_rule(color="gray", strokeDash=[3, 3]).encode(x="z:Q").transform_calculate(z="0")
+    return alt.layer(rng, bound, pts, zero, data=df).properties(width=420).facet(
+        row=alt.Row("quantity:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=420)),
+    ).resolve_scale(x="independent", y="independent").properties(title=title)
+
+
+def epbench_points(df: pd.DataFrame, setting: str, who: str = "this artifact",
+                   fixed=("uniform", "token_lp", "metro"), time: str = "layer_us") -> pd.DataFrame:
+    """Fig. 7's quantities from an ``epbench`` run (its per-step CSV, ``--csv``): each policy's
+    median ``time`` over the steps, how far it is off the best fixed policy (the best of
+    ``fixed`` present), and TEMPO's gain over each other policy, in %.  ``setting`` names the
+    run (e.g. ``"B=64"``), ``who`` the recording."""
+    _need(df, {"step", "policy", time}, "df (an epbench per-step CSV)")
+    med = df.groupby("policy")[time].median()
+    present = [p for p in fixed if p in med.index]
+    if not present:
+        raise ValueError(f"df has none of the fixed policies {list(fixed)}")
+    best = med[present].min()
+    rows = [{"policy": p, "metric": "off the best fixed policy", "value": 100 * (v / best - 1)}
+            for p, v in med.items()]
+    if "tempo" in med.index:
+        rows += [{"policy": p, "metric": "TEMPO's gain over the policy", "value": 100 * (1 - med["tempo"] / v)}
+                 for p, v in med.items() if p != "tempo"]
+    out = pd.DataFrame(rows)
+    return out.assign(model="", setting=setting, lo=float("nan"), hi=float("nan"), unit="%",
+                      source=f"median {time} over {df.step.nunique()} steps", who=who)
+
+
+_PAIR_METRICS = {"throughput_delta_pct": "throughput change vs same-window static",
+                 "p99_tpot_ms_delta_pct": "p99 TPOT change vs same-window static",
+                 "median_ttft_ms_delta_pct": "median TTFT change vs same-window static"}
+
+
+def servebench_points(pairs: pd.DataFrame, who: str = "this artifact") -> pd.DataFrame:
+    """The serving figures' quantities from a ``serve-bench`` ``pairs.csv``: per (workload,
+    policy) and metric, the median over the kept windows (``value``) and their range (``lo``,
+    ``hi``), in % against the same window's static run."""
+    _need(pairs, {"workload", "policy", "kept"}, "pairs (a serve-bench pairs.csv)")
+    kept = pairs[pairs.kept.astype(bool)]
+    rows = []
+    for col, metric in _PAIR_METRICS.items():
+        if col not in kept:
+            continue
+        for (wl, pol), s in kept.groupby(["workload", "policy"])[col]:
+            s = s.dropna()
+            if len(s):
+                rows.append({"setting": wl, "policy": pol, "metric": metric, "value": s.median(),
+                             "lo": s.min() if len(s) > 1 else float("nan"), "hi": s.max() if len(s) > 1 else float("nan"),
+                             "source": f"median of {len(s)} kept window(s)"})
+    out = pd.DataFrame(rows, columns=["setting", "policy", "metric", "value", "lo", "hi", "source"])
+    return out.assign(model="", unit="%", who=who)
+
+
+def fig7_wallclock(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
+    """Fig. 7 (Section 5.1): the EP8 wall-clock microbenchmark -- how far each policy is off
+    the best fixed policy of its batch size and TEMPO's gain over each, as the paper states
+    them (``paper.figure(7)``), beside an ``epbench`` run (:func:`epbench_points`)."""
+    return _points_chart(_points(paper, ours, 7), "Fig. 7: EP8 wall clock relative to the best fixed policy")
+
+
+def fig8_serving(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
+    """Fig. 8 (Section 5.10, EP16 panels 5.15): serving on Testbed B against same-window
+    static -- throughput (left) and tail latency under Poisson arrivals (right) -- as the paper
+    states them (``paper.figure(8)``), beside a serve-bench ``pairs.csv``
+    (:func:`servebench_points`)."""
+    return _points_chart(_points(paper, ours, 8), "Fig. 8: Testbed B serving vs same-window static")
+
+
+def fig10_stale_placement(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
+    """Fig. 10 (Section 5.12): stale placement on the DSv3-shape proxy -- (a) TEMPO against
+    the token-LP dispatcher, (b) the 1.06x replica budget -- from ``paper.figure(10)``, beside
+    a serve-bench ``pairs.csv`` (:func:`servebench_points`)."""
+    return _points_chart(_points(paper, ours, 10), "Fig. 10: stale placement, DSv3-shape proxy")
+
+
+def fig11_robustness(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
+    """Fig. 11 (Sections 5.10, 5.12): the Testbed B wins over repeat windows (a, b) and the
+    drift-16 corruption on the real model (c), from ``paper.figure(11)``, beside a serve-bench
+    ``pairs.csv`` (:func:`servebench_points`)."""
+    return _points_chart(_points(paper, ours, 11), "Fig. 11: robustness of the Testbed B win region")
+
+
+def fig13_topology(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
+    """Fig. 13b (Section 5.15): flat vs topology-aware split on two-node EP16 under drift-16,
+    from ``paper.figure(13)``, beside a serve-bench ``pairs.csv`` (:func:`servebench_points`)."""
+    return _points_chart(_points(paper, ours, 13), "Fig. 13: topology-aware dispatch, two-node EP16")
+
+
+#: Which serve-bench recordings belong beside which paper figure: a test on the recording's
+#: ``manifest.json`` server spec (model, ep, redundant slots, initial expert location).
+FIGURE_SERVERS = {
+    8: lambda s: "235B" in str(s.get("model", "")) or "V3" in str(s.get("model", "")),
+    10: lambda s: int(s.get("ep", 8)) == 8 and bool(s.get("init_expert_location")),
+    11: lambda s: "235B" in str(s.get("model", "")) and int(s.get("ep", 8)) == 8,
+    13: lambda s: int(s.get("ep", 8)) == 16,
+}
+
+
+def serving_recordings(figure: int, root=None) -> pd.DataFrame | None:
+    """This artifact's serve-bench recordings for paper Figure ``figure`` (8, 10, 11 or 13):
+    every ``data/measured/<machine>/serve-bench*/pairs.csv`` whose manifest's server matches
+    :data:`FIGURE_SERVERS`, as :func:`servebench_points` frames labelled with the folder; None
+    when there is none."""
+    if figure not in FIGURE_SERVERS:
+        raise ValueError(f"figure must be one of {sorted(FIGURE_SERVERS)}, got {figure!r}")
+    root = Path(root) if root else paths.ROOT / "data" / "measured"
+    frames = []
+    for f in sorted(root.glob("*/serve-bench*/pairs.csv")):
+        man = f.parent / "manifest.json"
+        server = json.loads(man.read_text()).get("server", {}) if man.is_file() else {}
+        if FIGURE_SERVERS[figure](server):
+            frames.append(servebench_points(pd.read_csv(f), who=f"this artifact: {f.parent.parent.name}/{f.parent.name}"))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def epbench_recordings(root=None) -> pd.DataFrame | None:
+    """This artifact's EP microbenchmark recordings (``data/measured/<machine>/*/epbench.csv.gz``
+    with the run's arguments in ``results.json``, as ``gpu-check`` writes them) as
+    :func:`epbench_points` frames: setting ``B=<tokens>``, labelled with the folder, the shape
+    and whether the ranks were emulated on one device; None when there is none."""
+    root = Path(root) if root else paths.ROOT / "data" / "measured"
+    frames = []
+    for f in sorted(root.glob("*/*/epbench.csv.gz")):
+        res = f.parent / "results.json"
+        info = json.loads(res.read_text()) if res.is_file() else {}
+        ep = info.get("epbench", info) if isinstance(info, dict) else {}
+        args = ep.get("args", {}) if isinstance(ep, dict) else {}
+        emulated = "emulate" in json.dumps(info).lower() or "gpu-check" in f.parent.name
+        tokens = args.get("tokens")
+        if tokens is None:  # a folder named ...-B<tokens> (the chapter's recipe)
+            import re
+
+            hit = re.search(r"B(\d+)$", f.parent.name)
+            tokens = hit.group(1) if hit else "?"
+        setting = f"B={tokens}"
+        who = (f"this artifact: {f.parent.parent.name}/{f.parent.name} ({args.get('shape', '?')} shape, "
+               f"{args.get('world_size', '?')} ranks{' emulated on one GPU' if emulated else ''})")
+        frames.append(epbench_points(pd.read_csv(f), setting, who=who))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+# ---------------------------------------------------------------------------- runtime and microbenchmark charts (06, 07)
+def live_vs_uniform(live: pd.DataFrame):
+    """The refresher at work (chapter 06): per batch, the modeled block time of the table in
+    force over EPLB's uniform split of the same batch, against wall-clock seconds.  ``live``
+    is the frame of :func:`tempo.serving.live.live_run`."""
+    alt = _alt()
+    _need(live, {"t_s", "table_vs_uniform", "tables_published"}, "live (tempo.serving.live.live_run)")
+    return alt.Chart(live).mark_line().encode(
+        x=alt.X("t_s:Q", title="seconds"),
+        y=alt.Y("table_vs_uniform:Q", title="modeled block time / uniform split", scale=alt.Scale(zero=False)),
+        tooltip=["t_s", "table_vs_uniform", "tables_published"],
+    ).properties(width=520, height=240, title="Live table vs EPLB's uniform split")
+
+
+def epbench_model_vs_measured(summary: pd.DataFrame, where: str = ""):
+    """EP microbenchmark (Section 5.2's question): per policy, measured expert time and the
+    model's prediction, each relative to static (medians of per-step ratios).  ``summary`` is
+    ``epbench.summarize(...)`` (index policy, columns measured_vs_static, model_vs_static)."""
+    alt = _alt()
+    _need(summary, {"measured_vs_static", "model_vs_static"}, "summary (epbench.summarize)")
+    bars = summary[["measured_vs_static", "model_vs_static"]].rename_axis("policy").reset_index().melt(
+        "policy", var_name="series", value_name="vs static")
+    return alt.Chart(bars).mark_bar().encode(
+        x=alt.X("policy:N", title=None), xOffset="series:N", y=alt.Y("vs static:Q", title="relative to static (median)"),
+        color=alt.Color("series:N", legend=alt.Legend(orient="bottom")),
+        tooltip=["policy", "series", alt.Tooltip("vs static:Q", format=".3f")],
+    ).properties(width=420, height=240, title=f"{where}: measured expert time vs the model's prediction" if where
+                 else "Measured expert time vs the model's prediction")
+
+
+def fig2b_shapes(paper_t6: pd.DataFrame, ours: pd.DataFrame | None = None):
+    """Fig. 2b: the activation floor b and the inflection n* per expert shape, the paper's
+    (``paper.table(6)``, Testbed A) beside this artifact's recordings
+    (:func:`tempo.calib.record.recording_fits`: one point per recording, labelled with its
+    device and backend)."""
+    alt = _alt()
+    _need(paper_t6, {"shape", "b_us", "n_star"}, "paper_t6 (paper.table(6))")
+    frames = [paper_t6[["shape", "b_us", "n_star"]].assign(who="paper (Testbed A)")]
+    if ours is not None and len(ours):
+        _need(ours, {"shape", "backend", "device", "b_us", "n_star"}, "ours (recording_fits)")
+        frames.append(ours[["shape", "b_us", "n_star"]].assign(
+            who="this artifact: " + ours.device.astype(str) + " " + ours.backend.astype(str)))
+    df = pd.concat(frames, ignore_index=True)
+    # one name per shape whichever table it comes from (recordings use lower-case ids)
+    df["shape"] = df["shape"].astype(str).str.lower().str.replace(" ", "", regex=False)
+    long = df.melt(["shape", "who"], ["b_us", "n_star"], var_name="quantity", value_name="value")
+    long["quantity"] = long.quantity.map({"b_us": "floor b (us)", "n_star": "inflection n* (tokens)"})
+    return alt.Chart(long).mark_point(filled=True, size=80).encode(
+        x=alt.X("value:Q", title=None, scale=alt.Scale(type="log")), y=alt.Y("shape:N", title=None),
+        color=alt.Color("who:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
+        shape=alt.Shape("who:N", legend=None),
+        tooltip=["shape", "who", "quantity", alt.Tooltip("value:Q", format=".3g")],
+    ).properties(width=360, height=160).facet(column=alt.Column("quantity:N", title=None)).resolve_scale(x="independent")

@@ -59,3 +59,43 @@ def side_by_side(paper_df: pd.DataFrame, ours_df: pd.DataFrame, on: list[str], v
     p, o = m[f"{value} (paper)"], m[f"{value} (this artifact)"]
     m["difference"] = (o - p) / p if relative else o - p
     return m
+
+
+#: Columns of every ``data/paper/figNN_*.csv``: one row per number the paper states about the
+#: figure (``value``, or a range ``lo``-``hi``, or a one-sided bound in ``hi`` alone), with the
+#: sentence and line of ``tempo-paper.txt`` it comes from in ``source``.
+FIGURE_COLUMNS = ["figure", "panel", "model", "setting", "policy", "metric", "value", "lo", "hi", "unit", "source"]
+
+
+def figure(number: int) -> pd.DataFrame:
+    """The numbers the paper states for Figure ``number`` (``data/paper/figNN_*.csv``), for
+    figures whose series the paper does not publish (Figs. 7-11, 13): only what its text and
+    captions state, one row per number, never a value read off a plot."""
+    hits = sorted(paths.PAPER.glob(f"fig{number:02d}_*.csv"))
+    if not hits:
+        raise ValueError(f"no paper figure {number} under {paths.PAPER} (figNN_*.csv)")
+    df = pd.read_csv(hits[0], dtype={"panel": str, "policy": str})
+    missing = set(FIGURE_COLUMNS) - set(df.columns)
+    if missing:
+        raise ValueError(f"{hits[0].name} lacks columns {sorted(missing)}")
+    df["panel"] = df["panel"].fillna("").astype(str)
+    df["policy"] = df["policy"].fillna("").astype(str)
+    return df
+
+
+def glue_numbers(numbers: dict) -> dict:
+    """Glue paper numbers into the book: ``{name: value}`` -> ``myst_nb.glue(name, value)``
+    (not displayed), so Markdown prose writes ``{glue:text}`name``` (or ``name:.1f``) and no
+    paper number is typed into a notebook.  Values must be numbers (read from ``data/paper/``
+    by :func:`claim`, :func:`text_number`, :func:`table` or :func:`figure`).  Returns the dict."""
+    try:
+        from myst_nb import glue
+    except ImportError as exc:  # pragma: no cover - the book's environment has it
+        raise ImportError("glue_numbers needs myst_nb (the book's environment, requirements.txt)") from exc
+    for name, value in numbers.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"glue name must be an identifier, got {name!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"glue value for {name!r} must be a number, got {value!r}")
+        glue(name, value, display=False)
+    return numbers

@@ -71,3 +71,180 @@ def test_simulator_figure_builders_on_small_frames():
     assert len(next(iter(figures.fig12_scale(scale).to_dict()["datasets"].values()))) == 2
     with pytest.raises(ValueError, match="columns"):
         figures.fig12_scale(pd.DataFrame({"ep": [8]}))
+
+
+def _datasets(chart):
+    """Every row of every inline dataset of a chart spec."""
+    return [r for rows in chart.to_dict()["datasets"].values() for r in rows]
+
+
+def _fake_recording():
+    """A calibration recording with a known max-affine truth: t = max(10 G, 0.1 N) us, plus a
+    tile sweep at G = 2 with a 20% step after each 128 tokens."""
+    import numpy as np
+
+    rows = []
+    for G in (1, 2, 4, 8):
+        for n in (1, 4, 16, 64, 256, 1024):
+            rows.append({"G": G, "n": n, "N": G * n, "T": G * int(np.ceil(n / 128)), "kind": "grid",
+                         "t_us": max(10.0 * G, 0.1 * G * n)})
+    for n in (120, 128, 129, 200, 256, 257):
+        tiles = int(np.ceil(n / 128))
+        rows.append({"G": 2, "n": n, "N": 2 * n, "T": 2 * tiles, "kind": "tile", "t_us": 20.0 * (1 + 0.2 * (tiles - 1))})
+    return pd.DataFrame(rows)
+
+
+def test_calibration_figure_builders_on_a_known_recording():
+    import pytest
+
+    from tempo import CostModel, paper
+    from tempo.calib import proxy_spreads
+
+    S = _fake_recording()
+    truth = CostModel(0.0, 10.0, 0.0, 0.1)
+    rows = _datasets(figures.fig2_regimes(S, {"truth": truth}, "fake"))
+    measured = [r for r in rows if "t_us" in r]
+    assert sorted(r["n"] for r in measured) == [1, 4, 16, 64, 256, 1024]  # G = 1 grid cells only
+    line = {r["n"]: r["t"] for r in rows if r.get("fit") == "truth"}
+    assert line[1.0] == pytest.approx(10.0) and line[1024.0] == pytest.approx(102.4)
+    a, b = figures.fig3_g_driven(S, "fake").to_dict()["hconcat"]
+    assert {r["G"] for r in _datasets(figures.fig3_g_driven(S))} == {1, 2, 4, 8}
+    fine = figures.tile_window(S)
+    assert set(fine.G) == {2} and fine.n.between(100, 400).all() and 256 in set(fine.n)  # grid cell inside the window
+    rows = _datasets(figures.fig4_tile_staircase(fine, truth, truth))
+    assert {r["series"] for r in rows if "series" in r} == {"measured", "tile-blind (Eq. 1)", "tile-aware (Eq. 2)"}
+    with pytest.raises(ValueError, match="tile sweep"):
+        figures.fig4_tile_staircase(figures.tile_window(S[S.kind == "grid"]), truth, truth)
+    sp = proxy_spreads(S[S.kind == "grid"])
+    rows = _datasets(figures.fig9_proxy_spreads(sp, paper.figure(9)))
+    ours = {r["set"]: r["value"] for r in rows if r["source"] == "this artifact"}
+    # same G = 1, n from 1 to 1024: 102.4 / 10 = 10.24x on the known truth
+    assert ours["same G, different N"] == pytest.approx(sp[sp.set == "same G, different N"].spread.max())
+    assert max(sp[sp.set == "same G, different N"].spread) == pytest.approx(102.4 / 10.0)
+    assert {r["value"] for r in rows if r["source"].startswith("paper")} == {2.5, 7.6, 18.0, 24.0}
+    with pytest.raises(ValueError, match="lacks columns"):
+        figures.fig2_regimes(pd.DataFrame({"G": [1]}), {})
+
+
+def test_paper_figure_frames_cite_the_paper_and_draw_every_number():
+    import re
+
+    import pytest
+
+    from tempo import paper
+
+    import os
+    from pathlib import Path
+
+    # the paper's text, where a checkout has it (not shipped): TEMPO_PAPER_TEXT=/path/to/tempo-paper.txt
+    text = Path(os.environ.get("TEMPO_PAPER_TEXT", "/nonexistent"))
+    builders = {7: figures.fig7_wallclock, 8: figures.fig8_serving, 10: figures.fig10_stale_placement,
+                11: figures.fig11_robustness, 13: figures.fig13_topology}
+    for number, builder in builders.items():
+        df = paper.figure(number)
+        assert (df.figure == number).all()
+        # every row states a number, and names its section and line
+        assert (df[["value", "lo", "hi"]].notna().any(axis=1)).all(), number
+        assert df.source.str.match(r"(Section \d|Fig\. \d+ caption)").all() and df.source.str.contains(r"line \d+").all()
+        rows = _datasets(builder(df))
+        assert len(rows) == len(df) and {r["who"] for r in rows} == {"paper"}
+    got = paper.figure(13).set_index("policy").value
+    assert got["tempo_hier"] == 4.1 and got["tempo_flat"] == -3.5 and got["lp"] == 4.0
+    f11 = paper.figure(11).set_index(["panel", "policy"])
+    assert (f11.loc[("a", "tempo"), "lo"], f11.loc[("a", "tempo"), "hi"]) == (549, 554)
+    if text.is_file():  # the quoted sentence fragments are the paper's (unicode minus and dashes normalised)
+        paper_txt = text.read_text().replace("\u2212", "-").replace("\u2013", "-")
+        for number in builders:
+            for src in paper.figure(number).source:
+                for num in re.findall(r"[-+]?\d+\.\d+", src.split(":", 1)[1]):
+                    assert num.lstrip("+") in paper_txt, (number, num)
+    with pytest.raises(ValueError, match="figures"):
+        figures.fig8_serving(paper.figure(7))
+    with pytest.raises(ValueError, match="no paper figure"):
+        paper.figure(12)
+
+
+def test_epbench_and_servebench_points_known_answers():
+    import math
+
+    import pytest
+
+    from tempo import paper
+
+    ep = pd.DataFrame({"step": [0, 0, 0, 0, 1, 1, 1, 1],
+                       "policy": ["uniform", "token_lp", "metro", "tempo"] * 2,
+                       "layer_us": [120.0, 100.0, 110.0, 90.0, 120.0, 100.0, 110.0, 90.0]})
+    pts = figures.epbench_points(ep, "B=32").set_index(["metric", "policy"]).value
+    assert pts[("off the best fixed policy", "token_lp")] == pytest.approx(0.0)
+    assert pts[("off the best fixed policy", "uniform")] == pytest.approx(20.0)
+    assert pts[("off the best fixed policy", "tempo")] == pytest.approx(-10.0)
+    assert pts[("TEMPO's gain over the policy", "uniform")] == pytest.approx(25.0)
+    with pytest.raises(ValueError, match="fixed policies"):
+        figures.epbench_points(ep[ep.policy == "tempo"], "B=32")
+    pairs = pd.DataFrame({"window": [0, 1, 2, 0], "workload": ["gov"] * 4, "policy": ["tempo"] * 3 + ["dynamic"],
+                          "kept": [True, True, False, True], "throughput_delta_pct": [2.0, 6.0, 50.0, -1.0]})
+    sb = figures.servebench_points(pairs).set_index("policy")
+    assert sb.loc["tempo", "value"] == 4.0 and (sb.loc["tempo", "lo"], sb.loc["tempo", "hi"]) == (2.0, 6.0)
+    assert math.isnan(sb.loc["dynamic", "lo"])  # one window: no range
+    rows = _datasets(figures.fig13_topology(paper.figure(13), figures.servebench_points(pairs)))
+    assert {r["who"] for r in rows} == {"paper", "this artifact"} and len(rows) == len(paper.figure(13)) + 2
+
+
+def test_runtime_and_epbench_charts_on_small_frames():
+    import pytest
+
+    live = pd.DataFrame({"t_s": [0.0, 0.1, 0.2], "table_vs_uniform": [1.0, 0.9, 0.85], "tables_published": [0, 1, 2]})
+    assert [r["table_vs_uniform"] for r in _datasets(figures.live_vs_uniform(live))] == [1.0, 0.9, 0.85]
+    summ = pd.DataFrame({"measured_vs_static": [1.0, 0.9], "model_vs_static": [1.0, 0.8]},
+                        index=pd.Index(["static", "tempo"], name="policy"))
+    rows = _datasets(figures.epbench_model_vs_measured(summ, "4 gloo ranks"))
+    got = {(r["policy"], r["series"]): r["vs static"] for r in rows}
+    assert got == {("static", "measured_vs_static"): 1.0, ("tempo", "measured_vs_static"): 0.9,
+                   ("static", "model_vs_static"): 1.0, ("tempo", "model_vs_static"): 0.8}
+    with pytest.raises(ValueError, match="live_run"):
+        figures.live_vs_uniform(pd.DataFrame({"t_s": [0.0]}))
+
+
+def test_recording_choice_fits_and_roofline_table(tmp_path):
+    import json
+
+    import pytest
+
+    from tempo.calib.record import pick_recording, recording_fits, recordings
+    from tempo.calib.shapes import roofline_table, shape
+
+    S = _fake_recording().query("kind == 'grid'")  # the grid follows the known truth exactly
+    for name, backend, date in (("dsv3-gpu", "deep_gemm", "2026-01-02"), ("dsv3-cpu", "cpu", "2026-01-03")):
+        d = tmp_path / "m" / name
+        d.mkdir(parents=True)
+        S.to_csv(d / "samples.csv.gz", index=False)
+        (d / "fit.json").write_text("{}")
+        (d / "manifest.json").write_text(json.dumps({"backend": backend, "shape": "dsv3", "date": date, "cells": len(S),
+                                                     "device": "x", "machine": "m"}))
+    recs = recordings(root=tmp_path)
+    assert pick_recording(recs, "dsv3").backend == "deep_gemm"  # a GPU recording wins over a newer CPU one
+    assert pick_recording(recs[recs.backend == "cpu"], "dsv3").backend == "cpu"
+    assert pick_recording(recs, "qwen3-30b") is None
+    fits = recording_fits(recs)
+    # the known truth t = max(10 G, 0.1 N): b = 10 us, beta = 0.1 us/token, n* = 100
+    assert len(fits) == 2 and fits.b_us.iloc[0] == pytest.approx(10.0, rel=1e-3)
+    assert fits.beta_us_per_tok.iloc[0] == pytest.approx(0.1, rel=1e-3) and fits.fit_err_pct.iloc[0] < 0.1
+    rt = roofline_table(("dsv3",), hbm_tb_s=4.8).iloc[0]
+    assert rt["expert MB (fp8)"] == pytest.approx(shape("dsv3").bytes(1.0) / 1e6)
+    assert rt["roofline b at 4.8 TB/s (us)"] == pytest.approx(shape("dsv3").bytes(1.0) / 4.8e12 * 1e6)
+
+
+def test_fig2b_shapes_paper_and_recordings():
+    import pytest
+
+    from tempo import paper
+
+    ours = pd.DataFrame({"shape": ["dsv3"], "backend": ["deep_gemm"], "device": ["NVIDIA H200"], "b_us": [11.0],
+                         "n_star": [115.0]})
+    rows = _datasets(figures.fig2b_shapes(paper.table(6), ours))
+    got = {(r["shape"], r["who"], r["quantity"]): r["value"] for r in rows}
+    assert got[("dsv3", "paper (Testbed A)", "floor b (us)")] == 14.78
+    assert got[("dsv3", "this artifact: NVIDIA H200 deep_gemm", "inflection n* (tokens)")] == 115.0
+    assert len(rows) == 2 * (len(paper.table(6)) + 1)
+    with pytest.raises(ValueError, match="table\\(6\\)"):
+        figures.fig2b_shapes(pd.DataFrame({"shape": ["x"]}))

@@ -297,6 +297,32 @@ def load_recording(path) -> tuple[pd.DataFrame, dict, dict]:
     return samples, fits, manifest
 
 
+def pick_recording(recs: pd.DataFrame, shape_name: str | None = None):
+    """The recording a chapter draws from: the first (newest) GPU recording of ``shape_name``
+    in ``recs`` (:func:`recordings`), else of that shape on any backend; ``shape_name=None``
+    ignores the shape.  None when nothing matches."""
+    r = recs if shape_name is None else recs[recs["shape"] == shape_name]
+    gpu = r[r.backend != "cpu"]
+    r = gpu if len(gpu) else r
+    return None if r.empty else r.iloc[0]
+
+
+def recording_fits(recs: pd.DataFrame) -> pd.DataFrame:
+    """Table 6's columns for every recording of ``recs`` (:func:`recordings`): the zero-intercept
+    max-affine fit (``a = c = 0``, the paper's Table 6 form) -- floor b, slope beta, n* = b / beta
+    and the fit's mean relative error in % -- one row per recording."""
+    from .fit import fit_error
+
+    rows = []
+    for _, r in recs.iterrows():
+        samples, _, _ = load_recording(r.path)
+        m = fit_cost_model(samples, "max_affine", intercept=False).model
+        rows.append({"shape": r["shape"], "backend": r.backend, "device": r.device, "date": r.date, "b_us": m.b,
+                     "beta_us_per_tok": m.beta, "n_star": m.n_star, "fit_err_pct": 100 * fit_error(m, samples)})
+    return pd.DataFrame(rows, columns=["shape", "backend", "device", "date", "b_us", "beta_us_per_tok", "n_star",
+                                       "fit_err_pct"])
+
+
 def main(argv=None) -> int:
 
     from ..cli import ArgumentParser, nonneg_float, output_dir, positive_int

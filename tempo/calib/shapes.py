@@ -25,3 +25,12 @@ def roofline_us(shape_name: str, hbm_tb_s: float, dtype_bytes: float = 1.0) -> f
     if not hbm_tb_s > 0:
         raise ValueError(f"hbm_tb_s must be positive, got {hbm_tb_s}")
     return _roofline_us(shape(shape_name).name, hbm_tb_s * 1e12, dtype_bytes)
+
+
+def roofline_table(names=("qwen3-30b", "dsv2-lite", "dsv3", "qwen3-235b"), hbm_tb_s: float = 4.8):
+    """The roofline exercise of Section 2.2: per expert shape, its fp8 weight bytes (MB) and the
+    time to stream them once at ``hbm_tb_s`` TB/s (us), a lower bound on the floor b."""
+    import pandas as pd
+
+    return pd.DataFrame([{"shape": n, "expert MB (fp8)": shape(n).bytes(1.0) / 1e6,
+                          f"roofline b at {hbm_tb_s:g} TB/s (us)": roofline_us(n, hbm_tb_s)} for n in names])

@@ -256,3 +256,145 @@ def routing_statistics(config: dict) -> pd.DataFrame:
     df = pd.DataFrame(out)
     df.index.name = "stat"
     return df.reset_index()
+
+
+#: Dispatches compared in :func:`phase_anatomy`: the phase diagram's three fixed policies, the
+#: sparse (vertex) optimum of the same token LP, and TEMPO with our defaults and as Section 4.2
+#: writes it (the ``"paper"`` preset: no restarts, chains of depth 2).
+ANATOMY = ("metro", "token_lp", "token_lp_vertex", "uniform", "tempo", "tempo_paper")
+
+
+def _anatomy_dispatch(name, inst, model):
+    from ..policies.exact import token_lp_vertex
+    from ..policies.tempo_fast import tempo_fast
+
+    if name == "token_lp_vertex":
+        return token_lp_vertex(inst)
+    if name == "tempo_paper":
+        return tempo_fast(inst, model, "paper")
+    return solve(inst, model, name)
+
+
+@experiment("phase_anatomy")
+def phase_anatomy(config: dict) -> pd.DataFrame:
+    """Why TEMPO gains what it gains in chosen phase-diagram cells (Fig. 6): per cell
+    (``config["cells"]``: dicts with shape, skew, replication, B; EP8, the cell's own batches
+    and seed as in :func:`phase_cell`) and per dispatch of :data:`ANATOMY`, the mean makespan,
+    the largest per-GPU activated-replica count G and token count N, and the cell's mean lower
+    bound (:meth:`CostModel.lower_bound`).  The hottest expert's router weight, its share of
+    the pairs under top-K routing and its replica count describe the placement.
+
+    ``placement`` says what the EPLB placement is built from: ``"router weights"`` (the phase
+    diagram's :func:`zipf_batches`) and ``"mean loads"`` (the mean per-expert pair counts of
+    ``history`` independent batches: the paper's "EPLB-style placement from long-run averages",
+    Section 3.2, which differs from the router weights once top-K routing caps an expert at
+    one pair per token).  One row per (cell, placement, dispatch)."""
+    from ..instance import Instance
+
+    rows = []
+    for cell in config["cells"]:
+        E, K, params = SHAPES[cell["shape"]]
+        model = CostModel.named(params)
+        ep, seed, nb = cell.get("ep", 8), cell.get("seed", 0), config.get("batches", 3)
+        pop = zipf_popularity(E, cell["skew"], seed=seed)
+        counts = sample_counts(pop, cell["B"], K, ep, n_batches=nb, kappa=2000.0, seed=seed + 1)
+        hist = sample_counts(pop, cell["B"], K, ep, n_batches=config.get("history", 20), seed=seed + 1000).mean(0)
+        hot = int(np.argmax(pop))
+        for src, weight in (("router weights", pop), ("mean loads", hist)):
+            placement = eplb_placement(weight, ep, cell["replication"])
+            insts = [Instance.from_placement(c, placement, ep) for c in counts]
+            lb = float(np.mean([model.lower_bound(i) for i in insts]))
+            for name in ANATOMY:
+                feats = [model.gpu_features(i, _anatomy_dispatch(name, i, model).shares) for i in insts]
+                ms = [float(model.time(G, N, T).max()) for G, N, T in feats]
+                rows.append({**{k: cell[k] for k in ("shape", "skew", "replication", "B")}, "placement": src,
+                             "policy": name, "makespan_us": float(np.mean(ms)), "lower_bound_us": lb,
+                             "max_G": float(np.mean([f[0].max() for f in feats])),
+                             "max_N": float(np.mean([f[1].max() for f in feats])),
+                             "hot_router_weight": float(pop[hot]),
+                             "hot_pair_share": float(counts[:, hot].sum() / counts.sum()),
+                             "hot_replicas": int((placement == hot).sum()), "slots_per_gpu": placement.size // ep})
+    return pd.DataFrame(rows)
+
+
+def anatomy_gains(anatomy: pd.DataFrame) -> pd.DataFrame:
+    """Per (cell, placement): the best of the phase diagram's fixed policies (M / L / E, as in
+    :func:`phase_cell`) and TEMPO's gain over it, TEMPO's gain over the best fixed policy when
+    the sparse token-LP vertex joins them, and TEMPO's makespan over the lower bound.
+    ``anatomy`` is the :func:`phase_anatomy` result."""
+    need = {"shape", "skew", "replication", "B", "placement", "policy", "makespan_us", "lower_bound_us"}
+    if not need <= set(anatomy.columns):
+        raise ValueError(f"anatomy must have columns {sorted(need)} (the phase_anatomy experiment)")
+    rows = []
+    for key, g in anatomy.groupby(["shape", "skew", "replication", "B", "placement"], sort=False):
+        ms = g.set_index("policy").makespan_us
+        best = min(FIXED, key=lambda p: ms[p])
+        best_v = min(list(FIXED) + ["token_lp_vertex"], key=lambda p: ms[p])
+        rows.append({**dict(zip(["shape", "skew", "replication", "B", "placement"], key)),
+                     "best_fixed": best, "gain_pct": 100 * (1 - ms["tempo"] / ms[best]),
+                     "best_with_vertex": best_v, "gain_vs_vertex_pct": 100 * (1 - ms["tempo"] / ms[best_v]),
+                     "tempo_over_lb": ms["tempo"] / g.lower_bound_us.iloc[0],
+                     "paper_preset_gain_pct": 100 * (1 - ms["tempo_paper"] / ms[best])})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ chapter 04's tables (summaries of the results above)
+def mixed_summary(mixed: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 5's numbers per batch size: % of mixed batches, mean % of activated experts in the
+    flat region and mean % of tokens in linear-region experts (the ``mixed_regime`` result)."""
+    return mixed.groupby("tokens_per_gpu").agg(
+        mixed_pct=("mixed", "mean"), flat_experts_pct=("flat_expert_share", "mean"),
+        linear_tokens_pct=("linear_token_share", "mean")).mul(100).round(1)
+
+
+T1_POLICIES = ["static", "uniform", "token_lp", "metro", "spread"]
+
+
+def mispricing_summary(t1: pd.DataFrame) -> pd.DataFrame:
+    """Table 1, this artifact: per concurrency B, each proxy's ratio to TEMPO (and the spread)
+    as ``<policy> median`` and ``<policy> p95`` over batches (the ``proxy_mispricing`` result)."""
+    g = t1.groupby("B")[T1_POLICIES]
+    out = pd.concat({"median": g.median(), "p95": g.quantile(0.95)}, axis=1)
+    out.columns = [f"{p} {q}" for q, p in out.columns]
+    return out[[f"{p} {q}" for p in T1_POLICIES for q in ("median", "p95")]]
+
+
+def mispricing_paper(table1: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 as the paper prints it (medians, one row per B), from ``paper.table(1)``."""
+    return table1.pivot(index="B", columns="policy", values="median")[T1_POLICIES]
+
+
+def phase_gains(phase: pd.DataFrame) -> pd.DataFrame:
+    """TEMPO's gain over the best fixed policy per (shape, replication): min, max, mean %."""
+    return phase.groupby(["shape", "replication"]).gain_pct.agg(["min", "max", "mean"])
+
+
+def scale_gains(scale: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 12 per (skew, EP): mean and max gain over the batch ladder, compute-only and with
+    the communication term (the ``phase_diagram`` result with ``comm_kr``)."""
+    return scale.groupby(["skew", "ep"]).agg(mean_gain=("gain_pct", "mean"), max_gain=("gain_pct", "max"),
+                                             mean_gain_comm=("gain_comm_pct", "mean"),
+                                             max_gain_comm=("gain_comm_pct", "max"))
+
+
+T4_ROWS = ["uniform", "token_lp", "metro", "llep", "tempo"]
+
+
+def landscape_table(land: pd.DataFrame, redundant: int = 64, drift: int = 16) -> pd.DataFrame:
+    """Table 4, this artifact: median makespan / static per kernel (rows) and scale (columns)
+    at one redundancy and drift (the ``policy_landscape`` result)."""
+    main = land[(land.redundant == redundant) & (land.drift == drift)]
+    if main.empty:
+        raise ValueError(f"no policy_landscape rows at redundant={redundant}, drift={drift}")
+    t = main.groupby(["policy", "scale"]).ratio_to_static.median().unstack()
+    return t.loc[[p for p in T4_ROWS if p in t.index], [s for s in ("0.25x", "1x", "4x") if s in t.columns]]
+
+
+def landscape_grid(land: pd.DataFrame) -> pd.DataFrame:
+    """Median makespan / static per (redundancy, drift) and kernel, over every scale."""
+    return land.groupby(["redundant", "drift", "policy"]).ratio_to_static.median().unstack("policy")
+
+
+def staleness_table(stale: pd.DataFrame) -> pd.DataFrame:
+    """Section 5.5: median makespan / static per scale (rows) and information regime."""
+    return stale.groupby(["scale", "regime"]).ratio_to_static.median().unstack()[["exact", "stale-1", "frozen", "uniform"]]

@@ -1,0 +1,62 @@
+"""Chapter 04's summary tables (tempo.experiments.simulator / replay), on small frames with known answers."""
+import pandas as pd
+import pytest
+
+from tempo import CostModel, paper
+from tempo.experiments import replay as rp, simulator as sim
+
+
+def test_mixed_and_mispricing_summaries():
+    mixed = pd.DataFrame({"tokens_per_gpu": [16, 16], "mixed": [True, False], "flat_expert_share": [0.5, 0.7],
+                          "linear_token_share": [0.2, 0.4]})
+    m = sim.mixed_summary(mixed).loc[16]
+    assert (m.mixed_pct, m.flat_experts_pct, m.linear_tokens_pct) == (50.0, 60.0, 30.0)
+    t1 = pd.DataFrame({"B": [128] * 5, **{p: [1.0, 1.1, 1.2, 1.3, 1.4] for p in sim.T1_POLICIES}})
+    s = sim.mispricing_summary(t1).loc[128]
+    assert s["uniform median"] == pytest.approx(1.2) and s["spread p95"] == pytest.approx(1.38)
+    assert list(sim.mispricing_summary(t1).columns[:2]) == ["static median", "static p95"]
+    side = sim.mispricing_paper(paper.table(1))
+    assert list(side.columns) == sim.T1_POLICIES and side.loc[1024, "static"] == pytest.approx(1.56)
+
+
+def test_phase_scale_landscape_and_staleness_tables():
+    phase = pd.DataFrame({"shape": ["A", "A", "B"], "replication": [1.25] * 3, "gain_pct": [1.0, 3.0, -0.5]})
+    g = sim.phase_gains(phase)
+    assert g.loc[("A", 1.25), "max"] == 3.0 and g.loc[("A", 1.25), "mean"] == 2.0 and g.loc[("B", 1.25), "min"] == -0.5
+    scale = pd.DataFrame({"skew": [0.0, 0.0], "ep": [8, 8], "gain_pct": [2.0, 4.0], "gain_comm_pct": [1.0, 5.0]})
+    assert sim.scale_gains(scale).loc[(0.0, 8)].tolist() == [3.0, 4.0, 3.0, 5.0]
+    land = pd.DataFrame([{"redundant": R, "drift": 16, "scale": sc, "policy": p, "ratio_to_static": v}
+                         for R in (16, 64) for sc, v in (("0.25x", 0.9), ("1x", 0.8), ("4x", 1.0))
+                         for p in sim.T4_ROWS])
+    t4 = sim.landscape_table(land)
+    assert list(t4.index) == sim.T4_ROWS and list(t4.columns) == ["0.25x", "1x", "4x"] and t4.loc["tempo", "1x"] == 0.8
+    with pytest.raises(ValueError, match="redundant=32"):
+        sim.landscape_table(land, redundant=32)
+    assert sim.landscape_grid(land).shape == (2, 5)
+    stale = pd.DataFrame({"scale": "1x", "regime": ["exact", "stale-1", "frozen", "uniform"] * 2,
+                          "ratio_to_static": [0.8, 0.9, 1.0, 1.1, 0.6, 0.9, 1.0, 1.1]})
+    assert sim.staleness_table(stale).loc["1x"].tolist() == pytest.approx([0.7, 0.9, 1.0, 1.1])
+
+
+def test_replay_tables():
+    t10 = pd.DataFrame([{"B": B, "window": w, "policy": p, "refresh": r, "ratio": 1.0 + 0.1 * w}
+                        for B in (128, 512) for w in range(3) for p, r in rp.T10_LABELS])
+    o = rp.faster_eplb_table(t10)
+    assert list(o.index) == list(rp.T10_LABELS.values())
+    assert list(o.columns) == ["B128_median", "B128_p95", "B512_median", "B512_p95"]
+    assert o.loc["TEMPO + W4 refresh", "B512_median"] == pytest.approx(1.1)
+    assert set(o.index) <= set(paper.table(10).policy)  # the paper's row labels
+    moon = pd.DataFrame([{"baseline": "static", "tokens_per_gpu": 8, "policy": p, "change_pct": v}
+                         for p, v in (("moonep_free", -5.0), ("moonep_charged", 300.0), ("token_lp", 1.0),
+                                      ("tempo", -12.0), ("static", 0.0))])
+    assert rp.moonep_table(moon).loc[("static", 8)].tolist() == [-5.0, 300.0, 1.0, -12.0]
+    tile = pd.DataFrame({"shape": "DSv3", "pairs_per_gpu": 4096, "changed": [True, False], "cut_pct": [4.0, 0.0],
+                         "uniform_extra_tiles_pct": [3.0, 5.0]})
+    tt = rp.tile_table(tile).loc[("DSv3", 4096)]
+    assert (tt.changed_pct, tt.cut_median_pct, tt.uniform_extra_tiles_pct) == (50.0, 2.0, 4.0)
+    proxy = CostModel.named("proxy-serving")
+    a2a = pd.DataFrame({"B": [256, 256, 256], "regime": ["floor", "floor", "traffic"], "ratio_to_static": [0.9, 0.95, 1.0],
+                        "mean_G": [12.0, 13.0, 14.0]})
+    t3 = rp.ba2a_table(a2a, proxy).loc[256]
+    assert t3.regime == "floor" and t3.block_ratio == 0.95 and t3.G_per_gpu == 13.0
+    assert t3.N_star_at_G == pytest.approx(rp.ba2a(proxy, 13.0))

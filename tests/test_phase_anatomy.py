@@ -1,0 +1,39 @@
+"""phase_anatomy / anatomy_gains: what sets TEMPO's gain in a phase-diagram cell."""
+import pandas as pd
+import pytest
+
+from tempo.experiments.simulator import anatomy_gains, phase_anatomy, phase_cell
+
+
+def test_anatomy_agrees_with_the_phase_cell_and_the_lower_bound():
+    cell = {"shape": "DSv2-Lite", "skew": 1.0, "replication": 1.5, "B": 64}
+    an = phase_anatomy({"cells": [cell], "batches": 2, "history": 4})
+    assert len(an) == 2 * 6 and set(an.placement) == {"router weights", "mean loads"}
+    # the router-weight placement is the phase diagram's own: same makespans as phase_cell
+    pc = phase_cell({**cell, "ep": 8, "batches": 2, "seed": 0}).iloc[0]
+    rw = an[an.placement == "router weights"].set_index("policy").makespan_us
+    for p in ("metro", "token_lp", "uniform", "tempo"):
+        assert rw[p] == pytest.approx(pc[f"ms_{p}"], rel=1e-9)
+    # nothing beats the lower bound; the token-LP optimum's two faces have the same largest N
+    assert (an.makespan_us >= an.lower_bound_us * (1 - 1e-9)).all()
+    lp = an[an.policy.isin(["token_lp", "token_lp_vertex"])].groupby("placement").max_N
+    assert ((lp.max() - lp.min()) <= 1e-6 * lp.max()).all(), lp.describe()
+    g = anatomy_gains(an).set_index("placement")
+    assert g.loc["router weights", "gain_pct"] == pytest.approx(pc.gain_pct, rel=1e-9)
+    assert (g.tempo_over_lb >= 1 - 1e-9).all()
+    # the hottest expert: top-8 routing caps its pair share at 1/8, below its router weight of ~0.21
+    top = an.iloc[0]
+    assert top.hot_pair_share <= 1 / 8 + 0.02 < top.hot_router_weight
+
+
+def test_anatomy_gains_known_answer():
+    rows = [{"shape": "X", "skew": 1.0, "replication": 1.5, "B": 64, "placement": "router weights", "policy": p,
+             "makespan_us": v, "lower_bound_us": 80.0}
+            for p, v in {"metro": 120.0, "token_lp": 100.0, "token_lp_vertex": 90.0, "uniform": 110.0,
+                         "tempo": 80.0, "tempo_paper": 85.0}.items()]
+    g = anatomy_gains(pd.DataFrame(rows)).iloc[0]
+    assert g.best_fixed == "token_lp" and g.gain_pct == pytest.approx(20.0)
+    assert g.best_with_vertex == "token_lp_vertex" and g.gain_vs_vertex_pct == pytest.approx(100 * (1 - 80 / 90))
+    assert g.tempo_over_lb == 1.0 and g.paper_preset_gain_pct == pytest.approx(15.0)
+    with pytest.raises(ValueError, match="phase_anatomy"):
+        anatomy_gains(pd.DataFrame({"shape": ["X"]}))
