@@ -90,3 +90,105 @@ def test_one_table_of_model_shapes():
     assert shapes.roofline_us("dsv3", 3.35) == pytest.approx(theory.roofline_floor_us("DSv3", 3.35e12), rel=1e-12)
     with pytest.raises(ValueError, match="unknown model"):
         models.model_shape("nope")
+
+
+# ---------------------------------------------------------------------------- chapter summaries
+def test_dispatcher_makespans_on_the_metro_counterexample():
+    inst = tempo.Instance.full_replication([54, 297, 54, 27, 54, 27], n_gpus=2)
+    model = tempo.CostModel(a=0, b=13.9, c=0, beta=0.156)
+    ms = theory.dispatcher_makespans(inst, model, ["tempo", "metro", "milp"]).set_index("dispatcher")["makespan (us)"]
+    assert ms["metro"] == pytest.approx(54.756) and ms["milp"] == pytest.approx(54.756)
+    assert ms["tempo"] == pytest.approx(55.6)
+    with pytest.raises(ValueError, match="policies"):
+        theory.dispatcher_makespans(inst, model, [])
+
+
+def test_roofline_table_bytes_floors_and_inflections():
+    t = theory.roofline_table().set_index("shape")
+    assert t.loc["DSv3", "expert MB (fp8)"] == pytest.approx(3 * 7168 * 2048 / 1e6)
+    assert t.loc["DSv3", "roofline floor (us)"] == pytest.approx(3 * 7168 * 2048 / 3.35e12 * 1e6)
+    assert t.loc["DSv3", "n* (tokens)"] == pytest.approx(14.78 / 0.0945)
+    assert ((t["fitted / roofline"] > 1.1) & (t["fitted / roofline"] < 1.3)).all()
+
+
+def test_thm1_summary_and_check_on_a_small_frame():
+    import pandas as pd
+
+    thm1 = pd.DataFrame({"m": [4, 4, 4, 4], "solvable": [True, True, False, False], "seed": [1, 2, 3, 4],
+                         "T": [100.0] * 4, "milp_makespan": [100.0, 100.0, 110.0, 104.0],
+                         "proven_optimal": [True] * 4, "reaches_T": [True, True, False, False], "split_experts": [0, 0, 1, 2]})
+    s = theory.thm1_summary(thm1)
+    assert s.loc[(4, True), "reach_T"] == 1.0 and s.loc[(4, False), "max_split_when_T"] == 0
+    c = theory.thm1_check(thm1).iloc[0]
+    assert c["reduction holds on every instance"] and c["no partition: best makespan above T, min %"] == pytest.approx(4.0)
+    assert c["max %"] == pytest.approx(10.0)
+    thm1.loc[0, "split_experts"] = 1      # a dispatch reaching T that splits an expert breaks the reduction
+    assert not theory.thm1_check(thm1).iloc[0]["reduction holds on every instance"]
+
+
+def test_lemma_summary_on_a_small_frame():
+    import pandas as pd
+
+    lem = pd.DataFrame({"instance": [0, 1, 0, 1], "lemma": [1, 1, 2, 2], "optimal": [True, False, True, True],
+                        "poly_over_milp": [1.0, 0.98, 1.0, 1.0], "tempo_over_milp": [1.0, 1.01, 1.2, 1.0]})
+    t = theory.lemma_summary(lem)
+    assert t.loc[1, "MILP proven"] == 0.5 and t.loc[1, "poly / MILP min"] == 0.98
+    assert t.loc[2, "tempo / MILP max"] == 1.2 and t.loc[2, "instances"] == 2
+
+
+def test_thm2_summaries_and_worst_case_on_a_small_probe():
+    from tempo.experiments.solver import thm2_probe
+
+    cfg = dict(n=12, max_experts=8, max_gpus=4, time_limit=5.0, milp_max_vars=64)
+    probe = thm2_probe(cfg)
+    h = theory.thm2_headlines(probe)
+    assert h["instances"] == 12 and h["pinned"] == int((probe.opt_from == "milp").sum()) > 0
+    assert h["worst_ratio_to_bound"] <= 1 + 1e-9                       # Theorem 2 holds
+    pinned = probe[probe.opt_from == "milp"]
+    assert h["tempo_worst_pinned"] == pytest.approx((pinned.tempo / pinned.opt_hi).max())
+    s = theory.thm2_summary(probe).set_index("quantity")
+    assert s.loc["worst M(A3) / OPT (giants)", "paper"] == 9.1
+    w = theory.probe_worst_by_kind(probe)
+    assert set(w.kind) == set(probe.kind) and (w["largest expert / all tokens"] <= 1).all()
+    wc = theory.tempo_worst_case(probe, cfg["n"], cfg["max_experts"], cfg["max_gpus"]).set_index("dispatch")
+    assert wc.loc["MILP (OPT)", "/ OPT"] == pytest.approx(1.0)
+    assert wc.loc["tempo, default seed", "/ OPT"] == pytest.approx(h["tempo_worst_pinned"], rel=1e-6)
+    with pytest.raises(ValueError, match="i must be"):
+        theory.probe_instance(12, n=12)
+
+
+def test_probe_instance_is_the_suites_ith():
+    items = list(theory.probe_suite(6, max_experts=8, max_gpus=4))
+    kind, name, inst, _ = theory.probe_instance(5, n=6, max_experts=8, max_gpus=4)
+    assert (kind, name) == items[5][:2] and (inst.counts == items[5][2].counts).all()
+
+
+def test_epsilon_summary_and_evidence():
+    import pandas as pd
+
+    eps = pd.DataFrame({"scale": [1, 1, 1, 4], "tokens_per_gpu": [32, 64, 128, 128], "eps": [0.1, 0.2, 0.3, 0.5]})
+    s = theory.epsilon_summary(eps)
+    assert s.loc[1, "median %"] == pytest.approx(20.0) and s.loc[4, "max %"] == pytest.approx(50.0)
+    ev = theory.epsilon_evidence([32, 256]).set_index("tokens per GPU B")
+    model = tempo.CostModel.named("dsv3-offline")
+    for B, r in ev.iterrows():
+        assert r["hottest expert / all pairs"] <= 1 / 8 + 1e-12            # top-8 to distinct experts
+        n_max = r["beta n_max (us)"] / model.beta
+        assert r["epsilon %"] == pytest.approx(100 * max(model.b, model.beta * n_max) / r["LB (us)"])
+    # the larger batch's hottest expert outweighs its floor: eps grows with B on these batches
+    assert ev.loc[256, "beta n_max (us)"] > model.b and ev.loc[256, "epsilon %"] > ev.loc[32, "epsilon %"]
+
+
+def test_toy_proxy_gain_and_stage_trace():
+    from tempo.experiments import toy
+
+    sweep = toy.toy_sweep({"b_values": [0.0, 15.0, 30.0], "beta_values": [0.1]})
+    g = toy.proxy_gain(sweep).iloc[0]
+    assert g["grid points"] == 3 and g["best proxy / tempo, smallest"] >= 1 - 1e-9
+    assert g["best proxy / tempo, largest"] == pytest.approx(69 / 60)        # b = 15: METRO's 69 us against 60 us
+    assert g["tempo > 1% better than both proxies"] >= 1 and g["there, b / beta from (tokens)"] <= 150 <= g["to (tokens)"]
+    with pytest.raises(ValueError, match="toy_sweep"):
+        toy.proxy_gain(sweep.drop(columns="beta"))
+    st = toy.stage_trace(toy.toy_instance(), tempo.CostModel(a=0, b=15, c=0, beta=0.1))
+    assert st.loc["whole", "seed"] == pytest.approx(66.0) and st.loc["whole", "local_search"] == pytest.approx(60.0)
+    assert st.loc["greedy", "seed"] == pytest.approx(75.0) and st.loc["greedy", "chains"] == pytest.approx(60.0)
