@@ -91,12 +91,9 @@ def number(key: str) -> str:
     raise ValueError(f"key must be a claim id, 'figure/quantity' or 'tableNN/row/column', got {key!r}")
 
 
-def glue(**values) -> dict:
-    """Glue values for a chapter's prose (MyST-NB's ``{glue:text}`name```): a string is taken as
-    a :func:`number` key and glued as the paper prints it; a number (this build's result) is
-    glued as is, so the prose formats it (``{glue:text}`name:.2f```).  Returns what it glued."""
-    from myst_nb import glue as _glue
-
+def glue_values(**values) -> dict:
+    """What :func:`glue` glues for ``values``: paper keys (str) resolved by :func:`number`,
+    numbers as floats."""
     import numbers
 
     out = {}
@@ -107,6 +104,15 @@ def glue(**values) -> dict:
             out[name] = float(v)
         else:
             raise ValueError(f"glue {name}=: a paper key (str) or a number, got {v!r}")
-    for name, v in out.items():
-        _glue(name, v, display=False)
     return out
+
+
+def glue(**values) -> None:
+    """Glue values for a chapter's prose (MyST-NB's ``{glue:text}`name```): a string is taken as
+    a :func:`number` key and glued as the paper prints it; a number (this build's result) is
+    glued as is, so the prose formats it (``{glue:text}`name:.2f```).  Returns nothing, so a
+    cell that only glues shows nothing; :func:`glue_values` is what it would glue."""
+    from myst_nb import glue as _glue
+
+    for name, v in glue_values(**values).items():
+        _glue(name, v, display=False)

@@ -192,3 +192,38 @@ def test_toy_proxy_gain_and_stage_trace():
     st = toy.stage_trace(toy.toy_instance(), tempo.CostModel(a=0, b=15, c=0, beta=0.1))
     assert st.loc["whole", "seed"] == pytest.approx(66.0) and st.loc["whole", "local_search"] == pytest.approx(60.0)
     assert st.loc["greedy", "seed"] == pytest.approx(75.0) and st.loc["greedy", "chains"] == pytest.approx(60.0)
+
+
+def test_solver_chapter_summaries_on_a_small_frame():
+    import pandas as pd
+
+    from tempo.experiments import solver
+
+    svm = pd.DataFrame({"tokens_per_gpu": [16, 512, 512, 1024], "ratio": [1.0, 0.9, 0.95, 1.02],
+                        "milp_optimal": [True, False, True, True], "tempo": [10.0, 18.0, 19.0, 20.4],
+                        "milp": [10.0, 20.0, 20.0, 20.0], "tempo_ms": [0.1, 0.2, 0.4, 0.6], "milp_s": [0.01, 10.0, 0.03, 0.05]})
+    m = solver.milp_summary(svm).set_index("quantity")["this artifact (phase grid)"]
+    assert m["tempo / MILP, max"] == 1.02 and m["MILP proved optimal"] == "3 / 4"
+    b1 = solver.milp_below_one(svm, b=1.0).set_index("MILP")
+    assert b1.loc["stopped at its time limit", "ratio below 1"] == 1
+    assert b1.loc["reported optimal", "MILP minus tempo there, in floors b"] == [1.0]
+    h = solver.solver_headlines(svm)
+    assert (h["below_one"], h["below_one_timed_out"], h["below_one_proven"], h["timed_out"]) == (2, 1, 1, 1)
+    assert h["tempo_ms_median_large_b"] == pytest.approx(0.4) and h["milp_ms_median"] == pytest.approx(40.0)
+    with pytest.raises(ValueError, match="b must"):
+        solver.milp_below_one(svm, b=0)
+    abl = pd.DataFrame({"variant": ["no ensemble", "no ensemble", "no partial moves"], "degradation_pct": [0.0, 4.0, 1.0],
+                        "ep": [8, 64, 8], "skew": [0.0, 1.2, 0.0], "tokens_per_gpu": [16, 1024, 16]})
+    t2 = solver.ablation_table(abl).set_index("variant")
+    assert list(t2.index) == ["no ensemble", "no partial moves"]          # the order the experiment ran them
+    assert t2.loc["no ensemble", "max % (ours)"] == 4.0 and t2.loc["no ensemble", "region of our max"] == "EP64, s=1.2, B=1024"
+    assert t2.loc["no ensemble", "max % (paper)"] == 4.5
+    st = pd.DataFrame({"stages": ["seed only", "+LP ensemble"] * 2, "B": [128, 128, 512, 512],
+                       "ratio_to_static": [1.0, 0.9, 0.95, 0.88], "solve_ms": [0.1, 0.5, 0.2, 0.7]})
+    t8 = solver.stage_table(st)
+    assert list(t8.index) == ["seed only", "+LP ensemble"] and t8.loc["+LP ensemble", 512] == 0.88
+    assert t8.loc["+LP ensemble", "solve ms (B=512)"] == 0.7
+    tm = pd.DataFrame({"objective": ["full 3-term (4)", "drop traffic (c2 gamma)"] * 2, "B": [128, 128, 512, 512],
+                       "ratio_to_static": [0.90, 0.90, 0.88, 0.946]})
+    gap = solver.traffic_gap(tm)
+    assert gap[512].item() == pytest.approx(6.6) and gap[128].item() == pytest.approx(0.0)

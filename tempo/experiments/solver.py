@@ -260,7 +260,8 @@ def solver_headlines(svm: pd.DataFrame) -> dict:
             "below_one": int(below.sum()), "below_one_timed_out": int((below & ~svm.milp_optimal).sum()),
             "below_one_proven": int((below & svm.milp_optimal).sum()),
             "ratio_min": float(svm.ratio.min()), "ratio_max": float(svm.ratio.max()),
-            "tempo_ms_median_large_b": float(svm[svm.tokens_per_gpu > 256].tempo_ms.median())}
+            "tempo_ms_median_large_b": float(svm[svm.tokens_per_gpu > 256].tempo_ms.median()),
+            "milp_ms_median": float(1e3 * svm.milp_s.median()), "milp_ms_max": float(1e3 * svm.milp_s.max())}
 
 
 def solve_time_summary(svm: pd.DataFrame) -> pd.DataFrame:
