@@ -204,8 +204,9 @@ def dispatcher_makespans(inst: Instance, model: CostModel, policies=("tempo", "m
 
     if not policies:
         raise ValueError("policies must name at least one dispatcher")
-    return pd.DataFrame([{"dispatcher": p, "makespan (us)": model.makespan(inst, solve(inst, model, p))}
-                         for p in policies])
+    df = pd.DataFrame([{"dispatcher": p, "makespan (us)": model.makespan(inst, solve(inst, model, p))}
+                       for p in policies])
+    return df.assign(**{"above the best %": 100 * (df["makespan (us)"] / df["makespan (us)"].min() - 1)})
 
 
 ROOFLINE_FITS = {"DSv3": "dsv3-offline", "DSv2-Lite": "dsv2lite-offline", "Qwen3-30B": "qwen3-30b-offline"}
@@ -213,7 +214,8 @@ ROOFLINE_FITS = {"DSv3": "dsv3-offline", "DSv2-Lite": "dsv2lite-offline", "Qwen3
 
 def roofline_table(fits: dict | None = None, hbm_bytes_per_s: float = TESTBED_A_HBM):
     """Section 2.2: each shape's expert bytes (fp8), its roofline floor, the fitted floor b of
-    the named parameter set ``fits[shape]``, their ratio and the fitted inflection n* = b/beta."""
+    the named parameter set ``fits[shape]``, their ratio, the share of peak bandwidth a kernel
+    paying the fitted floor streams at (roofline / fitted), and the fitted inflection n* = b/beta."""
     import pandas as pd
 
     rows = []
@@ -221,7 +223,8 @@ def roofline_table(fits: dict | None = None, hbm_bytes_per_s: float = TESTBED_A_
         m = CostModel.named(params)
         roof = roofline_floor_us(shape, hbm_bytes_per_s)
         rows.append({"shape": shape, "expert MB (fp8)": expert_bytes(shape) / 1e6, "roofline floor (us)": roof,
-                     "fitted b (us)": m.b, "fitted / roofline": m.b / roof, "n* (tokens)": m.n_star})
+                     "fitted b (us)": m.b, "fitted / roofline": m.b / roof,
+                     "share of peak bandwidth %": 100 * roof / m.b, "n* (tokens)": m.n_star})
     return pd.DataFrame(rows)
 
 

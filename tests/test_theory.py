@@ -227,3 +227,20 @@ def test_solver_chapter_summaries_on_a_small_frame():
                        "ratio_to_static": [0.90, 0.90, 0.88, 0.946]})
     gap = solver.traffic_gap(tm)
     assert gap[512].item() == pytest.approx(6.6) and gap[128].item() == pytest.approx(0.0)
+
+
+def test_toy_sweep_config_and_headlines():
+    from tempo.experiments import toy
+
+    full = toy.sweep_config("full")
+    assert full["b_values"][:3] == [0.0, 2.5, 5.0] and full["b_values"][-1] == 30.0 and len(full["beta_values"]) == 15
+    assert toy.sweep_config("gpu") == full and len(toy.sweep_config("smoke")["b_values"]) == 4
+    with pytest.raises(ValueError, match="profile"):
+        toy.sweep_config("fast")
+    h = toy.headlines(toy.toy_dispatch({"b": 15.0, "beta": 0.1}))
+    assert (h["token_lp_us"], h["metro_us"], h["tempo_us"]) == (105.0, 69.0, 60.0)
+    assert h["token_lp_over_tempo"] == pytest.approx(1.75)
+    ms = theory.dispatcher_makespans(toy.toy_instance(), tempo.CostModel(a=0, b=15, c=0, beta=0.1), ["tempo", "metro"])
+    assert ms.set_index("dispatcher").loc["metro", "above the best %"] == pytest.approx(15.0)
+    assert theory.roofline_table().set_index("shape").loc["DSv3", "share of peak bandwidth %"] == pytest.approx(
+        100 * 3 * 7168 * 2048 / 3.35e12 * 1e6 / 14.78)

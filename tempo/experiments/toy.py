@@ -85,3 +85,25 @@ def stage_trace(inst: Instance, model: CostModel, seeds=("whole", "greedy")) -> 
     if not seeds:
         raise ValueError("seeds must name at least one seed ('whole', 'greedy')")
     return pd.DataFrame({s: solve(inst, model, "tempo", seed=s).meta["stages"] for s in seeds}).T.rename_axis("seed")
+
+
+#: the (b, beta) grids of chapter 01's slider and map: b in us, beta in us per token
+SWEEP_GRIDS = {"smoke": (np.linspace(0, 30, 4), np.array([0.02, 0.16, 0.3])),
+               "full": (np.arange(0, 30.1, 2.5), np.round(np.arange(0.02, 0.301, 0.02), 3))}
+
+
+def sweep_config(profile: str) -> dict:
+    """The toy_sweep config of a book profile (``gpu`` uses the full grid)."""
+    if profile not in ("smoke", "full", "gpu"):
+        raise ValueError(f"profile must be 'smoke', 'full' or 'gpu', got {profile!r}")
+    b_vals, beta_vals = SWEEP_GRIDS.get(profile, SWEEP_GRIDS["full"])
+    return {"b_values": [float(v) for v in b_vals], "beta_values": [float(v) for v in beta_vals]}
+
+
+def headlines(toy: pd.DataFrame) -> dict:
+    """The toy_dispatch numbers chapter 01's prose quotes: each policy's makespan (us) and
+    token-LP's makespan over the time model's."""
+    ms = toy.groupby("policy").makespan_us.first()
+    if not {"token_lp", "tempo"} <= set(ms.index):
+        raise ValueError("toy must be a toy_dispatch result with the token_lp and tempo policies")
+    return {**{f"{p}_us": float(v) for p, v in ms.items()}, "token_lp_over_tempo": float(ms["token_lp"] / ms["tempo"])}
