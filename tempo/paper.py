@@ -116,3 +116,15 @@ def glue(**values) -> None:
 
     for name, v in glue_values(**values).items():
         _glue(name, v, display=False)
+
+
+def glue_text(**texts) -> None:
+    """Glue strings as they are (a region label, a policy name) for ``{glue:text}`` in prose;
+    :func:`glue` reads a string as a paper key instead."""
+    from myst_nb import glue as _glue
+
+    for name, t in texts.items():
+        if not isinstance(t, str):
+            raise ValueError(f"glue_text {name}=: a string, got {t!r}")
+    for name, t in texts.items():
+        _glue(name, t, display=False)

@@ -57,3 +57,10 @@ def test_glue_values_resolves_paper_keys_and_keeps_our_numbers():
     assert got == {"p": "1.14", "ours": 1.1675, "n": 3.0}
     with pytest.raises(ValueError, match="flag="):
         paper.glue_values(flag=True)
+
+
+def test_glue_text_rejects_non_strings():
+    from tempo import paper
+
+    with pytest.raises(ValueError, match="where="):
+        paper.glue_text(where=3.0)
