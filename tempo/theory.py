@@ -339,7 +339,7 @@ def tempo_worst_case(probe, n: int, max_experts: int, max_gpus: int, seed: int =
         rows.append({"instance": f"#{i}: {kind}, {pname}, E={inst.n_experts}, P={inst.n_gpus}", "dispatch": label,
                      "makespan (us)": model.makespan(inst, d), "/ OPT": model.makespan(inst, d) / opt.meta["objective"],
                      "most activations on a GPU": int(G.max()), "most tokens on a GPU": float(N.max()),
-                     "b (us)": model.b})
+                     "b (us)": model.b, "b / makespan %": 100 * model.b / model.makespan(inst, d)})
     return pd.DataFrame(rows)
 
 

@@ -152,6 +152,7 @@ def test_thm2_summaries_and_worst_case_on_a_small_probe():
     assert set(w.kind) == set(probe.kind) and (w["largest expert / all tokens"] <= 1).all()
     wc = theory.tempo_worst_case(probe, cfg["n"], cfg["max_experts"], cfg["max_gpus"]).set_index("dispatch")
     assert wc.loc["MILP (OPT)", "/ OPT"] == pytest.approx(1.0)
+    assert wc.loc["MILP (OPT)", "b / makespan %"] == pytest.approx(100 * wc["b (us)"].iloc[0] / wc.loc["MILP (OPT)", "makespan (us)"])
     assert wc.loc["tempo, default seed", "/ OPT"] == pytest.approx(h["tempo_worst_pinned"], rel=1e-6)
     with pytest.raises(ValueError, match="i must be"):
         theory.probe_instance(12, n=12)
