@@ -308,13 +308,13 @@ def probe_worst_by_kind(probe):
     """The probe instance with the largest M(A3) / OPT (best known) of each construction, with
     the largest expert's share of all tokens (``n_max`` column of the thm2_probe result)."""
     w = probe.loc[probe.groupby("kind").rr_over_opt_min.idxmax()]
-    return pd_select(w.assign(share=w.n_max / w.tokens),
+    return _select(w.assign(share=w.n_max / w.tokens),
                      {"kind": "kind", "params": "params", "experts": "experts", "n_gpus": "P", "tokens": "tokens",
                       "share": "largest expert / all tokens", "rr_over_opt_min": "M(A3) / OPT",
                       "rr_over_bound_lo": "M(A3) / (OPT + term)"})
 
 
-def pd_select(df, columns: dict):
+def _select(df, columns: dict):
     """``df[list(columns)]`` renamed by ``columns``, index reset."""
     return df[list(columns)].rename(columns=columns).reset_index(drop=True)
 
