@@ -611,3 +611,40 @@ def fig2b_shapes(paper_t6: pd.DataFrame, ours: pd.DataFrame | None = None):
         shape=alt.Shape("who:N", legend=None),
         tooltip=["shape", "who", "quantity", alt.Tooltip("value:Q", format=".3g")],
     ).properties(width=360, height=160).facet(column=alt.Column("quantity:N", title=None)).resolve_scale(x="independent")
+
+
+# ---------------------------------------------------------------------------- chapters 02 and 03
+def thm2_probe(probe: pd.DataFrame):
+    """Theorem 2's probe suite (the thm2_probe result): M(A3)/OPT (best known, log scale)
+    against M(A3)/(OPT + additive term), one point per instance, coloured by construction."""
+    alt = _alt()
+    need = {"kind", "params", "experts", "n_gpus", "tokens", "rr_over_opt_min", "rr_over_bound_lo"}
+    if not need <= set(probe.columns):
+        raise ValueError(f"probe must have columns {sorted(need)} (the thm2_probe experiment)")
+    return alt.Chart(probe[sorted(need)]).mark_circle(size=30, opacity=0.6).encode(
+        x=alt.X("rr_over_opt_min:Q", title="M(A3) / OPT (best known)", scale=alt.Scale(type="log")),
+        y=alt.Y("rr_over_bound_lo:Q", title="M(A3) / (OPT + additive term)"),
+        color=alt.Color("kind:N", title="construction", scale=alt.Scale(scheme="category10")),
+        tooltip=["kind", "params", "experts", "n_gpus", "tokens", alt.Tooltip("rr_over_bound_lo:Q", format=".4f"),
+                 alt.Tooltip("rr_over_opt_min:Q", format=".3f")],
+    ).properties(width=520, height=300, title="Theorem 2 probe suite: never above 1")
+
+
+def solver_vs_milp(svm: pd.DataFrame):
+    """tempo_fast against the time-limited MILP (the solver_vs_milp result): tempo / MILP per
+    batch against B, one panel per replication factor, colour = Zipf skew, shape = whether the
+    MILP reported optimal or stopped at its time limit."""
+    alt = _alt()
+    need = {"tokens_per_gpu", "skew", "replication", "ratio", "milp_optimal", "chosen", "tempo_ms"}
+    if not need <= set(svm.columns):
+        raise ValueError(f"svm must have columns {sorted(need)} (the solver_vs_milp experiment)")
+    df = svm[sorted(need)].assign(MILP=svm.milp_optimal.map({True: "reported optimal", False: "time limit"}))
+    return alt.Chart(df.drop(columns="milp_optimal")).mark_point(size=60, filled=True, opacity=0.75).encode(
+        x=alt.X("tokens_per_gpu:O", title="tokens per GPU (B)"),
+        y=alt.Y("ratio:Q", title="tempo / MILP", scale=alt.Scale(zero=False)),
+        color=alt.Color("skew:N", title="Zipf s", scale=alt.Scale(scheme="category10")),
+        shape=alt.Shape("MILP:N", title="MILP"),
+        tooltip=["tokens_per_gpu", "skew", "replication", alt.Tooltip("ratio:Q", format=".4f"), "MILP", "chosen",
+                 alt.Tooltip("tempo_ms:Q", format=".2f")],
+    ).properties(width=260, height=240).facet(column=alt.Column("replication:N", title="replication")).properties(
+        title="tempo_fast against the exact MILP")

@@ -99,3 +99,72 @@ def glue_numbers(numbers: dict) -> dict:
             raise ValueError(f"glue value for {name!r} must be a number, got {value!r}")
         glue(name, value, display=False)
     return numbers
+
+
+def number(key: str) -> str:
+    """One paper number as the paper prints it (a string, so its precision survives), for the
+    book's prose: a claim id of ``claims.yaml`` (``"thm2_eps_median"``; a range prints as
+    ``"low-high"``), ``"figure/quantity"`` of ``text_numbers.csv`` (``"theorem2/eps_median"``),
+    or ``"tableNN/row/column"`` of a paper table, the row matched on the table's first column
+    (``"table8/seed only/B512"``)."""
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"key must be a claim id, 'figure/quantity' or 'tableNN/row/column', got {key!r}")
+    parts = key.split("/")
+    if len(parts) == 3 and parts[0].startswith("table") and parts[0][5:].isdigit():
+        hits = sorted(paths.PAPER.glob(f"table{int(parts[0][5:]):02d}_*.csv"))
+        if not hits:
+            raise ValueError(f"key {key!r}: no paper table {parts[0]} under {paths.PAPER}")
+        df = pd.read_csv(hits[0], dtype=str)
+        row = df[df.iloc[:, 0] == parts[1]]
+        if row.empty or parts[2] not in df.columns:
+            raise ValueError(f"key {key!r}: {hits[0].name} has no row {parts[1]!r} with column {parts[2]!r}")
+        return str(row[parts[2]].iloc[0])
+    if len(parts) == 2:
+        df = pd.read_csv(paths.PAPER / "text_numbers.csv", dtype=str)
+        hit = df[(df.figure == parts[0]) & (df.quantity == parts[1])]
+        if hit.empty:
+            raise ValueError(f"key {key!r}: no paper number {parts[0]}/{parts[1]} in text_numbers.csv")
+        return str(hit.value.iloc[0])
+    if len(parts) == 1:
+        p = claim(key).get("paper_text")
+        return "-".join(p) if isinstance(p, list) else str(p)
+    raise ValueError(f"key must be a claim id, 'figure/quantity' or 'tableNN/row/column', got {key!r}")
+
+
+def glue_values(**values) -> dict:
+    """What :func:`glue` glues for ``values``: paper keys (str) resolved by :func:`number`,
+    numbers as floats."""
+    import numbers
+
+    out = {}
+    for name, v in values.items():
+        if isinstance(v, str):
+            out[name] = number(v)
+        elif isinstance(v, numbers.Real) and not isinstance(v, bool):
+            out[name] = float(v)
+        else:
+            raise ValueError(f"glue {name}=: a paper key (str) or a number, got {v!r}")
+    return out
+
+
+def glue(**values) -> None:
+    """Glue values for a chapter's prose (MyST-NB's ``{glue:text}`name```): a string is taken as
+    a :func:`number` key and glued as the paper prints it; a number (this build's result) is
+    glued as is, so the prose formats it (``{glue:text}`name:.2f```).  Returns nothing, so a
+    cell that only glues shows nothing; :func:`glue_values` is what it would glue."""
+    from myst_nb import glue as _glue
+
+    for name, v in glue_values(**values).items():
+        _glue(name, v, display=False)
+
+
+def glue_text(**texts) -> None:
+    """Glue strings as they are (a region label, a policy name) for ``{glue:text}`` in prose;
+    :func:`glue` reads a string as a paper key instead."""
+    from myst_nb import glue as _glue
+
+    for name, t in texts.items():
+        if not isinstance(t, str):
+            raise ValueError(f"glue_text {name}=: a string, got {t!r}")
+    for name, t in texts.items():
+        _glue(name, t, display=False)

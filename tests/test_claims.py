@@ -49,9 +49,8 @@ def test_every_claim_has_a_function_or_a_declared_need():
 CONFIG_VALUES = {"1.25", "1.75"}  # replication factors
 
 
-def test_no_notebook_records_claims_or_types_paper_numbers():
-    """Notebooks call experiments and show results: no record_claim, and no number of data/paper/
-    (written with two or more decimals and three significant digits, so that configuration values cannot collide) typed into a code cell."""
+def _all_paper_numbers() -> set:
+    """Every number of data/paper/ as printed: claims.yaml, text_numbers.csv, the tables."""
     import yaml
 
     paper_numbers = set()
@@ -62,16 +61,63 @@ def test_no_notebook_records_claims_or_types_paper_numbers():
     for t in sorted(paths.PAPER.glob("table*.csv")):
         for col in pd.read_csv(t, dtype=str).to_numpy().ravel():
             paper_numbers.update(re.findall(r"-?\d+\.\d+", str(col)))
+    return paper_numbers
+
+
+#: chapters whose Markdown prose types no paper number (they glue them from data/paper/ with
+#: tempo.paper.glue and {glue:text}); a chapter joins this list once its prose is clean
+PROSE_CLEAN = ["01_balance_time", "02_theory", "03_solver"]
+
+#: values the prose may type although the same digits occur in data/paper/: the toy's beta (us
+#: per token), Zipf skews, replication factors, and an exercise's HBM bandwidth (TB/s)
+PROSE_CONFIG_VALUES = CONFIG_VALUES | {"0.1", "1.0", "1.2", "1.5", "4.8"}
+
+#: references, not numbers: "Section 5.4", "Eq. 2", "Table 1", "Fig. 1b", "Appendix A.3", "Sections 5.11-5.13"
+REFERENCE = re.compile(r"\b(?:Sections?|Eqs?\.|Tables?|Figs?\.|Figures?|Appendix|Lemmas?|Theorems?|Proposition)"
+                       r"\s+[A-Z]?\d+(?:\.\d+)*[a-z]?(?:\s*(?:-|–|,|and)\s*[A-Z]?\d+(?:\.\d+)*[a-z]?)*")
+
+
+def prose_paper_numbers(text: str, paper_numbers: set) -> list[str]:
+    """Paper numbers with a decimal point typed into a notebook's Markdown prose (front matter,
+    code cells and fenced code removed, references allowed)."""
+    prose = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
+    prose = re.sub(r"^(```|~~~).*?^\1\s*$", "", prose, flags=re.S | re.M)
+    prose = REFERENCE.sub("", prose)
+    found = re.findall(r"(?<![\w.])\d+\.\d+(?!\.?\d)", prose)   # "0.880x" counts, a version "1.2.3" not
+    return sorted({n for n in found if n in paper_numbers} - PROSE_CONFIG_VALUES)
+
+
+def test_prose_check_finds_typed_numbers_and_allows_references():
+    nums = {"4.1", "9.1", "0.880", "5.4", "1.2"}
+    text = "---\nkernelspec: 4.1\n---\nThe median is 4.1% (Section 5.4, Eq. 2, Table 1), 0.880x at s = 1.2.\n" \
+           "```{code-cell} ipython3\nx = 9.1\n```\nSee {glue:text}`p_giants` and Sections 5.4-5.13.\n"
+    assert prose_paper_numbers(text, nums) == ["0.880", "4.1"]
+
+
+def test_no_notebook_records_claims_or_types_paper_numbers():
+    """Notebooks call experiments and show results: no record_claim, and no number of data/paper/
+    (written with two or more decimals and three significant digits, so that configuration values cannot collide) typed into a code cell.
+    The prose of every notebook is checked too, and must be clean in the chapters of PROSE_CLEAN."""
+    raw_numbers = _all_paper_numbers()
     # three or more significant digits: quantiles (0.95) and grid values (0.25) are not paper numbers
-    paper_numbers = {n.lstrip("+-") for n in paper_numbers if re.fullmatch(r"[+-]?\d+\.\d{2,}", n)
+    paper_numbers = {n.lstrip("+-") for n in raw_numbers if re.fullmatch(r"[+-]?\d+\.\d{2,}", n)
                      and len(n.lstrip("+-").replace(".", "").lstrip("0")) >= 3} - CONFIG_VALUES
     assert "0.880" in paper_numbers and "1.0102" in paper_numbers
+    # in prose every printed decimal counts (4.1, 9.1): the digits there are read as the paper's
+    prose_numbers = {n.lstrip("+-") for n in raw_numbers if re.fullmatch(r"[+-]?\d+\.\d+", n)}
+    assert {"4.1", "9.1", "44.0", "0.880"} <= prose_numbers
+    names = {nb.stem for nb in paths.NOTEBOOKS.glob("*.md")}
+    assert set(PROSE_CLEAN) <= names, f"PROSE_CLEAN names no notebook: {sorted(set(PROSE_CLEAN) - names)}"
+    prose_typed = {}
     for nb in sorted(paths.NOTEBOOKS.glob("*.md")):
         text = nb.read_text()
         assert "record_claim" not in text, nb.name
         for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, flags=re.S):
             typed = set(re.findall(r"(?<![\w.])\d+\.\d{2,}(?![\w.])", cell)) & paper_numbers
             assert not typed, f"{nb.name}: paper numbers typed into a code cell: {sorted(typed)}"
+        prose_typed[nb.stem] = prose_paper_numbers(text, prose_numbers)
+    dirty = {nb: typed for nb, typed in prose_typed.items() if nb in PROSE_CLEAN and typed}
+    assert not dirty, f"paper numbers typed into the prose (glue them from data/paper/ with tempo.paper.glue): {dirty}"
 
 
 # ------------------------------------------------------------------ the tolerance policy

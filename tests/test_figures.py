@@ -248,3 +248,26 @@ def test_fig2b_shapes_paper_and_recordings():
     assert len(rows) == 2 * (len(paper.table(6)) + 1)
     with pytest.raises(ValueError, match="table\\(6\\)"):
         figures.fig2b_shapes(pd.DataFrame({"shape": ["x"]}))
+
+
+def test_thm2_probe_and_solver_vs_milp_builders_on_small_frames():
+    import pytest
+
+    probe = pd.DataFrame({"kind": ["zipf", "giant"], "params": ["dsv3-offline"] * 2, "experts": [8, 8],
+                          "n_gpus": [2, 4], "tokens": [100, 400], "rr_over_opt_min": [1.1, 3.9],
+                          "rr_over_bound_lo": [0.9, 0.99], "extra": [0, 0]})
+    spec = figures.thm2_probe(probe).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert len(rows) == 2 and "extra" not in rows[0] and spec["encoding"]["x"]["scale"]["type"] == "log"
+    with pytest.raises(ValueError, match="thm2_probe"):
+        figures.thm2_probe(probe.drop(columns="kind"))
+    svm = pd.DataFrame({"tokens_per_gpu": [16, 16, 64], "skew": [0.0, 1.2, 1.2], "replication": [1.25, 1.5, 1.5],
+                        "ratio": [1.0, 0.97, 1.01], "milp_optimal": [True, False, True], "chosen": ["local_search"] * 3,
+                        "tempo_ms": [0.1, 0.2, 0.3]})
+    spec = figures.solver_vs_milp(svm).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert sorted(r["MILP"] for r in rows) == ["reported optimal", "reported optimal", "time limit"]
+    assert spec["facet"]["column"]["field"] == "replication"
+    assert set(spec["spec"]["encoding"]) == {"x", "y", "color", "shape", "tooltip"}
+    with pytest.raises(ValueError, match="solver_vs_milp"):
+        figures.solver_vs_milp(svm.drop(columns="ratio"))

@@ -31,3 +31,36 @@ def test_side_by_side():
     o = pd.DataFrame({"B": [128, 512], "x": [1.1, 2.0]})
     s = paper.side_by_side(p, o, ["B"], "x")
     assert s["difference"].round(6).tolist() == [0.1, 0.0]
+
+
+def test_number_returns_the_paper_as_printed_from_every_source():
+    from tempo import paper
+
+    assert paper.number("thm2_eps_median") == "4.1"                    # claims.yaml
+    assert paper.number("t8_full_b512") == "0.880"                     # trailing zero kept
+    assert paper.number("tile_step") == "11-24"                        # a range
+    assert paper.number("roofline/dsv3_expert_mb") == "44.0"           # text_numbers.csv
+    assert paper.number("table8/+aug. chains/B512") == "0.940"         # a table cell
+    assert paper.number("table6/DSv3/n_star") == "156"
+    for bad, msg in [("no_such_claim", "unknown claim"), ("fig1b/nope", "no paper number"),
+                     ("table8/nope/B512", "no row"), ("table99/x/y", "no paper table"), ("a/b/c/d", "key must be")]:
+        with pytest.raises(ValueError, match=msg):
+            paper.number(bad)
+
+
+def test_glue_values_resolves_paper_keys_and_keeps_our_numbers():
+    import numpy as np
+
+    from tempo import paper
+
+    got = paper.glue_values(p="theorem2/tempo_worst_vs_opt", ours=np.float64(1.1675), n=np.int64(3))
+    assert got == {"p": "1.14", "ours": 1.1675, "n": 3.0}
+    with pytest.raises(ValueError, match="flag="):
+        paper.glue_values(flag=True)
+
+
+def test_glue_text_rejects_non_strings():
+    from tempo import paper
+
+    with pytest.raises(ValueError, match="where="):
+        paper.glue_text(where=3.0)
