@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tempo.serving import servebench as sb
+from tempo.benchmarks import servebench as sb
 
 DATA = Path(__file__).parent / "data" / "servebench"
 
