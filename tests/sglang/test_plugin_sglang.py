@@ -169,3 +169,19 @@ def test_dp_gathered_padding_against_sglang(hooked):
         assert rt.counts[0].tolist() == [0, 4, 2, 4, 0, 0, 0, 0]
     finally:
         dpa.set_dp_buffer_len(0, 0, False, None)
+
+
+def test_two_node_flags_parse_in_sglang():
+    """serve-bench's two-node server command (Section 5.15) parses with sglang 0.5.23's own
+    argument parser into the fields SGLang reads (nnodes, node_rank, dist_init_addr)."""
+    from sglang.srt.server_args import ServerArgs
+
+    from tempo.benchmarks import servebench as sb
+
+    p = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(p)
+    spec = sb.ServerSpec(model="m", tp=16, ep=16, nnodes=2, dist_init_addr="10.0.0.1:5000")
+    for rank in (0, 1):
+        ns = p.parse_args(spec.for_node(rank).args("tempo", 30001)[3:])
+        assert (ns.nnodes, ns.node_rank, ns.dist_init_addr) == (2, rank, "10.0.0.1:5000")
+        assert (ns.tp_size, ns.ep_size, ns.host) == (16, 16, "0.0.0.0")
