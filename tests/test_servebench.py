@@ -231,3 +231,22 @@ def test_node1_follows_node0_run_by_run():
     assert len(killed) == 3  # the three servers still running at their run's end
     assert len(sb.follow(spec, ["static", "tempo"], [sb.Workload()], 2, 30001, skip_runs=4, launch=launch,
                          health=lambda: False, log=lambda *a: None)) == 0
+
+
+def test_dsv3_proxy_config_matches_the_dsv3_shape():
+    """Sections 5.11-5.13's DSv3-shape proxy: DSv3's expert geometry (tempo.models 'dsv3':
+    hidden 7168, expert FFN 2048, 256 experts, top-8) at reduced depth (1 dense + 4 MoE layers),
+    block fp8, an architecture SGLang serves (and LPLB accepts)."""
+    import json
+
+    from tempo.models import model_shape
+
+    cfg = json.loads((sb.DSV3_PROXY_MODEL / "config.json").read_text())
+    m = model_shape("dsv3")
+    assert (cfg["hidden_size"], cfg["moe_intermediate_size"], cfg["n_routed_experts"], cfg["num_experts_per_tok"]) \
+        == (m.d_model, m.d_ff, m.n_experts, m.top_k) == (7168, 2048, 256, 8)
+    assert cfg["first_k_dense_replace"] == 1 and cfg["num_hidden_layers"] - cfg["first_k_dense_replace"] == 4
+    assert cfg["moe_layer_freq"] == 1 and cfg["num_nextn_predict_layers"] == 0
+    assert cfg["quantization_config"]["quant_method"] == "fp8"
+    assert sb.model_architecture(str(sb.DSV3_PROXY_MODEL)) in sb.LPLB_ARCHS
+    assert (sb.DSV3_PROXY_MODEL / "README.md").exists()

@@ -60,6 +60,8 @@ POLICIES = {
 METRICS = ["output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
            "median_itl_ms", "p99_itl_ms"]
 TINY_MODEL = paths.ROOT / "data" / "models" / "tiny-qwen3-moe"
+#: the DSv3-shape proxy of Sections 5.11-5.13 (DSv3 expert geometry, 1 dense + 4 MoE layers)
+DSV3_PROXY_MODEL = paths.ROOT / "data" / "models" / "dsv3-proxy"
 #: model architectures SGLang 0.5.23's LPLB (``lp``) accepts (``srt/eplb/lplb_solver.py``)
 LPLB_ARCHS = frozenset({"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
                         "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle", "Glm4MoeLiteForCausalLM",
