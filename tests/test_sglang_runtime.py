@@ -265,3 +265,52 @@ def test_dp_gathered_padding_rows_are_not_counted(monkeypatch):
     rt.counts.zero_()
     sp.hook_select_experts(lambda **kw: sp.hook_logical_to_physical(None, ids, info), num_token_non_padded=torch.tensor(1))
     assert rt.counts[1].tolist() == [0, 1, 1, 0]
+
+
+@pytest.mark.needs("torch")
+def test_tempo_params_takes_a_calibration_fit(tmp_path, monkeypatch):
+    """Issue 18 item 5: TEMPO_PARAMS names a paper set or a fit.json of `python -m tempo
+    calibrate` (file or recording folder, optional #form); a bad path or file fails at start-up
+    naming TEMPO_PARAMS."""
+    import json
+
+    from tempo import CostModel
+    from tempo import paths
+    from tempo.serving.settings import load_fit
+
+    rec = paths.ROOT / "data" / "measured" / "nvidia-h200" / "2026-11-30-deep_gemm-dsv3"
+    fits = json.loads((rec / "fit.json").read_text())
+    tt = fits["three_term"]["params"]
+    m = ServingSettings.from_env({"TEMPO_PARAMS": str(rec / "fit.json")}).cost_model()
+    assert (m.a, m.b, m.c, m.beta, m.c2, m.gamma) == (tt["a"], tt["b"], tt["c"], tt["beta"], tt["c2"], tt["gamma"])
+    assert m.name == "2026-11-30-deep_gemm-dsv3#three_term"
+    assert ServingSettings(params=str(rec)).cost_model() == m  # the recording folder
+    tile = ServingSettings(params=f"{rec}#tile").cost_model()
+    assert tile.b2 == fits["tile"]["params"]["b2"] > 0 and tile.c2 is None
+    assert load_fit(f"{rec}#max_affine").b2 == 0
+    assert ServingSettings().cost_model() == CostModel.named("proxy-serving")
+    (tmp_path / "junk.json").write_text("{not json")
+    (tmp_path / "other.json").write_text(json.dumps({"samples": 3}))
+    (tmp_path / "neg").mkdir()
+    (tmp_path / "neg" / "fit.json").write_text(json.dumps({"max_affine": {"params": {"a": 1, "b": -2, "c": 0,
+                                                                                     "beta": 0.1}}}))
+    for bad, msg in ((str(tmp_path / "missing" / "fit.json"), "does not exist"), (str(tmp_path / "junk.json"), "JSON"),
+                     (str(tmp_path / "other.json"), "not a calibration fit.json"),
+                     (f"{rec}#cubic", "no fitted form 'cubic'"), (str(tmp_path / "neg"), "unusable parameters"),
+                     ("dsv9-offline", "unknown parameter set")):
+        with pytest.raises(ValueError, match="TEMPO_PARAMS") as exc:
+            ServingSettings.from_env({"TEMPO_PARAMS": bad})
+        assert msg in str(exc.value)
+    # the runtime hands the fitted model to its refresher (and so to the solver process)
+    got = {}
+
+    class Recorder:
+        def __init__(self, *a, **k):
+            got.update(k)
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr("tempo.serving.refresher.Refresher", Recorder)
+    TempoRuntime(P2L, 2, settings=ServingSettings(params=str(rec)))
+    assert got["model"] == m

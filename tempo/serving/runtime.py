@@ -456,7 +456,7 @@ class TempoRuntime:
             return
         s = self.settings
         self.refresher = Refresher(
-            self.host, self._snapshot, self.p2l, self.n_gpus, model=s.params,
+            self.host, self._snapshot, self.p2l, self.n_gpus, model=s.cost_model(),
             policy="noop" if self.noop else s.policy, topology=s.topology, gpus_per_node=s.gpus_per_node,
             interval_s=s.interval_s, deadline_s=s.deadline_s, aggregate=self.aggregate, publish=self._publish,
             batch_tokens=s.batch_tokens if s.pricing == "fixed" else None, workers=s.solver_workers,
