@@ -250,3 +250,12 @@ def test_dsv3_proxy_config_matches_the_dsv3_shape():
     assert cfg["quantization_config"]["quant_method"] == "fp8"
     assert sb.model_architecture(str(sb.DSV3_PROXY_MODEL)) in sb.LPLB_ARCHS
     assert (sb.DSV3_PROXY_MODEL / "README.md").exists()
+
+
+def test_expected_window_estimate():
+    # static,tempo,tempo_noop: two pairs -> 4 runs per workload; 3 workloads -> 12 runs
+    e = sb.expected_window_s(["static", "tempo", "tempo_noop"], 3, startup_s=240, bench_s=90, stop_s=30)
+    assert e == {"runs": 12, "seconds": 12 * 360}
+    assert sb.expected_window_s(["dynamic", "tempo"], 1, 60, 60, 0, baseline="dynamic")["runs"] == 2
+    with pytest.raises(ValueError):
+        sb.expected_window_s(["static", "tempo"], 0, 1, 1)

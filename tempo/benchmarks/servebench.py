@@ -350,6 +350,19 @@ def schedule(policies: list[str], windows: int, baseline: str = "static") -> lis
     return out
 
 
+def expected_window_s(policies: list[str], n_workloads: int, startup_s: float, bench_s: float,
+                      stop_s: float = 30.0, baseline: str = "static") -> dict:
+    """Planning estimate of one window's wall clock (not a measurement): the window runs
+    ``schedule(policies, 1)`` once per workload -- every policy but the baseline paired with its
+    own baseline run -- and each run starts a server (``startup_s``: weight load, DeepGEMM JIT,
+    graph capture), runs the benchmark (``bench_s``) and stops it (``stop_s``, at most 60 s
+    before SIGKILL).  Returns ``runs`` and ``seconds``."""
+    if n_workloads < 1 or min(startup_s, bench_s, stop_s) < 0:
+        raise ValueError("n_workloads must be >= 1 and the times non-negative")
+    runs = len(schedule(policies, 1, baseline)) * int(n_workloads)
+    return {"runs": runs, "seconds": runs * (startup_s + bench_s + stop_s)}
+
+
 def baseline_for(a2a: str) -> str:
     """The baseline SGLang accepts: ``static`` with an a2a backend; with ``--moe-a2a-backend
     none`` SGLang rejects ``static`` and ``lp`` (each rank would pick a different replica,
@@ -582,6 +595,8 @@ def main(argv=None) -> int:
             print(f"serve-bench: on node {r} run (same arguments, --node-rank {r}):\n  "
                   f"{shlex.join(other_node_command(argv, r))}", file=sys.stderr)
     if a.dry_run:
+        print(f"# {len(schedule(policies, 1, baseline)) * len(workloads)} server runs per window "
+              f"({len(workloads)} workloads), {a.windows} windows; each run starts a server, benchmarks, stops it")
         for w, p, o in schedule(policies, 1, baseline):
             algo, env = POLICIES[p]
             env = {**(spec.env if algo in ("tempo", "tempo_noop") else {}), **env}
