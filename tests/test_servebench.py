@@ -216,8 +216,10 @@ def test_node1_follows_node0_run_by_run():
     orig = mod.os.killpg
     mod.os.killpg = lambda pid, sig: killed.append(sig)
     try:
+        ticks = iter(range(10**6))  # a fake clock: one tick per reading, so no timing dependence
         ended = sb.follow(spec, ["static", "tempo"], [sb.Workload()], 2, 30001, health=lambda: next(health_seq, False),
-                          launch=launch, poll_s=0, startup_timeout=0.05, log=lambda *a: None)
+                          launch=launch, poll_s=0, startup_timeout=3.5, log=lambda *a: None,
+                          clock=lambda: next(ticks))
     finally:
         mod.os.killpg = orig
     assert [e["policy"] for e in ended] == ["static", "tempo", "tempo", "static"]  # drive's plan, same order

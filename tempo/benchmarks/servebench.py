@@ -180,12 +180,12 @@ def _up(url: str) -> bool:
 
 def follow(spec: ServerSpec, policies: list[str], workloads: list, windows: int, port: int, baseline: str = "static",
            skip_runs: int = 0, health=None, launch=None, poll_s: float = 2.0, startup_timeout: float = 900,
-           log=print) -> list[dict]:
+           log=print, clock=time.monotonic) -> list[dict]:
     """Node ``spec.node_rank`` > 0 of a multi-node campaign: the same run plan as :func:`drive`
     on node 0, servers only.  For each run: launch this node's half of the server, wait until
     node 0's server has been healthy and is no longer (node 0 finished the run) -- or this
     server exited, or node 0 never came up within ``startup_timeout`` -- then stop it.
-    ``health()`` (node 0 up?) and ``launch(cmd, env) -> Popen`` are injectable for tests."""
+    ``health()`` (node 0 up?), ``launch(cmd, env) -> Popen`` and ``clock`` are injectable for tests."""
     import signal
 
     health = health or (lambda: _up(node0_health_url(spec.dist_init_addr, port)))
@@ -198,7 +198,7 @@ def follow(spec: ServerSpec, policies: list[str], workloads: list, windows: int,
         cmd = spec.args(algo, port)
         log(f"serve-bench node {spec.node_rank}: window {w} {wl.name} {p}: {shlex.join(cmd)}")
         proc = launch(cmd, {**os.environ, **env_extra})
-        seen_up, t0, why = False, time.monotonic(), None
+        seen_up, t0, why = False, clock(), None
         while why is None:
             if proc.poll() is not None:
                 why = "server exited"
@@ -206,7 +206,7 @@ def follow(spec: ServerSpec, policies: list[str], workloads: list, windows: int,
                 seen_up = True
             elif seen_up:
                 why = "node 0 finished the run"
-            elif time.monotonic() - t0 > startup_timeout:
+            elif clock() - t0 > startup_timeout:
                 why = "node 0 never became healthy"
             if why is None:
                 time.sleep(poll_s)
