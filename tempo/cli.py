@@ -22,10 +22,10 @@ COMMANDS = {
     "solve": ("tempo.cli:solve_one", "dispatch one batch: --counts 600 30 30 --gpus 2 --policy tempo"),
     "calibrate": ("tempo.calib.record:main", "measure expert time here and fit the cost models"),
     "gpu-check": ("tempo.gpucheck:main", "first run on a GPU node: environment, kernels, numerics, timer bias, short grids"),
-    "epbench": ("tempo.serving.epbench:main", "wall-clock EP microbenchmark (gloo CPU ranks, NCCL GPUs, --emulate)"),
-    "serve-bench": ("tempo.serving.servebench:main", "SGLang serving benchmark driver (GPU servers)"),
+    "epbench": ("tempo.benchmarks.epbench:main", "wall-clock EP microbenchmark (gloo CPU ranks, NCCL GPUs, --emulate)"),
+    "serve-bench": ("tempo.benchmarks.servebench:main", "SGLang serving benchmark driver (GPU servers)"),
     "import-trace": ("tempo.traces:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),
-    "drift-location": ("tempo.serving.servebench:drift_main", "drift-K placement file for --init-expert-location"),
+    "drift-location": ("tempo.benchmarks.servebench:drift_main", "drift-K placement file for --init-expert-location"),
     "ledger": ("tempo.claims:main", "rebuild the claims ledger from this build's results: --profile full"),
 }
 COMMANDS["ingest"] = ("tempo.ingest:main", "store GPU / cluster recordings under data/measured/ as ledger evidence")

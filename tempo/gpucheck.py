@@ -370,7 +370,7 @@ def section_grids(ctx) -> dict:
 
 
 def section_epbench(ctx) -> dict:
-    from .serving.epbench import run_emulated, summarize, transfer
+    from .benchmarks.epbench import run_emulated, summarize, transfer
 
     args = {"device": "cuda", "world_size": 8, "shape": "qwen3-30b", "experts": None, "top_k": 8, "tokens": 64,
             "steps": 6, "warmup": 1, "skew": 1.0, "replication": 1.25, "params": "qwen3-30b-offline",

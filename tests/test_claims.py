@@ -67,7 +67,7 @@ def _all_paper_numbers() -> set:
 #: chapters whose Markdown prose types no paper number (they glue them from data/paper/ with
 #: tempo.paper.glue and {glue:text}); a chapter joins this list once its prose is clean
 PROSE_CLEAN = ["01_balance_time", "02_theory", "03_solver", "04_simulator", "05_calibration", "06_runtime",
-               "08_your_model", "98_reproduction_map", "99_claims_ledger"]
+               "07_serving", "08_your_model", "98_reproduction_map", "99_claims_ledger"]
 
 #: values the prose may type although the same digits occur in data/paper/: the toy's beta (us
 #: per token), Zipf skews, replication factors, and an exercise's HBM bandwidth (TB/s)
@@ -84,6 +84,7 @@ def prose_paper_numbers(text: str, paper_numbers: set) -> list[str]:
     prose = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
     prose = re.sub(r"^(```|~~~).*?^\1\s*$", "", prose, flags=re.S | re.M)
     prose = REFERENCE.sub("", prose)
+    prose = re.sub(r"^\|\s*\d+(?:\.\d+)+\s", "| ", prose, flags=re.M)   # a table row labelled by its section, "| 5.9 ..."
     found = re.findall(r"(?<![\w.])\d+\.\d+(?!\.?\d)", prose)   # "0.880x" counts, a version "1.2.3" not
     return sorted({n for n in found if n in paper_numbers} - PROSE_CONFIG_VALUES)
 
@@ -91,8 +92,9 @@ def prose_paper_numbers(text: str, paper_numbers: set) -> list[str]:
 def test_prose_check_finds_typed_numbers_and_allows_references():
     nums = {"4.1", "9.1", "0.880", "5.4", "1.2"}
     text = "---\nkernelspec: 4.1\n---\nThe median is 4.1% (Section 5.4, Eq. 2, Table 1), 0.880x at s = 1.2.\n" \
-           "```{code-cell} ipython3\nx = 9.1\n```\nSee {glue:text}`p_giants` and Sections 5.4-5.13.\n"
-    assert prose_paper_numbers(text, nums) == ["0.880", "4.1"]
+           "```{code-cell} ipython3\nx = 9.1\n```\nSee {glue:text}`p_giants` and Sections 5.4-5.13.\n" \
+           "| 5.4 DSv3 | 9.1% |\n"
+    assert prose_paper_numbers(text, nums) == ["0.880", "4.1", "9.1"]
 
 
 def test_no_notebook_records_claims_or_types_paper_numbers():

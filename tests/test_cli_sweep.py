@@ -257,7 +257,7 @@ def test_load_dump_refuses_code(tmp_path):
 
 def test_serve_bench_exits_1_when_every_run_failed(tmp_path, monkeypatch, capsys):
     """D7: all runs fail (an injected runner: the server never becomes healthy) -> exit 1."""
-    from tempo.serving import servebench
+    from tempo.benchmarks import servebench
 
     def fail(spec, policy, workload, out_dir, port, tag):
         return {"policy": policy, "server_healthy": False, "num_prompts": workload.num_prompts}

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo.serving import epbench
+from tempo.benchmarks import epbench
 
 
 def test_integer_split_keeps_expert_totals():

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tempo.serving import servebench as sb
+from tempo.benchmarks import servebench as sb
 
 DATA = Path(__file__).parent / "data" / "servebench"
 
@@ -133,3 +133,131 @@ def test_drift_location_file(tmp_path):
     assert data["logical_count"] == lc.tolist()
     with pytest.raises(ValueError):
         sb.drift_location(np.zeros(5), 1, tmp_path / "x.json")
+
+
+def test_two_node_commands(capsys):
+    """Section 5.15's EP16 over two nodes: SGLang 0.5.23's --nnodes / --node-rank /
+    --dist-init-addr on every server command, node 0's server reachable from node 1, the exact
+    command for node 1 printed, and the checks SGLang would make at start-up made first."""
+    spec = sb.ServerSpec(model="/models/q", tp=16, ep=16, nnodes=2, dist_init_addr="10.0.0.1:5000")
+    a = spec.args("tempo", 30001)
+    assert a[a.index("--nnodes") + 1] == "2" and a[a.index("--node-rank") + 1] == "0"
+    assert a[a.index("--dist-init-addr") + 1] == "10.0.0.1:5000" and a[a.index("--host") + 1] == "0.0.0.0"
+    b = spec.for_node(1).args("tempo", 30001)
+    assert b[b.index("--node-rank") + 1] == "1" and [x for x in a if x not in ("0", "1")] == \
+        [x for x in b if x not in ("0", "1")]  # otherwise identical
+    one = sb.ServerSpec(model="/models/q").args("tempo", 30001)
+    assert "--nnodes" not in one and one[one.index("--host") + 1] == "127.0.0.1"
+    with pytest.raises(ValueError, match="dist_init_addr"):
+        sb.ServerSpec(tp=16, nnodes=2)
+    with pytest.raises(ValueError, match="multiple of nnodes"):
+        sb.ServerSpec(tp=9, nnodes=2, dist_init_addr="h:1")
+    with pytest.raises(ValueError, match="node_rank"):
+        sb.ServerSpec(tp=16, nnodes=2, node_rank=2, dist_init_addr="h:1")
+    assert sb.node0_health_url("10.0.0.1:5000", 30001) == "http://10.0.0.1:30001/health"
+    argv = ["--nnodes", "2", "--dist-init-addr", "10.0.0.1:5000", "--node-rank=0", "--tp", "16", "--", "--x", "1"]
+    cmd = sb.other_node_command(argv, 1)
+    assert cmd[1:4] == ["-m", "tempo", "serve-bench"]
+    assert cmd[4:] == ["--nnodes", "2", "--dist-init-addr", "10.0.0.1:5000", "--tp", "16", "--node-rank", "1", "--",
+                       "--x", "1"]
+    base = ["--dry-run", "--nnodes", "2", "--dist-init-addr", "10.0.0.1:5000", "--tp", "16", "--ep", "16",
+            "--policies", "tempo_hier", "--gpus-per-node", "8", "--dummy-weights"]
+    assert sb.main(base) == 0
+    cap = capsys.readouterr()
+    assert "on node 1 run" in cap.err and "--node-rank 1" in cap.err
+    node1 = [l for l in cap.out.splitlines() if l.strip().startswith("node 1:")]
+    assert len(node1) == 2 and all("--node-rank 1" in l and "--dist-init-addr 10.0.0.1:5000" in l for l in node1)
+    assert "TEMPO_TOPOLOGY=hier TEMPO_GPUS_PER_NODE=8" in node1[1] or "TEMPO_GPUS_PER_NODE=8 TEMPO_TOPOLOGY=hier" in node1[1]
+    assert sb.main(base + ["--node-rank", "1"]) == 0  # node 1: servers only, no benchmark client
+    out = capsys.readouterr().out
+    assert "sglang.benchmark.serving" not in out and out.count("--node-rank 1") == 2
+    for bad, arg in ((["--nnodes", "2", "--tp", "16"], "--dist-init-addr"),
+                     (["--nnodes", "2", "--dist-init-addr", "h:1", "--tp", "9"], "--tp"),
+                     (["--node-rank", "1"], "--node-rank"),
+                     (["--nnodes", "2", "--dist-init-addr", "nohostport", "--tp", "16"], "--dist-init-addr")):
+        with pytest.raises(SystemExit):
+            sb.main(["--dry-run"] + bad)
+        assert arg in capsys.readouterr().err
+
+
+def test_node1_follows_node0_run_by_run():
+    """Node 1 launches its half of each run's server and stops it once node 0's server has been
+    up and is down again (node 0 finished the run); a run whose node 0 never comes up ends at
+    the start-up timeout; a server that exits by itself ends its run."""
+    spec = sb.ServerSpec(model="/models/q", tp=16, ep=16, nnodes=2, node_rank=1, dist_init_addr="10.0.0.1:5000",
+                         env={"TEMPO_GPUS_PER_NODE": "8"})
+
+    class Proc:
+        def __init__(self, exits):
+            self.exits, self.pid, self.rc = exits, -1, None
+
+        def poll(self):
+            if self.exits is not None:
+                self.exits -= 1
+                if self.exits <= 0:
+                    self.rc = 0
+            return self.rc
+
+        def wait(self, timeout=None):
+            self.rc = 0
+
+    launched = []
+    health_seq = iter([False, True, True, False,    # run 0: up, then down -> stop
+                       True, False,                 # run 1
+                       False, False, False, False])  # run 2: node 0 never healthy (timeout)
+
+    def launch(cmd, env):
+        launched.append((cmd, env))
+        return Proc(exits=None if len(launched) != 4 else 1)
+
+    import tempo.benchmarks.servebench as mod
+
+    killed = []
+    orig = mod.os.killpg
+    mod.os.killpg = lambda pid, sig: killed.append(sig)
+    try:
+        ticks = iter(range(10**6))  # a fake clock: one tick per reading, so no timing dependence
+        ended = sb.follow(spec, ["static", "tempo"], [sb.Workload()], 2, 30001, health=lambda: next(health_seq, False),
+                          launch=launch, poll_s=0, startup_timeout=3.5, log=lambda *a: None,
+                          clock=lambda: next(ticks))
+    finally:
+        mod.os.killpg = orig
+    assert [e["policy"] for e in ended] == ["static", "tempo", "tempo", "static"]  # drive's plan, same order
+    assert [e["ended"] for e in ended] == ["node 0 finished the run"] * 2 + ["node 0 never became healthy",
+                                                                           "server exited"]
+    assert all("--node-rank" in c and c[c.index("--node-rank") + 1] == "1" for c, _ in launched)
+    import os
+
+    assert launched[1][1]["TEMPO_GPUS_PER_NODE"] == "8"  # tempo env only on tempo servers
+    assert launched[0][1].get("TEMPO_GPUS_PER_NODE") == os.environ.get("TEMPO_GPUS_PER_NODE")
+    assert len(killed) == 3  # the three servers still running at their run's end
+    assert len(sb.follow(spec, ["static", "tempo"], [sb.Workload()], 2, 30001, skip_runs=4, launch=launch,
+                         health=lambda: False, log=lambda *a: None)) == 0
+
+
+def test_dsv3_proxy_config_matches_the_dsv3_shape():
+    """Sections 5.11-5.13's DSv3-shape proxy: DSv3's expert geometry (tempo.models 'dsv3':
+    hidden 7168, expert FFN 2048, 256 experts, top-8) at reduced depth (1 dense + 4 MoE layers),
+    block fp8, an architecture SGLang serves (and LPLB accepts)."""
+    import json
+
+    from tempo.models import model_shape
+
+    cfg = json.loads((sb.DSV3_PROXY_MODEL / "config.json").read_text())
+    m = model_shape("dsv3")
+    assert (cfg["hidden_size"], cfg["moe_intermediate_size"], cfg["n_routed_experts"], cfg["num_experts_per_tok"]) \
+        == (m.d_model, m.d_ff, m.n_experts, m.top_k) == (7168, 2048, 256, 8)
+    assert cfg["first_k_dense_replace"] == 1 and cfg["num_hidden_layers"] - cfg["first_k_dense_replace"] == 4
+    assert cfg["moe_layer_freq"] == 1 and cfg["num_nextn_predict_layers"] == 0
+    assert cfg["quantization_config"]["quant_method"] == "fp8"
+    assert sb.model_architecture(str(sb.DSV3_PROXY_MODEL)) in sb.LPLB_ARCHS
+    assert (sb.DSV3_PROXY_MODEL / "README.md").exists()
+
+
+def test_expected_window_estimate():
+    # static,tempo,tempo_noop: two pairs -> 4 runs per workload; 3 workloads -> 12 runs
+    e = sb.expected_window_s(["static", "tempo", "tempo_noop"], 3, startup_s=240, bench_s=90, stop_s=30)
+    assert e == {"runs": 12, "seconds": 12 * 360}
+    assert sb.expected_window_s(["dynamic", "tempo"], 1, 60, 60, 0, baseline="dynamic")["runs"] == 2
+    with pytest.raises(ValueError):
+        sb.expected_window_s(["static", "tempo"], 0, 1, 1)

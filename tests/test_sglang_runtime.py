@@ -201,3 +201,116 @@ def test_forward_rebalance_and_capture_hooks_on_stand_ins(monkeypatch):
     # the guard holds the lock every refresher snapshot and publication takes
     out = sp.hook_capture_guard(lambda: order.append(rt.device_lock._is_owned()) or "captured")
     assert out == "captured" and order == [True]
+
+
+@pytest.mark.needs("torch")
+def test_dp_padding_mask_layouts():
+    """Attention DP with a2a none: the MoE input is one slot per DP rank, real rows first
+    (SGLang 0.5.23 dp_attention.dp_gather).  MAX_LEN: equal slots; SUM_LEN: slot r at
+    sum(widths[:r]); a row count that is not the widths' sum gets no mask."""
+    from tempo.serving.runtime import DpPadding
+
+    d = DpPadding(3)
+    d.set_real([2, 0, 3])
+    assert d.row_mask(12, [4, 4, 4]).tolist() == [1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0]  # MAX_LEN, max_len 4
+    assert d.row_mask(8, [4, 0, 4]).tolist() == [1, 1, 0, 0, 1, 1, 1, 0]  # SUM_LEN, widths aligned to attn_tp 4
+    assert d.row_mask(6, [2, 1, 3]).tolist() == [1, 1, 0, 1, 1, 1]  # SUM_LEN, the idle rank's 1-row slot is padding
+    assert d.row_mask(11, [4, 4, 4]) is None and d.row_mask(8, [4, 4]) is None and d.row_mask(8, None) is None
+    d.set_real(None)  # unknown this step: every row counts
+    assert d.row_mask(12, [4, 4, 4]).all()
+    with pytest.raises(ValueError, match="3 non-negative"):
+        d.set_real([1, 2])
+    with pytest.raises(ValueError, match="n_dp"):
+        DpPadding(0)
+
+
+@pytest.mark.needs("torch")
+def test_dp_gathered_padding_rows_are_not_counted(monkeypatch):
+    """Issue 15 item 6 (padding with attention DP and a2a none): a stubbed forward batch of 3
+    attention-DP ranks with 2, 0 and 3 real tokens, gathered MAX_LEN into slots of 4 rows.  The
+    padding rows route to expert 0 (the degenerate routing of a zero hidden state); the
+    counters see only the 5 real tokens (the real-SGLang paths are in tests/sglang)."""
+    rt = TempoRuntime(P2L, 2, start=False, dp_size=3, rank_invariant=True)
+    monkeypatch.setattr(sp, "_RUNTIME", rt)
+    widths = {"w": [4, 4, 4]}
+    monkeypatch.setattr(sp, "_dp_gather_widths", lambda: widths["w"])
+    runner = types.SimpleNamespace(is_draft_worker=False)
+    fb = types.SimpleNamespace(global_num_tokens_cpu=[2, 0, 3], global_num_tokens_padded_cpu=None)
+    sp.hook_before_forward(runner, fb)
+    assert rt.dp_padding.real.tolist() == [2, 0, 3]
+    real = {0: [1, 2], 1: [3, 3], 8: [3, 1], 9: [2, 3], 10: [1, 1]}  # gathered row -> its real experts
+    ids = torch.zeros((12, 2), dtype=torch.int64)  # padding rows: expert 0
+    for row, e in real.items():
+        ids[row] = torch.tensor(e)
+    info = types.SimpleNamespace(tempo_layer_id=1)
+    out = sp.hook_logical_to_physical(lambda *a: pytest.fail("must not fall through"), ids, info)
+    want = np.bincount(np.array(list(real.values())).ravel(), minlength=4)
+    assert rt.counts[1].tolist() == want.tolist() == [0, 4, 2, 4]  # before the fix: expert 0 counted 14 times
+    holders = {e: set(np.flatnonzero(P2L[1] == e).tolist()) for e in range(4)}
+    assert all(int(out[t, k]) in holders[int(ids[t, k])] for t in range(12) for k in range(2))  # padding still mapped
+    # SUM_LEN (widths aligned, unequal): the same real rows at other offsets
+    rt.counts.zero_()
+    widths["w"] = [2, 0, 4]
+    ids2 = torch.cat([ids[0:2], ids[8:12]])
+    sp.hook_logical_to_physical(lambda *a: pytest.fail("must not fall through"), ids2, info)
+    assert rt.counts[1].tolist() == [0, 4, 2, 4]
+    # a batch SGLang already padded (global_num_tokens_padded_cpu set): unknown, every row counts
+    rt.counts.zero_()
+    sp.hook_before_forward(runner, types.SimpleNamespace(global_num_tokens_cpu=[4, 4, 4],
+                                                         global_num_tokens_padded_cpu=[4, 4, 4]))
+    widths["w"] = [4, 4, 4]
+    sp.hook_logical_to_physical(lambda *a: None, ids, info)
+    assert rt.counts[1].sum() == 24
+    # a prefix bound from SGLang (select_experts' num_token_non_padded) is used as given
+    rt.counts.zero_()
+    sp.hook_select_experts(lambda **kw: sp.hook_logical_to_physical(None, ids, info), num_token_non_padded=torch.tensor(1))
+    assert rt.counts[1].tolist() == [0, 1, 1, 0]
+
+
+@pytest.mark.needs("torch")
+def test_tempo_params_takes_a_calibration_fit(tmp_path, monkeypatch):
+    """Issue 18 item 5: TEMPO_PARAMS names a paper set or a fit.json of `python -m tempo
+    calibrate` (file or recording folder, optional #form); a bad path or file fails at start-up
+    naming TEMPO_PARAMS."""
+    import json
+
+    from tempo import CostModel
+    from tempo import paths
+    from tempo.serving.settings import load_fit
+
+    rec = paths.ROOT / "data" / "measured" / "nvidia-h200" / "2026-11-30-deep_gemm-dsv3"
+    fits = json.loads((rec / "fit.json").read_text())
+    tt = fits["three_term"]["params"]
+    m = ServingSettings.from_env({"TEMPO_PARAMS": str(rec / "fit.json")}).cost_model()
+    assert (m.a, m.b, m.c, m.beta, m.c2, m.gamma) == (tt["a"], tt["b"], tt["c"], tt["beta"], tt["c2"], tt["gamma"])
+    assert m.name == "2026-11-30-deep_gemm-dsv3#three_term"
+    assert ServingSettings(params=str(rec)).cost_model() == m  # the recording folder
+    tile = ServingSettings(params=f"{rec}#tile").cost_model()
+    assert tile.b2 == fits["tile"]["params"]["b2"] > 0 and tile.c2 is None
+    assert load_fit(f"{rec}#max_affine").b2 == 0
+    assert ServingSettings().cost_model() == CostModel.named("proxy-serving")
+    (tmp_path / "junk.json").write_text("{not json")
+    (tmp_path / "other.json").write_text(json.dumps({"samples": 3}))
+    (tmp_path / "neg").mkdir()
+    (tmp_path / "neg" / "fit.json").write_text(json.dumps({"max_affine": {"params": {"a": 1, "b": -2, "c": 0,
+                                                                                     "beta": 0.1}}}))
+    for bad, msg in ((str(tmp_path / "missing" / "fit.json"), "does not exist"), (str(tmp_path / "junk.json"), "JSON"),
+                     (str(tmp_path / "other.json"), "not a calibration fit.json"),
+                     (f"{rec}#cubic", "no fitted form 'cubic'"), (str(tmp_path / "neg"), "unusable parameters"),
+                     ("dsv9-offline", "unknown parameter set")):
+        with pytest.raises(ValueError, match="TEMPO_PARAMS") as exc:
+            ServingSettings.from_env({"TEMPO_PARAMS": bad})
+        assert msg in str(exc.value)
+    # the runtime hands the fitted model to its refresher (and so to the solver process)
+    got = {}
+
+    class Recorder:
+        def __init__(self, *a, **k):
+            got.update(k)
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr("tempo.serving.refresher.Refresher", Recorder)
+    TempoRuntime(P2L, 2, settings=ServingSettings(params=str(rec)))
+    assert got["model"] == m

@@ -32,6 +32,9 @@ CASES = {
     "padding: nv 0-d int64 tensor": dict(nv=("tensor64", -11)),
     "padding: nv 0-d int32 tensor": dict(nv=("tensor32", -3)),
     "padding: nv tensor = 0": dict(nv=("tensor64", "zero")),
+    "row mask (DP-gathered padding)": dict(row_mask=0.4),
+    "row mask and a prefix bound": dict(row_mask=0.3, nv=("tensor64", -9)),
+    "row mask all padding": dict(row_mask=1.0),
     "zero (torn) rows": dict(zero_rows=0.3),
     "empty rows (no holder) and holes in phys_map": dict(holes=0.35, empty_rows=0.2),
     "negative ids": dict(neg_ids=0.3),
@@ -64,7 +67,7 @@ CASE_NAMES = list(CASES)
 def make_case(torch, device, seed=0, T=48, K=4, E=13, R=4, ids_dtype="int64", phys_dtype="int64",
               counts_dtype="int64", prob_dtype="float32", nv=None, zero_rows=0.0, holes=0.0, empty_rows=0.0,
               neg_ids=0.0, oob_ids=0.0, nan=0.0, negative_p=0.0, inf=0.0, nan_rows=0.0, negative_rows=0.0,
-              unmasked=False, u_edges=False, scale=1.0, block=256, twice=False, randomize=False):
+              unmasked=False, u_edges=False, scale=1.0, block=256, twice=False, randomize=False, row_mask=None):
     """Tensors for one comparison (all on ``device``), deterministic in ``seed``."""
     g = torch.Generator().manual_seed(seed)
 
@@ -106,11 +109,12 @@ def make_case(torch, device, seed=0, T=48, K=4, E=13, R=4, ids_dtype="int64", ph
         n = 0 if off == "zero" else max(T + off, 0)
         nv_val = n if kind == "int" else torch.tensor(n, dtype=torch.int64 if kind == "tensor64" else torch.int32,
                                                      device=device)
+    rv = None if row_mask is None else (rnd(T) >= row_mask).to(device)  # padding rows anywhere (DP slots)
     dt = lambda name: getattr(torch, name)  # noqa: E731
     counts = torch.randint(0, 5, (E,), generator=g).to(dt(counts_dtype))  # persistent, not starting at zero
     return dict(ids=ids.to(dt(ids_dtype)).to(device), prob=prob.to(dt(prob_dtype)).to(device),
                 phys=phys.to(dt(phys_dtype)).to(device), counts=counts.to(device), u=u.to(device), nv=nv_val,
-                block=block, calls=2 if twice else 1)
+                block=block, calls=2 if twice else 1, rv=rv)
 
 
 def oracle_inputs(torch, ids, E):
@@ -120,11 +124,14 @@ def oracle_inputs(torch, ids, E):
     return torch.where(ids >= E, torch.full_like(ids, -1), ids)
 
 
-def n_invalid(torch, ids, E, nv):
+def n_invalid(torch, ids, E, nv, rv=None):
     """Real (non-padding) pairs with an id ``>= E``: what the kernel's ``invalid`` counter holds."""
     T, K = ids.shape
     n = T if nv is None else int(nv)
-    return int((ids[:max(0, min(n, T))] >= E).sum())
+    real = torch.arange(T) < n
+    if rv is not None:
+        real &= rv.cpu().bool()
+    return int((ids[real] >= E).sum())
 
 
 def run_case(torch, ref_fn, tri_fn, device, name):
@@ -138,13 +145,14 @@ def run_case(torch, ref_fn, tri_fn, device, name):
     try:
         mism, dtype_ok = 0, True
         for _ in range(c["calls"]):
-            ref = ref_fn(ref_ids, c["prob"], c["phys"], c_ref, c["u"], c["nv"])
-            tri = tri_fn(c["ids"], c["prob"], c["phys"], c_tri, c["u"], c["nv"], block=c["block"], invalid=invalid)
+            ref = ref_fn(ref_ids, c["prob"], c["phys"], c_ref, c["u"], c["nv"], row_valid=c["rv"])
+            tri = tri_fn(c["ids"], c["prob"], c["phys"], c_tri, c["u"], c["nv"], row_valid=c["rv"], block=c["block"],
+                         invalid=invalid)
             if device == "cuda":
                 torch.cuda.synchronize()
             mism += int((ref.cpu() != tri.cpu()).sum())
             dtype_ok &= tri.dtype == ref.dtype == c["ids"].dtype and tri.shape == ref.shape
-        want_invalid = c["calls"] * n_invalid(torch, c["ids"].cpu(), E, c["nv"])
+        want_invalid = c["calls"] * n_invalid(torch, c["ids"].cpu(), E, c["nv"], c["rv"])
         res.update(out_mismatch=mism, counts_equal=bool(torch.equal(c_ref.cpu(), c_tri.cpu()))
                    and c_tri.dtype == c["counts"].dtype and int(invalid.item()) == want_invalid,
                    dtype_ok=bool(dtype_ok))

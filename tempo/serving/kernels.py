@@ -8,6 +8,10 @@ to uniform over the replicas that hold the expert -- write its physical id and i
 routed by the table nor counted: their degenerate routing would otherwise fabricate a
 phantom hot expert (Section 5.9).  They get the expert's first replica, a valid physical id
 any downstream kernel can index.  Negative logical ids (already-masked slots) stay -1.
+Padding that is not a suffix -- the DP-gathered MoE input under attention DP with
+``--moe-a2a-backend none``, one padded slot per DP rank -- is given as a per-row mask
+``row_valid`` (see :class:`tempo.serving.runtime.DpPadding`); a row is real when it is below
+``num_token_non_padded`` and its ``row_valid`` entry is true.
 
 The Triton kernel in :mod:`.triton_kernels` implements the same contract on GPU; this one runs
 anywhere torch does and is the oracle the tests compare it against.
@@ -15,7 +19,7 @@ anywhere torch does and is the oracle the tests compare it against.
 from __future__ import annotations
 
 
-def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None):
+def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None, row_valid=None):
     """Route logical expert ids to physical replicas by the table and count them.
 
     Parameters
@@ -34,6 +38,8 @@ def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_
         last positive column; values below 0, above 1 or NaN raise ``ValueError``.
     num_token_non_padded : int or 0-d tensor, optional
         Rows ``t >= num_token_non_padded`` are padding (default: none).
+    row_valid : bool[T] torch tensor, optional
+        Rows with a false entry are padding too (default: none).
 
     Returns
     -------
@@ -65,9 +71,14 @@ def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_
     if topk_ids.numel() and int(topk_ids.max()) >= E:
         raise ValueError(f"topk_ids has logical ids >= E = {E} (largest {int(topk_ids.max())}); "
                          f"only negative ids mark masked slots")
+    if row_valid is not None and (not isinstance(row_valid, torch.Tensor) or tuple(row_valid.shape) != (T,)):
+        raise ValueError(f"row_valid must be a [T] = [{T}] tensor, got "
+                         f"{tuple(row_valid.shape) if isinstance(row_valid, torch.Tensor) else type(row_valid).__name__}")
     ids = topk_ids.reshape(-1).long()
     n_valid = T if num_token_non_padded is None else int(num_token_non_padded)
     real = (torch.arange(T * K, device=ids.device) // K) < n_valid
+    if row_valid is not None:
+        real = real & row_valid.to(torch.bool).reshape(T, 1).expand(T, K).reshape(-1)
     routed = (ids >= 0) & (ids < E)
     e = ids.clamp(0, E - 1)
     ph = phys_map[e].long()                                # [T*K, R]

@@ -224,6 +224,81 @@ class TableSync:
             self._thread.join(timeout=2)
 
 
+class DpPadding:
+    """Padding rows of the DP-gathered MoE input: attention DP with ``--moe-a2a-backend none``.
+
+    There every rank's MoE layer routes one buffer that concatenates one slot per attention-DP
+    rank (SGLang 0.5.23, ``layers/dp_attention.py``: ``dp_gather`` by all-gather under
+    ``DpPaddingMode.MAX_LEN``, every slot ``max_len`` rows, or by all-reduce under ``SUM_LEN``,
+    slot ``r`` at ``sum(widths[:r])``); slot ``r`` holds DP rank ``r``'s real tokens first,
+    then padding.  The slot widths are the "per-rank token counts as padded for the gather"
+    (``get_dp_global_num_tokens()``), the real counts are the forward batch's
+    ``global_num_tokens_cpu`` before SGLang pads it.  SGLang gives no prefix bound for this
+    layout (``ForwardBatch.moe_num_token_non_padded`` returns None when ``attn_dp_size != 1``),
+    so without a mask every padding row would be counted.
+
+    :attr:`real` (int64 ``[n_dp]`` on the device) is allocated once and written in place before
+    each forward pass (:meth:`set_real`), so a captured decode or prefill graph reads this
+    step's counts at replay.  :meth:`row_mask` builds the ``[rows]`` mask from device
+    arithmetic only when the slots are equally wide (every captured layout: CUDA-graph buckets
+    pad every DP rank to the same width), so it is safe inside capture; unequal widths
+    (``SUM_LEN`` eagerly) use one small host-to-device copy, which never happens in capture.
+    A buffer whose row count is not the sum of the widths (for example a two-batch-overlap
+    child) gets no mask: every row counts, as before.
+    """
+
+    UNKNOWN = 1 << 62  # a real count no slot reaches: every row counts
+
+    def __init__(self, n_dp: int, device="cpu"):
+        import torch
+
+        if int(n_dp) < 1:
+            raise ValueError(f"n_dp (attention-DP size) must be >= 1, got {n_dp}")
+        self.n_dp = int(n_dp)
+        self.real = torch.full((self.n_dp,), self.UNKNOWN, dtype=torch.int64, device=device)  # once
+
+    def set_real(self, counts) -> None:
+        """This step's real tokens per DP rank (``None``: unknown, every row counts)."""
+        import torch
+
+        if counts is None:
+            self.real.fill_(self.UNKNOWN)
+            return
+        c = [int(x) for x in counts]
+        if len(c) != self.n_dp or min(c) < 0:
+            raise ValueError(f"counts must hold {self.n_dp} non-negative token counts (one per attention-DP rank), "
+                             f"got {list(counts)}")
+        if self.real.is_cuda:  # as SGLang stages global_num_tokens: fresh pinned host tensor, async copy
+            self.real.copy_(torch.tensor(c, dtype=torch.int64, pin_memory=True), non_blocking=True)
+        else:
+            self.real.copy_(torch.tensor(c, dtype=torch.int64))
+
+    def row_mask(self, rows: int, widths):
+        """Bool ``[rows]``: True for the rows that are some DP rank's real tokens; ``None`` when
+        ``widths`` (slot widths, one per DP rank) do not describe a buffer of ``rows`` rows."""
+        import torch
+
+        if widths is None:
+            return None
+        w = [int(x) for x in widths]
+        if len(w) != self.n_dp or min(w) < 0 or sum(w) != int(rows):
+            return None
+        dev = self.real.device
+        ar = torch.arange(int(rows), device=dev)
+        if len(set(w)) == 1:  # MAX_LEN and every captured layout: pure device arithmetic
+            width = max(w[0], 1)
+            slot = ar // width
+            pos = ar - slot * width
+        else:  # SUM_LEN, eager only
+            if dev.type == "cuda" and torch.cuda.is_current_stream_capturing():
+                return None
+            starts = np.concatenate([[0], np.cumsum(w)[:-1]])
+            bounds = torch.tensor(np.cumsum(w)[:-1], dtype=torch.int64, device=dev)
+            slot = torch.bucketize(ar, bounds, right=True)
+            pos = ar - torch.tensor(starts, dtype=torch.int64, device=dev)[slot]
+        return pos < self.real[slot]
+
+
 class TempoRuntime:
     """Everything the server holds for TEMPO (see the module docstring).
 
@@ -250,11 +325,15 @@ class TempoRuntime:
     sync : TableSync, optional
         Versioned tables applied at agreed forward steps (rank-invariant, EP > 1).  With it,
         only the leader (rank 0) runs a refresher.
+    dp_size : int, optional
+        Attention-DP size when the MoE input is the DP-gathered buffer (a2a ``none``): padding
+        rows of every DP slot are masked (:class:`DpPadding`, :attr:`dp_padding`).
     """
 
     def __init__(self, physical_to_logical_map, n_gpus: int, device="cpu", settings: ServingSettings | None = None,
                  noop: bool = False, n_logical: int | None = None, max_replicas: int | None = None, node: int = 0,
-                 rank_invariant: bool = False, aggregate=None, sync: TableSync | None = None, start: bool = True):
+                 rank_invariant: bool = False, aggregate=None, sync: TableSync | None = None, start: bool = True,
+                 dp_size: int | None = None):
         import torch
 
         from .tables import DispatchTable
@@ -286,6 +365,7 @@ class TempoRuntime:
         self.prob = torch.tensor(prob, device=device)
         self.counts = torch.zeros((L, self.n_logical), dtype=torch.int64, device=device)
         self.steps = 0
+        self.dp_padding = DpPadding(dp_size, device) if dp_size is not None and int(dp_size) > 1 else None
         self.device_lock = threading.RLock()
         self._stream = None
         self._host_counts = None
@@ -332,10 +412,13 @@ class TempoRuntime:
         self.prob.copy_(torch.from_numpy(np.ascontiguousarray(table)))
 
     # ------------------------------------------------------------------ forward path
-    def on_forward(self) -> None:
-        """Called once per forward pass (every rank, the same passes): count the step and,
-        with a :class:`TableSync`, apply the agreed table."""
+    def on_forward(self, dp_tokens=None) -> None:
+        """Called once per forward pass (every rank, the same passes): count the step, record
+        this step's real tokens per DP rank (``dp_tokens``, with :attr:`dp_padding`; None:
+        unknown, every row counts) and, with a :class:`TableSync`, apply the agreed table."""
         self.steps += 1
+        if self.dp_padding is not None:
+            self.dp_padding.set_real(dp_tokens)
         if self.sync is not None:
             table = self.sync.agree(self.steps)
             if table is not None:
@@ -345,15 +428,20 @@ class TempoRuntime:
         prob = self.prob[self.node] if self.prob.dim() == 4 else self.prob
         return prob[layer_id], self.phys[layer_id]
 
-    def dispatch(self, layer_id: int, topk_ids, num_token_non_padded=None):
-        """Logical ``topk_ids [T, K]`` -> physical ids, counting non-padding rows."""
+    def dispatch(self, layer_id: int, topk_ids, num_token_non_padded=None, dp_widths=None):
+        """Logical ``topk_ids [T, K]`` -> physical ids, counting non-padding rows: rows at or
+        beyond ``num_token_non_padded`` and, with :attr:`dp_padding` and the gather's slot
+        widths ``dp_widths``, the padding rows of every DP slot."""
         prob, phys = self.layer_table(layer_id)
+        row_valid = None
+        if self.dp_padding is not None and dp_widths is not None:
+            row_valid = self.dp_padding.row_mask(topk_ids.shape[0], dp_widths)
         u = uniforms(topk_ids.numel(), topk_ids.device, self.rank_invariant, layer_id)
         if topk_ids.is_cuda:
             from .triton_kernels import dispatch_and_count_triton as kernel
         else:
             from .kernels import dispatch_and_count_reference as kernel
-        return kernel(topk_ids, prob, phys, self.counts[layer_id], u, num_token_non_padded)
+        return kernel(topk_ids, prob, phys, self.counts[layer_id], u, num_token_non_padded, row_valid)
 
     # ------------------------------------------------------------------ refresher
     @property
@@ -368,7 +456,7 @@ class TempoRuntime:
             return
         s = self.settings
         self.refresher = Refresher(
-            self.host, self._snapshot, self.p2l, self.n_gpus, model=s.params,
+            self.host, self._snapshot, self.p2l, self.n_gpus, model=s.cost_model(),
             policy="noop" if self.noop else s.policy, topology=s.topology, gpus_per_node=s.gpus_per_node,
             interval_s=s.interval_s, deadline_s=s.deadline_s, aggregate=self.aggregate, publish=self._publish,
             batch_tokens=s.batch_tokens if s.pricing == "fixed" else None, workers=s.solver_workers,

@@ -8,7 +8,11 @@ bad setting fails the server at start-up instead of on the first refresh.
 ==========================  ===========================================================  ===============
 variable                    meaning                                                      default
 ==========================  ===========================================================  ===============
-``TEMPO_PARAMS``            cost-parameter set the solver prices with                    ``proxy-serving``
+``TEMPO_PARAMS``            cost parameters the solver prices with: a named set of      ``proxy-serving``
+                            ``data/params/cost_params.csv`` (paper Tables 6-7), or the
+                            path of a ``fit.json`` from ``python -m tempo calibrate`` (or
+                            its recording folder), optionally ``#form``: ``three_term``
+                            (default when fitted), ``tile``, ``max_affine``
 ``TEMPO_POLICY``            ``tempo`` or ``token_lp`` (Section 5.12's control)            ``tempo``
 ``TEMPO_REFRESH_MS``        refresh period                                               200
 ``TEMPO_DEADLINE_MS``       most a solve may take                                        150
@@ -31,12 +35,67 @@ variable                    meaning                                             
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 POLICIES = ("tempo", "token_lp")
 TOPOLOGIES = ("flat", "hier")
 PRICINGS = ("step", "window", "fixed")
+#: the cost-model forms a calibration's fit.json holds (tempo/calib/record.py), most complete first
+FIT_FORMS = ("three_term", "tile", "max_affine", "max_affine_no_intercept")
+
+
+def load_fit(spec: str):
+    """A :class:`~tempo.cost.CostModel` from a calibration fit (``python -m tempo calibrate``
+    writes ``<recording>/fit.json``: each form's parameters and fit error).  ``spec`` is the
+    file or its folder, optionally followed by ``#form``; without a form the most complete one
+    fitted is used (``three_term``: Eq. 4 with the traffic term, then ``tile``: Eq. 2, then
+    ``max_affine``: Eq. 1).  Errors name ``TEMPO_PARAMS``."""
+    from ..cost import CostModel
+
+    path_s, _, form = str(spec).partition("#")
+    path = Path(path_s).expanduser()
+    if path.is_dir():
+        path = path / "fit.json"
+    if not path.is_file():
+        raise ValueError(f"TEMPO_PARAMS: {path} does not exist (give a named parameter set, or the fit.json "
+                         f"of a recording from `python -m tempo calibrate`, or its folder)")
+    try:
+        fits = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"TEMPO_PARAMS: {path} is not readable JSON ({exc})") from None
+    if not isinstance(fits, dict) or not any(isinstance(fits.get(f), dict) and "params" in fits[f]
+                                             for f in FIT_FORMS):
+        raise ValueError(f"TEMPO_PARAMS: {path} is not a calibration fit.json (no fitted form among "
+                         f"{', '.join(FIT_FORMS)})")
+    if form:
+        if not isinstance(fits.get(form), dict) or "params" not in fits[form]:
+            have = [f for f in FIT_FORMS if isinstance(fits.get(f), dict)]
+            raise ValueError(f"TEMPO_PARAMS: {path} has no fitted form {form!r}; it has {', '.join(have)}")
+    else:
+        form = next(f for f in FIT_FORMS if isinstance(fits.get(f), dict) and "params" in fits[f])
+    p = fits[form]["params"]
+    try:
+        return CostModel(a=p.get("a", 0.0), b=p["b"], c=p.get("c", 0.0), beta=p["beta"], b2=p.get("b2", 0.0),
+                         c2=p.get("c2"), gamma=p.get("gamma"), name=f"{path.parent.name}#{form}")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"TEMPO_PARAMS: {path} form {form!r} has unusable parameters ({exc})") from None
+
+
+def cost_model(params: str):
+    """The CostModel ``TEMPO_PARAMS`` names: a named set, or a calibration fit (:func:`load_fit`)."""
+    from ..cost import CostModel
+    from ..params import params_table
+
+    if params in params_table().index:
+        return CostModel.named(params)
+    looks_like_path = os.sep in params or params.endswith(".json") or "#" in params or Path(params).exists()
+    if looks_like_path:
+        return load_fit(params)
+    raise ValueError(f"TEMPO_PARAMS: unknown parameter set {params!r}; known: {', '.join(params_table().index)}, "
+                     f"or the path of a fit.json from `python -m tempo calibrate`")
 
 
 @dataclass(frozen=True)
@@ -83,6 +142,13 @@ class ServingSettings:
             bad("batch_tokens", "must be set with pricing 'fixed' (TEMPO_PRICING=fixed)")
         if self.batch_tokens is not None and self.pricing != "fixed":
             bad("batch_tokens", f"is only used with TEMPO_PRICING=fixed, but pricing is {self.pricing!r}")
+        if not isinstance(self.params, str) or not self.params:
+            bad("params", f"must be a parameter-set name or a fit.json path, got {self.params!r}")
+        object.__setattr__(self, "_model", cost_model(self.params))  # a bad name or file fails here, at start-up
+
+    def cost_model(self):
+        """The :class:`~tempo.cost.CostModel` the solver prices with (``TEMPO_PARAMS``)."""
+        return self._model
 
     @property
     def interval_s(self) -> float:

@@ -17,9 +17,13 @@ SGLang loads general plugins from the entry-point group ``sglang.srt.plugins`` (
    layer id; ``topk_ids_logical_to_physical`` (AROUND) sends tempo layers through the
    dispatch-and-count kernel; ``select_experts`` and ``_biased_grouped_topk_postprocess``
    (AROUND) hand the kernel ``num_token_non_padded`` so padding rows are not counted where
-   SGLang gives a bound (it gives none for attention DP with a2a ``none``: a warning says so).
-   ``ModelRunner.forward`` (BEFORE) counts forward steps (windows are priced per step) and
-   applies agreed tables.
+   SGLang gives a bound.  With attention DP and a2a ``none`` SGLang gives none (the MoE input
+   is the DP-gathered buffer, one padded slot per DP rank): the kernel gets a per-row mask
+   built from the gather's slot widths (``dp_attention.get_dp_global_num_tokens()``) and the
+   step's real tokens per DP rank (:class:`tempo.serving.runtime.DpPadding`).
+   ``ModelRunner.forward`` (BEFORE) counts forward steps (windows are priced per step),
+   records the forward batch's real tokens per DP rank (``global_num_tokens_cpu``, read before
+   SGLang pads it inside ``forward``) and applies agreed tables.
 4. The recorder gatherer accepts ``deepep_mode=auto`` (AROUND on
    ``_SinglePassGatherer.init_new``: auto resolves per batch, so we gather at select_experts,
    which sees every token in either mode).
@@ -125,15 +129,44 @@ def _forward_non_padded():
     return get() if callable(get) else None
 
 
+def _dp_gather_widths():
+    """The DP gather's slot widths for this forward (SGLang 0.5.23: the per-rank token
+    counts as padded for the gather, set by ``set_dp_buffer_len`` in eager, capture and replay
+    paths), or None."""
+    try:
+        from sglang.srt.layers.dp_attention import get_dp_global_num_tokens
+    except ImportError:
+        return None
+    return get_dp_global_num_tokens()
+
+
+def _dispatch(layer, topk_ids, n):
+    """The runtime's kernel with the padding bound ``n``; with no bound and a DP-gathered
+    input (attention DP, a2a none), the per-DP-slot padding mask."""
+    widths = _dp_gather_widths() if n is None and _RUNTIME.dp_padding is not None else None
+    return _RUNTIME.dispatch(layer, topk_ids, n, widths)
+
+
+def dp_real_tokens(forward_batch):
+    """Real tokens per attention-DP rank of a forward batch as ``ModelRunner.forward`` receives
+    it: ``global_num_tokens_cpu`` (SGLang 0.5.23 overwrites it with the padded counts in
+    ``prepare_mlp_sync_batch``, inside ``forward``; a batch already padded, recognisable by
+    ``global_num_tokens_padded_cpu``, gives None: unknown, every row counts)."""
+    if forward_batch is None or getattr(forward_batch, "global_num_tokens_padded_cpu", None) is not None:
+        return None
+    g = getattr(forward_batch, "global_num_tokens_cpu", None)
+    return None if g is None else [int(x) for x in g]
+
+
 def hook_logical_to_physical(original, topk_ids, info, *args, **kwargs):
-    """AROUND ``topk_ids_logical_to_physical``: tempo layers go through the fused kernel."""
+    """AROUND ``topk_ids_logical_to_physical``: tempo layers go through the dispatch-and-count kernel."""
     layer = getattr(info, "tempo_layer_id", None) if info is not None else None
     if layer is None or _RUNTIME is None:
         return original(topk_ids, info, *args, **kwargs)
     n = _non_padded.get()
     if n is None:
         n = _forward_non_padded()
-    return _RUNTIME.dispatch(layer, topk_ids, n)
+    return _dispatch(layer, topk_ids, n)
 
 
 def hook_biased_postprocess(original, topk_ids, info, num_token_non_padded, *args, **kwargs):
@@ -146,7 +179,7 @@ def hook_biased_postprocess(original, topk_ids, info, num_token_non_padded, *arg
         return original(topk_ids, info, num_token_non_padded, *args, **kwargs)
     from sglang.srt.layers.moe.topk import _mask_topk_ids_padded_region
 
-    topk_ids = _RUNTIME.dispatch(layer, topk_ids, num_token_non_padded)
+    topk_ids = _dispatch(layer, topk_ids, num_token_non_padded)
     _mask_topk_ids_padded_region(topk_ids, num_token_non_padded)
     return topk_ids
 
@@ -192,9 +225,8 @@ def _install(model_runner, algo: str):
     n_nodes = settings.n_nodes(ep_size)  # clear error for a hier setting that does not fit
     node = rank // settings.gpus_per_node if n_nodes is not None else 0
     rank_invariant = get_exec().moe.moe_a2a_backend == "none"
-    if rank_invariant and _par(par, "attn_dp_size", 1) != 1:
-        log.warning("tempo: attention DP with --moe-a2a-backend none: SGLang gives no padding bound for the "
-                    "DP-gathered MoE input, so padding rows are counted")
+    # attention DP with a2a none: the MoE input is the DP-gathered buffer, padding masked per DP slot
+    dp_size = int(_par(par, "attn_dp_size", 1)) if rank_invariant else 1
     distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     aggregate = sync = None
     noop = algo == "tempo_noop"
@@ -215,7 +247,8 @@ def _install(model_runner, algo: str):
         aggregate = GlooAggregator(dist.new_group(backend="gloo"), dist.get_world_size())  # disjoint shards
     return TempoRuntime(meta.physical_to_logical_map, ep_size, device=meta.physical_to_logical_map.device,
                         settings=settings, noop=noop, n_logical=int(meta.num_logical_experts),
-                        node=node, rank_invariant=rank_invariant, aggregate=aggregate, sync=sync)
+                        node=node, rank_invariant=rank_invariant, aggregate=aggregate, sync=sync,
+                        dp_size=dp_size if dp_size > 1 else None)
 
 
 def hook_after_lplb_init(result, model_runner, *args, **kwargs):
@@ -232,10 +265,12 @@ def hook_after_lplb_init(result, model_runner, *args, **kwargs):
 
 
 def hook_before_forward(model_runner, *args, **kwargs):
-    """BEFORE ``ModelRunner.forward`` (once per forward pass, graph replay or not): count the
-    step; with rank-invariant dispatch, apply the table every rank agreed on for this step."""
+    """BEFORE ``ModelRunner.forward(forward_batch, ...)`` (once per forward pass, graph replay
+    or not): count the step, record the real tokens per DP rank (attention DP, a2a none); with
+    rank-invariant dispatch, apply the table every rank agreed on for this step."""
     if _RUNTIME is not None and not getattr(model_runner, "is_draft_worker", False):
-        _RUNTIME.on_forward()
+        fb = args[0] if args else kwargs.get("forward_batch")
+        _RUNTIME.on_forward(dp_real_tokens(fb) if _RUNTIME.dp_padding is not None else None)
     return None
 
 

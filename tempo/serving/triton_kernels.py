@@ -1,6 +1,7 @@
 """The fused dispatch-and-count kernel in Triton (paper Section 4.4): same contract as
 :func:`tempo.serving.kernels.dispatch_and_count_reference`, one launch, no host sync, safe
-inside a captured CUDA graph (``num_token_non_padded`` may be a device tensor).
+inside a captured CUDA graph (``num_token_non_padded`` may be a device tensor, ``row_valid``
+is one).
 
 Each program handles ``BLOCK`` routed pairs: a first pass over the ``R`` replica columns
 sums the row's valid mass (and counts the holders, for the uniform fallback), a second pass
@@ -22,9 +23,9 @@ import triton.language as tl
 
 @triton.jit
 def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_ptr, nvalid_ptr, invalid_ptr,
-                           n_pairs, K, E, n_valid_scalar,
-                           NVALID_FROM_PTR: tl.constexpr, COUNT_INVALID: tl.constexpr, R: tl.constexpr,
-                           BLOCK: tl.constexpr):
+                           rowmask_ptr, n_pairs, K, E, n_valid_scalar,
+                           NVALID_FROM_PTR: tl.constexpr, COUNT_INVALID: tl.constexpr, ROW_MASK: tl.constexpr,
+                           R: tl.constexpr, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     inb = offs < n_pairs
@@ -36,6 +37,8 @@ def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_p
     else:
         nv = n_valid_scalar
     real = inb & ((offs // K) < nv)
+    if ROW_MASK:
+        real = real & (tl.load(rowmask_ptr + offs // K, mask=inb, other=0) != 0)
     u = tl.load(u_ptr + offs, mask=inb, other=0.0).to(tl.float32)
 
     total = tl.zeros([BLOCK], dtype=tl.float32)
@@ -76,12 +79,12 @@ def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_p
                       tl.full([BLOCK], 1, dtype=tl.int64).to(invalid_ptr.dtype.element_ty), mask=bad)
 
 
-def dispatch_and_count_triton(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None, block: int = 256,
-                              invalid=None):
+def dispatch_and_count_triton(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None, row_valid=None,
+                              block: int = 256, invalid=None):
     """Triton version of :func:`tempo.serving.kernels.dispatch_and_count_reference` (CUDA
     tensors; ``counts`` int64 or int32).  ``invalid``: optional int64/int32 ``[1]`` counter,
     incremented for each real pair with a logical id ``>= E`` or a uniform outside ``[0, 1]``
-    (see the module docstring)."""
+    (see the module docstring).  ``row_valid``: optional ``[T]`` mask, false rows are padding."""
     import torch
 
     if topk_ids.dim() != 2:
@@ -101,9 +104,13 @@ def dispatch_and_count_triton(topk_ids, prob, phys_map, counts, u, num_token_non
     nvalid = num_token_non_padded if from_ptr else ids  # dummy pointer when unused
     if invalid is not None and (invalid.numel() != 1 or invalid.is_floating_point()):
         raise ValueError("invalid must be a one-element integer counter tensor")
+    if row_valid is not None and tuple(row_valid.shape) != (T,):
+        raise ValueError(f"row_valid must be a [T] = [{T}] tensor, got {tuple(row_valid.shape)}")
+    rowmask = row_valid.to(torch.int8).contiguous() if row_valid is not None else ids  # dummy pointer when unused
     n_valid_scalar = T if (num_token_non_padded is None or from_ptr) else int(num_token_non_padded)
     grid = (triton.cdiv(T * K, block),)
     _dispatch_count_kernel[grid](ids, prob.contiguous(), phys_map.contiguous(), counts, u.contiguous(), out, nvalid,
-                                 invalid if invalid is not None else counts, T * K, K, E, n_valid_scalar,
-                                 NVALID_FROM_PTR=from_ptr, COUNT_INVALID=invalid is not None, R=R, BLOCK=block)
+                                 invalid if invalid is not None else counts, rowmask, T * K, K, E, n_valid_scalar,
+                                 NVALID_FROM_PTR=from_ptr, COUNT_INVALID=invalid is not None,
+                                 ROW_MASK=row_valid is not None, R=R, BLOCK=block)
     return out.view(T, K).to(topk_ids.dtype)

@@ -42,12 +42,12 @@ def test_tempo_parses_as_a_dispatch_algorithm(hooked):
         p.parse_args(["--model-path", "m", "--ep-dispatch-algorithm", "nonsense"])
 
 
-def _runtime_and_info(layer=1):
+def _runtime_and_info(layer=1, **kw):
     from sglang.srt.eplb.expert_location_dispatch import ExpertLocationDispatchInfo
 
     E, L, g = 8, 2, 4
     p2l = np.array([[0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 0]] * L)  # 12 physical slots, 3 per GPU
-    rt = sp.TempoRuntime(p2l, g, start=False)
+    rt = sp.TempoRuntime(p2l, g, start=False, **kw)
     sp._RUNTIME = rt
     info = ExpertLocationDispatchInfo(
         ep_dispatch_algorithm="tempo", partial_logical_to_rank_dispatch_physical_map=None,
@@ -130,3 +130,58 @@ def test_sglang_names_the_runtime_reads():
     assert isinstance(inspect.getattr_static(ExpertLocationMetadata, "num_logical_experts"), property)
     for name in ("forward", "init_cuda_graphs", "init_decode_cuda_graph", "init_prefill_cuda_graph"):
         assert callable(getattr(ModelRunner, name))
+
+
+def test_dp_gathered_padding_against_sglang(hooked):
+    """Attention DP with a2a none (issue 15 item 6), against the real 0.5.23 code: the names
+    the plugin reads exist and mean what it assumes, and through SGLang's own
+    ``set_dp_buffer_len`` and the hooked ``topk_ids_logical_to_physical`` the padding rows of
+    a MAX_LEN gathered buffer are not counted."""
+    import dataclasses
+    import inspect
+
+    from sglang.srt.eplb.expert_location_dispatch import topk_ids_logical_to_physical
+    from sglang.srt.layers import dp_attention as dpa
+    from sglang.srt.model_executor.forward_batch_info import ForwardBatch
+    from sglang.srt.model_executor.model_runner import ModelRunner
+
+    fields = {f.name for f in dataclasses.fields(ForwardBatch)}
+    assert {"global_num_tokens_cpu", "global_num_tokens_padded_cpu", "dp_padding_mode"} <= fields
+    # SGLang gives no prefix bound for the DP-gathered buffer ...
+    assert "attn_dp_size != 1" in inspect.getsource(ForwardBatch.moe_num_token_non_padded)
+    # ... and pads global_num_tokens_cpu inside ModelRunner.forward, after the BEFORE hook reads it
+    prep = inspect.getsource(ForwardBatch.prepare_mlp_sync_batch)
+    assert "self.global_num_tokens_padded_cpu = global_num_tokens" in prep
+    assert "self.global_num_tokens_cpu = global_num_tokens" in prep
+    assert "prepare_mlp_sync_batch" in inspect.getsource(ModelRunner._prepare_eager_forward_batch)
+    assert list(inspect.signature(ModelRunner.forward).parameters)[:2] == ["self", "forward_batch"]
+    # the slot widths the plugin reads are what set_dp_buffer_len publishes (MAX_LEN, 3 DP ranks of 4 rows)
+    dpa.set_dp_buffer_len(12, 4, True, [4, 4, 4])
+    try:
+        assert sp._dp_gather_widths() == [4, 4, 4]
+        rt, info, _ = _runtime_and_info(layer=0, dp_size=3, rank_invariant=True)
+        fb = ForwardBatch.__new__(ForwardBatch)  # only the two attributes the hook reads
+        fb.global_num_tokens_cpu, fb.global_num_tokens_padded_cpu = [2, 0, 3], None
+        sp.hook_before_forward(type("R", (), {"is_draft_worker": False})(), fb)
+        ids = torch.zeros((12, 2), dtype=torch.int64)  # padding rows: expert 0
+        ids[[0, 1, 8, 9, 10]] = torch.tensor([[1, 2], [3, 3], [3, 1], [2, 3], [1, 1]])
+        topk_ids_logical_to_physical(ids, info)
+        assert rt.counts[0].tolist() == [0, 4, 2, 4, 0, 0, 0, 0]
+    finally:
+        dpa.set_dp_buffer_len(0, 0, False, None)
+
+
+def test_two_node_flags_parse_in_sglang():
+    """serve-bench's two-node server command (Section 5.15) parses with sglang 0.5.23's own
+    argument parser into the fields SGLang reads (nnodes, node_rank, dist_init_addr)."""
+    from sglang.srt.server_args import ServerArgs
+
+    from tempo.benchmarks import servebench as sb
+
+    p = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(p)
+    spec = sb.ServerSpec(model="m", tp=16, ep=16, nnodes=2, dist_init_addr="10.0.0.1:5000")
+    for rank in (0, 1):
+        ns = p.parse_args(spec.for_node(rank).args("tempo", 30001)[3:])
+        assert (ns.nnodes, ns.node_rank, ns.dist_init_addr) == (2, rank, "10.0.0.1:5000")
+        assert (ns.tp_size, ns.ep_size, ns.host) == (16, 16, "0.0.0.0")

@@ -15,10 +15,22 @@ it and records the reason.
 Results: one tidy row per run (``runs.csv``: throughput, TTFT / TPOT / ITL medians and p99,
 status) and one per kept pair (``pairs.csv``: deltas against same-window static), plus a
 ``manifest.json`` (commands, versions, GPU, times).  ``--dry-run`` prints the commands.
+
+Two nodes (Section 5.15, Tables 5 and 11, Fig. 13: EP16 over 2 x 8 GPUs): ``--nnodes 2
+--dist-init-addr NODE0:PORT`` passes SGLang 0.5.23's ``--nnodes``, ``--node-rank`` and
+``--dist-init-addr`` to every ``sglang.launch_server``.  Node 0 runs the driver (its server
+listens on ``0.0.0.0``, the benchmark client and the window rule run there); node 1 runs the
+same command with ``--node-rank 1`` (node 0 prints it), which follows the same schedule and
+runs only the servers: for each run it launches the node-1 half of that run's server and stops
+it when node 0's ``/health`` has gone down after being up (node 0 stopped that run), so both
+nodes step through the runs together.  Start both with the same arguments; a resumed node 0
+(runs already in ``records.jsonl``) needs node 1 started with ``--skip-runs`` set to the
+number of runs node 0 will skip.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -48,6 +60,8 @@ POLICIES = {
 METRICS = ["output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
            "median_itl_ms", "p99_itl_ms"]
 TINY_MODEL = paths.ROOT / "data" / "models" / "tiny-qwen3-moe"
+#: the DSv3-shape proxy of Sections 5.11-5.13 (DSv3 expert geometry, 1 dense + 4 MoE layers)
+DSV3_PROXY_MODEL = paths.ROOT / "data" / "models" / "dsv3-proxy"
 #: model architectures SGLang 0.5.23's LPLB (``lp``) accepts (``srt/eplb/lplb_solver.py``)
 LPLB_ARCHS = frozenset({"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
                         "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle", "Glm4MoeLiteForCausalLM",
@@ -94,9 +108,21 @@ class ServerSpec:
     init_expert_location: str | None = None  # e.g. a drift-K corrupted distribution (Section 5.12)
     extra: list[str] = field(default_factory=list)
     env: dict = field(default_factory=dict)  # extra environment of every tempo server (TEMPO_*)
+    nnodes: int = 1
+    node_rank: int = 0
+    dist_init_addr: str | None = None  # host:port of node 0, for SGLang's torch.distributed init
+
+    def __post_init__(self):
+        if self.nnodes < 1 or not 0 <= self.node_rank < self.nnodes:
+            raise ValueError(f"node_rank must lie in [0, nnodes = {self.nnodes}), got {self.node_rank}")
+        if self.nnodes > 1 and not self.dist_init_addr:
+            raise ValueError("dist_init_addr (host:port of node 0) is required with nnodes > 1")
+        if self.tp % self.nnodes:
+            raise ValueError(f"tp = {self.tp} must be a multiple of nnodes = {self.nnodes} (SGLang's check)")
 
     def args(self, algorithm: str, port: int) -> list[str]:
-        a = [sys.executable, "-m", "sglang.launch_server", "--model-path", self.model, "--host", "127.0.0.1",
+        host = "0.0.0.0" if self.nnodes > 1 else "127.0.0.1"  # node 1 watches node 0's /health
+        a = [sys.executable, "-m", "sglang.launch_server", "--model-path", self.model, "--host", host,
              "--port", str(port), "--tp-size", str(self.tp), "--ep-size", str(self.ep),
              "--moe-a2a-backend", self.a2a, "--ep-num-redundant-experts", str(self.redundant),
              "--ep-dispatch-algorithm", algorithm]
@@ -104,7 +130,96 @@ class ServerSpec:
             a += ["--load-format", "dummy"]
         if self.init_expert_location:
             a += ["--init-expert-location", self.init_expert_location]
+        if self.nnodes > 1:  # SGLang 0.5.23 flags (arg_groups/fields/parallel.py)
+            a += ["--nnodes", str(self.nnodes), "--node-rank", str(self.node_rank),
+                  "--dist-init-addr", self.dist_init_addr]
         return a + list(self.extra)
+
+    def for_node(self, node_rank: int) -> "ServerSpec":
+        """The same server's half on another node."""
+        from dataclasses import replace
+
+        return replace(self, node_rank=int(node_rank), env=dict(self.env), extra=list(self.extra))
+
+
+def other_node_command(argv: list[str], node_rank: int) -> list[str]:
+    """The exact ``serve-bench`` command another node runs: node 0's arguments with
+    ``--node-rank`` set (an existing ``--node-rank`` / ``--node-rank=`` replaced)."""
+    out, skip = [], False
+    for i, x in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if x == "--":
+            out += ["--node-rank", str(node_rank)] + argv[i:]
+            break
+        if x == "--node-rank":
+            skip = True
+            continue
+        if x.startswith("--node-rank="):
+            continue
+        out.append(x)
+    else:
+        out += ["--node-rank", str(node_rank)]
+    return [sys.executable, "-m", "tempo", "serve-bench"] + out
+
+
+def node0_health_url(dist_init_addr: str, port: int) -> str:
+    """Node 0's server health endpoint: the host of ``--dist-init-addr``, the server ``--port``."""
+    host = dist_init_addr.rsplit(":", 1)[0].strip("[]")
+    return f"http://{host}:{port}/health"
+
+
+def _up(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def follow(spec: ServerSpec, policies: list[str], workloads: list, windows: int, port: int, baseline: str = "static",
+           skip_runs: int = 0, health=None, launch=None, poll_s: float = 2.0, startup_timeout: float = 900,
+           log=print, clock=time.monotonic) -> list[dict]:
+    """Node ``spec.node_rank`` > 0 of a multi-node campaign: the same run plan as :func:`drive`
+    on node 0, servers only.  For each run: launch this node's half of the server, wait until
+    node 0's server has been healthy and is no longer (node 0 finished the run) -- or this
+    server exited, or node 0 never came up within ``startup_timeout`` -- then stop it.
+    ``health()`` (node 0 up?), ``launch(cmd, env) -> Popen`` and ``clock`` are injectable for tests."""
+    import signal
+
+    health = health or (lambda: _up(node0_health_url(spec.dist_init_addr, port)))
+    launch = launch or (lambda cmd, env: subprocess.Popen(cmd, env=env, start_new_session=True))
+    plan = [(w, wl, p, o) for wl in workloads for (w, p, o) in schedule(policies, windows, baseline)]
+    done = []
+    for w, wl, p, o in plan[skip_runs:]:
+        algo, env_extra = POLICIES[p]
+        env_extra = {**(spec.env if algo in ("tempo", "tempo_noop") else {}), **env_extra}
+        cmd = spec.args(algo, port)
+        log(f"serve-bench node {spec.node_rank}: window {w} {wl.name} {p}: {shlex.join(cmd)}")
+        proc = launch(cmd, {**os.environ, **env_extra})
+        seen_up, t0, why = False, clock(), None
+        while why is None:
+            if proc.poll() is not None:
+                why = "server exited"
+            elif health():
+                seen_up = True
+            elif seen_up:
+                why = "node 0 finished the run"
+            elif clock() - t0 > startup_timeout:
+                why = "node 0 never became healthy"
+            if why is None:
+                time.sleep(poll_s)
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=60)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        done.append({"window": w, "workload": wl.name, "policy": p, "order": o, "ended": why})
+    return done
 
 
 def drift_location(logical_count, k: int, out, seed: int = 0) -> dict:
@@ -233,6 +348,19 @@ def schedule(policies: list[str], windows: int, baseline: str = "static") -> lis
                 out.append((w, q, order))
                 order += 1
     return out
+
+
+def expected_window_s(policies: list[str], n_workloads: int, startup_s: float, bench_s: float,
+                      stop_s: float = 30.0, baseline: str = "static") -> dict:
+    """Planning estimate of one window's wall clock (not a measurement): the window runs
+    ``schedule(policies, 1)`` once per workload -- every policy but the baseline paired with its
+    own baseline run -- and each run starts a server (``startup_s``: weight load, DeepGEMM JIT,
+    graph capture), runs the benchmark (``bench_s``) and stops it (``stop_s``, at most 60 s
+    before SIGKILL).  Returns ``runs`` and ``seconds``."""
+    if n_workloads < 1 or min(startup_s, bench_s, stop_s) < 0:
+        raise ValueError("n_workloads must be >= 1 and the times non-negative")
+    runs = len(schedule(policies, 1, baseline)) * int(n_workloads)
+    return {"runs": runs, "seconds": runs * (startup_s + bench_s + stop_s)}
 
 
 def baseline_for(a2a: str) -> str:
@@ -413,20 +541,39 @@ def main(argv=None) -> int:
                     help="comma list of --max-concurrency values")
     ap.add_argument("--out", type=output_dir, default=str(paths.ROOT / "build" / "serve-bench"))
     ap.add_argument("--port", type=int_range(1, 65535), default=30000)
+    ap.add_argument("--nnodes", type=positive_int, default=1,
+                    help="nodes one server spans (SGLang --nnodes; 2 for the paper's EP16, Section 5.15)")
+    ap.add_argument("--node-rank", type=nonneg_int, default=0,
+                    help="this node (SGLang --node-rank): 0 runs the driver, others only the servers")
+    ap.add_argument("--dist-init-addr", help="host:port of node 0 for SGLang's distributed init (--nnodes > 1)")
+    ap.add_argument("--skip-runs", type=nonneg_int, default=0,
+                    help="node rank > 0 only: runs node 0 skips when it resumes (already in records.jsonl)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands of the first window and exit")
     ap.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: extra sglang.launch_server arguments")
     a = ap.parse_args(argv)
-    if a.dataset == "sharegpt" and a.dataset_path is None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if a.node_rank >= a.nnodes:
+        ap.fail("--node-rank", f"must lie in [0, --nnodes = {a.nnodes}), got {a.node_rank}")
+    if a.nnodes > 1:
+        host, _, dport = (a.dist_init_addr or "").rpartition(":")
+        if not host or not dport.isdigit():
+            ap.fail("--dist-init-addr", f"is required with --nnodes {a.nnodes}, as host:port of node 0 "
+                    f"(got {a.dist_init_addr!r})")
+        if a.tp % a.nnodes:
+            ap.fail("--tp", f"must be a multiple of --nnodes = {a.nnodes} (SGLang splits TP over nodes), got {a.tp}")
+    follower = a.node_rank > 0
+    if a.dataset == "sharegpt" and a.dataset_path is None and not follower:
         ap.fail("--dataset-path", "is required with --dataset sharegpt")
     if a.model.startswith((".", "/", "~")) and not Path(a.model).expanduser().exists():
         ap.fail("--model", f"{a.model!r} does not exist")
     extra = [x for x in a.server_args if x != "--"]
-    if a.dataset_path is None and not a.dry_run:
+    if a.dataset_path is None and not a.dry_run and not follower:
         # both datasets read ShareGPT prompts: without a local file the client downloads from the hub
         ap.fail("--dataset-path", "is required (a local ShareGPT JSON file): sglang.benchmark.serving samples "
                 "prompts from ShareGPT for --dataset random too and would otherwise download it")
     spec = ServerSpec(a.model, a.tp, a.ep, a.a2a, a.redundant, a.dummy_weights,
-                      None if a.init_expert_location is None else str(a.init_expert_location), extra)
+                      None if a.init_expert_location is None else str(a.init_expert_location), extra,
+                      nnodes=a.nnodes, node_rank=a.node_rank, dist_init_addr=a.dist_init_addr)
     rate_s = ["inf" if r == float("inf") else f"{r:g}" for r in a.request_rates]
     workloads = [Workload(f"{a.dataset}-r{r}-c{c}", a.dataset, a.num_prompts, a.input_len, a.output_len, r, int(c),
                           None if a.dataset_path is None else str(a.dataset_path), range_ratio=a.random_range_ratio)
@@ -443,12 +590,27 @@ def main(argv=None) -> int:
         ap.fail("--policies", "nothing to compare: no policy besides the baseline can run in this configuration")
     if a.gpus_per_node:
         spec.env["TEMPO_GPUS_PER_NODE"] = str(a.gpus_per_node)
+    if a.nnodes > 1 and not follower:
+        for r in range(1, a.nnodes):
+            print(f"serve-bench: on node {r} run (same arguments, --node-rank {r}):\n  "
+                  f"{shlex.join(other_node_command(argv, r))}", file=sys.stderr)
     if a.dry_run:
+        print(f"# {len(schedule(policies, 1, baseline)) * len(workloads)} server runs per window "
+              f"({len(workloads)} workloads), {a.windows} windows; each run starts a server, benchmarks, stops it")
         for w, p, o in schedule(policies, 1, baseline):
             algo, env = POLICIES[p]
             env = {**(spec.env if algo in ("tempo", "tempo_noop") else {}), **env}
-            print(" ".join(f"{k}={v}" for k, v in env.items()), shlex.join(spec.args(algo, a.port)))
+            pre = " ".join(f"{k}={v}" for k, v in env.items())
+            print(pre, shlex.join(spec.args(algo, a.port)))
+            if follower:
+                continue
             print("   ", shlex.join(workloads[0].args(f"http://127.0.0.1:{a.port}", f"{a.out}/w0-{o:02d}-{p}.jsonl")))
+            for r in range(1, a.nnodes):
+                print(f"    node {r}:", pre, shlex.join(spec.for_node(r).args(algo, a.port)))
+        return 0
+    if follower:
+        ended = follow(spec, policies, workloads, a.windows, a.port, baseline, skip_runs=a.skip_runs)
+        print(f"serve-bench node {a.node_rank}: {len(ended)} runs followed")
         return 0
     runs, pairs = drive(spec, policies, workloads, a.windows, Path(a.out), a.port, baseline=baseline)
     kept = pairs[pairs.kept] if len(pairs) else pairs
