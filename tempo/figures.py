@@ -517,18 +517,31 @@ FIGURE_SERVERS = {
 
 def serving_recordings(figure: int, root=None) -> pd.DataFrame | None:
     """This artifact's serve-bench recordings for paper Figure ``figure`` (8, 10, 11 or 13):
-    every ``data/measured/<machine>/serve-bench*/pairs.csv`` whose manifest's server matches
-    :data:`FIGURE_SERVERS`, as :func:`servebench_points` frames labelled with the folder; None
-    when there is none."""
+    those stored by ``python -m tempo ingest`` (:func:`tempo.ingest.recordings`, the run's own
+    manifest in ``serve-bench.json.gz``) and any serve-bench output folder written straight
+    under ``data/measured/<machine>/serve-bench*/`` (``pairs.csv`` + ``manifest.json``), whose
+    server matches :data:`FIGURE_SERVERS`, as :func:`servebench_points` frames labelled with the
+    folder; None when there is none."""
+    import gzip
+
+    from . import ingest
+
     if figure not in FIGURE_SERVERS:
         raise ValueError(f"figure must be one of {sorted(FIGURE_SERVERS)}, got {figure!r}")
     root = Path(root) if root else paths.ROOT / "data" / "measured"
-    frames = []
+    found = []  # (label, server, pairs)
     for f in sorted(root.glob("*/serve-bench*/pairs.csv")):
         man = f.parent / "manifest.json"
         server = json.loads(man.read_text()).get("server", {}) if man.is_file() else {}
-        if FIGURE_SERVERS[figure](server):
-            frames.append(servebench_points(pd.read_csv(f), who=f"this artifact: {f.parent.parent.name}/{f.parent.name}"))
+        found.append((f"{f.parent.parent.name}/{f.parent.name}", server, lambda f=f: pd.read_csv(f)))
+    if root.is_dir():
+        for _, r in ingest.recordings("serve-bench", root=root).iterrows():
+            sm = Path(r.path) / "serve-bench.json.gz"
+            server = json.loads(gzip.decompress(sm.read_bytes())).get("server", {}) if sm.is_file() else {}
+            found.append((f"{Path(r.path).parent.name}/{r['name']}", server,
+                          lambda p=r.path: ingest.load_serve(p)[0]))
+    frames = [servebench_points(load(), who=f"this artifact: {label}")
+              for label, server, load in found if FIGURE_SERVERS[figure](server or {})]
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
