@@ -49,6 +49,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .calib.record import _fsync_dir  # the same directory fsync the calibration writer uses
+
 KINDS = ("epbench", "serve-bench", "calibration", "trace")
 MAX_BYTES = 5 * 2**20
 EPBENCH_COLUMNS = ("step", "policy", "layer_us", "expert_us", "model_us")
@@ -400,19 +402,6 @@ def find_duplicate(source_sha256: str, root: Path | None = None) -> Path | None:
         if man.get("source_sha256") == source_sha256:
             return folder
     return None
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def write(plan: Plan, root: Path | None = None) -> tuple[Path, bool]:
