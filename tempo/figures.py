@@ -515,8 +515,9 @@ FIGURE_SERVERS = {
 }
 
 
-def serving_recordings(figure: int, root=None) -> pd.DataFrame | None:
-    """This artifact's serve-bench recordings for paper Figure ``figure`` (8, 10, 11 or 13):
+def serving_recordings(figure: int | None, root=None) -> pd.DataFrame | None:
+    """This artifact's serve-bench recordings for paper Figure ``figure`` (8, 10, 11 or 13; None:
+    every recording):
     those stored by ``python -m tempo ingest`` (:func:`tempo.ingest.recordings`, the run's own
     manifest in ``serve-bench.json.gz``) and any serve-bench output folder written straight
     under ``data/measured/<machine>/serve-bench*/`` (``pairs.csv`` + ``manifest.json``), whose
@@ -526,8 +527,8 @@ def serving_recordings(figure: int, root=None) -> pd.DataFrame | None:
 
     from . import ingest
 
-    if figure not in FIGURE_SERVERS:
-        raise ValueError(f"figure must be one of {sorted(FIGURE_SERVERS)}, got {figure!r}")
+    if figure is not None and figure not in FIGURE_SERVERS:
+        raise ValueError(f"figure must be one of {sorted(FIGURE_SERVERS)} or None, got {figure!r}")
     root = Path(root) if root else paths.ROOT / "data" / "measured"
     found = []  # (label, server, pairs)
     for f in sorted(root.glob("*/serve-bench*/pairs.csv")):
@@ -541,7 +542,7 @@ def serving_recordings(figure: int, root=None) -> pd.DataFrame | None:
             found.append((f"{Path(r.path).parent.name}/{r['name']}", server,
                           lambda p=r.path: ingest.load_serve(p)[0]))
     frames = [servebench_points(load(), who=f"this artifact: {label}")
-              for label, server, load in found if FIGURE_SERVERS[figure](server or {})]
+              for label, server, load in found if figure is None or FIGURE_SERVERS[figure](server or {})]
     return pd.concat(frames, ignore_index=True) if frames else None
 
 

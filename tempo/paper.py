@@ -168,3 +168,12 @@ def glue_text(**texts) -> None:
             raise ValueError(f"glue_text {name}=: a string, got {t!r}")
     for name, t in texts.items():
         _glue(name, t, display=False)
+
+
+def claim_range(claim_id: str) -> dict:
+    """``{"p_<id>_lo": low, "p_<id>_hi": high}`` of a claim whose paper value is a range, for
+    :func:`glue_numbers` (prose writes ``{glue:text}`p_<id>_lo```)."""
+    p = claim(claim_id)["paper"]
+    if not isinstance(p, (list, tuple)) or len(p) != 2:
+        raise ValueError(f"claim {claim_id!r} is not a range in claims.yaml (paper: {p!r})")
+    return {f"p_{claim_id}_lo": p[0], f"p_{claim_id}_hi": p[1]}

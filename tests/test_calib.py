@@ -202,3 +202,13 @@ def test_tile_steps_and_regime_evidence():
     assert ev["flat_variation"] == pytest.approx(0.0, abs=1e-12)
     assert ev["linear_slope"] == pytest.approx(m.beta, rel=1e-9)
     assert ev["t_one"] == pytest.approx(m.b)
+
+
+def test_host_copy_bandwidth_is_a_rate_and_checks_its_arguments():
+    from tempo.calib.shapes import host_copy_bandwidth
+
+    bw = host_copy_bandwidth(nbytes=2**20, reps=3)
+    assert 1e7 < bw < 1e13          # 10 MB/s .. 10 TB/s: any real machine's memory
+    for bad in (dict(nbytes=4), dict(nbytes=1.5e6), dict(reps=0), dict(reps=True)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            host_copy_bandwidth(**bad)

@@ -64,3 +64,13 @@ def test_glue_text_rejects_non_strings():
 
     with pytest.raises(ValueError, match="where="):
         paper.glue_text(where=3.0)
+
+
+def test_claim_range_glues_both_ends():
+    from tempo import paper
+
+    r = paper.claim_range("wc_b32_vs_eplb")
+    assert r == {"p_wc_b32_vs_eplb_lo": paper.claim("wc_b32_vs_eplb")["paper"][0],
+                 "p_wc_b32_vs_eplb_hi": paper.claim("wc_b32_vs_eplb")["paper"][1]}
+    with pytest.raises(ValueError, match="not a range"):
+        paper.claim_range("wc_within_best")

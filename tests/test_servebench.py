@@ -261,3 +261,13 @@ def test_expected_window_estimate():
     assert sb.expected_window_s(["dynamic", "tempo"], 1, 60, 60, 0, baseline="dynamic")["runs"] == 2
     with pytest.raises(ValueError):
         sb.expected_window_s(["static", "tempo"], 0, 1, 1)
+
+
+def test_window_estimates_count_runs_per_recipe():
+    from tempo.benchmarks.servebench import expected_window_s, window_estimates
+
+    df = window_estimates([("r", ["static", "tempo", "dynamic"], 2, 100, 50, 10)])
+    e = expected_window_s(["static", "tempo", "dynamic"], 2, 100, 50, 10)
+    assert df["runs per window"].iloc[0] == e["runs"] == 8           # (tempo, static) + (dynamic, static), 2 workloads
+    assert df["minutes per window (estimate)"].iloc[0] == round(8 * 160 / 60)
+    assert len(window_estimates()) >= 4

@@ -710,3 +710,28 @@ def test_serving_import_check_catches_a_driver_import(tmp_path):
     assert not_allowed(serving_imports(tmp_path)) == [
         ("bad.py", "tempo.cli"), ("bad.py", "tempo.benchmarks"), ("bad.py", "tempo.experiments"),
         ("bad.py", "tempo.calib")]
+
+
+def test_extreme_tables_put_each_expert_on_its_first_then_its_last_replica():
+    from tempo.serving.tables import extreme_tables, torn_publication_report
+
+    phys = np.array([[0, 4, -1], [1, -1, -1], [2, 5, 6]])
+    old, new = extreme_tables(phys)
+    assert old.tolist() == [[1, 0, 0], [1, 0, 0], [1, 0, 0]]
+    assert new.tolist() == [[0, 1, 0], [1, 0, 0], [0, 0, 1]]
+    rep = torn_publication_report(old, new, phys)
+    assert rep["invalid"] == 0 and rep["states"] > 1
+    with pytest.raises(ValueError, match="phys"):
+        extreme_tables(np.array([[-1, 0]]))
+
+
+def test_calibrate_shapes_measures_each_shape_with_its_command(monkeypatch):
+    from tempo.calib import record
+
+    calls = []
+    monkeypatch.setattr(record, "calibrate", lambda backend, shape, command="": calls.append((backend, shape, command)) or shape)
+    assert record.calibrate_shapes("cpu", ["dsv3", "qwen3-30b"], command="nb") == ["dsv3", "qwen3-30b"]
+    assert calls == [("cpu", "dsv3", "nb (dsv3)"), ("cpu", "qwen3-30b", "nb (qwen3-30b)")]
+    for bad in ("dsv3", [], [1]):
+        with pytest.raises(ValueError, match="shapes"):
+            record.calibrate_shapes("cpu", bad)

@@ -363,6 +363,30 @@ def expected_window_s(policies: list[str], n_workloads: int, startup_s: float, b
     return {"runs": runs, "seconds": runs * (startup_s + bench_s + stop_s)}
 
 
+#: the serving chapter's recipes for :func:`window_estimates`: (name, policies, workloads, and
+#: the per-run seconds assumed for server start, benchmark and stop -- planning guesses, not
+#: measurements)
+RECIPES = [("1-GPU smoke test (tiny model)", ["dynamic", "tempo", "tempo_noop"], 1, 90, 30, 10),
+           ("DSv3-shape proxy, EP8 (5.11-5.13)", ["static", "tempo", "tempo_noop", "dynamic"], 3, 180, 90, 30),
+           ("Qwen3-235B-FP8, EP8 (5.9-5.10)", ["static", "tempo", "tempo_noop", "dynamic"], 3, 420, 120, 30),
+           ("Qwen3-235B-FP8, two-node EP16 (Table 5)", ["static", "dynamic", "tempo_noop", "tempo_flat", "tempo_hier"],
+            1, 600, 120, 60)]
+
+
+def window_estimates(recipes=None) -> "pd.DataFrame":
+    """One row per recipe: its runs per window and the minutes a window takes
+    (:func:`expected_window_s`, the baseline ``dynamic`` when the recipe lists it first)."""
+    import pandas as pd
+
+    rows = []
+    for name, pols, n_wl, start, bench, stop in (RECIPES if recipes is None else recipes):
+        e = expected_window_s(pols, n_wl, start, bench, stop, baseline="dynamic" if pols[0] == "dynamic" else "static")
+        rows.append({"recipe": name, "policies": ",".join(pols), "workloads": n_wl, "server start s (assumed)": start,
+                     "benchmark s (assumed)": bench, "stop s (assumed)": stop, "runs per window": e["runs"],
+                     "minutes per window (estimate)": round(e["seconds"] / 60)})
+    return pd.DataFrame(rows)
+
+
 def baseline_for(a2a: str) -> str:
     """The baseline SGLang accepts: ``static`` with an a2a backend; with ``--moe-a2a-backend
     none`` SGLang rejects ``static`` and ``lp`` (each rank would pick a different replica,

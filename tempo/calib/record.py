@@ -185,6 +185,14 @@ def _params(m) -> dict:
     return {k: float(v) for k, v in d.items()}
 
 
+def calibrate_shapes(backend: str, shapes, command: str = "") -> list[Path]:
+    """:func:`calibrate` each of ``shapes`` in turn (the GPU build of chapter 05 measures DSv3
+    and Qwen3-30B, Table 6); each recording's command is ``command`` with the shape appended."""
+    if isinstance(shapes, str) or not shapes or not all(isinstance(s, str) for s in shapes):
+        raise ValueError(f"shapes must be a non-empty list of shape names, got {shapes!r}")
+    return [calibrate(backend, s, command=f"{command} ({s})".strip()) for s in shapes]
+
+
 def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFrame | None = None,
               out_root: Path | None = None, progress: bool = True, resume: bool = True, command: str = "",
               date: str | None = None, max_seconds: float | None = None, **backend_kw) -> Path:

@@ -34,3 +34,26 @@ def roofline_table(names=("qwen3-30b", "dsv2-lite", "dsv3", "qwen3-235b"), hbm_t
 
     return pd.DataFrame([{"shape": n, "expert MB (fp8)": shape(n).bytes(1.0) / 1e6,
                           f"roofline b at {hbm_tb_s:g} TB/s (us)": roofline_us(n, hbm_tb_s)} for n in names])
+
+
+def host_copy_bandwidth(nbytes: int = 64 * 2**20, reps: int = 10) -> float:
+    """Bytes per second this machine's memory moves in a ``numpy.copyto`` loop over a
+    ``nbytes`` buffer (past the caches), counting the read and the write: the CPU analogue of
+    the HBM bandwidth in the weight-streaming bound of Section 2.2 (:func:`roofline_us`), so a
+    CPU recording's fitted floor can be set beside its own bound.  Measured now, on whatever
+    machine calls it."""
+    import time
+
+    import numpy as np
+
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 8:
+        raise ValueError(f"nbytes must be an integer of at least 8, got {nbytes!r}")
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        raise ValueError(f"reps must be a positive integer, got {reps!r}")
+    buf = np.ones(nbytes // 8)
+    dst = np.empty_like(buf)
+    np.copyto(dst, buf)  # warm: page faults outside the timing
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        np.copyto(dst, buf)
+    return 2 * buf.nbytes * reps / (time.perf_counter() - t0)

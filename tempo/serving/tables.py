@@ -143,6 +143,21 @@ def torn_publication(old: np.ndarray, new: np.ndarray, phys: np.ndarray, order: 
         yield live
 
 
+def extreme_tables(phys) -> tuple[np.ndarray, np.ndarray]:
+    """(old, new) dispatch tables over the replica map ``phys`` [E, width] (-1 padding) that are
+    as far apart as tables get: ``old`` puts every expert's mass on its first replica, ``new`` on
+    its last -- the worst case for a torn publication (:func:`torn_publication_report`)."""
+    phys = np.asarray(phys)
+    if phys.ndim != 2 or not (phys[:, 0] >= 0).all():
+        raise ValueError("phys must be a [E, width] replica map with at least one replica per expert")
+    rows = np.arange(phys.shape[0])
+    last = (phys >= 0).sum(axis=1) - 1          # replicas come first, padding after
+    old, new = np.zeros(phys.shape, np.float32), np.zeros(phys.shape, np.float32)
+    old[rows, 0] = 1.0
+    new[rows, last] = 1.0
+    return old, new
+
+
 def torn_publication_report(old, new, phys, order: str = "element") -> dict:
     """Counts over :func:`torn_publication`: states read, invalid reads (a row not summing
     to 1 or with mass on a padding column) and reads that hit the uniform fallback."""
