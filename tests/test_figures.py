@@ -271,3 +271,21 @@ def test_thm2_probe_and_solver_vs_milp_builders_on_small_frames():
     assert set(spec["spec"]["encoding"]) == {"x", "y", "color", "shape", "tooltip"}
     with pytest.raises(ValueError, match="solver_vs_milp"):
         figures.solver_vs_milp(svm.drop(columns="ratio"))
+
+
+def test_book_ext_drops_repeated_scripts_keeping_the_first():
+    from tempo.book_ext import unique_scripts
+
+    class JS(str):
+        def __new__(cls, filename, **attributes):
+            o = super().__new__(cls, filename or "")
+            o.filename, o.attributes = filename, attributes
+            return o
+
+    thebe = 'const THEBE_JS_URL = "x"; const thebe_selector = ".cell"'
+    scripts = [JS("a.js"), JS(None, body=thebe), JS("sphinx-thebe.js", **{"async": "async"}),
+               JS("", body=thebe), JS("sphinx-thebe.js", **{"async": "async"}), JS(None, body="other"), "b.js", "b.js"]
+    got = unique_scripts(scripts)
+    assert [(str(getattr(j, "filename", j)), getattr(j, "attributes", {}).get("body")) for j in got] == [
+        ("a.js", None), ("None", thebe), ("sphinx-thebe.js", None), ("None", "other"), ("b.js", None)]
+    assert len(unique_scripts([JS(None, body="x"), JS("", body="x")])) == 1   # None and "" are both inline
