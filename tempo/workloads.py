@@ -47,6 +47,8 @@ these was tuned against a claim.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -178,6 +180,45 @@ def inclusion_probabilities(popularity, top_k: int, n_tokens: int = 200_000, rng
 
     walk((), 1.0, 1.0)
     return pi
+
+
+def expected_loads(popularity, top_k: int, seed: int = 0, n_tokens: int = 200_000) -> np.ndarray:
+    """float64[E]: the long-run share of the token-expert pairs each expert carries under the
+    top-``top_k`` router, ``pi_e / top_k`` (:func:`inclusion_probabilities`; sums to 1, each
+    entry at most ``1 / top_k``).
+
+    This is what an EPLB placement is built from: the paper's placement layer rebuilds "from
+    long-run averages" of load (Sections 1 and 3.2, "EPLB-style placement from long-run
+    averages"), and SGLang's EPLB places from its recorder's per-expert token counts, i.e.
+    pairs.  Under top-K routing of *distinct* experts these shares are not the router weights
+    ``p``: a hot expert saturates at one pair per token (Zipf(1.5) over 256 experts, top-8: the
+    hottest has ``p`` about 0.40 but about 0.125 of the pairs), so a placement built from ``p``
+    over-replicates hot experts.  (The per-batch Dirichlet fluctuation of
+    :func:`sample_counts` moves the long-run mean by far less than the Monte Carlo error at
+    kappa = 2000 and is not modelled here.)
+
+    Exact enumeration when :func:`inclusion_probabilities` can enumerate, else its Monte Carlo
+    estimate over ``n_tokens`` tokens drawn with ``seed``; experts of equal popularity get
+    their group's mean (the exact shares are equal), so a uniform ``p`` gives exactly ``1/E``
+    each.  Cached per (popularity, top_k, seed, n_tokens) since the estimate takes about a
+    second at E = 256; each call returns a fresh array."""
+    p = _popularity(popularity)
+    k = _int_arg("top_k", top_k)
+    n = _int_arg("n_tokens", n_tokens)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be an integer, got {seed!r}")
+    return _expected_loads(tuple((p / p.sum()).tolist()), k, int(seed), n).copy()
+
+
+@functools.lru_cache(maxsize=512)
+def _expected_loads(p: tuple, k: int, seed: int, n_tokens: int) -> np.ndarray:
+    w = np.asarray(p, dtype=np.float64)
+    pi = inclusion_probabilities(w, k, n_tokens=n_tokens, rng=seed)
+    _, grp = np.unique(w, return_inverse=True)  # equal popularity -> equal share (exact symmetry)
+    pi = (np.bincount(grp, pi) / np.bincount(grp))[grp]
+    out = pi / pi.sum()
+    out.setflags(write=False)
+    return out
 
 
 def _dirichlet_rows(rng, w: np.ndarray, kappa) -> np.ndarray:
