@@ -182,40 +182,63 @@ def inclusion_probabilities(popularity, top_k: int, n_tokens: int = 200_000, rng
     return pi
 
 
-def expected_loads(popularity, top_k: int, seed: int = 0, n_tokens: int = 200_000) -> np.ndarray:
+def expected_loads(popularity, top_k: int) -> np.ndarray:
     """float64[E]: the long-run share of the token-expert pairs each expert carries under the
-    top-``top_k`` router, ``pi_e / top_k`` (:func:`inclusion_probabilities`; sums to 1, each
-    entry at most ``1 / top_k``).
+    top-``top_k`` router, ``pi_e / top_k`` (the inclusion probabilities of
+    :func:`inclusion_probabilities`; sums to 1, each entry at most ``1 / top_k``).
 
     This is what an EPLB placement is built from: the paper's placement layer rebuilds "from
     long-run averages" of load (Sections 1 and 3.2, "EPLB-style placement from long-run
     averages"), and SGLang's EPLB places from its recorder's per-expert token counts, i.e.
     pairs.  Under top-K routing of *distinct* experts these shares are not the router weights
     ``p``: a hot expert saturates at one pair per token (Zipf(1.5) over 256 experts, top-8: the
-    hottest has ``p`` about 0.40 but about 0.125 of the pairs), so a placement built from ``p``
+    hottest has ``p`` about 0.40 but about 0.124 of the pairs), so a placement built from ``p``
     over-replicates hot experts.  (The per-batch Dirichlet fluctuation of
-    :func:`sample_counts` moves the long-run mean by far less than the Monte Carlo error at
-    kappa = 2000 and is not modelled here.)
+    :func:`sample_counts` moves the long-run mean by a second-order amount at kappa = 2000 and
+    is not modelled here.)
 
-    Exact enumeration when :func:`inclusion_probabilities` can enumerate, else its Monte Carlo
-    estimate over ``n_tokens`` tokens drawn with ``seed``; experts of equal popularity get
-    their group's mean (the exact shares are equal), so a uniform ``p`` gives exactly ``1/E``
-    each.  Cached per (popularity, top_k, seed, n_tokens) since the estimate takes about a
-    second at E = 256; each call returns a fresh array."""
+    Computed deterministically, not by sampling (a Monte Carlo estimate's noise reorders
+    experts of near-equal load and so changes the placement from seed to seed): successive
+    sampling is the arrival order of independent exponential clocks ``T_j ~ Exp(p_j)``, so
+    ``pi_e = int_0^inf p_e exp(-p_e t) P(fewer than K of the other clocks before t) dt``; the
+    count of earlier clocks is Poisson-binomial, evaluated by a prefix/suffix recursion over
+    experts on a log-spaced grid of ``t`` (trapezoid rule; agrees with the exact enumeration of
+    :func:`inclusion_probabilities` to about 1e-10).  Cached per (popularity, top_k); each
+    call returns a fresh array."""
     p = _popularity(popularity)
     k = _int_arg("top_k", top_k)
-    n = _int_arg("n_tokens", n_tokens)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be an integer, got {seed!r}")
-    return _expected_loads(tuple((p / p.sum()).tolist()), k, int(seed), n).copy()
+    if k > np.count_nonzero(p):
+        raise ValueError(f"top_k={k} exceeds the {np.count_nonzero(p)} experts with positive popularity")
+    return _expected_loads(tuple((p / p.sum()).tolist()), k).copy()
 
 
-@functools.lru_cache(maxsize=512)
-def _expected_loads(p: tuple, k: int, seed: int, n_tokens: int) -> np.ndarray:
+@functools.lru_cache(maxsize=256)
+def _expected_loads(p: tuple, k: int, n_grid: int = 3000) -> np.ndarray:
     w = np.asarray(p, dtype=np.float64)
-    pi = inclusion_probabilities(w, k, n_tokens=n_tokens, rng=seed)
-    _, grp = np.unique(w, return_inverse=True)  # equal popularity -> equal share (exact symmetry)
-    pi = (np.bincount(grp, pi) / np.bincount(grp))[grp]
+    E, pos = w.size, w[w > 0]
+    t = np.exp(np.linspace(np.log(1e-10 / pos.max()), np.log(50.0 / pos.min()), n_grid))
+    q = -np.expm1(-np.outer(w, t))  # [E, T]: P(T_j < t)
+
+    def push(pmf, qj):  # add one clock to a pmf over 0..k-1 earlier clocks (mass beyond k-1 dropped)
+        out = pmf * (1.0 - qj)[:, None]
+        out[:, 1:] += pmf[:, :-1] * qj[:, None]
+        return out
+
+    pre = np.zeros((E, t.size, k))  # pre[e]: pmf of the clocks of experts < e
+    cur = np.zeros((t.size, k))
+    cur[:, 0] = 1.0
+    for j in range(E):
+        pre[j] = cur
+        cur = push(cur, q[j])
+    below = np.empty((E, t.size))  # P(fewer than k of the other clocks before t)
+    suf = np.zeros((t.size, k))
+    suf[:, 0] = 1.0
+    for j in range(E - 1, -1, -1):
+        below[j] = (pre[j] * np.cumsum(suf, axis=1)[:, ::-1]).sum(axis=1)
+        suf = push(suf, q[j])
+    f = w[:, None] * t[None, :] * np.exp(-np.outer(w, t)) * below  # integrand per d(log t)
+    lt = np.log(t)
+    pi = ((f[:, 1:] + f[:, :-1]) * 0.5 * np.diff(lt)).sum(axis=1)
     out = pi / pi.sum()
     out.setflags(write=False)
     return out
