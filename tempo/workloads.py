@@ -203,8 +203,9 @@ def expected_loads(popularity, top_k: int) -> np.ndarray:
     ``pi_e = int_0^inf p_e exp(-p_e t) P(fewer than K of the other clocks before t) dt``; the
     count of earlier clocks is Poisson-binomial, evaluated by a prefix/suffix recursion over
     experts on a log-spaced grid of ``t`` (trapezoid rule; agrees with the exact enumeration of
-    :func:`inclusion_probabilities` to about 1e-10).  Cached per (popularity, top_k); each
-    call returns a fresh array."""
+    :func:`inclusion_probabilities` to about 1e-10).  Experts of equal popularity get
+    bit-identical shares (rounding must not decide EPLB's ties: a uniform ``p`` places as
+    before).  Cached per (popularity, top_k); each call returns a fresh array."""
     p = _popularity(popularity)
     k = _int_arg("top_k", top_k)
     if k > np.count_nonzero(p):
@@ -239,6 +240,8 @@ def _expected_loads(p: tuple, k: int, n_grid: int = 3000) -> np.ndarray:
     f = w[:, None] * t[None, :] * np.exp(-np.outer(w, t)) * below  # integrand per d(log t)
     lt = np.log(t)
     pi = ((f[:, 1:] + f[:, :-1]) * 0.5 * np.diff(lt)).sum(axis=1)
+    _, grp = np.unique(w, return_inverse=True)  # equal popularity -> bit-identical share, so rounding
+    pi = (np.bincount(grp, pi) / np.bincount(grp))[grp]  # never breaks a tie in the placement
     out = pi / pi.sum()
     out.setflags(write=False)
     return out
