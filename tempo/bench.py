@@ -22,7 +22,7 @@ import pandas as pd
 
 from . import CostModel, Instance, solve
 from .placement import eplb_placement
-from .workloads import sample_counts, zipf_popularity
+from .workloads import expected_loads, sample_counts, zipf_popularity
 
 POLICIES = ["static", "static_sglang", "uniform", "token_lp", "metro", "llep", "semi_matching", "tempo"]
 #: The commit whose tempo_fast the speed-up is measured against (issue #16).
@@ -103,7 +103,7 @@ def run(eps=(8, 16, 32, 64), experts=(128, 256), tokens=(32, 128, 512, 2048), sk
             bar = None
     for g, E, B in cells:
         pop = zipf_popularity(E, skew, seed=seed)
-        placement = eplb_placement(pop, g, replication)
+        placement = eplb_placement(expected_loads(pop, 8), g, replication)  # long-run pair loads
         batches = sample_counts(pop, B, 8, g, n_batches=reps, seed=seed + 1)
         insts = [Instance.from_placement(c, placement, g) for c in batches]
         row = {"ep": g, "experts": E, "tokens_per_gpu": B}
@@ -193,7 +193,7 @@ def families(n: int = 6, seed: int = 0) -> dict:
         rows = []
         for i in range(n):
             pop = zipf_popularity(E, 1.0, seed=seed + i)
-            pl = eplb_placement(pop, g, rep)
+            pl = eplb_placement(expected_loads(pop, 8), g, rep)
             c = sample_counts(pop, [32, 128, 512][i % 3], 8, g, seed=seed + i)[0]
             rows.append((Instance.from_placement(c, pl, g), model))
         return rows
@@ -259,7 +259,8 @@ def model_refresh(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens:
 
     pop = zipf_popularity(experts, 1.0, seed=seed)
     pops = [np.roll(pop, l) for l in range(layers)]
-    p2l = np.stack([eplb_placement(p, n_gpus, 1.25) for p in pops])
+    loads = expected_loads(pop, 8)  # each layer's long-run pair loads: the same roll of pop's
+    p2l = np.stack([eplb_placement(np.roll(loads, l), n_gpus, 1.25) for l in range(layers)])
     model = CostModel.named("dsv3-offline")
     solver = TableSolver(p2l, n_gpus, model)
     rep = np.stack(solver.layouts)
@@ -313,7 +314,8 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
 
     pop = zipf_popularity(experts, 1.0, seed=seed)
     pops = [np.roll(pop, l) for l in range(layers)]  # each layer its own hot experts, placed by EPLB
-    p2l = np.stack([eplb_placement(p, n_gpus, 1.25) for p in pops])
+    loads = expected_loads(pop, 8)  # from its long-run pair loads (the same roll of pop's)
+    p2l = np.stack([eplb_placement(np.roll(loads, l), n_gpus, 1.25) for l in range(layers)])
     lines = []
     for workers in (1, 2):
         table = DispatchTable.from_placement(p2l)

@@ -47,6 +47,8 @@ these was tuned against a claim.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -178,6 +180,71 @@ def inclusion_probabilities(popularity, top_k: int, n_tokens: int = 200_000, rng
 
     walk((), 1.0, 1.0)
     return pi
+
+
+def expected_loads(popularity, top_k: int) -> np.ndarray:
+    """float64[E]: the long-run share of the token-expert pairs each expert carries under the
+    top-``top_k`` router, ``pi_e / top_k`` (the inclusion probabilities of
+    :func:`inclusion_probabilities`; sums to 1, each entry at most ``1 / top_k``).
+
+    This is what an EPLB placement is built from: the paper's placement layer rebuilds "from
+    long-run averages" of load (Sections 1 and 3.2, "EPLB-style placement from long-run
+    averages"), and SGLang's EPLB places from its recorder's per-expert token counts, i.e.
+    pairs.  Under top-K routing of *distinct* experts these shares are not the router weights
+    ``p``: a hot expert saturates at one pair per token (Zipf(1.5) over 256 experts, top-8: the
+    hottest has ``p`` about 0.40 but about 0.124 of the pairs), so a placement built from ``p``
+    over-replicates hot experts.  (The per-batch Dirichlet fluctuation of
+    :func:`sample_counts` moves the long-run mean by a second-order amount at kappa = 2000 and
+    is not modelled here.)
+
+    Computed deterministically, not by sampling (a Monte Carlo estimate's noise reorders
+    experts of near-equal load and so changes the placement from seed to seed): successive
+    sampling is the arrival order of independent exponential clocks ``T_j ~ Exp(p_j)``, so
+    ``pi_e = int_0^inf p_e exp(-p_e t) P(fewer than K of the other clocks before t) dt``; the
+    count of earlier clocks is Poisson-binomial, evaluated by a prefix/suffix recursion over
+    experts on a log-spaced grid of ``t`` (trapezoid rule; agrees with the exact enumeration of
+    :func:`inclusion_probabilities` to about 1e-10).  Experts of equal popularity get
+    bit-identical shares (rounding must not decide EPLB's ties: a uniform ``p`` places as
+    before).  Cached per (popularity, top_k); each call returns a fresh array."""
+    p = _popularity(popularity)
+    k = _int_arg("top_k", top_k)
+    if k > np.count_nonzero(p):
+        raise ValueError(f"top_k={k} exceeds the {np.count_nonzero(p)} experts with positive popularity")
+    return _expected_loads(tuple((p / p.sum()).tolist()), k).copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _expected_loads(p: tuple, k: int, n_grid: int = 3000) -> np.ndarray:
+    w = np.asarray(p, dtype=np.float64)
+    E, pos = w.size, w[w > 0]
+    t = np.exp(np.linspace(np.log(1e-10 / pos.max()), np.log(50.0 / pos.min()), n_grid))
+    q = -np.expm1(-np.outer(w, t))  # [E, T]: P(T_j < t)
+
+    def push(pmf, qj):  # add one clock to a pmf over 0..k-1 earlier clocks (mass beyond k-1 dropped)
+        out = pmf * (1.0 - qj)[:, None]
+        out[:, 1:] += pmf[:, :-1] * qj[:, None]
+        return out
+
+    pre = np.zeros((E, t.size, k))  # pre[e]: pmf of the clocks of experts < e
+    cur = np.zeros((t.size, k))
+    cur[:, 0] = 1.0
+    for j in range(E):
+        pre[j] = cur
+        cur = push(cur, q[j])
+    below = np.empty((E, t.size))  # P(fewer than k of the other clocks before t)
+    suf = np.zeros((t.size, k))
+    suf[:, 0] = 1.0
+    for j in range(E - 1, -1, -1):
+        below[j] = (pre[j] * np.cumsum(suf, axis=1)[:, ::-1]).sum(axis=1)
+        suf = push(suf, q[j])
+    f = w[:, None] * t[None, :] * np.exp(-np.outer(w, t)) * below  # integrand per d(log t)
+    lt = np.log(t)
+    pi = ((f[:, 1:] + f[:, :-1]) * 0.5 * np.diff(lt)).sum(axis=1)
+    _, grp = np.unique(w, return_inverse=True)  # equal popularity -> bit-identical share, so rounding
+    pi = (np.bincount(grp, pi) / np.bincount(grp))[grp]  # never breaks a tie in the placement
+    out = pi / pi.sum()
+    out.setflags(write=False)
+    return out
 
 
 def _dirichlet_rows(rng, w: np.ndarray, kappa) -> np.ndarray:

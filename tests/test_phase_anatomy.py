@@ -7,11 +7,11 @@ from tempo.experiments.simulator import anatomy_gains, phase_anatomy, phase_cell
 
 def test_anatomy_agrees_with_the_phase_cell_and_the_lower_bound():
     cell = {"shape": "DSv2-Lite", "skew": 1.0, "replication": 1.5, "B": 64}
-    an = phase_anatomy({"cells": [cell], "batches": 2, "history": 4})
-    assert len(an) == 2 * 6 and set(an.placement) == {"router weights", "mean loads"}
-    # the router-weight placement is the phase diagram's own: same makespans as phase_cell
+    an = phase_anatomy({"cells": [cell], "batches": 2})
+    assert len(an) == 2 * 6 and set(an.placement) == {"router weights", "long-run loads"}
+    # the long-run-load placement is the phase diagram's own: same makespans as phase_cell
     pc = phase_cell({**cell, "ep": 8, "batches": 2, "seed": 0}).iloc[0]
-    rw = an[an.placement == "router weights"].set_index("policy").makespan_us
+    rw = an[an.placement == "long-run loads"].set_index("policy").makespan_us
     for p in ("metro", "token_lp", "uniform", "tempo"):
         assert rw[p] == pytest.approx(pc[f"ms_{p}"], rel=1e-9)
     # nothing beats the lower bound; the token-LP optimum's two faces have the same largest N
@@ -19,11 +19,14 @@ def test_anatomy_agrees_with_the_phase_cell_and_the_lower_bound():
     lp = an[an.policy.isin(["token_lp", "token_lp_vertex"])].groupby("placement").max_N
     assert ((lp.max() - lp.min()) <= 1e-6 * lp.max()).all(), lp.describe()
     g = anatomy_gains(an).set_index("placement")
-    assert g.loc["router weights", "gain_pct"] == pytest.approx(pc.gain_pct, rel=1e-9)
+    assert g.loc["long-run loads", "gain_pct"] == pytest.approx(pc.gain_pct, rel=1e-9)
     assert (g.tempo_over_lb >= 1 - 1e-9).all()
     # the hottest expert: top-8 routing caps its pair share at 1/8, below its router weight of ~0.21
     top = an.iloc[0]
     assert top.hot_pair_share <= 1 / 8 + 0.02 < top.hot_router_weight
+    # ... so the router-weight ablation gives the hottest expert more replicas than its load earns
+    reps = an.groupby("placement").hot_replicas.first()
+    assert reps["router weights"] > reps["long-run loads"], reps
 
 
 def test_anatomy_gains_known_answer():

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo.workloads import (drift_autocorrelation, drift_sigma, expert_counts, inclusion_probabilities,
+from tempo.workloads import (drift_autocorrelation, drift_sigma, expected_loads, expert_counts, inclusion_probabilities,
                              paper_routing_stats, popularity_timeline, route_counts, route_tokens, routing_stats,
                              routing_stats_table, sample_counts, zipf_popularity)
 
@@ -221,3 +221,48 @@ def test_zero_weight_experts_are_never_routed():
     assert c[[0, 2, 5]].sum() == 0 and c.sum() == 40_000
     c = route_counts(p, 20_000, 3, 3)  # every token takes all three live experts
     assert (c[[1, 3, 4]] == 20_000).all()
+
+
+def test_expected_loads_known_answer_and_properties():
+    """The long-run pair shares an EPLB recorder averages (Section 3.2): pi_e / K."""
+    # p = (0.5, 0.3, 0.2), top-2: expert 0 is missed only by the sequences (1, 2) and (2, 1)
+    pi0 = 1 - (0.3 * 0.2 / 0.7 + 0.2 * 0.3 / 0.8)
+    pi2 = 1 - (0.5 * 0.3 / 0.5 + 0.3 * 0.5 / 0.7)
+    got = expected_loads([5.0, 3.0, 2.0], 2)  # unnormalised weights are fine
+    assert got == pytest.approx([pi0 / 2, 1 - pi0 / 2 - pi2 / 2, pi2 / 2], abs=1e-9)
+    assert got.sum() == pytest.approx(1.0, abs=1e-12)
+    # agrees with the exact enumeration; an expert of zero popularity carries nothing
+    p = np.r_[zipf_popularity(7, 1.2, seed=4), 0.0]
+    assert expected_loads(p, 3) == pytest.approx(inclusion_probabilities(p, 3) / 3, abs=1e-9)
+    assert expected_loads(p, 3)[-1] == 0.0
+    # uniform popularity: 1/E each; K = E: every expert in every token
+    flat = expected_loads(np.ones(256), 8)
+    assert flat == pytest.approx(np.full(256, 1 / 256), abs=1e-12) and (flat == flat[0]).all()  # ties stay ties
+    assert expected_loads(p[:7], 7) == pytest.approx(np.full(7, 1 / 7), abs=1e-9)
+    # DSv3 shape at Zipf(1.5): the hottest expert's weight ~0.40 is capped to at most 1/K of the pairs
+    p = zipf_popularity(256, 1.5, seed=0)
+    load = expected_loads(p, 8)
+    hot = int(np.argmax(p))
+    assert p[hot] > 0.39 and 0.12 < load[hot] <= 1 / 8 + 1e-12
+    assert load.sum() == pytest.approx(1.0, abs=1e-12) and (load >= 0).all()
+    # monotone in popularity; cold experts carry more than their weight (the capped hot ones give it back)
+    order = np.argsort(p)
+    assert (np.diff(load[order]) >= -1e-12).all()
+    assert (load[order[:128]] > p[order[:128]]).all()
+    # agrees with an independent Monte Carlo (numpy's sampling without replacement)
+    g = np.random.default_rng(3)
+    ref = np.zeros(256)
+    for _ in range(4000):
+        ref[g.choice(256, 8, replace=False, p=p / p.sum())] += 1
+    ref /= 4000 * 8
+    se = np.sqrt(8 * load * (1 - 8 * load) / 4000) / 8
+    assert np.all(np.abs(load - ref) < 5 * se + 1e-4), np.abs(load - ref).max()
+    # cached, but every call returns its own writable array
+    again = expected_loads(p, 8)
+    assert np.array_equal(again, load) and again is not load
+    again[0] = -1.0
+    assert expected_loads(p, 8)[0] == load[0]
+    with pytest.raises(ValueError, match="top_k"):
+        expected_loads(p, 0)
+    with pytest.raises(ValueError, match="top_k=3 exceeds"):
+        expected_loads([1.0, 1.0, 0.0], 3)

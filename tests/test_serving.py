@@ -15,7 +15,7 @@ from tempo.placement import eplb_placement
 from tempo.serving import DispatchTable, effective_probabilities, replica_map, validate_table, window_counts
 from tempo.serving.refresher import Refresher, TorchPublisher
 from tempo.serving.solver import TableSolver, check_counts, solve_tables
-from tempo.workloads import sample_counts, zipf_popularity
+from tempo.workloads import expected_loads, sample_counts, zipf_popularity
 
 from conftest import optional_module
 
@@ -615,7 +615,8 @@ def test_soak_refresher_on_drifting_workload():
     # a handful of batches per publication; the runtime chapter shows them.)
     model = CostModel.named("proxy-serving")
     pop = zipf_popularity(256, 1.0, seed=1)
-    p2l = [eplb_placement(drift_corrupt(pop, 8, seed=7 + l), 8, 1.25) for l in range(2)]
+    loads = expected_loads(pop, 8)  # live_run's placement: EPLB on the drift-corrupted long-run loads
+    p2l = [eplb_placement(drift_corrupt(loads, 8, seed=7 + l), 8, 1.25) for l in range(2)]
     ratios = []
     for t, w in zip(tables, windows):
         for l in range(2):

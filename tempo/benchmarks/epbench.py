@@ -43,10 +43,10 @@ def plan_steps(n_experts: int, world: int, tokens: int, top_k: int, steps: int, 
                seed: int):
     """The placement and each step's per-expert counts (identical on every rank)."""
     from ..placement import eplb_placement
-    from ..workloads import sample_counts, zipf_popularity
+    from ..workloads import expected_loads, sample_counts, zipf_popularity
 
     pop = zipf_popularity(n_experts, skew, seed=seed)
-    placement = eplb_placement(pop, world, replication)
+    placement = eplb_placement(expected_loads(pop, top_k), world, replication)  # from long-run pair loads
     counts = sample_counts(pop, tokens, top_k, world, n_batches=steps, seed=seed + 1)
     return placement, counts
 

@@ -10,7 +10,7 @@ from .. import CostModel, solve
 from ..instance import Instance
 from ..placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep
-from ..workloads import route_counts, sample_counts, zipf_popularity
+from ..workloads import expected_loads, route_counts, sample_counts, zipf_popularity
 from . import FIRST_REPLICA, STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, drift_timeline, zipf_batches
 
@@ -55,7 +55,8 @@ def faster_eplb(config: dict) -> pd.DataFrame:
     rep = (E + R) / E
     pop = zipf_popularity(E, config.get("skew", 1.0), seed=seed)
     tr = TraceRouting.of(config)
-    initial = None if tr else eplb_placement(drift_corrupt(pop, config.get("drift", 16), seed=seed + 7), g, rep)
+    stale = None if tr else drift_corrupt(expected_loads(pop, K), config.get("drift", 16), seed=seed + 7)
+    initial = None if tr else eplb_placement(stale, g, rep)
     rows = []
     for B in config["pairs"]:
         if tr:

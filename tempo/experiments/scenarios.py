@@ -7,14 +7,16 @@ import numpy as np
 
 from ..instance import Instance
 from ..placement import drift_corrupt, eplb_placement
-from ..workloads import popularity_timeline, route_counts, sample_counts, zipf_popularity
+from ..workloads import expected_loads, popularity_timeline, route_counts, sample_counts, zipf_popularity
 
 
 def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, replication: float,
                  n_batches: int, seed: int, top_k: int = 8, kappa: float = 2000.0,
                  trace: "TraceRouting | None" = None) -> list[Instance]:
     """Decode batches under Zipf(skew) routing with a fresh EPLB placement built from the
-    long-run popularity (Section 3.2): each batch's router weights are Dirichlet(kappa p)
+    long-run per-expert loads (Section 3.2, "EPLB-style placement from long-run averages":
+    the pair shares :func:`tempo.workloads.expected_loads` of top-``top_k`` routing, not the
+    router weights ``p``): each batch's router weights are Dirichlet(kappa p)
     around the long-run popularity (the phase diagram's batch fluctuation), tokens routed
     top-``top_k`` to distinct experts (:func:`tempo.workloads.sample_counts`).
 
@@ -25,7 +27,7 @@ def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, 
     if trace is not None:
         return trace.batches(tokens_per_gpu, n_batches, n_gpus, replication, seed=seed, top_k=trace.top_k(top_k))
     pop = zipf_popularity(n_experts, skew, seed=seed)
-    placement = eplb_placement(pop, n_gpus, replication)
+    placement = eplb_placement(expected_loads(pop, top_k), n_gpus, replication)
     counts = sample_counts(pop, tokens_per_gpu, top_k, n_gpus, n_batches=n_batches, kappa=kappa, seed=seed + 1)
     return [Instance.from_placement(c, placement, n_gpus) for c in counts]
 
@@ -43,8 +45,9 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
                   order: str = "layers") -> list[Instance]:
     """The drift-K scenario (Sections 4.2, 5.12): a DSv3-shape proxy (256 experts, top-8,
     EP8, 64 redundant slots) whose EPLB placement is built from a corrupted history (the
-    top-K hot experts' statistics swapped with random cold ones) while the batches follow
-    the true Zipf-skewed routing.
+    top-K hot experts' statistics swapped with random cold ones; the statistics are the
+    long-run per-expert loads of the true routing, :func:`tempo.workloads.expected_loads`)
+    while the batches follow the true Zipf-skewed routing.
 
     The batches are consecutive windows of a drifting timeline around the true popularity
     (:func:`tempo.workloads.popularity_timeline`: mean-reverting log-popularity drift with
@@ -72,7 +75,7 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
         raise ValueError(f"pairs_per_gpu={pairs_per_gpu} must be a multiple of top_k={top_k}")
     tokens_per_gpu = pairs_per_gpu // top_k
     pop = zipf_popularity(n_experts, skew, seed=seed)
-    stale = drift_corrupt(pop, drift, seed=seed + 7)
+    stale = drift_corrupt(expected_loads(pop, top_k), drift, seed=seed + 7)
     replication = (n_experts + redundant) / n_experts
     placement = eplb_placement(stale, n_gpus, replication)
     weights = drift_timeline(pop, n_batches, seed, tau=tau, sigma=sigma)

@@ -10,7 +10,7 @@ from ..models import model_shape
 from ..placement import eplb_placement
 from ..sweep import run_grid
 from ..theory import flip_boundary
-from ..workloads import sample_counts, zipf_popularity
+from ..workloads import expected_loads, sample_counts, zipf_popularity
 from . import FIRST_REPLICA, STATIC, experiment
 from .scenarios import TraceRouting, zipf_batches
 
@@ -62,7 +62,7 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
     model = CostModel.named(config.get("params", "proxy-serving"))
     E, K, g, R = 256, 8, 8, config.get("redundant", 64)
     pop = zipf_popularity(E, config.get("skew", 1.0), seed=config.get("seed", 0))
-    placement = eplb_placement(pop, g, (E + R) / E)
+    placement = eplb_placement(expected_loads(pop, K), g, (E + R) / E)
     from ..instance import Instance
 
     tr = TraceRouting.of(config)
@@ -143,7 +143,7 @@ def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8) -> pd.Dat
         after = l_idx[l_idx > (m_idx.max() if m_idx.size else -1)]
         hi = Bs[after.min()] if after.size else Bs.max()
         pop = zipf_popularity(E, s, seed=0)
-        placement = eplb_placement(pop, ep, r)
+        placement = eplb_placement(expected_loads(pop, K), ep, r)  # the phase diagram's placement
         reps = np.bincount(placement, minlength=E)
         bstar, bavg, bhot = flip_boundary(pop, reps, n_star, K, ep)
         rows.append({"skew": s, "replication": r, "band_lo": lo, "band_hi": hi, "B_star": bstar,
@@ -243,13 +243,15 @@ def routing_statistics(config: dict) -> pd.DataFrame:
     pop = zipf_popularity(E, 1.0, seed=seed)
     out = {}
     iid = sample_counts(pop, pairs // K, K, g, n_batches=n, seed=seed + 1)
-    out["zipf1.0_iid"] = routing_stats(iid, K, n_star, placement=eplb_placement(pop, g, (E + 64) / E), n_gpus=g)
+    fresh = eplb_placement(expected_loads(pop, K), g, (E + 64) / E)
+    out["zipf1.0_iid"] = routing_stats(iid, K, n_star, placement=fresh, n_gpus=g)
     drift = np.stack([i.counts for i in drift_batches(pairs, n, seed=seed)])
-    stale = eplb_placement(drift_corrupt(pop, 16, seed=seed + 7), g, (E + 64) / E)
+    stale = eplb_placement(drift_corrupt(expected_loads(pop, K), 16, seed=seed + 7), g, (E + 64) / E)
     out["drift16_timeline"] = routing_stats(drift, K, n_star, placement=stale, n_gpus=g)
     pop12 = zipf_popularity(E, 1.2, seed=seed)
     fig5 = sample_counts(pop12, config.get("fig5_tokens", 512), K, g, n_batches=n, seed=seed + 1)
-    out["zipf1.2_fig5"] = routing_stats(fig5, K, n_star, placement=eplb_placement(pop12, g, 1.25), n_gpus=g)
+    out["zipf1.2_fig5"] = routing_stats(fig5, K, n_star, placement=eplb_placement(expected_loads(pop12, K), g, 1.25),
+                                         n_gpus=g)
     tr = TraceRouting.of(config)
     if tr:
         out["trace"] = routing_stats(tr.counts, tr.top_k(K), n_star)
@@ -262,6 +264,9 @@ def routing_statistics(config: dict) -> pd.DataFrame:
 #: sparse (vertex) optimum of the same token LP, and TEMPO with our defaults and as Section 4.2
 #: writes it (the ``"paper"`` preset: no restarts, chains of depth 2).
 ANATOMY = ("metro", "token_lp", "token_lp_vertex", "uniform", "tempo", "tempo_paper")
+#: What :func:`phase_anatomy` builds the EPLB placement from: the phase diagram's long-run pair
+#: loads (first) and the router-weight ablation.
+ANATOMY_PLACEMENTS = ("long-run loads", "router weights")
 
 
 def _anatomy_dispatch(name, inst, model):
@@ -284,11 +289,13 @@ def phase_anatomy(config: dict) -> pd.DataFrame:
     bound (:meth:`CostModel.lower_bound`).  The hottest expert's router weight, its share of
     the pairs under top-K routing and its replica count describe the placement.
 
-    ``placement`` says what the EPLB placement is built from: ``"router weights"`` (the phase
-    diagram's :func:`zipf_batches`) and ``"mean loads"`` (the mean per-expert pair counts of
-    ``history`` independent batches: the paper's "EPLB-style placement from long-run averages",
-    Section 3.2, which differs from the router weights once top-K routing caps an expert at
-    one pair per token).  One row per (cell, placement, dispatch)."""
+    ``placement`` says what the EPLB placement is built from (:data:`ANATOMY_PLACEMENTS`):
+    ``"long-run loads"``, the phase diagram's own (:func:`zipf_batches`): the long-run per-expert
+    pair shares :func:`tempo.workloads.expected_loads` (the paper's "EPLB-style placement from
+    long-run averages", Section 3.2; SGLang's EPLB places from recorded pair counts); and the
+    ablation ``"router weights"``, the placement built from the popularity ``p`` itself, as
+    this artifact did before (it over-replicates hot experts, since top-K routing caps an
+    expert at one pair per token).  One row per (cell, placement, dispatch)."""
     from ..instance import Instance
 
     rows = []
@@ -298,9 +305,8 @@ def phase_anatomy(config: dict) -> pd.DataFrame:
         ep, seed, nb = cell.get("ep", 8), cell.get("seed", 0), config.get("batches", 3)
         pop = zipf_popularity(E, cell["skew"], seed=seed)
         counts = sample_counts(pop, cell["B"], K, ep, n_batches=nb, kappa=2000.0, seed=seed + 1)
-        hist = sample_counts(pop, cell["B"], K, ep, n_batches=config.get("history", 20), seed=seed + 1000).mean(0)
         hot = int(np.argmax(pop))
-        for src, weight in (("router weights", pop), ("mean loads", hist)):
+        for src, weight in zip(ANATOMY_PLACEMENTS, (expected_loads(pop, K), pop)):
             placement = eplb_placement(weight, ep, cell["replication"])
             insts = [Instance.from_placement(c, placement, ep) for c in counts]
             lb = float(np.mean([model.lower_bound(i) for i in insts]))

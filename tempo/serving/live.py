@@ -29,7 +29,7 @@ def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int =
 
     from .. import CostModel, Instance, solve
     from ..placement import drift_corrupt, eplb_placement
-    from ..workloads import route_tokens, zipf_popularity
+    from ..workloads import expected_loads, route_tokens, zipf_popularity
     from .kernels import dispatch_and_count_reference as kernel
     from .refresher import Refresher
     from .tables import DispatchTable, effective_probabilities
@@ -37,7 +37,8 @@ def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int =
     model = CostModel.named(params)
     rng = np.random.default_rng(seed)
     pop = zipf_popularity(n_experts, skew, seed=seed + 1)
-    p2l = np.stack([eplb_placement(drift_corrupt(pop, drift, seed=seed + 7 + l), n_gpus, replication)
+    loads = expected_loads(pop, top_k)  # the long-run pair loads a recorder would average
+    p2l = np.stack([eplb_placement(drift_corrupt(loads, drift, seed=seed + 7 + l), n_gpus, replication)
                     for l in range(layers)])
     table = DispatchTable.from_placement(p2l)
     phys = table.phys
