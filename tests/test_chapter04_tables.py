@@ -60,3 +60,19 @@ def test_replay_tables():
     t3 = rp.ba2a_table(a2a, proxy).loc[256]
     assert t3.regime == "floor" and t3.block_ratio == 0.95 and t3.G_per_gpu == 13.0
     assert t3.N_star_at_G == pytest.approx(rp.ba2a(proxy, 13.0))
+
+
+def test_mispricing_ordering_names_each_side_ends_and_compares_them():
+    import pandas as pd
+
+    from tempo.experiments.simulator import mispricing_ordering
+
+    t1 = pd.DataFrame({"B": [128, 128, 512], "static": [1.2, 1.4, 1.5], "uniform": [1.6, 1.5, 1.1],
+                       "token_lp": [1.2, 1.2, 1.0], "metro": [1.1, 1.0, 1.05], "spread": [9, 9, 9]})
+    paper = pd.DataFrame({"B": [128] * 5 + [512] * 5, "policy": ["static", "uniform", "token_lp", "metro", "spread"] * 2,
+                          "median": [1.17, 1.51, 1.17, 1.11, 1.37, 1.47, 1.12, 1.00, 1.05, 1.47]})
+    got = mispricing_ordering(t1, paper)
+    assert got.loc[128].tolist() == ["uniform", "metro", "uniform", "metro", True]      # medians 1.3/1.55/1.2/1.05
+    assert got.loc[512].tolist() == ["static", "token_lp", "static", "token_lp", True]
+    t1.loc[2, "uniform"] = 1.9
+    assert not mispricing_ordering(t1, paper).loc[512, "same ordering ends"]

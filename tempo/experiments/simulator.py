@@ -365,6 +365,27 @@ def mispricing_summary(t1: pd.DataFrame) -> pd.DataFrame:
     return out[[f"{p} {q}" for p in T1_POLICIES for q in ("median", "p95")]]
 
 
+def mispricing_ordering(t1: pd.DataFrame, table1: pd.DataFrame) -> pd.DataFrame:
+    """Table 1's story as an ordering, per concurrency B: the most expensive and the cheapest
+    proxy by median ratio to TEMPO, in this artifact's batches (``proxy_mispricing``) and in the
+    paper's Table 1 (``paper.table(1)``: B, policy, median), and whether the two agree.  The
+    spread (worst over best proxy) is not a proxy and is left out; ties go to the first proxy
+    in :data:`T1_POLICIES` order."""
+    proxies = [p for p in T1_POLICIES if p != "spread"]
+    ours = t1.groupby("B")[proxies].median()
+    theirs = table1[table1.policy.isin(proxies)].pivot(index="B", columns="policy", values="median")[proxies]
+    rows = []
+    for B in ours.index:
+        row = {"B": int(B), "ours: most expensive": ours.loc[B].idxmax(), "ours: cheapest": ours.loc[B].idxmin()}
+        if B in theirs.index:
+            row.update({"paper: most expensive": theirs.loc[B].astype(float).idxmax(),
+                        "paper: cheapest": theirs.loc[B].astype(float).idxmin()})
+            row["same ordering ends"] = (row["ours: most expensive"] == row["paper: most expensive"]
+                                         and row["ours: cheapest"] == row["paper: cheapest"])
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("B")
+
+
 def mispricing_paper(table1: pd.DataFrame) -> pd.DataFrame:
     """Table 1 as the paper prints it (medians, one row per B), from ``paper.table(1)``."""
     return table1.pivot(index="B", columns="policy", values="median")[T1_POLICIES]
