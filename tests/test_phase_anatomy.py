@@ -40,3 +40,23 @@ def test_anatomy_gains_known_answer():
     assert g.tempo_over_lb == 1.0 and g.paper_preset_gain_pct == pytest.approx(15.0)
     with pytest.raises(ValueError, match="phase_anatomy"):
         anatomy_gains(pd.DataFrame({"shape": ["X"]}))
+
+
+def test_max_gain_cells_and_the_numbers_chapter_04_glues():
+    from tempo.experiments.simulator import anatomy_numbers, max_gain_cells
+
+    phase = pd.DataFrame({"shape": ["DSv3", "DSv3", "DSv2-Lite"], "skew": [1.0, 1.5, 0.5],
+                          "replication": [1.25, 1.5, 1.5], "B": [64, 512, 128], "gain_pct": [3.0, 9.0, 4.0]})
+    assert max_gain_cells(phase) == [{"shape": "DSv2-Lite", "skew": 0.5, "replication": 1.5, "B": 128},
+                                     {"shape": "DSv3", "skew": 1.5, "replication": 1.5, "B": 512}]
+    cell = {"shape": "DSv2-Lite", "skew": 1.0, "replication": 1.5, "B": 64}
+    an = phase_anatomy({"cells": [cell], "batches": 2})
+    why = anatomy_gains(an)
+    got = anatomy_numbers(an, why)
+    assert set(k.rsplit("_", 1)[1] for k in got) == {"dsv2"}       # only the shapes the anatomy holds
+    g = why.set_index("placement")
+    assert got["an_gain_dsv2"] == pytest.approx(g.loc["long-run loads", "gain_pct"])
+    assert got["an_routerw_dsv2"] == pytest.approx(g.loc["router weights", "gain_pct"])
+    assert got["an_lb_dsv2"] == pytest.approx(100 * (g.loc["long-run loads", "tempo_over_lb"] - 1))
+    assert got["an_hot_reps_rw_dsv2"] > got["an_hot_reps_dsv2"]     # the ablation over-replicates the hot expert
+    assert all(isinstance(v, float) for v in got.values())

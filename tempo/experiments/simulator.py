@@ -425,3 +425,43 @@ def landscape_grid(land: pd.DataFrame) -> pd.DataFrame:
 def staleness_table(stale: pd.DataFrame) -> pd.DataFrame:
     """Section 5.5: median makespan / static per scale (rows) and information regime."""
     return stale.groupby(["scale", "regime"]).ratio_to_static.median().unstack()[["exact", "stale-1", "frozen", "uniform"]]
+
+
+def max_gain_cells(phase: pd.DataFrame) -> list[dict]:
+    """Each shape's phase-diagram cell of TEMPO's largest gain over the best fixed policy, as
+    ``phase_anatomy`` cells (shape, skew, replication, B)."""
+    top = phase.loc[phase.groupby("shape").gain_pct.idxmax()]
+    return [{"shape": str(r.shape), "skew": float(r.skew), "replication": float(r.replication), "B": int(r.B)}
+            for r in top.itertuples()]
+
+
+#: the anatomy's shapes by the short names chapter 04's prose glues them under
+ANATOMY_SHORT = {"DSv3": "dsv3", "Qwen3-30B": "qwen3", "DSv2-Lite": "dsv2"}
+
+
+def anatomy_numbers(anat: pd.DataFrame, why: pd.DataFrame) -> dict:
+    """The numbers chapter 04 quotes about each shape's maximum cell (``an_<what>_<shape>``),
+    from ``phase_anatomy`` (``anat``) and :func:`anatomy_gains` (``why``): TEMPO's gain, its
+    gain against the vertex token-LP, its distance from the lower bound (%), the paper preset's
+    gain, the gain under the router-weight placement, the busiest GPU's activated slots (G) and
+    tokens (N) per policy, and the hottest expert's router weight, pair share and replicas."""
+    rw = anat[anat.placement == "long-run loads"].set_index(["shape", "policy"])
+    ab = anat[anat.placement == "router weights"].set_index(["shape", "policy"])
+    gw = why.set_index(["shape", "placement"])
+    out = {}
+    for sh, k in ANATOMY_SHORT.items():
+        if (sh, "long-run loads") not in gw.index:
+            continue
+        g = gw.loc[(sh, "long-run loads")]
+        out.update({f"an_gain_{k}": g.gain_pct, f"an_vertex_{k}": g.gain_vs_vertex_pct,
+                    f"an_lb_{k}": 100 * (g.tempo_over_lb - 1), f"an_paper_{k}": g.paper_preset_gain_pct,
+                    f"an_routerw_{k}": gw.loc[(sh, "router weights")].gain_pct,
+                    f"an_G_lp_{k}": rw.loc[(sh, "token_lp"), "max_G"], f"an_G_tempo_{k}": rw.loc[(sh, "tempo"), "max_G"],
+                    f"an_G_metro_{k}": rw.loc[(sh, "metro"), "max_G"], f"an_N_metro_{k}": rw.loc[(sh, "metro"), "max_N"],
+                    f"an_N_tempo_{k}": rw.loc[(sh, "tempo"), "max_N"], f"an_N_lp_{k}": rw.loc[(sh, "token_lp"), "max_N"],
+                    f"an_hot_w_{k}": rw.loc[(sh, "tempo"), "hot_router_weight"],
+                    f"an_hot_share_{k}": rw.loc[(sh, "tempo"), "hot_pair_share"],
+                    f"an_hot_reps_{k}": int(rw.loc[(sh, "tempo"), "hot_replicas"]),
+                    f"an_hot_reps_rw_{k}": int(ab.loc[(sh, "tempo"), "hot_replicas"]),
+                    f"an_slots_{k}": int(rw.loc[(sh, "tempo"), "slots_per_gpu"]) * 8})  # EP8, the phase diagram's
+    return {k: float(v) for k, v in out.items()}
