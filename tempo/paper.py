@@ -84,20 +84,16 @@ def figure(number: int) -> pd.DataFrame:
 
 
 def glue_numbers(numbers: dict) -> dict:
-    """Glue paper numbers into the book: ``{name: value}`` -> ``myst_nb.glue(name, value)``
-    (not displayed), so Markdown prose writes ``{glue:text}`name``` (or ``name:.1f``) and no
-    paper number is typed into a notebook.  Values must be numbers (read from ``data/paper/``
-    by :func:`claim`, :func:`text_number`, :func:`table` or :func:`figure`).  Returns the dict."""
-    try:
-        from myst_nb import glue
-    except ImportError as exc:  # pragma: no cover - the book's environment has it
-        raise ImportError("glue_numbers needs myst_nb (the book's environment, requirements.txt)") from exc
+    """Glue paper numbers into the book: ``{name: value}`` -> :func:`glue` (not displayed), so
+    Markdown prose writes ``{glue:text}`name``` (or ``name:.1f``) and no paper number is typed
+    into a notebook.  Values must be numbers (read from ``data/paper/`` by :func:`claim`,
+    :func:`text_number`, :func:`table` or :func:`figure`).  Returns the dict."""
     for name, value in numbers.items():
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"glue name must be an identifier, got {name!r}")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"glue value for {name!r} must be a number, got {value!r}")
-        glue(name, value, display=False)
+    glue(**numbers)
     return numbers
 
 
