@@ -662,3 +662,23 @@ def solver_vs_milp(svm: pd.DataFrame):
                  alt.Tooltip("tempo_ms:Q", format=".2f")],
     ).properties(width=260, height=240).facet(column=alt.Column("replication:N", title="replication")).properties(
         title="tempo_fast against the exact MILP")
+
+
+def fit_vs_measured(samples: pd.DataFrame, model, G=(1, 4, 8, 40), title: str = "fit"):
+    """Measured expert time (points) against a fitted cost model (lines, Eq. 1 at the same G and
+    tokens) for a few activation counts ``G``, log-log over tokens per expert: chapter 08's check
+    of your own calibration.  ``samples`` is a calibration recording's grid (G, n, N, t_us, kind)."""
+    import numpy as np
+
+    _need(samples, {"G", "n", "N", "t_us", "kind"}, "samples (a calibration recording)")
+    alt = _alt()
+    show = samples[samples.G.isin(list(G)) & (samples.kind == "grid")].copy()
+    if show.empty:
+        raise ValueError(f"samples hold no grid cells at G in {list(G)}")
+    show["fitted (us)"] = np.maximum(model.a + model.b * show.G.to_numpy(float),
+                                     model.c + model.beta * show.N.to_numpy(float))
+    base = alt.Chart(show).encode(x=alt.X("n:Q", scale=alt.Scale(type="log"), title="tokens per expert n"),
+                                  color=alt.Color("G:N", title="activated experts G", scale=alt.Scale(scheme="category10")))
+    return (base.mark_point(filled=True).encode(y=alt.Y("t_us:Q", scale=alt.Scale(type="log"), title="time (us)"),
+                                                tooltip=["G", "n", alt.Tooltip("t_us:Q", format=".1f")])
+            + base.mark_line().encode(y="fitted (us):Q")).properties(width=480, height=280, title=title)

@@ -289,3 +289,20 @@ def test_book_ext_drops_repeated_scripts_keeping_the_first():
     assert [(str(getattr(j, "filename", j)), getattr(j, "attributes", {}).get("body")) for j in got] == [
         ("a.js", None), ("None", thebe), ("sphinx-thebe.js", None), ("None", "other"), ("b.js", None)]
     assert len(unique_scripts([JS(None, body="x"), JS("", body="x")])) == 1   # None and "" are both inline
+
+
+def test_fit_vs_measured_draws_points_and_the_fitted_lines():
+    from tempo import CostModel
+    from tempo.figures import fit_vs_measured
+
+    s = pd.DataFrame({"G": [1, 1, 8, 8, 3], "n": [1, 512, 1, 512, 4], "N": [1, 512, 8, 4096, 12],
+                      "t_us": [10.0, 60.0, 40.0, 400.0, 5.0], "kind": ["grid"] * 4 + ["tile"]})
+    m = CostModel(0.0, 10.0, 0.0, 0.1)
+    spec = fit_vs_measured(s, m, G=[1, 8], title="t").to_dict()
+    rows = spec["datasets"][next(iter(spec["datasets"]))]
+    assert [r["fitted (us)"] for r in rows] == pytest.approx([10.0, 51.2, 80.0, 409.6])   # max(bG, beta N)
+    assert {l["mark"]["type"] if isinstance(l["mark"], dict) else l["mark"] for l in spec["layer"]} == {"point", "line"}
+    with pytest.raises(ValueError, match="no grid cells"):
+        fit_vs_measured(s, m, G=[3])
+    with pytest.raises(ValueError, match="samples"):
+        fit_vs_measured(s.drop(columns="kind"), m)
