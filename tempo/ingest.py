@@ -56,7 +56,7 @@ MAX_BYTES = 5 * 2**20
 EPBENCH_COLUMNS = ("step", "policy", "layer_us", "expert_us", "model_us")
 SERVE_PAIRS_COLUMNS = ("window", "workload", "policy", "kept")
 CALIB_COLUMNS = ("G", "n", "N", "T", "kind", "t_us")
-#: epbench's command-line defaults (``tempo/serving/epbench.py`` main), for flags a command omits
+#: epbench's command-line defaults (``tempo/benchmarks/epbench.py`` main), for flags a command omits
 EPBENCH_DEFAULTS = {"device": "cpu", "world_size": 4, "shape": "tiny", "tokens": 32, "params": "dsv3-offline",
                     "emulate": False}
 
