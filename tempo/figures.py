@@ -682,3 +682,40 @@ def fit_vs_measured(samples: pd.DataFrame, model, G=(1, 4, 8, 40), title: str = 
     return (base.mark_point(filled=True).encode(y=alt.Y("t_us:Q", scale=alt.Scale(type="log"), title="time (us)"),
                                                 tooltip=["G", "n", alt.Tooltip("t_us:Q", format=".1f")])
             + base.mark_line().encode(y="fitted (us):Q")).properties(width=480, height=280, title=title)
+
+
+def repro_needs(rmap: pd.DataFrame):
+    """The reproduction map (``tempo.repro.load_map()``) as bars: how many paper items need a CPU,
+    one GPU, a cluster or a recorded trace, coloured by kind of item (table, figure, other)."""
+    from . import repro
+
+    _need(rmap, {"item", "needs"}, "rmap (the reproduction map)")
+    alt = _alt()
+    bars = rmap.assign(kind=rmap.item.str.extract(r"^(Table|Figure)", expand=False).fillna("text or abstract"),
+                       needs=rmap.needs.map(repro.NEEDS))
+    return alt.Chart(bars).mark_bar().encode(
+        y=alt.Y("needs:N", title=None, sort=list(repro.NEEDS.values())), x=alt.X("count():Q", title="paper items"),
+        color=alt.Color("kind:N", title="item", scale=alt.Scale(scheme="category10")),
+        tooltip=["needs", "kind", "count()"]).properties(width=420, height=140, title="What each paper item needs")
+
+
+#: one colour per ledger status, in :data:`tempo.claims.STATUSES` order
+LEDGER_COLORS = ["#54a24b", "#a0d3a0", "#e45756", "#bab0ac", "#f2cf5b", "#4c78a8", "#9ecae9"]
+
+
+def ledger_by_chapter(ledger: pd.DataFrame):
+    """The claims ledger (``tempo.claims.ledger``) as stacked bars: claims per chapter, coloured by
+    verdict, every status with its fixed colour."""
+    from . import claims
+
+    _need(ledger, {"chapter", "status"}, "ledger (tempo.claims.ledger())")
+    unknown = set(ledger.status) - set(claims.STATUSES)
+    if unknown:
+        raise ValueError(f"ledger holds unknown statuses {sorted(unknown)}")
+    alt = _alt()
+    by = ledger.groupby(["chapter", "status"]).size().rename("claims").reset_index()
+    return alt.Chart(by).mark_bar().encode(
+        y=alt.Y("chapter:N", title=None), x=alt.X("claims:Q", title="claims"),
+        color=alt.Color("status:N", scale=alt.Scale(domain=claims.STATUSES, range=LEDGER_COLORS),
+                        legend=alt.Legend(orient="bottom", columns=3, labelLimit=300)),
+        tooltip=["chapter", "status", "claims"]).properties(width=520, height=220, title="Claims by chapter and verdict")

@@ -306,3 +306,28 @@ def test_fit_vs_measured_draws_points_and_the_fitted_lines():
         fit_vs_measured(s, m, G=[3])
     with pytest.raises(ValueError, match="samples"):
         fit_vs_measured(s.drop(columns="kind"), m)
+
+
+def test_repro_needs_counts_every_item_once():
+    from tempo import repro
+    from tempo.figures import repro_needs
+
+    rmap = repro.load_map()
+    spec = repro_needs(rmap).to_dict()
+    rows = spec["datasets"][next(iter(spec["datasets"]))]
+    assert len(rows) == len(rmap)
+    assert {r["kind"] for r in rows} == {"Table", "Figure", "text or abstract"}
+    assert sum(r["kind"] == "Table" for r in rows) == 11 and sum(r["kind"] == "Figure" for r in rows) == 13
+    with pytest.raises(ValueError, match="rmap"):
+        repro_needs(rmap.drop(columns="needs"))
+
+
+def test_ledger_by_chapter_counts_claims_per_chapter_and_status():
+    from tempo.figures import ledger_by_chapter
+
+    df = pd.DataFrame({"chapter": ["01", "01", "02"], "status": ["reproduced", "reproduced", "deviates"]})
+    spec = ledger_by_chapter(df).to_dict()
+    rows = spec["datasets"][next(iter(spec["datasets"]))]
+    assert sorted((r["chapter"], r["status"], r["claims"]) for r in rows) == [("01", "reproduced", 2), ("02", "deviates", 1)]
+    with pytest.raises(ValueError, match="unknown statuses"):
+        ledger_by_chapter(df.assign(status="maybe"))
