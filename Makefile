@@ -57,7 +57,7 @@ $(VENV)/.installed-stamp: requirements.txt pyproject.toml
 
 # one executed notebook per source; papermill passes the profile (and the trace, below)
 $(EXEC)/%.ipynb: notebooks/%.md $(DEPS)
-	@$(PY) -m tempo.runbook $* $(PROFILE) $(TRACE)
+	@$(PY) -m tempo.book.runbook $* $(PROFILE) $(TRACE)
 
 # TRACE=trace.npz (a recorded routing trace, `python -m tempo import-trace DUMP... -o trace.npz`):
 # the chapters whose claims the paper computes on recorded routing draw their batches from it
@@ -85,7 +85,7 @@ $(MATHJAX):
 	cp build/npm/package/es5/tex-svg-full.js $@
 
 _static/vega-bundle.js: $(STAMP)
-	$(PY) -c "from tempo.figures import write_vega_bundle; write_vega_bundle()"
+	$(PY) -c "from tempo.book.figures import write_vega_bundle; write_vega_bundle()"
 
 book: $(EXECUTED) _static/vega-bundle.js $(MATHJAX)
 	@rm -rf book/generated && mkdir -p book/generated

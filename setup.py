@@ -3,7 +3,7 @@
 ``data/params`` (cost parameters, paper Tables 6, 7) and ``data/paper`` (the paper's tables and
 ``claims.yaml``) live at the top of the repository, where the book and the reviewers read them;
 ``build_py`` copies them into the package as ``tempo/_data/{params,paper}``, which
-``tempo.paths`` finds with ``importlib.resources`` when there is no checkout.  Everything else
+``tempo.core.paths`` finds with ``importlib.resources`` when there is no checkout.  Everything else
 is declared in pyproject.toml.
 """
 import shutil

@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 import time
 
-from . import placement, theory, workloads
-from .cost import CostModel
-from .instance import Dispatch, Instance
+from .world import placement, workloads
+from .theory import bounds as theory
+from .core.cost import CostModel
+from .core.instance import Dispatch, Instance
 from . import policies
 
 try:

@@ -16,19 +16,19 @@ from pathlib import Path
 
 #: command -> ("module:function" taking the remaining argv, one-line help)
 COMMANDS = {
-    "bench": ("tempo.bench:main", "solver and serving benchmark table (make bench)"),
+    "bench": ("tempo.benchmarks.bench:main", "solver and serving benchmark table (make bench)"),
     "policies": ("tempo.cli:policies", "list the dispatch policies"),
     "params": ("tempo.cli:params", "list the named cost-parameter sets (paper Tables 6, 7)"),
     "solve": ("tempo.cli:solve_one", "dispatch one batch: --counts 600 30 30 --gpus 2 --policy tempo"),
     "calibrate": ("tempo.calib.record:main", "measure expert time here and fit the cost models"),
-    "gpu-check": ("tempo.gpucheck:main", "first run on a GPU node: environment, kernels, numerics, timer bias, short grids"),
+    "gpu-check": ("tempo.benchmarks.gpucheck:main", "first run on a GPU node: environment, kernels, numerics, timer bias, short grids"),
     "epbench": ("tempo.benchmarks.epbench:main", "wall-clock EP microbenchmark (gloo CPU ranks, NCCL GPUs, --emulate)"),
     "serve-bench": ("tempo.benchmarks.servebench:main", "SGLang serving benchmark driver (GPU servers)"),
-    "import-trace": ("tempo.traces:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),
+    "import-trace": ("tempo.world.traces:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),
     "drift-location": ("tempo.benchmarks.servebench:drift_main", "drift-K placement file for --init-expert-location"),
-    "ledger": ("tempo.claims:main", "rebuild the claims ledger from this build's results: --profile full"),
+    "ledger": ("tempo.book.claims:main", "rebuild the claims ledger from this build's results: --profile full"),
 }
-COMMANDS["ingest"] = ("tempo.ingest:main", "store GPU / cluster recordings under data/measured/ as ledger evidence")
+COMMANDS["ingest"] = ("tempo.book.ingest:main", "store GPU / cluster recordings under data/measured/ as ledger evidence")
 
 INT64_MAX = 2**63 - 1
 
@@ -114,7 +114,7 @@ def _policy_names():
 
 
 def _param_names():
-    from .params import names
+    from .core.params import names
 
     return names()
 
@@ -180,7 +180,7 @@ def policies(argv) -> int:
 
 
 def params(argv) -> int:
-    from .params import params_table
+    from .core.params import params_table
 
     ArgumentParser(prog="python -m tempo params",
                    description="list the named cost-parameter sets (paper Tables 6, 7)").parse_args(argv)

@@ -1,7 +1,9 @@
 import pandas as pd
 import pytest
 
-from tempo import cache, experiments, paths
+from tempo.studies import cache
+from tempo import studies as experiments
+from tempo.core import paths
 
 
 def test_cached_is_keyed_by_config_and_atomic(tmp_path, monkeypatch):

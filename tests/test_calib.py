@@ -118,8 +118,8 @@ torch = optional_module("torch")
 
 @pytest.mark.needs("torch")
 def test_fp8_layouts_round_trip():
-    from tempo.calib.fp8 import (dequant_per_block, dequant_per_token, grouped_masked_inputs, per_block_cast_to_fp8,
-                                 per_token_cast_to_fp8)
+    from tempo.calib.fp8 import (dequant_per_block, dequant_per_token, grouped_masked_inputs,
+                                 per_block_cast_to_fp8, per_token_cast_to_fp8)
 
     x = torch.randn(5, 300)
     q, s = per_token_cast_to_fp8(x)

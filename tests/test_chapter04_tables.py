@@ -1,9 +1,10 @@
-"""Chapter 04's summary tables (tempo.experiments.simulator / replay), on small frames with known answers."""
+"""Chapter 04's summary tables (tempo.studies.simulator / replay), on small frames with known answers."""
 import pandas as pd
 import pytest
 
-from tempo import CostModel, paper
-from tempo.experiments import replay as rp, simulator as sim
+from tempo import CostModel
+from tempo.book import paper
+from tempo.studies import replay as rp, simulator as sim
 
 
 def test_mixed_and_mispricing_summaries():
@@ -65,7 +66,7 @@ def test_replay_tables():
 def test_mispricing_ordering_names_each_side_ends_and_compares_them():
     import pandas as pd
 
-    from tempo.experiments.simulator import mispricing_ordering
+    from tempo.studies.simulator import mispricing_ordering
 
     t1 = pd.DataFrame({"B": [128, 128, 512], "static": [1.2, 1.4, 1.5], "uniform": [1.6, 1.5, 1.1],
                        "token_lp": [1.2, 1.2, 1.0], "metro": [1.1, 1.0, 1.05], "spread": [9, 9, 9]})

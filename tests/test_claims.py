@@ -1,4 +1,4 @@
-"""The claims registry, the tolerance policy and the recomputed ledger (tempo.claims)."""
+"""The claims registry, the tolerance policy and the recomputed ledger (tempo.book.claims)."""
 import json
 import re
 
@@ -6,9 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo import claim_functions as cf
-from tempo import claims, experiments, paths
-from tempo.claims import Value, check, precision
+from tempo.book import claim_functions as cf
+from tempo.book import claims
+from tempo import studies as experiments
+from tempo.core import paths
+from tempo.book.claims import Value, check, precision
 
 
 @pytest.fixture
@@ -40,7 +42,7 @@ def test_every_claim_has_a_function_or_a_declared_need():
     rows = claims.claim_rows()
     assert len(rows) >= 80
     lacking = [r["id"] for r in rows if r["id"] not in claims.REGISTRY and not r["needs"]]
-    assert lacking == [], f"claims with neither a function in tempo.claims nor a declared need: {lacking}"
+    assert lacking == [], f"claims with neither a function in tempo.book.claims nor a declared need: {lacking}"
     stray = set(claims.REGISTRY) - {r["id"] for r in rows}
     assert not stray, f"functions for claims not in claims.yaml: {stray}"
 
@@ -65,7 +67,7 @@ def _all_paper_numbers() -> set:
 
 
 #: chapters whose Markdown prose types no paper number (they glue them from data/paper/ with
-#: tempo.paper.glue and {glue:text}); a chapter joins this list once its prose is clean
+#: tempo.book.paper.glue and {glue:text}); a chapter joins this list once its prose is clean
 PROSE_CLEAN = ["01_balance_time", "02_theory", "03_solver", "04_simulator", "05_calibration", "06_runtime",
                "07_serving", "08_your_model", "98_reproduction_map", "99_claims_ledger"]
 
@@ -120,7 +122,7 @@ def test_no_notebook_records_claims_or_types_paper_numbers():
             assert not typed, f"{nb.name}: paper numbers typed into a code cell: {sorted(typed)}"
         prose_typed[nb.stem] = prose_paper_numbers(text, prose_numbers)
     dirty = {nb: typed for nb, typed in prose_typed.items() if nb in PROSE_CLEAN and typed}
-    assert not dirty, f"paper numbers typed into the prose (glue them from data/paper/ with tempo.paper.glue): {dirty}"
+    assert not dirty, f"paper numbers typed into the prose (glue them from data/paper/ with tempo.book.paper.glue): {dirty}"
 
 
 # ------------------------------------------------------------------ the tolerance policy

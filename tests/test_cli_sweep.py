@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tempo import cli
-from tempo.traces import write_trace
+from tempo.world.traces import write_trace
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch")
@@ -247,7 +247,7 @@ def test_import_trace_refuses_code_end_to_end(tmp_path):
 
 @needs_torch
 def test_load_dump_refuses_code(tmp_path):
-    from tempo.traces import load_dump
+    from tempo.world.traces import load_dump
 
     (tmp_path / "evil.pt").write_bytes(pickle.dumps(_Evil(tmp_path / "PWNED")))
     with pytest.raises(ValueError, match="refused"):

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from tempo import datasets
+from tempo.world import datasets
 
 
 def test_gsm8k_and_govreport_pairs():

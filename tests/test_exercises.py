@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tempo import paths
+from tempo.core import paths
 
 SOLUTION = re.compile(r"^:::\{admonition\} Solution\n(.*?)^:::$", re.S | re.M)
 CODE = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)

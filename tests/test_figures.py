@@ -1,12 +1,13 @@
 import pandas as pd
 import pytest
 
-from tempo import experiments, figures
+from tempo import studies as experiments
+from tempo.book import figures
 
 
 @pytest.mark.needs('altair', 'vl_convert')
 def test_chart_html_is_offline_and_has_static_copy(tmp_path, monkeypatch):
-    from tempo import paths
+    from tempo.core import paths
 
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     df = experiments.run("toy_sweep", {"b_values": [0.0, 15.0], "beta_values": [0.1, 0.2]}, "smoke")
@@ -21,7 +22,7 @@ def test_chart_html_is_offline_and_has_static_copy(tmp_path, monkeypatch):
 
 @pytest.mark.needs('altair', 'vl_convert')
 def test_toy_winner_map_never_below_one(tmp_path, monkeypatch):
-    from tempo import paths
+    from tempo.core import paths
 
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     df = experiments.run("toy_sweep", {"b_values": [0.0, 10.0, 30.0], "beta_values": [0.02, 0.3]}, "smoke")
@@ -34,7 +35,7 @@ def test_toy_winner_map_never_below_one(tmp_path, monkeypatch):
 def test_paper_table_charts_draw_every_cell_and_reject_wrong_frames():
     import pytest
 
-    from tempo import paper
+    from tempo.book import paper
 
     for number, builder, n_cells in [(5, figures.table5_attribution, 6 * 4), (11, figures.table11_topology, 3 * 6),
                                      (3, figures.table3_measured, 7 * 2)]:
@@ -97,7 +98,8 @@ def _fake_recording():
 def test_calibration_figure_builders_on_a_known_recording():
     import pytest
 
-    from tempo import CostModel, paper
+    from tempo import CostModel
+    from tempo.book import paper
     from tempo.calib import proxy_spreads
 
     S = _fake_recording()
@@ -131,7 +133,7 @@ def test_paper_figure_frames_cite_the_paper_and_draw_every_number():
 
     import pytest
 
-    from tempo import paper
+    from tempo.book import paper
 
     import os
     from pathlib import Path
@@ -169,7 +171,7 @@ def test_epbench_and_servebench_points_known_answers():
 
     import pytest
 
-    from tempo import paper
+    from tempo.book import paper
 
     ep = pd.DataFrame({"step": [0, 0, 0, 0, 1, 1, 1, 1],
                        "policy": ["uniform", "token_lp", "metro", "tempo"] * 2,
@@ -237,7 +239,7 @@ def test_recording_choice_fits_and_roofline_table(tmp_path):
 def test_fig2b_shapes_paper_and_recordings():
     import pytest
 
-    from tempo import paper
+    from tempo.book import paper
 
     ours = pd.DataFrame({"shape": ["dsv3"], "backend": ["deep_gemm"], "device": ["NVIDIA H200"], "b_us": [11.0],
                          "n_star": [115.0]})
@@ -274,7 +276,7 @@ def test_thm2_probe_and_solver_vs_milp_builders_on_small_frames():
 
 
 def test_book_ext_drops_repeated_scripts_keeping_the_first():
-    from tempo.book_ext import unique_scripts
+    from tempo.book.sphinx_ext import unique_scripts
 
     class JS(str):
         def __new__(cls, filename, **attributes):
@@ -293,7 +295,7 @@ def test_book_ext_drops_repeated_scripts_keeping_the_first():
 
 def test_fit_vs_measured_draws_points_and_the_fitted_lines():
     from tempo import CostModel
-    from tempo.figures import fit_vs_measured
+    from tempo.book.figures import fit_vs_measured
 
     s = pd.DataFrame({"G": [1, 1, 8, 8, 3], "n": [1, 512, 1, 512, 4], "N": [1, 512, 8, 4096, 12],
                       "t_us": [10.0, 60.0, 40.0, 400.0, 5.0], "kind": ["grid"] * 4 + ["tile"]})
@@ -309,8 +311,8 @@ def test_fit_vs_measured_draws_points_and_the_fitted_lines():
 
 
 def test_repro_needs_counts_every_item_once():
-    from tempo import repro
-    from tempo.figures import repro_needs
+    from tempo.book import repro
+    from tempo.book.figures import repro_needs
 
     rmap = repro.load_map()
     spec = repro_needs(rmap).to_dict()
@@ -323,7 +325,7 @@ def test_repro_needs_counts_every_item_once():
 
 
 def test_ledger_by_chapter_counts_claims_per_chapter_and_status():
-    from tempo.figures import ledger_by_chapter
+    from tempo.book.figures import ledger_by_chapter
 
     df = pd.DataFrame({"chapter": ["01", "01", "02"], "status": ["reproduced", "reproduced", "deviates"]})
     spec = ledger_by_chapter(df).to_dict()

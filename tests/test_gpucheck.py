@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tempo import gpucheck
+from tempo.benchmarks import gpucheck
 
 
 def test_gpu_check_argument_errors(capsys):

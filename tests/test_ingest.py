@@ -7,8 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo import claim_functions as cf
-from tempo import claims, cli, ingest, paths
+from tempo.book import claim_functions as cf
+from tempo.book import claims, ingest
+from tempo import cli
+from tempo.core import paths
 
 EP8 = "python -m tempo epbench --device cuda --world-size 8 --shape dsv3 --tokens {B} --steps 10"
 POLICIES = ("static", "uniform", "token_lp", "metro", "tempo")
@@ -144,7 +146,7 @@ def test_calibration_folder_is_validated_and_copied(root, tmp_path):
 
 
 def test_trace_is_validated_and_stored_readable(root, tmp_path):
-    from tempo.traces import read_trace, write_trace
+    from tempo.world.traces import read_trace, write_trace
 
     counts = np.arange(2 * 3 * 8).reshape(2, 3, 8)
     write_trace(tmp_path / "qwen.npz", counts, model="qwen3-235b", source=f"{tmp_path}/dumps/stat.pt")
@@ -332,7 +334,7 @@ def test_a_serve_run_off_the_papers_setting_is_a_stand_in(root, tmp_path):
 def test_the_serving_figures_draw_ingested_recordings(root, tmp_path):
     """Chapter 07's Fig. 13 finds a serve-bench run once `python -m tempo ingest` stored it (the
     stored folder holds pairs.csv.gz and the run's manifest as serve-bench.json.gz)."""
-    from tempo import figures
+    from tempo.book import figures
 
     c1024 = ("sharegpt-rinf-c1024", "sharegpt", "inf", 1024, "ShareGPT_V3.json")
     hier = [(w, c1024[0], "tempo_hier", True, x, 0.0) for w, x in enumerate([3.0, 4.1, 6.0])]

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from tempo import paper
+from tempo.book import paper
 
 
 def test_claims_yaml_is_complete_and_consistent():
@@ -34,7 +34,7 @@ def test_side_by_side():
 
 
 def test_number_returns_the_paper_as_printed_from_every_source():
-    from tempo import paper
+    from tempo.book import paper
 
     assert paper.number("thm2_eps_median") == "4.1"                    # claims.yaml
     assert paper.number("t8_full_b512") == "0.880"                     # trailing zero kept
@@ -51,7 +51,7 @@ def test_number_returns_the_paper_as_printed_from_every_source():
 def test_glue_values_resolves_paper_keys_and_keeps_our_numbers():
     import numpy as np
 
-    from tempo import paper
+    from tempo.book import paper
 
     got = paper.glue_values(p="theorem2/tempo_worst_vs_opt", ours=np.float64(1.1675), n=np.int64(3))
     assert got == {"p": "1.14", "ours": 1.1675, "n": 3.0}
@@ -60,14 +60,14 @@ def test_glue_values_resolves_paper_keys_and_keeps_our_numbers():
 
 
 def test_glue_text_rejects_non_strings():
-    from tempo import paper
+    from tempo.book import paper
 
     with pytest.raises(ValueError, match="where="):
         paper.glue_text(where=3.0)
 
 
 def test_claim_range_glues_both_ends():
-    from tempo import paper
+    from tempo.book import paper
 
     r = paper.claim_range("wc_b32_vs_eplb")
     assert r == {"p_wc_b32_vs_eplb_lo": paper.claim("wc_b32_vs_eplb")["paper"][0],

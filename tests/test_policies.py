@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import tempo
-from tempo.theory import additive_term
+from tempo.theory.bounds import additive_term
 
 from conftest import random_instance, random_model
 

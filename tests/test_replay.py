@@ -5,14 +5,14 @@ import pytest
 
 import tempo
 from tempo import CostModel, Instance
-from tempo.experiments import replay
-from tempo.experiments.simulator import phase_cell
+from tempo.studies import replay
+from tempo.studies.simulator import phase_cell
 from tempo.policies.moonep import moonep
-from tempo.workloads import read_trace, sglang_dump_counts, synthetic_trace, write_trace
+from tempo.world.workloads import read_trace, sglang_dump_counts, synthetic_trace, write_trace
 
 
 def _inst(seed=0, B=32):
-    from tempo.experiments.scenarios import zipf_batches
+    from tempo.studies.scenarios import zipf_batches
     return zipf_batches(128, 8, B, 1.0, 1.25, 1, seed=seed)[0]
 
 
@@ -112,7 +112,7 @@ def test_refresh_schedules():
     w4 = replay._refreshed(init, counts, "W4", 4, 1.25)
     assert w4[3] is init and w4[4] is not init and w4[5] is w4[4] and w4[8] is not w4[4]
     cum = replay._refreshed(init, counts, "cum4", 4, 1.25)
-    from tempo.placement import eplb_placement
+    from tempo.world.placement import eplb_placement
     assert np.array_equal(cum[8], eplb_placement(counts[:8].sum(axis=0) + 1e-9, 4, 1.25))
 
 

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from tempo import paper, repro
+from tempo.book import paper, repro
 
 
 def test_map_covers_every_table_figure_and_claim():

@@ -1,14 +1,15 @@
 """The top-K router, the drifting popularity timeline and routing statistics
-(tempo.workloads; paper Sections 2.4, 3.2, 5.5, 5.12)."""
+(tempo.world.workloads; paper Sections 2.4, 3.2, 5.5, 5.12)."""
 import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tempo.workloads import (drift_autocorrelation, drift_sigma, expected_loads, expert_counts, inclusion_probabilities,
-                             paper_routing_stats, popularity_timeline, route_counts, route_tokens, routing_stats,
-                             routing_stats_table, sample_counts, zipf_popularity)
+from tempo.world.workloads import (drift_autocorrelation, drift_sigma, expected_loads, expert_counts,
+                                   inclusion_probabilities, paper_routing_stats, popularity_timeline,
+                                   route_counts, route_tokens, routing_stats, routing_stats_table, sample_counts,
+                                   zipf_popularity)
 
 
 def _distinct_rows(r):
@@ -141,14 +142,14 @@ def test_hot_set_rotation_and_no_drift_limit():
 
 def _timeline_cell(cell):
     """A sweep cell drawing a drift-16 timeline (module level, so it pickles)."""
-    from tempo.experiments.scenarios import drift_batches
+    from tempo.studies.scenarios import drift_batches
 
     insts = drift_batches(cell["B"], 4, seed=cell["seed"])
     return pd.DataFrame({"batch": range(4), "counts": [",".join(map(str, i.counts)) for i in insts]})
 
 
 def test_same_seed_same_timeline_locally_and_through_dask():
-    from tempo.sweep import run_grid
+    from tempo.studies.sweep import run_grid
 
     cells = [{"B": B, "seed": s} for B in (64, 512) for s in (0, 3)]
     local = run_grid(_timeline_cell, cells, workers=1, progress=False)
@@ -206,7 +207,7 @@ def test_paper_routing_stats_read_from_data():
 def test_study_workloads_respect_top_k():
     """The routing_stats experiment (the book's table): every study workload keeps the
     hottest expert under 1/K of the pairs and under one pair per token."""
-    from tempo.experiments.simulator import routing_statistics
+    from tempo.studies.simulator import routing_statistics
 
     df = routing_statistics({"batches": 3}).set_index("stat")
     assert set(df.columns) == {"zipf1.0_iid", "drift16_timeline", "zipf1.2_fig5"}

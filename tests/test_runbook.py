@@ -3,7 +3,8 @@ import textwrap
 
 import pytest
 
-from tempo import paths, runbook
+from tempo.core import paths
+from tempo.book import runbook
 
 NB = textwrap.dedent('''\
     ---

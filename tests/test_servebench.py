@@ -236,12 +236,12 @@ def test_node1_follows_node0_run_by_run():
 
 
 def test_dsv3_proxy_config_matches_the_dsv3_shape():
-    """Sections 5.11-5.13's DSv3-shape proxy: DSv3's expert geometry (tempo.models 'dsv3':
+    """Sections 5.11-5.13's DSv3-shape proxy: DSv3's expert geometry (tempo.core.models 'dsv3':
     hidden 7168, expert FFN 2048, 256 experts, top-8) at reduced depth (1 dense + 4 MoE layers),
     block fp8, an architecture SGLang serves (and LPLB accepts)."""
     import json
 
-    from tempo.models import model_shape
+    from tempo.core.models import model_shape
 
     cfg = json.loads((sb.DSV3_PROXY_MODEL / "config.json").read_text())
     m = model_shape("dsv3")

@@ -11,11 +11,11 @@ import pytest
 
 import tempo
 from tempo import CostModel, Instance
-from tempo.placement import eplb_placement
+from tempo.world.placement import eplb_placement
 from tempo.serving import DispatchTable, effective_probabilities, replica_map, validate_table, window_counts
 from tempo.serving.refresher import Refresher, TorchPublisher
 from tempo.serving.solver import TableSolver, check_counts, solve_tables
-from tempo.workloads import expected_loads, sample_counts, zipf_popularity
+from tempo.world.workloads import expected_loads, sample_counts, zipf_popularity
 
 from conftest import optional_module
 
@@ -589,12 +589,12 @@ def test_soak_refresher_on_drifting_workload():
     reference kernel on a drifting, skewed workload with a stale (drift-8) placement: every
     published table is a valid distribution, no pair is ever routed to a slot without its
     expert, and the live tables beat EPLB's uniform split in modeled block time."""
-    from tempo.serving.live import live_run
+    from tempo.benchmarks.live import live_run
 
     from tempo import CostModel, Instance, solve
-    from tempo.placement import drift_corrupt, eplb_placement
+    from tempo.world.placement import drift_corrupt, eplb_placement
     from tempo.serving.tables import effective_probabilities
-    from tempo.workloads import zipf_popularity
+    from tempo.world.workloads import zipf_popularity
 
     tables, windows = [], []
 
@@ -663,8 +663,8 @@ def test_in_thread_variant_publishes_without_a_process(setup):
 
 # tempo/serving/ holds only what runs inside a server (DESIGN: serving depends on the core and
 # tempo.solve); the benchmark drivers live in tempo/benchmarks/.  Checked on the import graph.
-SERVING_MAY_IMPORT = ("tempo.instance", "tempo.cost", "tempo.params", "tempo.paths", "tempo.policies",
-                      "tempo.placement", "tempo.topology", "tempo.workloads", "tempo.serving")
+SERVING_MAY_IMPORT = ("tempo.core.instance", "tempo.core.cost", "tempo.core.params", "tempo.core.paths", "tempo.policies",
+                      "tempo.world.placement", "tempo.core.topology", "tempo.world.workloads", "tempo.serving")
 
 
 def serving_imports(root):
@@ -696,8 +696,8 @@ def not_allowed(found):
 def test_serving_imports_only_the_core_and_solve():
     root = Path(tempo.__file__).parent / "serving"
     found = serving_imports(root)
-    # the resolver itself: live.py's `from .. import solve` is tempo, runtime.py's `.settings` is tempo.serving
-    assert ("live.py", "tempo") in found and ("runtime.py", "tempo.serving.settings") in found
+    # the resolver itself: solver.py's `from .. import solve` is tempo, runtime.py's `.settings` is tempo.serving
+    assert ("solver.py", "tempo") in found and ("runtime.py", "tempo.serving.settings") in found
     assert ("solver.py", "tempo.policies.tempo_fast") in found
     assert not_allowed(found) == []
     assert not {p.stem for p in root.glob("*.py")} & {"epbench", "servebench"}
@@ -706,10 +706,10 @@ def test_serving_imports_only_the_core_and_solve():
 
 def test_serving_import_check_catches_a_driver_import(tmp_path):
     (tmp_path / "bad.py").write_text("from ..cli import ArgumentParser\nfrom ..benchmarks import epbench\n"
-                                     "import tempo.experiments\nfrom .tables import replica_map\n"
+                                     "import tempo.studies\nfrom .tables import replica_map\n"
                                      "from .. import solve\nfrom tempo.calib import fit\n")
     assert not_allowed(serving_imports(tmp_path)) == [
-        ("bad.py", "tempo.cli"), ("bad.py", "tempo.benchmarks"), ("bad.py", "tempo.experiments"),
+        ("bad.py", "tempo.cli"), ("bad.py", "tempo.benchmarks"), ("bad.py", "tempo.studies"),
         ("bad.py", "tempo.calib")]
 
 

@@ -275,7 +275,7 @@ def test_tempo_params_takes_a_calibration_fit(tmp_path, monkeypatch):
     import json
 
     from tempo import CostModel
-    from tempo import paths
+    from tempo.core import paths
     from tempo.serving.settings import load_fit
 
     rec = paths.ROOT / "data" / "measured" / "nvidia-h200" / "2026-11-30-deep_gemm-dsv3"

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from tempo import theory
-from tempo.experiments import EXPERIMENTS
-from tempo.experiments.simulator import boundary_table, phase_cell
-from tempo.workloads import zipf_popularity
+from tempo.theory import bounds as theory
+from tempo.studies import EXPERIMENTS
+from tempo.studies.simulator import boundary_table, phase_cell
+from tempo.world.workloads import zipf_popularity
 
 
 def test_flip_boundary_is_a_fixed_point():

@@ -83,8 +83,8 @@ def test_compiled_lower_bound_mirrors_cost_model():
 def test_solve_layers_equals_per_layer_solves():
     rng = np.random.default_rng(6)
     m = CostModel.named("dsv3-offline")
-    from tempo.placement import eplb_placement
-    from tempo.workloads import sample_counts, zipf_popularity
+    from tempo.world.placement import eplb_placement
+    from tempo.world.workloads import sample_counts, zipf_popularity
 
     pop = zipf_popularity(32, 1.0, seed=1)
     layouts, counts = [], []
@@ -200,8 +200,8 @@ def test_token_lp_even_is_the_projection_onto_the_optimal_face(path, monkeypatch
 
 
 def test_token_lp_even_does_not_collapse_to_the_vertex():
-    from tempo.placement import eplb_placement
-    from tempo.workloads import sample_counts, zipf_popularity
+    from tempo.world.placement import eplb_placement
+    from tempo.world.workloads import sample_counts, zipf_popularity
 
     pop = zipf_popularity(64, 1.0, seed=0)
     inst = Instance.from_placement(sample_counts(pop, 128, 8, 8, seed=0)[0], eplb_placement(pop, 8, 1.25), 8)
@@ -343,7 +343,7 @@ def test_issue_instance_few_experts_many_gpus():
 
 
 def test_never_beaten_by_a_proxy_on_random_instances():
-    from tempo.bench import proxy_makespans
+    from tempo.benchmarks.bench import proxy_makespans
 
     rng = np.random.default_rng(13)
     for _ in range(60):
@@ -354,7 +354,7 @@ def test_never_beaten_by_a_proxy_on_random_instances():
 
 
 def test_family_grid_quality():
-    from tempo.bench import family_grid
+    from tempo.benchmarks.bench import family_grid
 
     df = family_grid(n=2, milp_limit=30)
     assert len(df) == 6
@@ -366,9 +366,9 @@ def test_family_grid_quality():
 
 @pytest.mark.parametrize("batch_tokens", [None, 512])
 def test_table_solver_batched_tables_equal_per_layer_tables(batch_tokens):
-    from tempo.placement import eplb_placement
+    from tempo.world.placement import eplb_placement
     from tempo.serving.solver import TableSolver
-    from tempo.workloads import sample_counts, zipf_popularity
+    from tempo.world.workloads import sample_counts, zipf_popularity
 
     pop = zipf_popularity(32, 1.0, seed=2)
     pops = [np.roll(pop, layer) for layer in range(5)]

@@ -2,13 +2,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo.sweep import run_grid
+from tempo.studies.sweep import run_grid
 
 
 def cell_fn(cell):
     """A seeded cell: tempo on a Zipf batch (module level, so it pickles)."""
     import tempo
-    from tempo.experiments.scenarios import zipf_batches
+    from tempo.studies.scenarios import zipf_batches
 
     model = tempo.CostModel.named("dsv3-offline")
     rows = []

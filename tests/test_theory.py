@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 import tempo
-from tempo import theory
-from tempo.placement import drift_corrupt
+from tempo.theory import bounds as theory
+from tempo.world.placement import drift_corrupt
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -74,11 +74,12 @@ def test_drift_corrupt_swaps_hot_with_cold():
 
 
 def test_one_table_of_model_shapes():
-    """theory.SHAPES, calib.shapes.SHAPES and simulator.SHAPES are views of tempo.models, and
+    """theory.SHAPES, calib.shapes.SHAPES and simulator.SHAPES are views of tempo.core.models, and
     both roofline functions agree (DSv3 fp8 at 3.35 TB/s: 44.04 MB -> 13.15 us, Section 2.2)."""
-    from tempo import models, theory
+    from tempo.core import models
+    from tempo.theory import bounds as theory
     from tempo.calib import shapes
-    from tempo.experiments import simulator
+    from tempo.studies import simulator
 
     for label, (d_model, d_ff) in theory.SHAPES.items():
         m = models.model_shape(label)
@@ -137,7 +138,7 @@ def test_lemma_summary_on_a_small_frame():
 
 
 def test_thm2_summaries_and_worst_case_on_a_small_probe():
-    from tempo.experiments.solver import thm2_probe
+    from tempo.studies.solver import thm2_probe
 
     cfg = dict(n=12, max_experts=8, max_gpus=4, time_limit=5.0, milp_max_vars=64)
     probe = thm2_probe(cfg)
@@ -181,7 +182,7 @@ def test_epsilon_summary_and_evidence():
 
 
 def test_toy_proxy_gain_and_stage_trace():
-    from tempo.experiments import toy
+    from tempo.studies import toy
 
     sweep = toy.toy_sweep({"b_values": [0.0, 15.0, 30.0], "beta_values": [0.1]})
     g = toy.proxy_gain(sweep).iloc[0]
@@ -198,7 +199,7 @@ def test_toy_proxy_gain_and_stage_trace():
 def test_solver_chapter_summaries_on_a_small_frame():
     import pandas as pd
 
-    from tempo.experiments import solver
+    from tempo.studies import solver
 
     svm = pd.DataFrame({"tokens_per_gpu": [16, 512, 512, 1024], "ratio": [1.0, 0.9, 0.95, 1.02],
                         "milp_optimal": [True, False, True, True], "tempo": [10.0, 18.0, 19.0, 20.4],
@@ -231,7 +232,7 @@ def test_solver_chapter_summaries_on_a_small_frame():
 
 
 def test_toy_sweep_config_and_headlines():
-    from tempo.experiments import toy
+    from tempo.studies import toy
 
     full = toy.sweep_config("full")
     assert full["b_values"][:3] == [0.0, 2.5, 5.0] and full["b_values"][-1] == 30.0 and len(full["beta_values"]) == 15

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import tempo
-from tempo.topology import same_node_first
+from tempo.core.topology import same_node_first
 
 
 def _inst(seed=0):

@@ -8,11 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo import claims, experiments, paths
-from tempo.experiments import scenarios, simulator
-from tempo.experiments.scenarios import TraceRouting
-from tempo.traces import file_sha256, trace_config, with_trace, write_trace
-from tempo.workloads import synthetic_trace
+from tempo.book import claims
+from tempo import studies as experiments
+from tempo.core import paths
+from tempo.studies import scenarios, simulator
+from tempo.studies.scenarios import TraceRouting
+from tempo.world.traces import file_sha256, trace_config, with_trace, write_trace
+from tempo.world.workloads import synthetic_trace
 
 
 @pytest.fixture
@@ -45,7 +47,7 @@ def test_synthetic_results_are_the_previous_code_paths_values():
     # values computed by the code before the trace source existed (commit 16d3097), same configs;
     # proxy_mispricing's static and metro and the staleness ratio recomputed once when synthetic
     # EPLB placements moved from the router weights to the long-run pair loads
-    # (tempo.workloads.expected_loads; were 1.305240, 1.067831 and 0.862957); eps unchanged by it
+    # (tempo.world.workloads.expected_loads; were 1.305240, 1.067831 and 0.862957); eps unchanged by it
     t1 = simulator.proxy_mispricing(SMALL["proxy_mispricing"])
     assert t1.static.iloc[0] == pytest.approx(1.295228, abs=1e-6)
     assert t1.metro.iloc[0] == pytest.approx(1.000000, abs=1e-6)
@@ -59,7 +61,7 @@ def test_synthetic_results_are_the_previous_code_paths_values():
 
 
 def test_without_a_trace_configs_and_cache_keys_are_unchanged(build):
-    from tempo import cache
+    from tempo.studies import cache
 
     cfg = dict(SMALL["thm2_epsilon"])
     assert with_trace(cfg, None) is cfg and with_trace(cfg, "") is cfg
@@ -158,7 +160,7 @@ def test_a_synthetic_trace_is_never_evidence(build):
 
 
 def test_claim_function_evidence_from_the_run_config(tmp_path):
-    from tempo.claim_functions import trace_evidence
+    from tempo.book.claim_functions import trace_evidence
 
     path = tmp_path / "rec.npz"
     _trace(path)
@@ -182,7 +184,7 @@ def test_claim_function_evidence_from_the_run_config(tmp_path):
 
 
 def test_every_trace_claim_is_wrapped_and_its_need_note_is_a_command():
-    from tempo.claim_functions import TRACE_CLAIMS
+    from tempo.book.claim_functions import TRACE_CLAIMS
 
     rows = {r["id"]: r for r in claims.claim_rows()}
     need_trace = {i for i, r in rows.items() if r["needs"] == "trace"}
@@ -204,7 +206,7 @@ def test_import_trace_records_top_k(tmp_path):
     import torch
 
     from tempo import cli
-    from tempo.traces import read_trace
+    from tempo.world.traces import read_trace
 
     lc = np.random.default_rng(0).integers(0, 50, size=(4, 2, 16))
     torch.save({"logical_count": torch.tensor(lc)}, tmp_path / "stat.pt")

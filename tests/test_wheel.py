@@ -77,7 +77,9 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
         import json
         import numpy as np
         import tempo
-        from tempo import CostModel, paper, paths
+        from tempo import CostModel
+        from tempo.book import paper
+        from tempo.core import paths
         from tempo.serving.settings import ServingSettings
         from tempo.serving.solver import TableSolver
 

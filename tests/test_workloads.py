@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tempo.workloads import read_trace, sample_counts, write_trace, zipf_popularity
+from tempo.world.workloads import read_trace, sample_counts, write_trace, zipf_popularity
 
 
 def test_zipf_and_counts_are_seeded_and_conserve_pairs():

@@ -42,8 +42,8 @@ DEFAULT_POLICIES = ("static", "uniform", "token_lp", "metro", "tempo")
 def plan_steps(n_experts: int, world: int, tokens: int, top_k: int, steps: int, skew: float, replication: float,
                seed: int):
     """The placement and each step's per-expert counts (identical on every rank)."""
-    from ..placement import eplb_placement
-    from ..workloads import expected_loads, sample_counts, zipf_popularity
+    from ..world.placement import eplb_placement
+    from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 
     pop = zipf_popularity(n_experts, skew, seed=seed)
     placement = eplb_placement(expected_loads(pop, top_k), world, replication)  # from long-run pair loads
@@ -364,8 +364,8 @@ def transfer(df: pd.DataFrame, reference: str = "static", noise: float = 0.03) -
 
 
 def main(argv=None) -> int:
-    from ..cli import (ArgumentParser, float_range, int_range, nonneg_float, nonneg_int, output_file, params_name,
-                       positive_int)
+    from ..cli import (ArgumentParser, float_range, int_range, nonneg_float, nonneg_int, output_file,
+                       params_name, positive_int)
 
     ap = ArgumentParser(prog="python -m tempo epbench", description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import paths
+from ..core import paths
 
 #: policy -> (--ep-dispatch-algorithm, extra environment)
 POLICIES = {
@@ -225,12 +225,12 @@ def follow(spec: ServerSpec, policies: list[str], workloads: list, windows: int,
 def drift_location(logical_count, k: int, out, seed: int = 0) -> dict:
     """Write an ``--init-expert-location`` file for the stale-placement studies (Section
     5.12): per layer, the ``k`` hottest experts' counts swapped with random cold ones
-    (:func:`tempo.placement.drift_corrupt`), as SGLang's ``{"logical_count": [L][E]}`` JSON,
+    (:func:`tempo.world.placement.drift_corrupt`), as SGLang's ``{"logical_count": [L][E]}`` JSON,
     from which SGLang builds its EPLB placement.  ``logical_count`` is ``[L, E]`` or
     ``[steps, L, E]`` (summed)."""
     import numpy as np
 
-    from ..placement import drift_corrupt
+    from ..world.placement import drift_corrupt
 
     c = np.asarray(logical_count, dtype=np.float64)
     if c.ndim == 3:
@@ -246,7 +246,7 @@ def drift_location(logical_count, k: int, out, seed: int = 0) -> dict:
 def drift_main(argv=None) -> int:
     """``python -m tempo drift-location TRACE.npz --k 16 -o drift16.json``."""
     from ..cli import ArgumentParser, input_file, nonneg_int, output_file
-    from ..traces import read_trace
+    from ..world.traces import read_trace
 
     ap = ArgumentParser(prog="python -m tempo drift-location",
                         description="drift-K corrupted expert distribution for --init-expert-location")

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from ..cost import CostModel
+from ..core.cost import CostModel
 
 FORMS = ("max_affine", "tile", "three_term")
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import paths
+from ..core import paths
 from .fit import FORMS, fit_cost_model
 from .grid import plan_grid, tiles
 from .shapes import shape as get_shape

@@ -3,14 +3,14 @@
 weights (gate, up, down)."""
 from __future__ import annotations
 
-from ..models import MODELS, ModelShape
-from ..models import roofline_us as _roofline_us
+from ..core.models import MODELS, ModelShape
+from ..core.models import roofline_us as _roofline_us
 
 
-#: The shape record of :mod:`tempo.models` (``ExpertShape`` is its old name here).
+#: The shape record of :mod:`tempo.core.models` (``ExpertShape`` is its old name here).
 ExpertShape = ModelShape
 
-SHAPES = dict(MODELS)  # a view of tempo.models, keyed "qwen3-30b", "dsv3", ...
+SHAPES = dict(MODELS)  # a view of tempo.core.models, keyed "qwen3-30b", "dsv3", ...
 
 
 def shape(name: str) -> ExpertShape:

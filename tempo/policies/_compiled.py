@@ -21,7 +21,7 @@ import math
 import numpy as np
 from numba import njit
 
-EPS = 1e-9  # tempo.instance.EPS_TOKENS
+EPS = 1e-9  # tempo.core.instance.EPS_TOKENS
 REL = 1e-9  # tempo_fast._REL
 
 # prm layout: a, b, c, beta, b2, tile, c2, gamma, traffic(0/1)

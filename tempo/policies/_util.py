@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..instance import Instance
+from ..core.instance import Instance
 
 
 def compact_slots(inst: Instance) -> np.ndarray:

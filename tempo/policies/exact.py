@@ -13,8 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_flow
 
-from ..cost import CostModel
-from ..instance import Dispatch, Instance
+from ..core.cost import CostModel
+from ..core.instance import Dispatch, Instance
 from . import register
 from ._util import slot_on_gpu
 

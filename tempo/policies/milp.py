@@ -12,8 +12,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from ..cost import CostModel
-from ..instance import Dispatch, Instance
+from ..core.cost import CostModel
+from ..core.instance import Dispatch, Instance
 from . import register
 from .exact import new_highs
 from .tempo_fast import tempo_fast

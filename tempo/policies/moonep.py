@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost import CostModel
-from ..instance import EPS_TOKENS, Instance
+from ..core.cost import CostModel
+from ..core.instance import EPS_TOKENS, Instance
 from .proxies import static
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost import CostModel
-from ..instance import Dispatch, Instance
+from ..core.cost import CostModel
+from ..core.instance import Dispatch, Instance
 from . import register
 from ._util import compact_slots, even_integer_split, scatter_compact, slot_on_gpu
 from .exact import token_lp_even, token_lp_vertex

@@ -56,8 +56,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..cost import CostModel
-from ..instance import EPS_TOKENS, Dispatch, Instance
+from ..core.cost import CostModel
+from ..core.instance import EPS_TOKENS, Dispatch, Instance
 from . import register
 from .exact import token_lp_even, token_lp_vertex
 from .proxies import round_robin, static
@@ -698,7 +698,7 @@ def exchange_pass(inst: Instance, model: CostModel, shares: np.ndarray, max_roun
     GPUs (e.g. 252+73 and 81+52 tokens -> 252+52 and 81+73 under DSv3's n* = 156 per
     activation).  Returns ``(shares, makespan)``; never worse than the input.  Vectorised over
     every (expert on the bottleneck, other GPU, expert there) triple."""
-    from ..cost import EPS_TOKENS, tiles_of
+    from ..core.cost import EPS_TOKENS, tiles_of
 
     x = np.array(shares, dtype=np.float64, copy=True)
     t = model.gpu_times(inst, x)

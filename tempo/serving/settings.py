@@ -48,12 +48,12 @@ FIT_FORMS = ("three_term", "tile", "max_affine", "max_affine_no_intercept")
 
 
 def load_fit(spec: str):
-    """A :class:`~tempo.cost.CostModel` from a calibration fit (``python -m tempo calibrate``
+    """A :class:`~tempo.core.cost.CostModel` from a calibration fit (``python -m tempo calibrate``
     writes ``<recording>/fit.json``: each form's parameters and fit error).  ``spec`` is the
     file or its folder, optionally followed by ``#form``; without a form the most complete one
     fitted is used (``three_term``: Eq. 4 with the traffic term, then ``tile``: Eq. 2, then
     ``max_affine``: Eq. 1).  Errors name ``TEMPO_PARAMS``."""
-    from ..cost import CostModel
+    from ..core.cost import CostModel
 
     path_s, _, form = str(spec).partition("#")
     path = Path(path_s).expanduser()
@@ -86,8 +86,8 @@ def load_fit(spec: str):
 
 def cost_model(params: str):
     """The CostModel ``TEMPO_PARAMS`` names: a named set, or a calibration fit (:func:`load_fit`)."""
-    from ..cost import CostModel
-    from ..params import params_table
+    from ..core.cost import CostModel
+    from ..core.params import params_table
 
     if params in params_table().index:
         return CostModel.named(params)
@@ -147,7 +147,7 @@ class ServingSettings:
         object.__setattr__(self, "_model", cost_model(self.params))  # a bad name or file fails here, at start-up
 
     def cost_model(self):
-        """The :class:`~tempo.cost.CostModel` the solver prices with (``TEMPO_PARAMS``)."""
+        """The :class:`~tempo.core.cost.CostModel` the solver prices with (``TEMPO_PARAMS``)."""
         return self._model
 
     @property

@@ -98,7 +98,7 @@ class TableSolver:
     def solve(self, window, steps: int | None = None) -> np.ndarray:
         from .. import Instance
         from ..policies import get
-        from ..topology import same_node_first
+        from ..core.topology import same_node_first
 
         L, E, R = self.phys.shape
         w = check_counts(window, L, E)

@@ -51,7 +51,7 @@ def replica_map(physical_to_logical_map, n_logical: int | None = None) -> np.nda
     E = int(p2l.max()) + 1 if n_logical is None else int(n_logical)
     if p2l.size and p2l.max() >= E:
         raise ValueError(f"physical_to_logical_map has ids >= n_logical={E}")
-    from ..placement import logical_to_physical
+    from ..world.placement import logical_to_physical
 
     log2phy, cnt = logical_to_physical(p2l, E)
     if np.any(cnt == 0):

@@ -18,7 +18,7 @@ BOOK = Path(os.environ.get("BOOK_HTML", ROOT / "build" / "smoke-book" / "_build"
 SHOTS = ROOT / "build" / "screenshots"
 
 # Jupyter Book 1.x injects the thebe settings script twice on every page, even with thebe
-# disabled (NOTES-toolchain.md); tempo.book_ext drops the repeat, so no console message is
+# disabled (NOTES-toolchain.md); tempo.book.sphinx_ext drops the repeat, so no console message is
 # tolerated, that one included.
 ALLOWED: list[str] = []
 

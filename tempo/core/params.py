@@ -20,7 +20,7 @@ def names() -> list[str]:
 
 
 def load_params(name: str, **overrides):
-    """A :class:`~tempo.cost.CostModel` for the parameter set ``name``.
+    """A :class:`~tempo.core.cost.CostModel` for the parameter set ``name``.
 
     ``overrides`` replace fields (e.g. ``b2=0`` to price a Testbed B set tile-blind).
     """

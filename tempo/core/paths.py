@@ -14,7 +14,7 @@ import os
 from importlib.resources import files
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent  # tempo/ (this file is tempo/core/paths.py)
 
 
 def _is_checkout(root: Path) -> bool:
@@ -23,7 +23,7 @@ def _is_checkout(root: Path) -> bool:
 
 def _package_data(sub: str) -> Path:
     """``tempo/_data/<sub>`` of an installed package (shipped by setup.py's build_py)."""
-    return Path(str(files(__package__ or "tempo").joinpath("_data", sub)))
+    return Path(str(files("tempo").joinpath("_data", sub)))
 
 
 if os.environ.get("TEMPO_ROOT"):

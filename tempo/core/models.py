@@ -3,8 +3,8 @@ expert FFN's hidden size ``d_model`` and intermediate size ``d_ff`` (from the mo
 configs), and the Table 6 parameter set fitted for the model, where there is one.
 
 The older per-module tables are views of this one and keep their names:
-``tempo.theory.SHAPES`` (label -> (d_model, d_ff)), ``tempo.calib.shapes.SHAPES``
-(key -> shape) and ``tempo.experiments.simulator.SHAPES`` (label -> (E, K, params)).
+``tempo.theory.bounds.SHAPES`` (label -> (d_model, d_ff)), ``tempo.calib.shapes.SHAPES``
+(key -> shape) and ``tempo.studies.simulator.SHAPES`` (label -> (E, K, params)).
 """
 from __future__ import annotations
 

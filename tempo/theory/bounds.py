@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 
-from . import models as _models
-from .cost import CostModel
-from .instance import Instance
+from ..core import models as _models
+from ..core.cost import CostModel
+from ..core.instance import Instance
 
 
 def additive_term(model: CostModel, n_max: float) -> float:
@@ -38,7 +38,7 @@ def round_robin_epsilon(inst: Instance, model: CostModel) -> float:
 #: Expert FFN shapes (hidden size d_model, expert intermediate size d_ff) from the models'
 #: public configs: an expert holds 3 * d_model * d_ff parameters (gate, up, down).
 SHAPES = {label: (_models.model_shape(label).d_model, _models.model_shape(label).d_ff)
-          for label in ("DSv3", "DSv2-Lite", "Qwen3-30B")}  # a view of tempo.models
+          for label in ("DSv3", "DSv2-Lite", "Qwen3-30B")}  # a view of tempo.core.models
 
 #: Peak HBM bandwidth we assume for Testbed A (bytes/s).  The paper anonymizes the GPU; 3.35
 #: TB/s (an H100-SXM-class part) is our choice, and it reproduces the paper's 13.1/2.6/1.4 us.
@@ -200,7 +200,7 @@ def dispatcher_makespans(inst: Instance, model: CostModel, policies=("tempo", "m
     """Makespan (us) of each dispatcher on one instance, one row per dispatcher (Eq. 1 pricing)."""
     import pandas as pd
 
-    from . import solve
+    from .. import solve
 
     if not policies:
         raise ValueError("policies must name at least one dispatcher")
@@ -285,7 +285,7 @@ def thm2_summary(probe):
     best known value and at its lower bound."""
     import pandas as pd
 
-    from . import paper
+    from ..book import paper
 
     h = thm2_headlines(probe)
     rows = [("worst M(A3) / (OPT + term)", "worst_ratio_to_bound"), ("worst M(A3) / OPT (giants)", "rr_over_opt_max"),
@@ -325,7 +325,7 @@ def tempo_worst_case(probe, n: int, max_experts: int, max_gpus: int, seed: int =
     activated experts on one GPU for each, and for OPT's dispatch."""
     import pandas as pd
 
-    from . import solve
+    from .. import solve
 
     i = thm2_headlines(probe)["tempo_worst_pinned_i"]
     if i < 0:
@@ -357,7 +357,7 @@ def epsilon_evidence(tokens=(32, 64, 128, 256), params: str = "dsv3-offline", sk
     beta * n_max against the lower bound, and eps (%)."""
     import pandas as pd
 
-    from .experiments.scenarios import zipf_batches
+    from ..studies.scenarios import zipf_batches
 
     model = CostModel.named(params)
     rows = []

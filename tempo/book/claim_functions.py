@@ -1,7 +1,7 @@
-"""One small function per claim of ``data/paper/claims.yaml`` (see :mod:`tempo.claims`).
+"""One small function per claim of ``data/paper/claims.yaml`` (see :mod:`tempo.book.claims`).
 
 Each takes ``frames`` (result stem -> DataFrame, the CSVs named in its ``inputs``) and returns a
-:class:`tempo.claims.Value`.  The docstring-free one-liners say which slice of which result
+:class:`tempo.book.claims.Value`.  The docstring-free one-liners say which slice of which result
 the paper's sentence refers to; the comments cite the paper where the slice is a choice.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pandas as pd
 
 from .claims import Value, bootstrap_ci, claim
 
-SYN = "synthetic routing (tempo.workloads generators, Zipf popularity; parameters in brackets)"
-DRIFT = "synthetic drift-16 batches (tempo.experiments.scenarios.drift_batches, Zipf(1.0), R = 64)"
+SYN = "synthetic routing (tempo.world.workloads generators, Zipf popularity; parameters in brackets)"
+DRIFT = "synthetic drift-16 batches (tempo.studies.scenarios.drift_batches, Zipf(1.0), R = 64)"
 PARAMS = "the paper's Table 6/7 parameters (data/params/cost_params.csv)"
 
 
@@ -35,7 +35,7 @@ def _grid_note(df: pd.DataFrame) -> str:
 
 
 def _model(name):
-    from .cost import CostModel
+    from ..core.cost import CostModel
 
     return CostModel.named(name)
 
@@ -85,13 +85,13 @@ _ROOF = "expert bytes / an assumed 3.35 TB/s HBM bandwidth, chosen as the value 
 
 @claim("roofline_dsv3_floor", [], "paper-parameters", _ROOF)
 def roofline_dsv3_floor(f):
-    from .theory import roofline_floor_us
+    from ..theory.bounds import roofline_floor_us
 
     return roofline_floor_us("DSv3")
 
 
 def _roof_ratios():
-    from .theory import roofline_floor_us
+    from ..theory.bounds import roofline_floor_us
 
     fitted = {"DSv3": "dsv3-offline", "DSv2-Lite": "dsv2lite-offline", "Qwen3-30B": "qwen3-30b-offline"}
     return pd.Series({s: _model(p).b / roofline_floor_us(s) for s, p in fitted.items()})
@@ -366,7 +366,7 @@ def boundary_hits(phase: pd.DataFrame, shape: str = "DSv3", ep: int = 8) -> pd.D
     """Per (skew, replication) column: the analytic B* (Section 3.2) and whether it lands in
     the observed flip band.  A column whose winner never flips from M to L on the ladder has
     no band, and counts as a miss (``flips`` False)."""
-    from .experiments.simulator import boundary_table
+    from ..studies.simulator import boundary_table
 
     bt = boundary_table(phase, shape, ep)
     sub = phase[(phase["shape"] == shape) & (phase.ep == ep)]
@@ -533,9 +533,9 @@ def ba2a_flip(f):
     return float(traffic.min()) if len(traffic) else None
 
 
-@claim("trace_oracle_gap", ["trace_replay"], "synthetic", "a synthetic trace (tempo.workloads.synthetic_trace)")
+@claim("trace_oracle_gap", ["trace_replay"], "synthetic", "a synthetic trace (tempo.world.workloads.synthetic_trace)")
 def trace_oracle_gap(f):
-    from .experiments.replay import oracle_gap
+    from ..studies.replay import oracle_gap
 
     t = f["trace_replay"]
     gap = oracle_gap(t)
@@ -549,7 +549,7 @@ def trace_oracle_gap(f):
 # ------------------------------------------------------------------ calibration on a GPU (Section 2.2, Table 6)
 def _gpu_recordings(shape=None):
     """deep_gemm recordings under data/measured/ (a measurement on a GPU), newest first."""
-    from .calib.record import recordings
+    from ..calib.record import recordings
 
     r = recordings()
     if r.empty:
@@ -562,7 +562,7 @@ def _gpu_recordings(shape=None):
 
 
 def _measured(path):
-    from .calib.record import load_recording
+    from ..calib.record import load_recording
 
     s, _, man = load_recording(path)
     path = Path(path)  # named as data/measured/<machine>/<folder>, never by this machine's absolute path
@@ -571,7 +571,7 @@ def _measured(path):
 
 def _fit_err(shape):
     def fn(f):
-        from .calib import fit_cost_model, fit_error
+        from ..calib import fit_cost_model, fit_error
 
         r = _gpu_recordings(shape)
         if r.empty:
@@ -587,8 +587,8 @@ claim("fit_err_qwen3", [], "gpu", "a deep_gemm recording under data/measured/")(
 
 
 def _tile_fit(f):
-    from .calib import fit_cost_model, fit_error
-    from .calib.fit import tile_steps
+    from ..calib import fit_cost_model, fit_error
+    from ..calib.fit import tile_steps
 
     for path in _gpu_recordings().path:  # the newest recording that has a tile sweep
         s, man, prov = _measured(path)
@@ -641,7 +641,7 @@ def tile_step(f):
 # function: no recording this artifact can produce holds their number (claims.yaml `requires`).
 import re as _re
 
-#: claim id -> the kind of ingested recording its function reads (tempo.ingest.claims_reading)
+#: claim id -> the kind of ingested recording its function reads (tempo.book.ingest.claims_reading)
 MEASURED_CLAIMS: dict[str, str] = {}
 _FP8 = "deep_gemm_fp8_masked"
 _FIXED = ("static", "uniform", "token_lp", "metro")
@@ -935,7 +935,7 @@ def serve_gil_tax(f):
 
 # ------------------------------------------------------------------ claims the paper computes on recorded routing
 #: every claim whose yaml says ``needs: trace``: its experiment draws its batches from a trace
-#: when the build is given one (``TRACE=trace.npz``, :class:`tempo.experiments.scenarios.TraceRouting`)
+#: when the build is given one (``TRACE=trace.npz``, :class:`tempo.studies.scenarios.TraceRouting`)
 TRACE_CLAIMS = ("tile_prefill_gain", "t1_uniform_b128", "t1_metro_b128", "t1_static_b1024", "t1_tokenlp_b512",
                 "t1_spread_b1024", "mixed_real_min", "linear_token_share", "thm2_eps_median", "thm2_eps_max",
                 "thm2_eps_max_4x", "solver_ratio_mean", "solver_ratio_max", "t4_tempo_mixed", "t4_tempo_floor",
@@ -949,10 +949,10 @@ def trace_evidence(frames: dict, stems) -> tuple[str | None, str | None]:
 
     Reads each input's run config (``frame.attrs["meta"]``, the ``.meta.json`` the run wrote).
     When every input was computed on the same trace (``trace_sha256``) and that trace holds
-    recorded routing (its metadata ``source`` is not "synthetic", :func:`tempo.traces.is_recorded`):
+    recorded routing (its metadata ``source`` is not "synthetic", :func:`tempo.world.traces.is_recorded`):
     (``"recorded routing trace (<file>, sha256 <12 hex>, <source metadata>)"``, None).  A
     synthetic trace: (None, a note that it is a pipeline demonstration).  Otherwise (None, None)."""
-    from .traces import is_recorded, provenance
+    from ..world.traces import is_recorded, provenance
 
     configs = [((frames[s].attrs.get("meta") or {}).get("config") or {}) for s in stems]
     provs = [provenance(c) for c in configs]

@@ -6,17 +6,17 @@ import numpy as np
 import pandas as pd
 
 from .. import CostModel, solve
-from ..models import model_shape
-from ..placement import eplb_placement
-from ..sweep import run_grid
-from ..theory import flip_boundary
-from ..workloads import expected_loads, sample_counts, zipf_popularity
+from ..core.models import model_shape
+from ..world.placement import eplb_placement
+from .sweep import run_grid
+from ..theory.bounds import flip_boundary
+from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 from . import FIRST_REPLICA, STATIC, experiment
 from .scenarios import TraceRouting, zipf_batches
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
 SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
-          for m in map(model_shape, ("DSv3", "Qwen3-30B", "DSv2-Lite"))}  # a view of tempo.models
+          for m in map(model_shape, ("DSv3", "Qwen3-30B", "DSv2-Lite"))}  # a view of tempo.core.models
 FIXED = {"metro": "M", "token_lp": "L", "uniform": "E"}
 
 
@@ -63,7 +63,7 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
     E, K, g, R = 256, 8, 8, config.get("redundant", 64)
     pop = zipf_popularity(E, config.get("skew", 1.0), seed=config.get("seed", 0))
     placement = eplb_placement(expected_loads(pop, K), g, (E + R) / E)
-    from ..instance import Instance
+    from ..core.instance import Instance
 
     tr = TraceRouting.of(config)
     rows = []
@@ -187,7 +187,7 @@ def staleness(config: dict) -> pd.DataFrame:
     On a trace (``config["trace"]``) the batches are consecutive steps of one layer at a time
     (:meth:`TraceRouting.windows`, ``order="time"``); "previous" and "first" are taken within
     the layer, and the first step of each layer is not scored (it has no previous table)."""
-    from ..instance import Dispatch
+    from ..core.instance import Dispatch
     from .scenarios import drift_batches
 
     model = CostModel.named(config.get("params", "proxy-serving"))
@@ -220,7 +220,7 @@ def staleness(config: dict) -> pd.DataFrame:
 
 @experiment("routing_stats")
 def routing_statistics(config: dict) -> pd.DataFrame:
-    """The routing behind the studies, measured (:func:`tempo.workloads.routing_stats`): one
+    """The routing behind the studies, measured (:func:`tempo.world.workloads.routing_stats`): one
     column per workload, one row per statistic (``stat``).  DSv3 shape (256 experts, top-8,
     EP8), regimes classified by the DSv3 fp8 ``n*``:
 
@@ -232,8 +232,8 @@ def routing_statistics(config: dict) -> pd.DataFrame:
     * ``trace``, when ``config["trace"]`` names one: the trace's counts as recorded (every
       step and layer, at the recording's batch size; no placement).
     """
-    from ..placement import drift_corrupt
-    from ..workloads import routing_stats
+    from ..world.placement import drift_corrupt
+    from ..world.workloads import routing_stats
     from .scenarios import drift_batches
 
     E, K, params = SHAPES["DSv3"]
@@ -291,12 +291,12 @@ def phase_anatomy(config: dict) -> pd.DataFrame:
 
     ``placement`` says what the EPLB placement is built from (:data:`ANATOMY_PLACEMENTS`):
     ``"long-run loads"``, the phase diagram's own (:func:`zipf_batches`): the long-run per-expert
-    pair shares :func:`tempo.workloads.expected_loads` (the paper's "EPLB-style placement from
+    pair shares :func:`tempo.world.workloads.expected_loads` (the paper's "EPLB-style placement from
     long-run averages", Section 3.2; SGLang's EPLB places from recorded pair counts); and the
     ablation ``"router weights"``, the placement built from the popularity ``p`` itself, as
     this artifact did before (it over-replicates hot experts, since top-K routing caps an
     expert at one pair per token).  One row per (cell, placement, dispatch)."""
-    from ..instance import Instance
+    from ..core.instance import Instance
 
     rows = []
     for cell in config["cells"]:

@@ -20,9 +20,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from . import CostModel, Instance, solve
-from .placement import eplb_placement
-from .workloads import expected_loads, sample_counts, zipf_popularity
+from .. import CostModel, Instance, solve
+from ..world.placement import eplb_placement
+from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 
 POLICIES = ["static", "static_sglang", "uniform", "token_lp", "metro", "llep", "semi_matching", "tempo"]
 #: The commit whose tempo_fast the speed-up is measured against (issue #16).
@@ -59,7 +59,7 @@ def baseline_times(cells, params: str, rev: str = BASELINE, reps: int = 1):
     import subprocess
     import tempfile
 
-    from .paths import ROOT
+    from ..core.paths import ROOT
 
     with tempfile.TemporaryDirectory() as tmp:
         arc = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, "tempo", "data/params"],
@@ -254,8 +254,8 @@ def model_refresh(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens:
     at 1.25x: ``"table_solver"`` through :class:`TableSolver` (the serving worker's body) and
     ``"solve_layers"`` through
     :func:`tempo.policies.tempo_fast.solve_layers` plus the routing tables in one numpy pass."""
-    from .policies.tempo_fast import solve_layers
-    from .serving.solver import TableSolver
+    from ..policies.tempo_fast import solve_layers
+    from ..serving.solver import TableSolver
 
     pop = zipf_popularity(experts, 1.0, seed=seed)
     pops = [np.roll(pop, l) for l in range(layers)]
@@ -309,8 +309,8 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
     """Serving runtime (issue #7): the solver round trip -- snapshot, window, solve in the
     worker process, validate, publish -- for a whole model, and the reference kernel's
     throughput (torch CPU; skipped without torch)."""
-    from .serving import DispatchTable
-    from .serving.refresher import Refresher
+    from ..serving import DispatchTable
+    from ..serving.refresher import Refresher
 
     pop = zipf_popularity(experts, 1.0, seed=seed)
     pops = [np.roll(pop, l) for l in range(layers)]  # each layer its own hot experts, placed by EPLB
@@ -341,7 +341,7 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
     try:
         import torch
 
-        from .serving.kernels import dispatch_and_count_reference
+        from ..serving.kernels import dispatch_and_count_reference
 
         T, K = 4096, 8
         prob = torch.tensor(table.prob[0])
@@ -363,7 +363,7 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
 
 
 def main(argv=None):
-    from .cli import ArgumentParser, int_range, nonneg_float, output_file, params_name, positive_int
+    from ..cli import ArgumentParser, int_range, nonneg_float, output_file, params_name, positive_int
 
     ap = ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
     ap.add_argument("--eps", type=positive_int, nargs="+", default=[8, 16, 32, 64])

@@ -6,8 +6,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import CostModel, solve, theory
-from ..instance import Instance
+from .. import CostModel, solve
+from ..theory import bounds as theory
+from ..core.instance import Instance
 from . import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, zipf_batches
 
@@ -247,7 +248,7 @@ def milp_summary(svm: pd.DataFrame, ours: str = "this artifact (phase grid)") ->
     """tempo / MILP on the phase grid (mean, p95, max) beside the paper's real-trace numbers
     (Section 4.2, ``text_numbers.csv``), and how many batches the MILP proved optimal.
     ``ours`` names the column of this build's values (the batches' routing)."""
-    from .. import paper
+    from ..book import paper
 
     rows = [{"quantity": f"tempo / MILP, {q}", "paper (real traces)": paper.text_number("solver", f"ratio_{k}"),
              ours: v}
@@ -286,7 +287,7 @@ def solver_headlines(svm: pd.DataFrame) -> dict:
 
 def solve_time_summary(svm: pd.DataFrame) -> pd.DataFrame:
     """tempo's median solve time at B > 256 beside the paper's LP-branch time (Section 4.2)."""
-    from .. import paper
+    from ..book import paper
 
     return pd.DataFrame([{"quantity": "tempo median ms, B > 256",
                           "paper": f"about {paper.number('solver/lp_branch_ms')} (LP branch)",
@@ -296,7 +297,7 @@ def solve_time_summary(svm: pd.DataFrame) -> pd.DataFrame:
 def ablation_table(abl: pd.DataFrame) -> pd.DataFrame:
     """Table 2 beside the paper's: per variant, mean / p95 / max degradation (%) and where the
     worst batch sits (EP, skew, B)."""
-    from .. import paper
+    from ..book import paper
 
     t2 = paper.table(2).set_index("variant")
     rows = []

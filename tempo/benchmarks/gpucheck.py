@@ -81,7 +81,7 @@ def cuda_home() -> str | None:
 def section_env(ctx) -> dict:
     import torch
 
-    from .calib.backends import backend_status, gpu_driver
+    from ..calib.backends import backend_status, gpu_driver
 
     out = {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
            "torch_cuda": torch.version.cuda, "driver": gpu_driver(), "cuda_home": cuda_home()}
@@ -148,9 +148,9 @@ def _triton_case(rng, T, K, E, R, holes, counts_dtype, ids_dtype, nv_kind):
 def section_triton(ctx) -> dict:
     import torch
 
-    from .calib.backends import GraphTimer
-    from .serving.kernels import dispatch_and_count_reference as ref
-    from .serving.triton_kernels import dispatch_and_count_triton as tri
+    from ..calib.backends import GraphTimer
+    from ..serving.kernels import dispatch_and_count_reference as ref
+    from ..serving.triton_kernels import dispatch_and_count_triton as tri
 
     rng = np.random.default_rng(0)
     cases = []
@@ -239,8 +239,8 @@ def section_triton(ctx) -> dict:
 
 
 def section_numerics(ctx) -> dict:
-    from .calib.backends import DeepGemmBackend, TorchBf16Backend, backend_status
-    from .calib.shapes import shape
+    from ..calib.backends import DeepGemmBackend, TorchBf16Backend, backend_status
+    from ..calib.shapes import shape
 
     out = {}
     st = backend_status()
@@ -265,8 +265,8 @@ def section_timer(ctx) -> dict:
     effect of the weight rotation."""
     import torch
 
-    from .calib.backends import DeepGemmBackend, GraphTimer, TorchBf16Backend, backend_status, copies_for
-    from .calib.shapes import shape
+    from ..calib.backends import DeepGemmBackend, GraphTimer, TorchBf16Backend, backend_status, copies_for
+    from ..calib.shapes import shape
 
     rows = []
     # (a) a tiny graph: one small bf16 GEMM, launch-latency bound
@@ -308,10 +308,10 @@ def _grid_cells(Gs, budget_order=N_ORDER):
 
 
 def section_grids(ctx) -> dict:
-    from .calib.backends import backend_status, make_backend
-    from .calib.record import fit_all
-    from .calib.grid import tiles
-    from .calib.shapes import roofline_us, shape
+    from ..calib.backends import backend_status, make_backend
+    from ..calib.record import fit_all
+    from ..calib.grid import tiles
+    from ..calib.shapes import roofline_us, shape
 
     st = backend_status()
     out = {}
@@ -370,12 +370,12 @@ def section_grids(ctx) -> dict:
 
 
 def section_epbench(ctx) -> dict:
-    from .benchmarks.epbench import run_emulated, summarize, transfer
+    from .epbench import run_emulated, summarize, transfer
 
     args = {"device": "cuda", "world_size": 8, "shape": "qwen3-30b", "experts": None, "top_k": 8, "tokens": 64,
             "steps": 6, "warmup": 1, "skew": 1.0, "replication": 1.25, "params": "qwen3-30b-offline",
             "policies": ["static", "uniform", "token_lp", "metro", "tempo"], "seed": 0, "expert_kernel": "auto"}
-    from .params import params_table
+    from ..core.params import params_table
 
     if args["params"] not in set(params_table().index):
         args["params"] = "dsv3-offline"
@@ -397,7 +397,7 @@ def section_epbench(ctx) -> dict:
 def checks(root=None) -> pd.DataFrame:
     """Every gpu-check folder under ``data/measured/`` (newest first): machine, date, device,
     sections, path."""
-    from . import paths
+    from ..core import paths
 
     rows = []
     for m in sorted(Path(root or paths.MEASURED).glob("*/*/manifest.json")):
@@ -554,7 +554,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("gpu-check needs a CUDA GPU: torch " + torch.__version__ + " sees none", file=sys.stderr)
         return 1
-    from . import paths
+    from ..core import paths
 
     if a.out:
         out = Path(a.out)

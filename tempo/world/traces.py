@@ -57,7 +57,7 @@ def write_trace(path, counts, **metadata) -> None:
     (model, top_k, n_gpus, source, ...), as a compressed ``.npz``, written atomically."""
     import io
 
-    from .cache import atomic_write_bytes
+    from ..studies.cache import atomic_write_bytes
 
     counts = np.asarray(counts)
     if counts.ndim != 3:
@@ -214,7 +214,7 @@ def import_sglang_dumps(paths, out, **metadata) -> np.ndarray:
 
 def import_main(argv=None) -> int:
     """``python -m tempo import-trace DUMP... -o trace.npz``."""
-    from .cli import ArgumentParser, input_file, output_file
+    from ..cli import ArgumentParser, input_file, output_file
 
     ap = ArgumentParser(prog="python -m tempo import-trace",
                         description="convert SGLang recorder dumps (per_pass: one file per rank; or stat)")
@@ -268,7 +268,7 @@ def file_sha256(path) -> str:
 
 def is_recorded(source) -> bool:
     """Does a trace whose metadata says ``source`` hold recorded routing?  ``"synthetic"``
-    (:func:`tempo.workloads.synthetic_trace`) and a missing source do not."""
+    (:func:`tempo.world.workloads.synthetic_trace`) and a missing source do not."""
     return bool(source) and str(source) not in SYNTHETIC_SOURCES
 
 

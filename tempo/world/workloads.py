@@ -462,7 +462,8 @@ def paper_routing_stats():
     The Fig. 5 regime split is read from ``text_numbers.csv``."""
     import pandas as pd
 
-    from . import paper, paths
+    from ..book import paper
+    from ..core import paths
 
     df = pd.read_csv(paths.PAPER / "routing_stats.csv", dtype=str).set_index("stat")
     fig5 = {"flat_activation_share": "flat_share_of_activations_B512",
@@ -496,9 +497,9 @@ def routing_stats_table(workloads: dict) -> "pd.DataFrame":
 
 
 # ---------------------------------------------------------------------------- routing traces
-# Trace I/O lives in tempo.traces (re-exported here for existing callers).
-from .traces import (TRACE_VERSION, import_main, import_sglang_dumps, load_dump, read_trace,  # noqa: E402,F401
-                     sglang_dump_counts, write_trace)
+# Trace I/O lives in tempo.world.traces (re-exported here for existing callers).
+from .traces import (TRACE_VERSION, import_main, import_sglang_dumps, load_dump, read_trace, sglang_dump_counts,
+                     write_trace)
 
 
 def synthetic_trace(steps: int, layers: int, n_experts: int, tokens_per_gpu: int, top_k: int = 8,

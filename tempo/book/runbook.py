@@ -1,7 +1,7 @@
-"""Run one book notebook: ``python -m tempo.runbook NN_slug PROFILE``.
+"""Run one book notebook: ``python -m tempo.book.runbook NN_slug PROFILE``.
 
 Converts ``notebooks/NN_slug.md`` (MyST, jupytext) and executes it with papermill, passing
-``profile`` (and ``trace_path``, ``python -m tempo.runbook NN_slug PROFILE TRACE``), into ``build/executed/<profile>/NN_slug.ipynb``.  Execution writes to a
+``profile`` (and ``trace_path``, ``python -m tempo.book.runbook NN_slug PROFILE TRACE``), into ``build/executed/<profile>/NN_slug.ipynb``.  Execution writes to a
 ``.partial.ipynb`` first and renames on success, so make never mistakes a failed run for a
 built one; on failure the partial notebook is kept for inspection and the failing cell's
 error is printed with the notebook's name.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import paths
+from ..core import paths
 
 
 def executed_path(name: str, profile: str):
@@ -45,7 +45,7 @@ def run(name: str, profile: str, progress: bool = True, trace: str | None = None
         return 2
     parameters = {"profile": profile}
     if trace:
-        from .traces import read_trace
+        from ..world.traces import read_trace
 
         try:
             read_trace(trace)
@@ -69,7 +69,7 @@ def run(name: str, profile: str, progress: bool = True, trace: str | None = None
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (2, 3):
-        print("usage: python -m tempo.runbook NN_slug PROFILE [TRACE]", file=sys.stderr)
+        print("usage: python -m tempo.book.runbook NN_slug PROFILE [TRACE]", file=sys.stderr)
         return 2
     return run(argv[0], argv[1], trace=argv[2] if len(argv) == 3 else None)
 

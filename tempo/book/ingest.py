@@ -17,7 +17,7 @@ are read, never imported):
 * ``calibration``: a folder written by ``python -m tempo calibrate --out`` (already a
   recording: validated and copied; its folder keeps calibrate's name
   ``<date>-<backend>-<shape>``).
-* ``trace``: a routing trace ``.npz`` (:func:`tempo.traces.read_trace`).
+* ``trace``: a routing trace ``.npz`` (:func:`tempo.world.traces.read_trace`).
 
 Each stored file is gzip-compressed (deterministically: no name, mtime 0), except a
 calibration's ``fit.json`` and a trace's ``.npz`` (already compressed), which their readers
@@ -29,7 +29,7 @@ stored again; a recording appears atomically (written to a temporary folder, the
 
 After storing, the command prints the ledger claims the recording now decides, with their
 verdicts (a CPU or ``--emulate`` run decides no cluster claim: it appears in the note as a
-stand-in only; see :mod:`tempo.claim_functions`).
+stand-in only; see :mod:`tempo.book.claim_functions`).
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .calib.record import _fsync_dir  # the same directory fsync the calibration writer uses
+from ..calib.record import _fsync_dir  # the same directory fsync the calibration writer uses
 
 KINDS = ("epbench", "serve-bench", "calibration", "trace")
 MAX_BYTES = 5 * 2**20
@@ -71,7 +71,7 @@ class IngestError(ValueError):
 
 def measured_root() -> Path:
     """``data/measured`` (``tempo.calib.record.MEASURED``, read at call time so tests can move it)."""
-    from .calib import record
+    from ..calib import record
 
     return Path(record.MEASURED)
 
@@ -309,7 +309,7 @@ def _prepare_calibration(path: Path) -> Plan:
 
 
 def _prepare_trace(path: Path) -> Plan:
-    from .traces import read_trace
+    from ..world.traces import read_trace
 
     raw = _read(path, "PATH")
     try:
@@ -377,7 +377,7 @@ def prepare(path, machine: str | None = None, date: str | None = None, label: st
         if len(data) > MAX_BYTES:
             raise IngestError("PATH", f"{path.name}: {name} would be {len(data) / 2**20:.1f} MiB compressed, over the "
                                       f"{MAX_BYTES // 2**20} MiB limit on a file in the repository; store a shorter run")
-    from . import __version__
+    from .. import __version__
 
     plan.manifest = {"kind": plan.kind, "machine": plan.machine, "date": plan.date, "label": plan.label or None,
                      "command": strip_paths(command) if command else plan.manifest.pop("command", None),
@@ -509,7 +509,7 @@ def decided(folder, profile: str = "full") -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
-    from .cli import ArgumentParser
+    from ..cli import ArgumentParser
 
     ap = ArgumentParser(prog="python -m tempo ingest",
                         description="store GPU / cluster recordings under data/measured/ as ledger evidence")

@@ -9,8 +9,8 @@ from typing import Callable
 
 import pandas as pd
 
-from .. import paths
-from ..cache import atomic_write_csv, atomic_write_text, cached, code_version
+from ..core import paths
+from .cache import atomic_write_csv, atomic_write_text, cached, code_version
 
 EXPERIMENTS: dict[str, Callable[[dict], pd.DataFrame]] = {}
 
@@ -33,7 +33,7 @@ def experiment(name: str):
 
 #: the experiments behind the claims the paper computes on recorded routing: given a trace
 #: (:func:`use_trace`, the build's ``TRACE``), they draw their batches from it
-#: (:class:`tempo.experiments.scenarios.TraceRouting`).  ``trace_replay`` takes its trace in its
+#: (:class:`tempo.studies.scenarios.TraceRouting`).  ``trace_replay`` takes its trace in its
 #: own config.
 TRACE_EXPERIMENTS = frozenset({"mixed_regime", "proxy_mispricing", "thm2_epsilon", "solver_vs_milp",
                                "policy_landscape", "staleness", "drift16_stages", "drift16_terms", "faster_eplb",
@@ -45,10 +45,10 @@ def use_trace(path) -> dict:
     """Make every later :func:`run` of a :data:`TRACE_EXPERIMENTS` experiment draw its batches
     from the routing trace at ``path`` (a chapter's ``trace_path`` parameter, the build's
     ``TRACE``): its config gains ``trace``, ``trace_sha256``, ``trace_source`` and
-    ``trace_about`` (:func:`tempo.traces.trace_config`), so the cache key and the result's
+    ``trace_about`` (:func:`tempo.world.traces.trace_config`), so the cache key and the result's
     ``.meta.json`` name the recording.  ``None`` or empty: synthetic routing (configs
     unchanged).  Returns the keys added."""
-    from ..traces import trace_config
+    from ..world.traces import trace_config
 
     _trace.clear()
     if path:
@@ -91,7 +91,7 @@ def routing_label(config: dict | None = None) -> str:
     """What a run's batches were drawn from (``config``; by default the trace of
     :func:`use_trace`), for a chapter to print beside its table: the recorded trace (file,
     sha256, source; a synthetic trace says so) or synthetic routing."""
-    from ..traces import is_recorded, provenance
+    from ..world.traces import is_recorded, provenance
 
     config = _trace if config is None else config
     prov = provenance(config)

@@ -14,7 +14,7 @@ from typing import Callable
 
 import pandas as pd
 
-from . import paths
+from ..core import paths
 
 
 def cache_dir() -> Path:
@@ -26,10 +26,10 @@ def cache_dir() -> Path:
 def code_version() -> str:
     """tempo's version plus a hash of its source files: results computed by older code are
     never served from the cache, even when the version number was not bumped."""
-    from . import __version__
+    from .. import __version__
 
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent  # all of tempo/, not only studies/
     for p in sorted(root.rglob("*.py")):
         h.update(str(p.relative_to(root)).encode())
         h.update(p.read_bytes())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..instance import Instance
-from ..placement import drift_corrupt, eplb_placement
-from ..workloads import expected_loads, popularity_timeline, route_counts, sample_counts, zipf_popularity
+from ..core.instance import Instance
+from ..world.placement import drift_corrupt, eplb_placement
+from ..world.workloads import expected_loads, popularity_timeline, route_counts, sample_counts, zipf_popularity
 
 
 def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, replication: float,
@@ -15,10 +15,10 @@ def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, 
                  trace: "TraceRouting | None" = None) -> list[Instance]:
     """Decode batches under Zipf(skew) routing with a fresh EPLB placement built from the
     long-run per-expert loads (Section 3.2, "EPLB-style placement from long-run averages":
-    the pair shares :func:`tempo.workloads.expected_loads` of top-``top_k`` routing, not the
+    the pair shares :func:`tempo.world.workloads.expected_loads` of top-``top_k`` routing, not the
     router weights ``p``): each batch's router weights are Dirichlet(kappa p)
     around the long-run popularity (the phase diagram's batch fluctuation), tokens routed
-    top-``top_k`` to distinct experts (:func:`tempo.workloads.sample_counts`).
+    top-``top_k`` to distinct experts (:func:`tempo.world.workloads.sample_counts`).
 
     With ``trace`` (a :class:`TraceRouting`) the batches come from the recorded routing
     instead: ``tokens_per_gpu`` tokens per GPU routed with each recorded step's shares, the
@@ -34,7 +34,7 @@ def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, 
 
 def drift_timeline(pop, n_batches: int, seed: int, tau: float = 300.0, sigma: float | None = None,
                    swap_rate: float = 0.0):
-    """Router weights of a drifting timeline around ``pop`` (:func:`tempo.workloads.popularity_timeline`
+    """Router weights of a drifting timeline around ``pop`` (:func:`tempo.world.workloads.popularity_timeline`
     with its documented defaults; seeded from ``seed + 2``)."""
     return popularity_timeline(pop, n_batches, tau=tau, sigma=sigma, swap_rate=swap_rate, seed=seed + 2)
 
@@ -46,13 +46,13 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
     """The drift-K scenario (Sections 4.2, 5.12): a DSv3-shape proxy (256 experts, top-8,
     EP8, 64 redundant slots) whose EPLB placement is built from a corrupted history (the
     top-K hot experts' statistics swapped with random cold ones; the statistics are the
-    long-run per-expert loads of the true routing, :func:`tempo.workloads.expected_loads`)
+    long-run per-expert loads of the true routing, :func:`tempo.world.workloads.expected_loads`)
     while the batches follow the true Zipf-skewed routing.
 
     The batches are consecutive windows of a drifting timeline around the true popularity
-    (:func:`tempo.workloads.popularity_timeline`: mean-reverting log-popularity drift with
+    (:func:`tempo.world.workloads.popularity_timeline`: mean-reverting log-popularity drift with
     correlation time ``tau`` windows, plus the per-batch Dirichlet fluctuation), each routed
-    top-``top_k`` to distinct experts (:func:`tempo.workloads.route_tokens`).
+    top-``top_k`` to distinct experts (:func:`tempo.world.workloads.route_tokens`).
 
     ``B`` here is the serving concurrency, which at EP8 with top-8 routes about ``B``
     token-expert pairs to each GPU (Section 5.13), so a batch has ``B / top_k`` tokens per
@@ -86,22 +86,22 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
 # ------------------------------------------------------------------ recorded routing
 class TraceRouting:
     """The scenarios above on a recorded routing trace (``counts`` int[steps, layers, experts]
-    and metadata, :func:`tempo.traces.read_trace`), for a build given ``TRACE=trace.npz``.
+    and metadata, :func:`tempo.world.traces.read_trace`), for a build given ``TRACE=trace.npz``.
 
     **History and placement.**  Per layer, the first ``history`` share of the steps (one half
     by default) is the recording the EPLB placement is built from, as in the Section 5.4
-    replay (:func:`tempo.experiments.replay.replay_trace`) and the paper's serving runs
+    replay (:func:`tempo.studies.replay.replay_trace`) and the paper's serving runs
     ("placement initialized from a recorded expert distribution"); batches are drawn only
     from the later steps, so no batch is priced on a placement built from itself.  A drift-K
     scenario (Section 5.12, Tables 3, 4, 8-10, Section 5.5) corrupts that history first: the
     per-layer ``K`` hottest experts' statistics swapped with random cold ones
-    (:func:`tempo.placement.drift_corrupt`), the paper's "corrupted recording"; ``drift = 0``
+    (:func:`tempo.world.placement.drift_corrupt`), the paper's "corrupted recording"; ``drift = 0``
     is the fresh placement of Table 1, Fig. 5, Theorem 2, Appendix H and Section 2.2.
 
     **Batch size.**  A recorded step was served at the recording's batch size; a claim needs
     ``B`` tokens per GPU on ``g`` GPUs.  The step's per-expert pair shares become the router
     weights and ``B * g`` tokens are routed top-``k`` to distinct experts
-    (:func:`tempo.workloads.route_counts`), exactly as ``replay_trace`` rescales.  No Dirichlet
+    (:func:`tempo.world.workloads.route_counts`), exactly as ``replay_trace`` rescales.  No Dirichlet
     noise is added: the recorded step's own fluctuation is the batch-to-batch fluctuation.  An
     expert the step routed nothing to gets no tokens at any ``B``, and a hot expert's share
     saturates below ``k`` times its weight (the router's inclusion probability); record at a
@@ -120,7 +120,7 @@ class TraceRouting:
     """
 
     def __init__(self, path, history: float = 0.5):
-        from ..traces import read_trace
+        from ..world.traces import read_trace
 
         if not 0 < history < 1:
             raise ValueError(f"history must be a share of the steps in (0, 1), got {history}")
@@ -136,7 +136,7 @@ class TraceRouting:
     @classmethod
     def of(cls, config: dict) -> "TraceRouting | None":
         """The trace an experiment's ``config`` names (``config["trace"]``, see
-        :func:`tempo.traces.with_trace`), or None on the synthetic path."""
+        :func:`tempo.world.traces.with_trace`), or None on the synthetic path."""
         path = config.get("trace")
         return cls(path, config.get("trace_history", 0.5)) if path else None
 

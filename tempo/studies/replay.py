@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 
 from .. import CostModel, solve
-from ..instance import Instance
-from ..placement import drift_corrupt, eplb_placement
+from ..core.instance import Instance
+from ..world.placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep
-from ..workloads import expected_loads, route_counts, sample_counts, zipf_popularity
+from ..world.workloads import expected_loads, route_counts, sample_counts, zipf_popularity
 from . import FIRST_REPLICA, STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, drift_timeline, zipf_batches
 
@@ -40,7 +40,7 @@ def faster_eplb(config: dict) -> pd.DataFrame:
     """Table 10: replay a drift-16 timeline with the EPLB placement rebuilt every W windows
     from observed counts, under each dispatch; ratio to the never-refreshed static map on the
     same window.  Our timeline: consecutive windows of a drifting timeline around one
-    Zipf(1.0) popularity (:func:`tempo.workloads.popularity_timeline`, documented defaults;
+    Zipf(1.0) popularity (:func:`tempo.world.workloads.popularity_timeline`, documented defaults;
     per-window Dirichlet kappa = 2000; top-8 routing to distinct experts), the initial
     placement built from the drift-16-corrupted statistics, ``B`` token-expert pairs per GPU
     (as in :func:`drift_batches`).
@@ -203,7 +203,7 @@ def replay_trace(counts: np.ndarray, model: CostModel, n_gpus: int = 8, replicat
     the rest are replayed on it.  ``tokens_per_gpu`` (a list) rescales each recorded step to
     that batch size by re-routing tokens with its routing distribution; ``None`` replays
     the recorded counts.  Rescaling routes ``B * n_gpus`` tokens to ``top_k`` distinct
-    experts (:func:`tempo.workloads.route_counts`) with the step's pair shares as router
+    experts (:func:`tempo.world.workloads.route_counts`) with the step's pair shares as router
     weights; for a hot expert this slightly understates its share (the router's inclusion
     probability saturates below ``top_k`` times its weight).  One row per (step, layer,
     batch size, policy) with the makespan.
@@ -248,7 +248,7 @@ def oracle_gap(df: pd.DataFrame, cell: tuple = ("layer", "B")) -> pd.DataFrame:
 def trace_replay(config: dict) -> pd.DataFrame:
     """Section 5.4 on a trace file (``config["trace"]``, npz) or, when none is given, on a
     synthetic trace (labelled so): Zipf(skew) popularity per layer, drifting slowly."""
-    from ..workloads import read_trace, synthetic_trace
+    from ..world.workloads import read_trace, synthetic_trace
 
     if config.get("trace"):
         counts, meta = read_trace(config["trace"])

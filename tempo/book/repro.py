@@ -14,7 +14,7 @@ import re
 
 import pandas as pd
 
-from . import paths
+from ..core import paths
 
 MAP_FILE = paths.PAPER / "repro_map.csv"
 COLUMNS = ["item", "title", "chapter", "section", "regenerated", "needs", "command", "output", "hardware",
@@ -146,8 +146,8 @@ def expected_floor(shape_name: str, param_set: str, hbm_tb_s: float) -> dict:
     the per-token slope ``beta`` of ``param_set``, assuming the GPU has the same tensor throughput
     as the one the paper fitted on (true of an H200 against an H100-SXM-class part: same die and
     clocks, more and faster memory)."""
-    from .calib.shapes import roofline_us
-    from .cost import CostModel
+    from ..calib.shapes import roofline_us
+    from ..core.cost import CostModel
 
     roof = roofline_us(shape_name, hbm_tb_s)
     beta = CostModel.named(param_set).beta

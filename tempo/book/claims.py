@@ -2,7 +2,7 @@
 experiment results, and the ledger is recomputed from them on every build.
 
 * :data:`REGISTRY` maps a claim id to a :class:`Spec`: the result CSVs it reads
-  (``build/results/<profile>/<stem>.csv``, written by :func:`tempo.experiments.run`), a small
+  (``build/results/<profile>/<stem>.csv``, written by :func:`tempo.studies.run`), a small
   function of those frames that yields our value, and the kind of evidence that value is.
 * A claim the paper computed on a recorded routing trace, on a GPU or on a cluster declares
   that need in the yaml (``needs: trace | gpu | cluster``, implied by ``kind: gpu | cluster``).
@@ -40,7 +40,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import paths
+from ..core import paths
 
 STATUSES = ["reproduced", "consistent", "deviates", "not run in this build",
             "needs a recorded trace", "needs a GPU", "needs a cluster"]
@@ -299,7 +299,7 @@ def evaluate(row: dict, profile: str) -> dict:
     out = {"ours": None, "tolerance": "", "evidence": "", "provenance": "", "note": ""}
     if spec is None:
         if need is None:
-            raise ValueError(f"claim {row['id']!r} has neither a function in tempo.claims nor a declared need")
+            raise ValueError(f"claim {row['id']!r} has neither a function in tempo.book.claims nor a declared need")
         out.update(status=NEED_STATUS[need], note=_need_note(row))
         return out
     frames, missing = load_inputs(profile, spec.inputs)
@@ -376,7 +376,7 @@ def ledger(profile: str, write: bool = True) -> pd.DataFrame:
                      "kind": r["kind"], "needs": r["needs"] or "", "chapter": r["chapter"]})
     df = pd.DataFrame(rows)
     if write:
-        from .cache import atomic_write_csv, atomic_write_text
+        from ..studies.cache import atomic_write_csv, atomic_write_text
 
         d = paths.results_dir(profile)
         atomic_write_csv(show_table(df), d / "claims.csv")

@@ -5,14 +5,14 @@ artifact" numbers with tempo and put them beside these.
 
 * :func:`table` reads ``data/paper/tableNN_*.csv``; :func:`text_number` the numbers quoted in
   the text (Figs. 1b, 5, 6, 12, the solver study, the roofline check).
-* :func:`claims` reads ``claims.yaml``; :mod:`tempo.claims` computes every claim from this
+* :func:`claims` reads ``claims.yaml``; :mod:`tempo.book.claims` computes every claim from this
   build's experiment results and builds the ledger.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from . import paths
+from ..core import paths
 
 KINDS = {"model": "model-space (CPU)", "gpu": "one GPU", "cluster": "multi-GPU cluster"}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import paths
+from ..core import paths
 
 POLICY_COLORS = {"token_lp": "#4c78a8", "metro": "#f58518", "tempo": "#54a24b", "uniform": "#b279a2",
                  "static": "#9d755d", "llep": "#e45756", "round_robin": "#72b7b2", "milp": "#bab0ac"}
@@ -34,7 +34,7 @@ def write_vega_bundle(path: Path | None = None) -> Path:
     path = Path(path) if path else paths.ROOT / "_static" / "vega-bundle.js"
     path.parent.mkdir(parents=True, exist_ok=True)
     js = vlc.javascript_bundle()
-    from .cache import atomic_write_text
+    from ..studies.cache import atomic_write_text
 
     atomic_write_text(path, "(function(){\n" + js + "\n})();\n")
     return path
@@ -518,7 +518,7 @@ FIGURE_SERVERS = {
 def serving_recordings(figure: int | None, root=None) -> pd.DataFrame | None:
     """This artifact's serve-bench recordings for paper Figure ``figure`` (8, 10, 11 or 13; None:
     every recording):
-    those stored by ``python -m tempo ingest`` (:func:`tempo.ingest.recordings`, the run's own
+    those stored by ``python -m tempo ingest`` (:func:`tempo.book.ingest.recordings`, the run's own
     manifest in ``serve-bench.json.gz``) and any serve-bench output folder written straight
     under ``data/measured/<machine>/serve-bench*/`` (``pairs.csv`` + ``manifest.json``), whose
     server matches :data:`FIGURE_SERVERS`, as :func:`servebench_points` frames labelled with the
@@ -576,9 +576,9 @@ def epbench_recordings(root=None) -> pd.DataFrame | None:
 def live_vs_uniform(live: pd.DataFrame):
     """The refresher at work (chapter 06): per batch, the modeled block time of the table in
     force over EPLB's uniform split of the same batch, against wall-clock seconds.  ``live``
-    is the frame of :func:`tempo.serving.live.live_run`."""
+    is the frame of :func:`tempo.benchmarks.live.live_run`."""
     alt = _alt()
-    _need(live, {"t_s", "table_vs_uniform", "tables_published"}, "live (tempo.serving.live.live_run)")
+    _need(live, {"t_s", "table_vs_uniform", "tables_published"}, "live (tempo.benchmarks.live.live_run)")
     return alt.Chart(live).mark_line().encode(
         x=alt.X("t_s:Q", title="seconds"),
         y=alt.Y("table_vs_uniform:Q", title="modeled block time / uniform split", scale=alt.Scale(zero=False)),
@@ -685,7 +685,7 @@ def fit_vs_measured(samples: pd.DataFrame, model, G=(1, 4, 8, 40), title: str = 
 
 
 def repro_needs(rmap: pd.DataFrame):
-    """The reproduction map (``tempo.repro.load_map()``) as bars: how many paper items need a CPU,
+    """The reproduction map (``tempo.book.repro.load_map()``) as bars: how many paper items need a CPU,
     one GPU, a cluster or a recorded trace, coloured by kind of item (table, figure, other)."""
     from . import repro
 
@@ -699,16 +699,16 @@ def repro_needs(rmap: pd.DataFrame):
         tooltip=["needs", "kind", "count()"]).properties(width=420, height=140, title="What each paper item needs")
 
 
-#: one colour per ledger status, in :data:`tempo.claims.STATUSES` order
+#: one colour per ledger status, in :data:`tempo.book.claims.STATUSES` order
 LEDGER_COLORS = ["#54a24b", "#a0d3a0", "#e45756", "#bab0ac", "#f2cf5b", "#4c78a8", "#9ecae9"]
 
 
 def ledger_by_chapter(ledger: pd.DataFrame):
-    """The claims ledger (``tempo.claims.ledger``) as stacked bars: claims per chapter, coloured by
+    """The claims ledger (``tempo.book.claims.ledger``) as stacked bars: claims per chapter, coloured by
     verdict, every status with its fixed colour."""
     from . import claims
 
-    _need(ledger, {"chapter", "status"}, "ledger (tempo.claims.ledger())")
+    _need(ledger, {"chapter", "status"}, "ledger (tempo.book.claims.ledger())")
     unknown = set(ledger.status) - set(claims.STATUSES)
     if unknown:
         raise ValueError(f"ledger holds unknown statuses {sorted(unknown)}")

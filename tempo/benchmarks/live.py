@@ -28,11 +28,11 @@ def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int =
     import torch
 
     from .. import CostModel, Instance, solve
-    from ..placement import drift_corrupt, eplb_placement
-    from ..workloads import expected_loads, route_tokens, zipf_popularity
-    from .kernels import dispatch_and_count_reference as kernel
-    from .refresher import Refresher
-    from .tables import DispatchTable, effective_probabilities
+    from ..world.placement import drift_corrupt, eplb_placement
+    from ..world.workloads import expected_loads, route_tokens, zipf_popularity
+    from ..serving.kernels import dispatch_and_count_reference as kernel
+    from ..serving.refresher import Refresher
+    from ..serving.tables import DispatchTable, effective_probabilities
 
     model = CostModel.named(params)
     rng = np.random.default_rng(seed)

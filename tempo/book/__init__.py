@@ -1,0 +1,4 @@
+"""The book's machinery, on top of the library: the paper's numbers (:mod:`.paper`), claims and
+their functions (:mod:`.claims`, :mod:`.claim_functions`), charts (:mod:`.figures`), the
+reproduction map (:mod:`.repro`), the notebook runner (:mod:`.runbook`), ingest of recordings
+(:mod:`.ingest`) and the Sphinx extension (:mod:`.sphinx_ext`)."""

@@ -1,0 +1,3 @@
+"""The world a dispatcher serves: routing (:mod:`.workloads`), EPLB placement
+(:mod:`.placement`), routing traces on disk (:mod:`.traces`) and request datasets
+(:mod:`.datasets`)."""
