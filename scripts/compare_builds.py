@@ -1,0 +1,144 @@
+"""Build the full profile at two commits and diff every result: the check that a refactor moved
+no number (ARCHITECTURE.md, "Changing the structure").
+
+    python scripts/compare_builds.py d80bdca            # d80bdca against HEAD
+    python scripts/compare_builds.py d80bdca HEAD~3     # two commits
+    python scripts/compare_builds.py --dirs A B          # two finished build/results/full folders
+
+Each commit is checked out into ``build/compare/<sha>/`` (a detached git worktree) and built with
+this Python (its packages; the worktree's own ``tempo`` first on ``PYTHONPATH``) by the
+Makefile's target for the ledger notebook, which runs every chapter first.  A worktree that
+already holds a finished build is reused, so an interrupted comparison resumes.
+
+Compared: every ``build/results/full/*.csv`` cell by cell (exact equality, NaN equal to NaN),
+the ``config`` of every ``*.meta.json`` and the ledger (``claims.csv``).  Not compared, because
+they are not results of the code but of the clock or of the checkout:
+
+* wall-clock columns (:data:`CLOCK_COLUMNS`) and the ledger rows whose value is a wall-clock
+  time (:data:`CLOCK_CLAIMS`);
+* the source hash in the ledger's provenance (``tempo 0.1.0+<hash>``), which names the code.
+
+Exit status 0 when nothing differs, 1 when something does (each difference printed).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: result file -> columns measured by the wall clock (they differ run to run on one commit)
+CLOCK_COLUMNS = {
+    "solver_vs_milp.csv": ["tempo_ms", "milp_s"],
+    "drift16_stages.csv": ["solve_ms"],
+}
+#: ledger rows whose value is a wall-clock time
+CLOCK_CLAIMS = {"solver_time_small_b", "solver_speedup"}
+VERSION = re.compile(r"tempo \d+\.\d+\.\d+\S*\+[0-9a-f]{12}")
+
+
+def build(ref: str) -> Path:
+    """The results folder of the full profile built at ``ref`` (built now unless finished)."""
+    sha = subprocess.check_output(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=ROOT,
+                                  text=True).strip()
+    tree = ROOT / "build" / "compare" / sha[:12]
+    if not tree.exists():
+        subprocess.check_call(["git", "worktree", "add", "--detach", str(tree), sha], cwd=ROOT)
+    results = tree / "build" / "results" / "full"
+    done = tree / "build" / "executed" / "full" / "99_claims_ledger.ipynb"
+    if not done.exists():
+        env = dict(os.environ, PYTHONPATH=str(tree), TEMPO_ROOT=str(tree))
+        print(f"building the full profile at {ref} ({sha[:12]}) in {tree} ...", flush=True)
+        subprocess.check_call(["make", "--no-print-directory", f"TEMPO_PYTHON={sys.executable}", "PROFILE=full",
+                               "build/executed/full/99_claims_ledger.ipynb"], cwd=tree, env=env)
+    return results
+
+
+def _frame(path: Path) -> pd.DataFrame:
+    df = pd.read_csv(path)
+    return df.drop(columns=[c for c in CLOCK_COLUMNS.get(path.name, []) if c in df.columns])
+
+
+def _ledger(path: Path) -> pd.DataFrame:
+    df = pd.read_csv(path)
+    df = df[~df["id"].isin(CLOCK_CLAIMS)].reset_index(drop=True)
+    if "provenance" in df.columns:
+        df["provenance"] = df["provenance"].astype(str).str.replace(VERSION, "tempo <version>", regex=True)
+    return df
+
+
+def diff_frames(name: str, a: pd.DataFrame, b: pd.DataFrame, limit: int = 8) -> list[str]:
+    """Lines describing every difference between two result tables (empty: identical)."""
+    if list(a.columns) != list(b.columns):
+        return [f"{name}: columns differ: {list(a.columns)} vs {list(b.columns)}"]
+    if len(a) != len(b):
+        return [f"{name}: {len(a)} rows before, {len(b)} after"]
+    out = []
+    for col in a.columns:
+        x, y = a[col], b[col]
+        same = (x == y) | (x.isna() & y.isna())
+        if not same.all():
+            rows = np.flatnonzero(~same.to_numpy())
+            shown = ", ".join(f"row {r}: {x.iloc[r]!r} -> {y.iloc[r]!r}" for r in rows[:limit])
+            out.append(f"{name}: column {col!r} differs in {len(rows)} of {len(a)} rows ({shown})")
+    return out
+
+
+def compare(before: Path, after: Path) -> list[str]:
+    out = []
+    names = sorted({p.name for p in before.glob("*.csv")} | {p.name for p in after.glob("*.csv")})
+    for name in names:
+        a, b = before / name, after / name
+        if not a.exists() or not b.exists():
+            out.append(f"{name}: only {'after' if b.exists() else 'before'}")
+            continue
+        read = _ledger if name == "claims.csv" else _frame
+        out += diff_frames(name, read(a), read(b))
+    for a in sorted(before.glob("*.meta.json")):
+        b = after / a.name
+        if not b.exists():
+            out.append(f"{a.name}: only before")
+            continue
+        ca, cb = json.loads(a.read_text())["config"], json.loads(b.read_text())["config"]
+        if ca != cb:
+            out.append(f"{a.name}: config differs: {ca} vs {cb}")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("before", nargs="?", help="commit to compare against (e.g. d80bdca)")
+    ap.add_argument("after", nargs="?", default="HEAD", help="commit to compare (default HEAD)")
+    ap.add_argument("--dirs", nargs=2, metavar=("BEFORE", "AFTER"), type=Path,
+                    help="compare two finished build/results/full folders instead of building")
+    args = ap.parse_args(argv)
+    if args.dirs:
+        before, after = args.dirs
+    elif args.before:
+        before, after = build(args.before), build(args.after)
+    else:
+        ap.error("give a commit to compare against, or --dirs BEFORE AFTER")
+    for d in (before, after):
+        if not (d / "claims.csv").is_file():
+            ap.error(f"{d} holds no finished build (no claims.csv)")
+    lines = compare(before, after)
+    n = len(list(before.glob("*.csv")))
+    if lines:
+        print(f"{len(lines)} difference(s) between {before} and {after}:")
+        print("\n".join(f"- {line}" for line in lines))
+        return 1
+    print(f"no difference: {n} result tables, every experiment's config and the ledger "
+          f"(clock columns {sum(map(len, CLOCK_COLUMNS.values()))}, clock claims {len(CLOCK_CLAIMS)} and the source hash left out)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
