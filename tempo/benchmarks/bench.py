@@ -20,7 +20,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import CostModel, Instance, solve
+from ..core.cost import CostModel
+from ..core.instance import Instance
+from ..policies import solve
 from ..world.placement import eplb_placement
 from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 

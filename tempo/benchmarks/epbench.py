@@ -199,7 +199,7 @@ def policy_order(policies, seed: int, step: int) -> list:
 
 
 def _policies_dispatch(inst, model, policies):
-    from .. import solve
+    from ..policies import solve
 
     return {p: integer_split(solve(inst, model, p).shares) for p in policies}
 
@@ -208,7 +208,8 @@ def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from .. import CostModel, Instance
+    from ..core.cost import CostModel
+    from ..core.instance import Instance
     from ..calib.shapes import shape as get_shape
 
     device = "cpu" if args["device"] == "cpu" else f"cuda:{rank}"
@@ -302,7 +303,8 @@ def run_emulated(args: dict) -> pd.DataFrame:
     """Single-device mode: each rank's expert work timed alone, makespan = max over ranks."""
     import torch
 
-    from .. import CostModel, Instance
+    from ..core.cost import CostModel
+    from ..core.instance import Instance
     from ..calib.shapes import shape as get_shape
 
     device = "cpu" if args["device"] == "cpu" else "cuda"
@@ -393,7 +395,7 @@ def main(argv=None) -> int:
         ap.fail("--device", "the EP microbenchmark needs torch (pip install torch)")
     if a.device == "cuda" and not torch.cuda.is_available():
         ap.fail("--device", "cuda requested but no CUDA device is visible")
-    from .. import available_policies
+    from ..policies import available_policies
     from ..calib.shapes import shape as get_shape
 
     try:

@@ -27,7 +27,9 @@ def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int =
     """
     import torch
 
-    from .. import CostModel, Instance, solve
+    from ..core.cost import CostModel
+    from ..core.instance import Instance
+    from ..policies import solve
     from ..world.placement import drift_corrupt, eplb_placement
     from ..world.workloads import expected_loads, route_tokens, zipf_popularity
     from ..serving.kernels import dispatch_and_count_reference as kernel

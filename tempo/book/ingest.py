@@ -377,7 +377,7 @@ def prepare(path, machine: str | None = None, date: str | None = None, label: st
         if len(data) > MAX_BYTES:
             raise IngestError("PATH", f"{path.name}: {name} would be {len(data) / 2**20:.1f} MiB compressed, over the "
                                       f"{MAX_BYTES // 2**20} MiB limit on a file in the repository; store a shorter run")
-    from .. import __version__
+    from ..core.version import __version__
 
     plan.manifest = {"kind": plan.kind, "machine": plan.machine, "date": plan.date, "label": plan.label or None,
                      "command": strip_paths(command) if command else plan.manifest.pop("command", None),

@@ -67,7 +67,8 @@ class TableSolver:
     def __init__(self, physical_to_logical_map, n_gpus: int, model, policy: str = "tempo",
                  topology: str = "flat", gpus_per_node: int | None = None, batch_tokens: int | None = None,
                  **options):
-        from .. import CostModel, Instance
+        from ..core.cost import CostModel
+        from ..core.instance import Instance
 
         if policy not in ("tempo", "token_lp"):
             raise ValueError(f"policy must be 'tempo' or 'token_lp' for a solve, got {policy!r}")
@@ -96,7 +97,7 @@ class TableSolver:
                 self._rep[layer, :, :r.shape[1]] = r
 
     def solve(self, window, steps: int | None = None) -> np.ndarray:
-        from .. import Instance
+        from ..core.instance import Instance
         from ..policies import get
         from ..core.topology import same_node_first
 

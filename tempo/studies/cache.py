@@ -26,7 +26,7 @@ def cache_dir() -> Path:
 def code_version() -> str:
     """tempo's version plus a hash of its source files: results computed by older code are
     never served from the cache, even when the version number was not bumped."""
-    from .. import __version__
+    from ..core.version import __version__
 
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent.parent  # all of tempo/, not only studies/

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import CostModel, solve
+from ..core.cost import CostModel
+from ..policies import solve
 from ..core.instance import Instance
 from ..world.placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep

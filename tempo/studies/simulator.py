@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import CostModel, solve
+from ..core.cost import CostModel
+from ..policies import solve
 from ..core.models import model_shape
 from ..world.placement import eplb_placement
 from .sweep import run_grid

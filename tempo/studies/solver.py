@@ -6,7 +6,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from .. import CostModel, solve
+from ..core.cost import CostModel
+from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
 from . import STATIC, experiment

@@ -4,7 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import CostModel, Instance, solve
+from ..core.cost import CostModel
+from ..core.instance import Instance
+from ..policies import solve
 from . import experiment
 
 TOY_COUNTS = [600, 30, 30, 30, 30, 30, 30]

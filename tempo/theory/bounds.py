@@ -200,7 +200,7 @@ def dispatcher_makespans(inst: Instance, model: CostModel, policies=("tempo", "m
     """Makespan (us) of each dispatcher on one instance, one row per dispatcher (Eq. 1 pricing)."""
     import pandas as pd
 
-    from .. import solve
+    from ..policies import solve
 
     if not policies:
         raise ValueError("policies must name at least one dispatcher")
@@ -325,7 +325,7 @@ def tempo_worst_case(probe, n: int, max_experts: int, max_gpus: int, seed: int =
     activated experts on one GPU for each, and for OPT's dispatch."""
     import pandas as pd
 
-    from .. import solve
+    from ..policies import solve
 
     i = thm2_headlines(probe)["tempo_worst_pinned_i"]
     if i < 0:
