@@ -8,14 +8,15 @@
 >>> round(model.makespan(inst, tempo.solve(inst, model, policy="tempo")), 6)
 60.0
 """
-from __future__ import annotations
-
-from .world import placement, workloads
-from .theory import bounds as theory
 from .core.cost import CostModel
 from .core.instance import Dispatch, Instance
+from .core.version import __version__
 from .policies import available_policies, solve
 
-from .core.version import __version__
-
 __all__ = ["Instance", "Dispatch", "CostModel", "solve", "available_policies", "__version__"]
+
+
+def __dir__():
+    """The public face only (PEP 562): the layers below are imported by their own names,
+    ``tempo.core``, ``tempo.policies``, ``tempo.world`` ..., never through this module."""
+    return list(__all__)

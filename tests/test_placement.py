@@ -1,6 +1,7 @@
 import numpy as np
 
 import tempo
+from tempo.world.workloads import zipf_popularity
 from tempo.world.placement import balanced_packing, eplb_placement, rebalance_experts, replicate_experts
 
 
@@ -26,7 +27,7 @@ def test_replicate_and_pack():
 
 
 def test_eplb_placement_instance():
-    p = tempo.world.workloads.zipf_popularity(32, 1.0, seed=0)
+    p = zipf_popularity(32, 1.0, seed=0)
     pl = eplb_placement(p, 8, 1.25)
     assert pl.size == 40
     inst = tempo.Instance.from_placement(np.ones(32, int), pl, 8)
