@@ -1,7 +1,7 @@
 """Fingerprint of the solver's behaviour: solve a fixed, varied set of instances with every
 policy and every tempo option variant the library and the build use, and write one line per
-call with a hash of the exact bytes of the result (shares, meta makespan, chosen candidate and
-stage times) and of the cost model's prices.
+call with a hash of the exact bytes of the result (shares and meta makespan; tempo's chosen
+candidate and stage times hashed apart, as ``meta=``) and of the cost model's prices.
 
 A refactor of the solver must leave the output unchanged, byte for byte::
 
@@ -208,7 +208,7 @@ def run(n: int, seed: int, out, progress: bool):
             if err:
                 lines.append(f"{k:05d} tempo[{name}] ERR {err}")
             else:
-                lines.append(f"{k:05d} tempo[{name}] {_h(d.shares, float(d.meta['makespan']), _meta_key(d.meta))}")
+                lines.append(f"{k:05d} tempo[{name}] {_h(d.shares, float(d.meta['makespan']))} meta={_h(_meta_key(d.meta))}")
         for p in OTHER:
             if (big and rng.random() < 0.5) or (p == "token_lp" and not qp_ok):
                 continue
@@ -267,13 +267,26 @@ def main(argv=None):
         b = Path(args.compare[1]).read_text().splitlines()
         if len(a) != len(b):
             print(f"different lengths: {len(a)} and {len(b)} lines")
-        diff = [(x, y) for x, y in zip(a, b) if x != y]
+        diff, kind, per_call = [], "", {}
+        for x, y in zip(a, b):
+            if x.startswith("#"):
+                kind = "full" if x.split()[2] == "full" else "restricted"
+                continue
+            if x != y:
+                # the result (shares, makespan) or only tempo's meta (chosen, stages)?
+                what = "meta only" if x.split(" meta=")[0] == y.split(" meta=")[0] else "result"
+                diff.append((x, y))
+                key = (x.split()[1], kind if x[0] != "L" else "layers", what)
+                per_call[key] = per_call.get(key, 0) + 1
         n = sum(1 for x in a if not x.startswith("#"))
         if not diff and len(a) == len(b):
             print(f"identical: {n} results")
             return 0
-        print(f"{len(diff)} of {n} lines differ; first ones:")
-        for x, y in diff[:20]:
+        print(f"{len(diff)} of {n} results differ:")
+        for (call, kind, what), k in sorted(per_call.items()):
+            print(f"  {call} on {kind} instances ({what}): {k}")
+        print("first ones:")
+        for x, y in diff[:10]:
             print(f"- {x}\n+ {y}")
         return 1
     t0 = time.perf_counter()
