@@ -63,7 +63,8 @@ class Pricer(NamedTuple):
 
 
 def activation_time(p, G, T):
-    """The flat (activation) piece of Eq. 1/2: ``a + b*G + b2*(T - G)``.
+    """The flat (activation) piece of Eq. 1/2: ``a + b*G + b2*(T - G)`` (the tile term only when
+    ``b2 != 0``: adding ``0 * (T - G)`` would change no value, but costs two array operations).
 
     Parameters
     ----------
@@ -71,7 +72,10 @@ def activation_time(p, G, T):
     G, T : float or float64[...]
         Activated pairs and M-tiles on the GPU (``T = G`` when every pair fits one tile).
     """
-    return p.a + p.b * G + p.b2 * (T - G)
+    t = p.a + p.b * G
+    if p.b2 != 0:
+        t = t + p.b2 * (T - G)
+    return t
 
 
 def token_time(p, N):
