@@ -178,8 +178,8 @@ class CostModel:
         has[e, inst.replica_gpu[e, r]] = True
         n = inst.counts[live]
         z = max(inst.total_tokens / g, float((n / has[live].sum(axis=1)).max()))
-        m = math.ceil(L / g)
-        lb = gpu_time(self, m, z, m)
+        busiest = math.ceil(L / g)  # activations on the busiest GPU, one tile each
+        lb = gpu_time(self, busiest, z, busiest)
         if self.b2 > 0:
             tiles = np.ceil(n / self.tile - 1e-9)
             m = np.ones_like(tiles) if self.b2 <= self.b else np.minimum(inst.n_replicas[live], tiles)

@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from ..core import pricing as _pricing
-from ..core.pricing import Pricer
+from ..core.pricing import Pricer  # noqa: F401  (the record every function takes as ``p``)
 
 EPS = 1e-9  # tempo.core.instance.EPS_TOKENS: a share at or below it is empty
 REL = 1e-9  # a move must beat the bottleneck by this relative margin
