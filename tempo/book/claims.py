@@ -376,7 +376,7 @@ def ledger(profile: str, write: bool = True) -> pd.DataFrame:
                      "kind": r["kind"], "needs": r["needs"] or "", "chapter": r["chapter"]})
     df = pd.DataFrame(rows)
     if write:
-        from ..studies.cache import atomic_write_csv, atomic_write_text
+        from ..core.io import atomic_write_csv, atomic_write_text
 
         d = paths.results_dir(profile)
         atomic_write_csv(show_table(df), d / "claims.csv")

@@ -34,7 +34,7 @@ def write_vega_bundle(path: Path | None = None) -> Path:
     path = Path(path) if path else paths.ROOT / "_static" / "vega-bundle.js"
     path.parent.mkdir(parents=True, exist_ok=True)
     js = vlc.javascript_bundle()
-    from ..studies.cache import atomic_write_text
+    from ..core.io import atomic_write_text
 
     atomic_write_text(path, "(function(){\n" + js + "\n})();\n")
     return path

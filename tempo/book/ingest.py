@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..calib.record import _fsync_dir  # the same directory fsync the calibration writer uses
+from ..core.io import fsync_dir  # the same directory fsync the calibration writer uses
 
 KINDS = ("epbench", "serve-bench", "calibration", "trace")
 MAX_BYTES = 5 * 2**20
@@ -425,7 +425,7 @@ def write(plan: Plan, root: Path | None = None) -> tuple[Path, bool]:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         for i in range(1, 1000):
             folder = parent / (plan.folder_name if i == 1 else f"{plan.folder_name}-{i}")
             try:
@@ -436,7 +436,7 @@ def write(plan: Plan, root: Path | None = None) -> tuple[Path, bool]:
                     raise
         else:
             raise RuntimeError(f"no free folder name for {plan.folder_name} under {parent}")
-        _fsync_dir(parent)
+        fsync_dir(parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder, True

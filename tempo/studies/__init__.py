@@ -10,7 +10,8 @@ from typing import Callable
 import pandas as pd
 
 from ..core import paths
-from .cache import atomic_write_csv, atomic_write_text, cached, code_version
+from ..core.io import atomic_write_csv, atomic_write_text
+from .cache import cached, code_version
 
 EXPERIMENTS: dict[str, Callable[[dict], pd.DataFrame]] = {}
 

@@ -57,7 +57,7 @@ def write_trace(path, counts, **metadata) -> None:
     (model, top_k, n_gpus, source, ...), as a compressed ``.npz``, written atomically."""
     import io
 
-    from ..studies.cache import atomic_write_bytes
+    from ..core.io import atomic_write_bytes
 
     counts = np.asarray(counts)
     if counts.ndim != 3:
