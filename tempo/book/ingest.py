@@ -509,7 +509,7 @@ def decided(folder, profile: str = "full") -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
-    from ..cli import ArgumentParser
+    from ..core.argtypes import ArgumentParser
 
     ap = ArgumentParser(prog="python -m tempo ingest",
                         description="store GPU / cluster recordings under data/measured/ as ledger evidence")

@@ -321,7 +321,7 @@ def recording_fits(recs: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv=None) -> int:
 
-    from ..cli import ArgumentParser, nonneg_float, output_dir, positive_int
+    from ..core.argtypes import ArgumentParser, nonneg_float, output_dir, positive_int
     from .backends import available_backends
     from .shapes import SHAPES
 

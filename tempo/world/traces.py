@@ -214,7 +214,7 @@ def import_sglang_dumps(paths, out, **metadata) -> np.ndarray:
 
 def import_main(argv=None) -> int:
     """``python -m tempo import-trace DUMP... -o trace.npz``."""
-    from ..cli import ArgumentParser, input_file, output_file
+    from ..core.argtypes import ArgumentParser, input_file, output_file
 
     ap = ArgumentParser(prog="python -m tempo import-trace",
                         description="convert SGLang recorder dumps (per_pass: one file per rank; or stat)")
