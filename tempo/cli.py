@@ -25,7 +25,7 @@ COMMANDS = {
     "serve-bench": ("tempo.benchmarks.servebench:main", "SGLang serving benchmark driver (GPU servers)"),
     "import-trace": ("tempo.world.traces:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),
     "drift-location": ("tempo.benchmarks.servebench:drift_main", "drift-K placement file for --init-expert-location"),
-    "ledger": ("tempo.book.claims:main", "rebuild the claims ledger from this build's results: --profile full"),
+    "ledger": ("tempo.book.claims.ledger:main", "rebuild the claims ledger from this build's results: --profile full"),
 }
 COMMANDS["ingest"] = ("tempo.book.ingest:main", "store GPU / cluster recordings under data/measured/ as ledger evidence")
 
