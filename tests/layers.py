@@ -71,7 +71,8 @@ class Report:
     def counts(self) -> dict:
         return {"modules": len(self.modules), "modules_per_layer": self.per_layer(), "edges": len(self.edges),
                 "cycles": len(self.cycles), "upward_imports": len(self.upward), "face_imports": len(self.face),
-                "pending_upward_imports": len(self.allowed), "pending_cycles": len(self.allowed_cycles)}
+                "unresolved_imports": len(self.unresolved), "pending_upward_imports": len(self.allowed),
+                "pending_cycles": len(self.allowed_cycles)}
 
     def layer_of(self, module: str) -> str:
         f = self.folders[module]
