@@ -365,7 +365,7 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
 
 
 def main(argv=None):
-    from ..cli import ArgumentParser, int_range, nonneg_float, output_file, params_name, positive_int
+    from ..core.argtypes import ArgumentParser, int_range, nonneg_float, output_file, params_name, positive_int
 
     ap = ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
     ap.add_argument("--eps", type=positive_int, nargs="+", default=[8, 16, 32, 64])

@@ -366,8 +366,8 @@ def transfer(df: pd.DataFrame, reference: str = "static", noise: float = 0.03) -
 
 
 def main(argv=None) -> int:
-    from ..cli import (ArgumentParser, float_range, int_range, nonneg_float, nonneg_int, output_file,
-                       params_name, positive_int)
+    from ..core.argtypes import (ArgumentParser, float_range, int_range, nonneg_float, nonneg_int, output_file,
+                                 params_name, positive_int)
 
     ap = ArgumentParser(prog="python -m tempo epbench", description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])

@@ -34,7 +34,7 @@ def write_vega_bundle(path: Path | None = None) -> Path:
     path = Path(path) if path else paths.ROOT / "_static" / "vega-bundle.js"
     path.parent.mkdir(parents=True, exist_ok=True)
     js = vlc.javascript_bundle()
-    from ..studies.cache import atomic_write_text
+    from ..core.io import atomic_write_text
 
     atomic_write_text(path, "(function(){\n" + js + "\n})();\n")
     return path
@@ -518,14 +518,14 @@ FIGURE_SERVERS = {
 def serving_recordings(figure: int | None, root=None) -> pd.DataFrame | None:
     """This artifact's serve-bench recordings for paper Figure ``figure`` (8, 10, 11 or 13; None:
     every recording):
-    those stored by ``python -m tempo ingest`` (:func:`tempo.book.ingest.recordings`, the run's own
+    those stored by ``python -m tempo ingest`` (:func:`tempo.book.recordings.recordings`, the run's own
     manifest in ``serve-bench.json.gz``) and any serve-bench output folder written straight
     under ``data/measured/<machine>/serve-bench*/`` (``pairs.csv`` + ``manifest.json``), whose
     server matches :data:`FIGURE_SERVERS`, as :func:`servebench_points` frames labelled with the
     folder; None when there is none."""
     import gzip
 
-    from . import ingest
+    from . import recordings
 
     if figure is not None and figure not in FIGURE_SERVERS:
         raise ValueError(f"figure must be one of {sorted(FIGURE_SERVERS)} or None, got {figure!r}")
@@ -536,11 +536,11 @@ def serving_recordings(figure: int | None, root=None) -> pd.DataFrame | None:
         server = json.loads(man.read_text()).get("server", {}) if man.is_file() else {}
         found.append((f"{f.parent.parent.name}/{f.parent.name}", server, lambda f=f: pd.read_csv(f)))
     if root.is_dir():
-        for _, r in ingest.recordings("serve-bench", root=root).iterrows():
+        for _, r in recordings.recordings("serve-bench", root=root).iterrows():
             sm = Path(r.path) / "serve-bench.json.gz"
             server = json.loads(gzip.decompress(sm.read_bytes())).get("server", {}) if sm.is_file() else {}
             found.append((f"{Path(r.path).parent.name}/{r['name']}", server,
-                          lambda p=r.path: ingest.load_serve(p)[0]))
+                          lambda p=r.path: recordings.load_serve(p)[0]))
     frames = [servebench_points(load(), who=f"this artifact: {label}")
               for label, server, load in found if figure is None or FIGURE_SERVERS[figure](server or {})]
     return pd.concat(frames, ignore_index=True) if frames else None
@@ -706,16 +706,16 @@ LEDGER_COLORS = ["#54a24b", "#a0d3a0", "#e45756", "#bab0ac", "#f2cf5b", "#4c78a8
 def ledger_by_chapter(ledger: pd.DataFrame):
     """The claims ledger (``tempo.book.claims.ledger``) as stacked bars: claims per chapter, coloured by
     verdict, every status with its fixed colour."""
-    from . import claims
+    from .claims.registry import STATUSES
 
     _need(ledger, {"chapter", "status"}, "ledger (tempo.book.claims.ledger())")
-    unknown = set(ledger.status) - set(claims.STATUSES)
+    unknown = set(ledger.status) - set(STATUSES)
     if unknown:
         raise ValueError(f"ledger holds unknown statuses {sorted(unknown)}")
     alt = _alt()
     by = ledger.groupby(["chapter", "status"]).size().rename("claims").reset_index()
     return alt.Chart(by).mark_bar().encode(
         y=alt.Y("chapter:N", title=None), x=alt.X("claims:Q", title="claims"),
-        color=alt.Color("status:N", scale=alt.Scale(domain=claims.STATUSES, range=LEDGER_COLORS),
+        color=alt.Color("status:N", scale=alt.Scale(domain=STATUSES, range=LEDGER_COLORS),
                         legend=alt.Legend(orient="bottom", columns=3, labelLimit=300)),
         tooltip=["chapter", "status", "claims"]).properties(width=520, height=220, title="Claims by chapter and verdict")

@@ -30,6 +30,7 @@ from typing import Callable
 import numpy as np
 
 from .counters import CumulativeCounts
+from .errors import PeerStopped
 from .solver import POLICIES, SolverProcess, TableSolver, check_counts
 from .tables import DispatchTable, validate_table
 
@@ -159,8 +160,6 @@ class Refresher:
         return outcome
 
     def _step(self, **solve_opts) -> str:
-        from .runtime import PeerStopped
-
         try:
             window = self.counts.window()
             if self.steps is not None:

@@ -12,7 +12,7 @@ from ..core.instance import Instance
 from ..world.placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep
 from ..world.workloads import expected_loads, route_counts, sample_counts, zipf_popularity
-from . import FIRST_REPLICA, STATIC, experiment
+from .registry import FIRST_REPLICA, STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, drift_timeline, zipf_batches
 
 # ------------------------------------------------------------------ Table 10

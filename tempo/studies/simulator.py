@@ -12,7 +12,7 @@ from ..world.placement import eplb_placement
 from .sweep import run_grid
 from ..theory.bounds import flip_boundary
 from ..world.workloads import expected_loads, sample_counts, zipf_popularity
-from . import FIRST_REPLICA, STATIC, experiment
+from .registry import FIRST_REPLICA, STATIC, experiment
 from .scenarios import TraceRouting, zipf_batches
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.

@@ -10,7 +10,7 @@ from ..core.cost import CostModel
 from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
-from . import STATIC, experiment
+from .registry import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, zipf_batches
 
 

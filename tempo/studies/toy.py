@@ -7,7 +7,7 @@ import pandas as pd
 from ..core.cost import CostModel
 from ..core.instance import Instance
 from ..policies import solve
-from . import experiment
+from .registry import experiment
 
 TOY_COUNTS = [600, 30, 30, 30, 30, 30, 30]
 PROXY_NAMES = {"token_lp": "token balancing (token-LP)", "metro": "activation balancing (METRO)",
