@@ -15,9 +15,11 @@ enumerate the registry instead of keeping their own lists:
 * :func:`check_names` checks a study's own ordered comparison set (the paper's Table 1 or
   Fig. 6 policies, say) against the registry, so a typo or a removed policy fails at import.
 
-Adding a policy is one file (the function, its options dataclass and its ``@register``,
-imported at the bottom of this module) plus its tests; the CLI's ``policies`` list, ``make
-bench``'s table, the serving settings (``servable=True``) and the figure colours pick it up.
+Adding a policy is one file (the function, its options dataclass and its ``@register``; a new
+module also goes into the import at the bottom of this module) plus its tests; the CLI's
+``policies`` list, ``make bench``'s table and proxy list, the serving settings
+(``servable=True``) and the figure colours pick it up.  A study that compares a fixed set of
+policies keeps its own list (the paper's design) and only adds the new one on purpose.
 
 Order: :func:`select` returns names by the spec's ``order`` (smaller first), then by
 registration; a policy registered without ``order`` comes after every ordered one.  The
