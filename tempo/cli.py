@@ -32,10 +32,26 @@ COMMANDS["ingest"] = ("tempo.book.ingest:main", "store GPU / cluster recordings 
 
 # ---------------------------------------------------------------------------- small commands
 def policies(argv) -> int:
-    from . import available_policies
+    """Print the registered policies' names (sorted), or with ``--long`` their registry entries
+    (family, needs a model, servable, options, label) in the registry's order."""
+    from .policies import available_policies, select, spec
 
-    ArgumentParser(prog="python -m tempo policies", description="list the dispatch policies").parse_args(argv)
-    print("\n".join(available_policies()))
+    ap = ArgumentParser(prog="python -m tempo policies", description="list the dispatch policies")
+    ap.add_argument("--long", "-l", action="store_true",
+                    help="one row per policy: family, whether it needs a cost model, whether serving runs it, "
+                         "its options dataclass, its named variants, its label")
+    if not ap.parse_args(argv).long:
+        print("\n".join(available_policies()))
+        return 0
+    rows = [("policy", "family", "model", "serving", "options", "variants", "label")]
+    for name in select():
+        s = spec(name)
+        rows.append((name, s.family, "needs" if s.needs_model else "-", "yes" if s.servable else "-",
+                     s.options.__name__ if s.options else "-", ", ".join(s.variants) or "-",
+                     s.label + (" [full replication only]" if s.full_replication else "")))
+    width = [max(len(r[i]) for r in rows) for i in range(6)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, width)) + "  " + r[-1])
     return 0
 
 

@@ -16,8 +16,13 @@ import pandas as pd
 
 from ..core import paths
 
-POLICY_COLORS = {"token_lp": "#4c78a8", "metro": "#f58518", "tempo": "#54a24b", "uniform": "#b279a2",
-                 "static": "#9d755d", "llep": "#e45756", "round_robin": "#72b7b2", "milp": "#bab0ac"}
+
+def policy_colors() -> dict[str, str]:
+    """Each registered policy's chart colour (``PolicySpec.color``), in the registry's order
+    (:func:`tempo.policies.select`): a colour scale's domain and range."""
+    from ..policies import select, spec
+
+    return {p: spec(p).color for p in select()}
 
 
 def _alt():
@@ -129,12 +134,13 @@ def toy_explorer(df: pd.DataFrame):
     beta_step = int(betas[1] - betas[0]) if len(betas) > 1 else 10
     b0 = min(bs, key=lambda v: abs(v - 15.0))
     beta0 = int(min(betas, key=lambda v: abs(v - 100)))
+    colors = policy_colors()
     pb = alt.param("b_us", value=b0, bind=alt.binding_range(min=bs[0], max=bs[-1], step=b_step, name="b (us per activated expert) "))
     pbeta = alt.param("beta_us", value=beta0, bind=alt.binding_range(min=int(betas[0]), max=int(betas[-1]), step=beta_step, name="beta (ns per token) "))
     return alt.Chart(df).mark_bar().encode(
         y=alt.Y("label:N", title=None, sort=["token balancing (token-LP)", "activation balancing (METRO)", "time model (TEMPO)"]),
         x=alt.X("makespan_us:Q", title="makespan of the toy batch (us)"),
-        color=alt.Color("policy:N", scale=alt.Scale(domain=list(POLICY_COLORS), range=list(POLICY_COLORS.values())), legend=None),
+        color=alt.Color("policy:N", scale=alt.Scale(domain=list(colors), range=list(colors.values())), legend=None),
         tooltip=["label", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("vs_best:Q", title="x best", format=".3f"),
                  alt.Tooltip("b:Q", format=".2f"), alt.Tooltip("beta:Q", format=".3f")],
     ).add_params(pb, pbeta).transform_filter(

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.cost import CostModel
-from ..policies import solve
+from ..policies import check_names, solve
 from ..core.instance import Instance
 from ..world.placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep
@@ -19,6 +19,7 @@ from .scenarios import TraceRouting, drift_batches, drift_timeline, zipf_batches
 #: (dispatch policy, placement refresh scheme) rows of Table 10.
 T10_ROWS = [("static", "never"), ("uniform", "never"), ("uniform", "cum16"), ("static", "cum16"),
             ("tempo", "never"), ("tempo", "cum16"), ("tempo", "W4")]
+check_names([p for p, _ in T10_ROWS], "replay.T10_ROWS (Table 10's dispatch policies)")
 
 
 def _refreshed(initial: np.ndarray, counts: np.ndarray, scheme: str, n_gpus: int, replication: float) -> list:
@@ -192,7 +193,10 @@ def ba2a_regimes(config: dict) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ Section 5.4
-REPLAY_FIXED = ("static", "uniform", "token_lp", "metro")
+#: Section 5.4's fixed policies, the oracle's candidates: the paper's comparison set (study
+#: design, not "every proxy"); the order decides the oracle's ties (``idxmin``) and the rows'
+#: order.  Checked against the policy registry at import.
+REPLAY_FIXED = check_names(("static", "uniform", "token_lp", "metro"), "replay.REPLAY_FIXED (Section 5.4)")
 
 
 def replay_trace(counts: np.ndarray, model: CostModel, n_gpus: int = 8, replication: float = 1.25,

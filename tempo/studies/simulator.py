@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.cost import CostModel
-from ..policies import solve
+from ..policies import check_names, solve
 from ..core.models import model_shape
 from ..world.placement import eplb_placement
 from .sweep import run_grid
@@ -18,7 +18,14 @@ from .scenarios import TraceRouting, zipf_batches
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
 SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
           for m in map(model_shape, ("DSv3", "Qwen3-30B", "DSv2-Lite"))}  # a view of tempo.core.models
+#: The paper's comparison sets (study design, not "every policy with a property"): each is the
+#: ordered list of dispatches a table or figure compares, and the order decides ties (``min``
+#: over it) and row order.  Their names are checked against the policy registry at import.
+#: Phase diagram (Fig. 6 / 12): the three fixed policies and their one-letter winner codes.
 FIXED = {"metro": "M", "token_lp": "L", "uniform": "E"}
+check_names(FIXED, "simulator.FIXED (the phase diagram's fixed policies)")
+#: Table 1: the proxies priced against TEMPO (``static`` runs as the study's STATIC map).
+TABLE1_PROXIES = check_names(("static", "uniform", "token_lp", "metro"), "simulator.TABLE1_PROXIES (Table 1)")
 
 
 @experiment("mixed_regime")
@@ -77,7 +84,7 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
         for b, inst in enumerate(insts):
             t = model.makespan(inst, solve(inst, model, "tempo"))
             ms = {p: model.makespan(inst, solve(inst, model, STATIC if p == "static" else p))
-                  for p in ("static", "uniform", "token_lp", "metro")}
+                  for p in TABLE1_PROXIES}
             row = {"B": B, "batch": b, **{p: v / t for p, v in ms.items()}}
             row["spread"] = max(ms.values()) / min(ms.values())
             row["first_replica"] = model.makespan(inst, solve(inst, model, FIRST_REPLICA)) / t
@@ -153,7 +160,8 @@ def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-LANDSCAPE = ["uniform", "token_lp", "metro", "llep", "tempo"]
+#: Table 4's dispatch kernels, in the paper's row order (study design, see :data:`FIXED`).
+LANDSCAPE = list(check_names(["uniform", "token_lp", "metro", "llep", "tempo"], "simulator.LANDSCAPE (Table 4)"))
 
 
 @experiment("policy_landscape")
@@ -264,7 +272,8 @@ def routing_statistics(config: dict) -> pd.DataFrame:
 #: Dispatches compared in :func:`phase_anatomy`: the phase diagram's three fixed policies, the
 #: sparse (vertex) optimum of the same token LP, and TEMPO with our defaults and as Section 4.2
 #: writes it (the ``"paper"`` preset: no restarts, chains of depth 2).
-ANATOMY = ("metro", "token_lp", "token_lp_vertex", "uniform", "tempo", "tempo_paper")
+ANATOMY = check_names(("metro", "token_lp", "token_lp_vertex", "uniform", "tempo", "tempo_paper"),
+                      "simulator.ANATOMY (the phase anatomy's dispatches)")
 #: What :func:`phase_anatomy` builds the EPLB placement from: the phase diagram's long-run pair
 #: loads (first) and the router-weight ablation.
 ANATOMY_PLACEMENTS = ("long-run loads", "router weights")
