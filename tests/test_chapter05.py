@@ -37,10 +37,13 @@ def test_listings(recs):
     assert ch05.recordings_view(recs.iloc[:0])[0].data == "No recordings under `data/measured/` yet."
     assert ch05.recordings_view(recs[recs.backend == "cpu"])[-1].data.startswith("**No GPU recording exists yet**")
     chk = gpucheck.checks()
-    assert ch05.timer_table(chk.iloc[:0]) is None
-    assert "run `make gpu-check`" in ch05.gpu_check_view(chk.iloc[:0])[0].data
+    assert gpucheck.newest_check(chk.iloc[:0]) is None and ch05.timer_table(None) is None
+    assert "run `make gpu-check`" in ch05.gpu_check_view(chk.iloc[:0], None)[0].data
     if len(chk):
-        assert "path" not in ch05.gpu_check_view(chk)[0].columns
+        newest = gpucheck.newest_check(chk)
+        view = ch05.gpu_check_view(chk, newest)
+        assert "path" not in view[0].columns and view[1].data == newest[1]
+        assert ch05.timer_table(newest) is newest[2].get("timer")
 
 
 def test_main_recording_and_its_tables(recs, rec):

@@ -1,13 +1,12 @@
 """Chapter 07's page functions (tempo.book.chapters.ch07_serving): sizes, the paper's numbers,
 the microbenchmark's line, the serving status and the recordings beside the paper's figures."""
-import pandas as pd
 import pytest
 
 from tempo.book.chapters import ch07_serving as ch07
 
 
 def test_sizes_paper_numbers_and_claims():
-    assert ch07.sizes("gpu") == ch07.sizes("full") and ch07.sizes("smoke")["steps"] == 3
+    assert ch07.sizes("gpu") == {**ch07.sizes("full"), "gpu": True} and ch07.sizes("smoke")["steps"] == 3
     n = ch07.paper_numbers()
     assert n["p_wc_b32_vs_eplb_lo"] <= n["p_wc_b32_vs_eplb_hi"] and n["p_tight"] > 0
     t = ch07.claims_table()
@@ -16,9 +15,7 @@ def test_sizes_paper_numbers_and_claims():
 
 
 def test_wallclock_text():
-    wc = ch07.Wallclock("4 gloo ranks on this CPU", pd.DataFrame(), {"agreement": 0.75, "pairs": 8,
-                                                                      "gain_transfer_error_p": 2.5})
-    text = ch07.wallclock_text(wc, 3)
+    text = ch07.wallclock_text("4 gloo ranks on this CPU", 3, {"agreement": 0.75, "pairs": 8, "gain_transfer_error_p": 2.5})
     assert text.startswith("4 gloo ranks on this CPU, 3 steps: model-to-measured pairwise ranking agreement 75% over 8 pairs")
     assert "mean gain-transfer error 2.5 points" in text
 

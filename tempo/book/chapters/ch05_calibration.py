@@ -84,26 +84,21 @@ def recordings_view(recs: pd.DataFrame) -> list:
     return out
 
 
-def gpu_check_view(chk: pd.DataFrame) -> list:
-    """What the chapter shows of the gpu-check runs (:func:`tempo.benchmarks.gpucheck.checks`):
-    their listing and the newest one's summary as the check printed it, or how to make one."""
+def gpu_check_view(chk: pd.DataFrame, newest) -> list:
+    """What the chapter shows of the gpu-check runs: their listing
+    (:func:`tempo.benchmarks.gpucheck.checks`) and the summary of the newest one as the check
+    printed it (``newest``: :func:`tempo.benchmarks.gpucheck.newest_check`), or how to make one."""
     from IPython.display import Markdown
 
-    from ...benchmarks import gpucheck
-
-    if chk.empty:
+    if newest is None:
         return [Markdown("No gpu-check recording under `data/measured/` yet: run `make gpu-check` on a GPU node.")]
-    _, check_md, _ = gpucheck.load_check(chk.path.iloc[0])
-    return [recordings_table(chk), Markdown(check_md)]
+    return [recordings_table(chk), Markdown(newest[1])]
 
 
-def timer_table(chk: pd.DataFrame):
-    """The newest gpu-check's timer section (its ``timer`` table), or None without a check."""
-    from ...benchmarks import gpucheck
-
-    if chk.empty:
-        return None
-    return gpucheck.load_check(chk.path.iloc[0])[2].get("timer")
+def timer_table(newest):
+    """The timer section (its ``timer`` table) of the newest gpu-check
+    (:func:`tempo.benchmarks.gpucheck.newest_check`), or None without a check."""
+    return None if newest is None else newest[2].get("timer")
 
 
 # ---------------------------------------------------------------------------- the recording the figures use

@@ -1,14 +1,14 @@
 """Chapter 07, *Serving* (``notebooks/07_serving.md``): the EP microbenchmark's sizes per
-profile and the run on this machine (CPU gloo ranks, or the GPUs of a ``gpu`` build) with the
-Markdown written from it, the paper's numbers for the prose, this artifact's serve-bench and
-epbench recordings beside the paper's figures, and the chapter's claims listing.  The
-benchmarks themselves are :mod:`tempo.benchmarks`."""
+profile (CPU gloo ranks, or the GPUs of a ``gpu`` build) and the line written from its run, the
+paper's numbers for the prose, this artifact's serve-bench and epbench recordings beside the
+paper's figures, and the chapter's claims listing.  The benchmarks themselves are
+:mod:`tempo.benchmarks`, which shares the book's layer, so the notebook, not this module, calls
+them (``epbench.run_here``)."""
 from __future__ import annotations
 
 import gzip
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -18,8 +18,10 @@ from .common import chapter_claims
 from .common import sizes as _sizes
 
 SOURCE = "07_serving"
-#: per profile: steps, ranks and tokens per rank of the EP microbenchmark run on this machine
-SIZES = {"smoke": dict(steps=3, world=4, tokens=16), "full": dict(steps=20, world=4, tokens=32)}
+#: per profile: steps, ranks and tokens per rank of the EP microbenchmark run on this machine,
+#: and whether it runs on the GPUs here (the gpu build) rather than on CPU gloo ranks
+SIZES = {"smoke": dict(steps=3, world=4, tokens=16, gpu=False), "full": dict(steps=20, world=4, tokens=32, gpu=False),
+         "gpu": dict(steps=20, world=4, tokens=32, gpu=True)}
 
 
 def sizes(profile: str) -> dict:
@@ -49,50 +51,15 @@ def paper_numbers() -> dict:
 
 
 # ---------------------------------------------------------------------------- the EP microbenchmark here
-@dataclass
-class Wallclock:
-    """One EP microbenchmark run on this machine: where it ran, its per-policy summary
-    (:func:`tempo.benchmarks.epbench.summarize`) and the model-to-measured transfer
-    (:func:`tempo.benchmarks.epbench.transfer`)."""
-    where: str
-    summary: pd.DataFrame
-    transfer: dict
-
-
-def run_wallclock(sizes: dict, profile: str) -> Wallclock:
-    """Run the EP microbenchmark on this machine: on the CPU, ``sizes["world"]`` gloo ranks of
-    the tiny expert shape; with ``profile == "gpu"``, the GPUs here with the DSv3 shape and 8
-    ranks (NCCL with two or more GPUs, else emulated one after another on one; it stops with
-    an error when torch sees no GPU)."""
-    from ...benchmarks import epbench
-
-    args = {"device": "cpu", "world_size": sizes["world"], "shape": "tiny", "experts": None, "top_k": 4,
-            "tokens": sizes["tokens"], "steps": sizes["steps"], "warmup": 1, "skew": 1.0, "replication": 1.25,
-            "params": "dsv3-offline", "policies": list(epbench.DEFAULT_POLICIES), "seed": 0, "threads": 1}
-    if profile != "gpu":
-        wc = epbench.run_distributed(args)
-        where = f"{args['world_size']} gloo ranks on this CPU"
-    else:
-        import torch
-
-        from ...calib.backends import require
-
-        require("cuda")
-        n_gpu = torch.cuda.device_count()
-        args.update(device="cuda", world_size=min(8, n_gpu) if n_gpu >= 2 else 8, shape="dsv3", top_k=8)
-        wc = epbench.run_emulated(args) if n_gpu < 2 else epbench.run_distributed(args)
-        where = (f"{args['world_size']} ranks on {torch.cuda.get_device_name(0)}"
-                 + (" (emulated on one GPU)" if n_gpu < 2 else ""))
-    return Wallclock(where, epbench.summarize(wc), epbench.transfer(wc))
-
-
-def wallclock_text(wc: Wallclock, steps: int) -> str:
-    """The line under the microbenchmark's chart: the model-to-measured ranking agreement and
-    gain-transfer error of the run, beside the paper's (which refits the model on the log)."""
+def wallclock_text(where: str, steps: int, transfer: dict) -> str:
+    """The line under the microbenchmark's chart: where it ran (``where``, from
+    :func:`tempo.benchmarks.epbench.run_here`), and the model-to-measured ranking agreement and
+    gain-transfer error of the run (``transfer``, :func:`tempo.benchmarks.epbench.transfer`),
+    beside the paper's (which refits the model on the log)."""
     from .. import paper
 
-    tr = wc.transfer
-    return (f"{wc.where}, {steps} steps: model-to-measured pairwise ranking agreement "
+    tr = transfer
+    return (f"{where}, {steps} steps: model-to-measured pairwise ranking agreement "
             f"{tr['agreement']:.0%} over {tr['pairs']} pairs outside a 3% noise band, mean gain-transfer error "
             f"{tr['gain_transfer_error_p']:.1f} points (paper, Testbed A, with the model refit on the benchmark's log: "
             f"{paper.claim('calib_rank_agreement')['paper']:.0f}%, {paper.text_number('calib', 'gain_transfer_error'):.1f} p; here the fixed "
