@@ -334,16 +334,16 @@ def test_a_serve_run_off_the_papers_setting_is_a_stand_in(root, tmp_path):
 def test_the_serving_figures_draw_ingested_recordings(root, tmp_path):
     """Chapter 07's Fig. 13 finds a serve-bench run once `python -m tempo ingest` stored it (the
     stored folder holds pairs.csv.gz and the run's manifest as serve-bench.json.gz)."""
-    from tempo.book import figures
+    from tempo.book.chapters import ch07_serving
 
     c1024 = ("sharegpt-rinf-c1024", "sharegpt", "inf", 1024, "ShareGPT_V3.json")
     hier = [(w, c1024[0], "tempo_hier", True, x, 0.0) for w, x in enumerate([3.0, 4.1, 6.0])]
-    assert figures.serving_recordings(13, root=root) is None
+    assert ch07_serving.serving_recordings(13, root=root) is None
     folder, _ = ingest.ingest(serve_folder(tmp_path / "ep16", {"model": "/m/dsv3-proxy", "tp": 16, "ep": 16},
                                            [c1024], hier), date="2026-11-30")
-    got = figures.serving_recordings(13, root=root)
+    got = ch07_serving.serving_recordings(13, root=root)
     assert got is not None and set(got.policy) == {"tempo_hier"}
     assert f"{folder.parent.name}/{folder.name}" in got.who.iloc[0]
     thr = got[got.metric == got.metric.iloc[0]]
     assert thr.value.iloc[0] == pytest.approx(4.1)             # the median of the kept windows
-    assert figures.serving_recordings(8, root=root) is None    # an EP16 proxy run is not Fig. 8's
+    assert ch07_serving.serving_recordings(8, root=root) is None    # an EP16 proxy run is not Fig. 8's

@@ -19,18 +19,6 @@ from layers import LAYERS, check, imports_of, modules_of  # noqa: E402
 
 ROOT = Path(tempo.__file__).parent
 
-#: Upward imports left to the chapter layer (issue 22 step 3, done in parallel): page summaries
-#: that still live in library modules and read the paper's numbers or run a study.  Each entry is
-#: (importer, imported) -> the functions that cause it; the step that moves them into
-#: tempo/book/chapters/ deletes the entry (a stale entry fails below).  Nothing else is excused.
-PENDING_CHAPTER_LAYER = {
-    ("tempo.theory.bounds", "tempo.policies"): "dispatcher_makespans, tempo_worst_case",
-    ("tempo.theory.bounds", "tempo.book.paper"): "the chapter 02 summary that reads the paper's numbers",
-    ("tempo.theory.bounds", "tempo.studies.scenarios"): "dispatcher_makespans (drift batches)",
-    ("tempo.world.workloads", "tempo.book.paper"): "the Fig. 5 routing-statistics table",
-    ("tempo.studies.solver", "tempo.book.paper"): "the chapter 03 summaries",
-}
-
 #: The policy registry's cycle: tempo/policies/__init__.py defines ``register`` and imports the
 #: policy modules at its bottom, which import ``register`` back from it.  Left to the registry
 #: step of issue 22 (step 4, done in parallel: a registry module below the policies breaks it);
@@ -41,7 +29,7 @@ PENDING_POLICY_REGISTRY_CYCLE = frozenset({"tempo.policies", "tempo.policies.exa
 
 @pytest.fixture(scope="module")
 def report():
-    rep = check(ROOT, "tempo", allow=PENDING_CHAPTER_LAYER, allow_cycles=[PENDING_POLICY_REGISTRY_CYCLE])
+    rep = check(ROOT, "tempo", allow_cycles=[PENDING_POLICY_REGISTRY_CYCLE])
     c = rep.counts()
     # the numbers the house issue's closing note quotes (pytest -s shows them)
     print(f"\nlayers: modules per layer {c['modules_per_layer']} ({c['modules']} modules, {c['edges']} imports); "
@@ -78,9 +66,6 @@ def test_every_folder_is_a_layer(report):
 
 def test_pending_entries_are_still_needed(report):
     """An allowlisted import that is gone must leave the allowlist (so it cannot come back)."""
-    present = {(e.src, e.dst) for e in report.allowed}
-    stale = sorted(set(PENDING_CHAPTER_LAYER) - present)
-    assert not stale, f"fixed: remove {stale} from PENDING_CHAPTER_LAYER"
     assert report.allowed_cycles, "the policy registry's cycle is gone: remove PENDING_POLICY_REGISTRY_CYCLE"
 
 

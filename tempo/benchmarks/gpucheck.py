@@ -419,6 +419,12 @@ def load_check(path) -> tuple[dict, str, dict]:
     return res, md, files
 
 
+def newest_check(chk: pd.DataFrame):
+    """:func:`load_check` of the newest gpu-check folder of ``chk`` (:func:`checks`), or None
+    when there is none."""
+    return load_check(chk.path.iloc[0]) if len(chk) else None
+
+
 FUNCS = {"env": section_env, "triton": section_triton, "numerics": section_numerics, "timer": section_timer,
          "grids": section_grids, "epbench": section_epbench}
 
