@@ -19,23 +19,13 @@ from layers import LAYERS, check, imports_of, modules_of  # noqa: E402
 
 ROOT = Path(tempo.__file__).parent
 
-#: The policy registry's cycle: tempo/policies/__init__.py defines ``register`` and imports the
-#: policy modules at its bottom, which import ``register`` back from it.  Left to the registry
-#: step of issue 22 (step 4, done in parallel: a registry module below the policies breaks it);
-#: that step deletes this entry.
-PENDING_POLICY_REGISTRY_CYCLE = frozenset({"tempo.policies", "tempo.policies.exact", "tempo.policies.milp",
-                                           "tempo.policies.proxies", "tempo.policies.tempo_fast"})
-
-
 @pytest.fixture(scope="module")
 def report():
-    rep = check(ROOT, "tempo", allow_cycles=[PENDING_POLICY_REGISTRY_CYCLE])
+    rep = check(ROOT, "tempo")
     c = rep.counts()
     # the numbers the house issue's closing note quotes (pytest -s shows them)
     print(f"\nlayers: modules per layer {c['modules_per_layer']} ({c['modules']} modules, {c['edges']} imports); "
-          f"cycles {c['cycles']}; upward imports {c['upward_imports']}; face imports {c['face_imports']}; "
-          f"pending: {len({(e.src, e.dst) for e in rep.allowed})} upward module pairs "
-          f"({c['pending_upward_imports']} imports), {c['pending_cycles']} cycle")
+          f"cycles {c['cycles']}; upward imports {c['upward_imports']}; face imports {c['face_imports']}")
     return rep
 
 
@@ -62,11 +52,6 @@ def test_every_import_names_a_module(report):
 def test_every_folder_is_a_layer(report):
     assert not report.unknown_folders, f"modules in a folder with no layer (add it to LAYERS): {report.unknown_folders}"
     assert {f for f in report.folders.values()} == set(LAYERS), "a layer of LAYERS has no folder"
-
-
-def test_pending_entries_are_still_needed(report):
-    """An allowlisted import that is gone must leave the allowlist (so it cannot come back)."""
-    assert report.allowed_cycles, "the policy registry's cycle is gone: remove PENDING_POLICY_REGISTRY_CYCLE"
 
 
 def test_serving_holds_only_what_runs_inside_a_server():

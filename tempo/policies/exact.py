@@ -15,7 +15,7 @@ from scipy.sparse.csgraph import maximum_flow
 
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
-from . import register
+from .registry import register
 from ._util import slot_on_gpu
 
 

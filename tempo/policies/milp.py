@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
 from . import _options as check
-from . import register
+from .registry import register
 from .exact import new_highs
 from .tempo_fast import tempo_fast
 

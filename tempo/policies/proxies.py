@@ -12,7 +12,7 @@ import numpy as np
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
 from . import _options as check
-from . import register
+from .registry import register
 from ._util import compact_slots, even_integer_split, scatter_compact, slot_on_gpu
 from .exact import token_lp_even, token_lp_vertex
 

@@ -59,7 +59,7 @@ import numpy as np
 from ..core.cost import CostModel
 from ..core.instance import EPS_TOKENS, Dispatch, Instance
 from . import _options as check
-from . import register
+from .registry import register
 from .exact import token_lp_even, token_lp_vertex
 from .proxies import round_robin, static
 
