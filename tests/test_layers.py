@@ -19,6 +19,7 @@ from layers import LAYERS, check, imports_of, modules_of  # noqa: E402
 
 ROOT = Path(tempo.__file__).parent
 
+
 @pytest.fixture(scope="module")
 def report():
     rep = check(ROOT, "tempo")
