@@ -6,13 +6,12 @@ argument's name before any work starts); 1 when the work itself failed (reported
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
-import math
 import os
 import sys
-from pathlib import Path
+
+from .core.argtypes import INT64_MAX, ArgumentParser, choice, count_int, params_name, positive_int
 
 #: command -> ("module:function" taking the remaining argv, one-line help)
 COMMANDS = {
@@ -26,156 +25,33 @@ COMMANDS = {
     "serve-bench": ("tempo.benchmarks.servebench:main", "SGLang serving benchmark driver (GPU servers)"),
     "import-trace": ("tempo.world.traces:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),
     "drift-location": ("tempo.benchmarks.servebench:drift_main", "drift-K placement file for --init-expert-location"),
-    "ledger": ("tempo.book.claims:main", "rebuild the claims ledger from this build's results: --profile full"),
+    "ledger": ("tempo.book.claims.ledger:main", "rebuild the claims ledger from this build's results: --profile full"),
 }
 COMMANDS["ingest"] = ("tempo.book.ingest:main", "store GPU / cluster recordings under data/measured/ as ledger evidence")
-
-INT64_MAX = 2**63 - 1
-
-
-# ---------------------------------------------------------------------------- argument types
-# argparse ``type=`` callables: a bad value becomes "argument --name: <message>", exit 2.
-def int_range(lo: int | None = None, hi: int | None = None):
-    """An integer in [lo, hi] (either bound optional)."""
-
-    def parse(s: str) -> int:
-        try:
-            v = int(s)
-        except (TypeError, ValueError):
-            raise argparse.ArgumentTypeError(f"must be an integer, got {s!r}") from None
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
-            lo_s = "" if lo is None else f" >= {lo}"
-            hi_s = "" if hi is None else f" <= {hi}"
-            raise argparse.ArgumentTypeError(f"must be an integer{lo_s}{' and' if lo_s and hi_s else ''}{hi_s}, "
-                                             f"got {s!r}")
-        return v
-
-    parse.__name__ = "integer"
-    return parse
-
-
-def float_range(lo: float | None = None, hi: float | None = None, lo_open: bool = False, allow_inf: bool = False):
-    """A finite float in [lo, hi] (``lo_open``: > lo); ``allow_inf`` admits +inf."""
-
-    def parse(s: str) -> float:
-        try:
-            v = float(s)
-        except (TypeError, ValueError):
-            raise argparse.ArgumentTypeError(f"must be a number, got {s!r}") from None
-        if math.isnan(v) or (math.isinf(v) and not (allow_inf and v > 0)):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {s!r}")
-        if lo is not None and (v <= lo if lo_open else v < lo):
-            raise argparse.ArgumentTypeError(f"must be {'>' if lo_open else '>='} {lo:g}, got {s!r}")
-        if hi is not None and v > hi:
-            raise argparse.ArgumentTypeError(f"must be <= {hi:g}, got {s!r}")
-        return v
-
-    parse.__name__ = "number"
-    return parse
-
-
-positive_int = int_range(1)
-nonneg_int = int_range(0)
-count_int = int_range(0, INT64_MAX)
-positive_float = float_range(0.0, lo_open=True)
-nonneg_float = float_range(0.0)
-
-
-def comma_list(item, name: str = "item"):
-    """A non-empty comma-separated list, each entry parsed by ``item``."""
-
-    def parse(s: str) -> list:
-        parts = [p.strip() for p in str(s).split(",") if p.strip()]
-        if not parts:
-            raise argparse.ArgumentTypeError(f"must be a comma-separated list of {name}s, got {s!r}")
-        return [item(p) for p in parts]
-
-    parse.__name__ = f"{name} list"
-    return parse
-
-
-def choice(options, what: str):
-    """One of ``options`` (a list, or a callable returning it: resolved on first use)."""
-
-    def parse(s: str) -> str:
-        known = list(options() if callable(options) else options)
-        if s not in known:
-            raise argparse.ArgumentTypeError(f"unknown {what} {s!r}; known: {', '.join(map(str, known))}")
-        return s
-
-    parse.__name__ = what
-    return parse
-
-
-def _policy_names():
-    from . import available_policies
-
-    return available_policies()
-
-
-def _param_names():
-    from .core.params import names
-
-    return names()
-
-
-policy_name = choice(_policy_names, "policy")
-params_name = choice(_param_names, "parameter set")
-
-
-def input_file(s: str) -> Path:
-    """An existing regular file."""
-    p = Path(s)
-    if p.is_dir():
-        raise argparse.ArgumentTypeError(f"{s!r} is a directory, expected a file")
-    if not p.is_file():
-        raise argparse.ArgumentTypeError(f"{s!r} does not exist")
-    if not os.access(p, os.R_OK):
-        raise argparse.ArgumentTypeError(f"{s!r} is not readable")
-    return p
-
-
-def output_file(s: str) -> Path:
-    """A file to write: not a directory, in an existing writable folder."""
-    p = Path(s)
-    if not str(s).strip():
-        raise argparse.ArgumentTypeError("must be a file path, got ''")
-    if p.is_dir():
-        raise argparse.ArgumentTypeError(f"{s!r} is a directory, expected a file path")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise argparse.ArgumentTypeError(f"folder {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise argparse.ArgumentTypeError(f"folder {str(parent)!r} is not writable")
-    return p
-
-
-def output_dir(s: str) -> Path:
-    """A folder to write into: absent (created later) or an existing folder, never a file."""
-    p = Path(s)
-    if not str(s).strip():
-        raise argparse.ArgumentTypeError("must be a folder path, got ''")
-    for q in (p, *p.parents):
-        if q.exists():
-            if not q.is_dir():
-                raise argparse.ArgumentTypeError(f"{str(q)!r} is a file, expected a folder")
-            break
-    return p
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with ``fail(arg, msg)``: a usage error naming the argument (exit 2)."""
-
-    def fail(self, arg: str, msg: str):
-        self.error(f"argument {arg}: {msg}")
 
 
 # ---------------------------------------------------------------------------- small commands
 def policies(argv) -> int:
-    from . import available_policies
+    """Print the registered policies' names (sorted), or with ``--long`` their registry entries
+    (family, needs a model, servable, options, label) in the registry's order."""
+    from .policies import available_policies, select, spec
 
-    ArgumentParser(prog="python -m tempo policies", description="list the dispatch policies").parse_args(argv)
-    print("\n".join(available_policies()))
+    ap = ArgumentParser(prog="python -m tempo policies", description="list the dispatch policies")
+    ap.add_argument("--long", "-l", action="store_true",
+                    help="one row per policy: family, whether it needs a cost model, whether serving runs it, "
+                         "its options dataclass, its named variants, its label")
+    if not ap.parse_args(argv).long:
+        print("\n".join(available_policies()))
+        return 0
+    rows = [("policy", "family", "model", "serving", "options", "variants", "label")]
+    for name in select():
+        s = spec(name)
+        rows.append((name, s.family, "needs" if s.needs_model else "-", "yes" if s.servable else "-",
+                     s.options.__name__ if s.options else "-", ", ".join(s.variants) or "-",
+                     s.label + (" [full replication only]" if s.full_replication else "")))
+    width = [max(len(r[i]) for r in rows) for i in range(6)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, width)) + "  " + r[-1])
     return 0
 
 
@@ -191,13 +67,13 @@ def params(argv) -> int:
 def solve_one(argv) -> int:
     import numpy as np
 
-    from . import CostModel, Instance, solve
+    from . import CostModel, Instance, available_policies, solve
 
     ap = ArgumentParser(prog="python -m tempo solve", description="dispatch one batch under full replication")
     ap.add_argument("--counts", type=count_int, nargs="+", required=True, help="tokens per expert")
     ap.add_argument("--gpus", type=positive_int, required=True)
     ap.add_argument("--params", type=params_name, default="dsv3-offline")
-    ap.add_argument("--policy", type=policy_name, default="tempo")
+    ap.add_argument("--policy", type=choice(available_policies, "policy"), default="tempo")
     a = ap.parse_args(argv)
     if sum(a.counts) > INT64_MAX:
         ap.fail("--counts", f"the counts sum to {sum(a.counts)}, past the int64 range")

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo.book import claim_functions as cf
-from tempo.book import claims
+from tempo.book.claims.functions import ch02, ch03, ch04_drift, ch04_regimes
+from tempo.book import claims, paper
 from tempo import studies as experiments
 from tempo.core import paths
 from tempo.book.claims import Value, check, precision
@@ -42,7 +42,7 @@ def test_every_claim_has_a_function_or_a_declared_need():
     rows = claims.claim_rows()
     assert len(rows) >= 80
     lacking = [r["id"] for r in rows if r["id"] not in claims.REGISTRY and not r["needs"]]
-    assert lacking == [], f"claims with neither a function in tempo.book.claims nor a declared need: {lacking}"
+    assert lacking == [], f"claims with neither a function in tempo.book.claims.functions nor a declared need: {lacking}"
     stray = set(claims.REGISTRY) - {r["id"] for r in rows}
     assert not stray, f"functions for claims not in claims.yaml: {stray}"
 
@@ -170,13 +170,13 @@ def test_tight_bound_is_checked_from_both_sides():
 
 
 def test_yaml_validation_names_the_claim(monkeypatch):
-    good = claims._yaml()
+    good = paper._yaml()
     bad = ({**good[0], "bound": "uper"},) + good[1:]
-    monkeypatch.setattr(claims, "_yaml", lambda: bad)
+    monkeypatch.setattr(paper, "_yaml", lambda: bad)
     with pytest.raises(ValueError, match="toy_token_lp.*bound"):
         claims.claim_rows()
     bad = ({**good[0], "tol": 1},) + good[1:]
-    monkeypatch.setattr(claims, "_yaml", lambda: bad)
+    monkeypatch.setattr(paper, "_yaml", lambda: bad)
     with pytest.raises(ValueError, match="tol_why"):
         claims.claim_rows()
 
@@ -235,13 +235,13 @@ def test_trace_claims_never_get_a_verdict_from_synthetic_routing(build):
 def test_t9_is_checked_as_the_share_of_the_win_forfeited():
     t = pd.DataFrame({"B": 512, "batch": [0, 0], "objective": ["full 3-term (4)", "drop traffic (c2 gamma)"],
                       "ratio_to_static": [0.880, 0.946]})
-    v = cf.t9_drop_traffic_b512({"drift16_terms": t})
+    v = ch03.t9_drop_traffic_b512({"drift16_terms": t})
     assert v.ours == pytest.approx(55.0)   # (0.946 - 0.880) / (1 - 0.880)
 
 
 def test_t10_uniform_refresh_is_checked_as_the_change():
     t = pd.DataFrame({"B": 128, "window": [0, 0], "policy": "uniform", "refresh": ["never", "cum16"], "ratio": [1.14, 1.31]})
-    assert cf.t10_uni_cum16_b128({"faster_eplb": t}).ours == pytest.approx(0.17)
+    assert ch04_drift.t10_uni_cum16_b128({"faster_eplb": t}).ours == pytest.approx(0.17)
 
 
 def test_tile_changed_counts_makespan_changes_per_size_and_shape():
@@ -250,16 +250,16 @@ def test_tile_changed_counts_makespan_changes_per_size_and_shape():
                       "cut_pct": [1.0, 2.0, 3.0, 0.0, 4.0, 5.0, 6.0, 7.0, 0.0, 0.0],
                       "uniform_extra_tiles_pct": 3.0})
     f = {"tile_prefill": t}
-    assert cf.tile_changed_share(f) == (75.0, 100.0)   # 16384 is outside the claim's 4096-8192
-    assert cf.tile_prefill_gain(f) == (1.5, 5.5)
+    assert ch04_drift.tile_changed_share(f) == (75.0, 100.0)   # 16384 is outside the claim's 4096-8192
+    assert ch04_drift.tile_prefill_gain(f) == (1.5, 5.5)
 
 
 def test_scale_max_gain_uses_s0_on_ep32_64_only():
     s = pd.DataFrame({"ep": [8, 32, 32, 64, 64], "skew": [0.0, 0.0, 1.2, 0.0, 0.0],
                       "gain_pct": [30.0, 4.0, 16.7, 6.0, 8.0], "B": [16, 16, 16, 16, 32]})
     f = {"phase_diagram-scale": s}
-    assert cf.scale_max_gain(f) == 8.0            # not the s = 1.2 cell, not EP8
-    assert cf.scale_mean_gain_s0(f) == (4.0, 7.0)  # EP32 mean 4, EP64 mean 7
+    assert ch04_regimes.scale_max_gain(f) == 8.0            # not the s = 1.2 cell, not EP8
+    assert ch04_regimes.scale_mean_gain_s0(f) == (4.0, 7.0)  # EP32 mean 4, EP64 mean 7
 
 
 def test_phase_boundary_hits_is_a_fraction_and_columns_without_a_flip_miss():
@@ -267,10 +267,10 @@ def test_phase_boundary_hits_is_a_fraction_and_columns_without_a_flip_miss():
     for s, winners in [(0.0, ["M", "M", "L", "L"]), (1.5, ["M", "M", "M", "M"])]:
         for B, w in zip([16, 64, 256, 1024], winners):
             cols.append({"shape": "DSv3", "ep": 8, "skew": s, "replication": 1.25, "B": B, "winner": w, "gain_pct": 0.0})
-    bt = cf.boundary_hits(pd.DataFrame(cols))
+    bt = ch04_regimes.boundary_hits(pd.DataFrame(cols))
     assert bt.flips.tolist() == [True, False]
     assert not bt.hit.iloc[1]                      # no band to hit
-    v = cf.phase_boundary_hits({"phase_diagram": pd.DataFrame(cols)})
+    v = ch04_regimes.phase_boundary_hits({"phase_diagram": pd.DataFrame(cols)})
     assert v.ours == 100 * bt.hit.mean() and v.ours <= 50
 
 
@@ -279,21 +279,21 @@ def test_moonep_uses_sglang_static_and_keeps_both_ends():
     for base, shift in [("static", 0.0), ("first_replica", -20.0)]:
         for B, free in [(8, -4.8), (64, -10.2), (512, -30.0)]:
             rows.append({"tokens_per_gpu": B, "batch": 0, "baseline": base, "policy": "moonep_free", "change_pct": free + shift})
-    assert cf._moon({"moonep_replay": pd.DataFrame(rows)}, "moonep_free") == (-10.2, -4.8)
+    assert ch04_drift._moon({"moonep_replay": pd.DataFrame(rows)}, "moonep_free") == (-10.2, -4.8)
 
 
 def test_solver_grid_max_scores_unproven_batches_against_the_lower_bound():
     s = pd.DataFrame({"ratio": [1.0, 0.99], "ratio_to_lb": [1.0, 1.03], "milp_optimal": [True, False]})
-    assert cf.solver_phase_grid_max({"solver_vs_milp": s}).ours == pytest.approx(1.03)
+    assert ch03.solver_phase_grid_max({"solver_vs_milp": s}).ours == pytest.approx(1.03)
 
 
 def test_lemmas_are_scored_on_proven_instances_and_thm2_is_bracketed():
     lem = pd.DataFrame({"lemma": [2, 2, 2], "optimal": [True, True, False], "poly_over_milp": [1.0, 1.0, 0.9]})
-    assert cf._lemma({"lemmas": lem}, 2).ours == 1.0
+    assert ch02._lemma({"lemmas": lem}, 2).ours == 1.0
     lem.loc[0, "poly_over_milp"] = 1.01
-    assert cf._lemma({"lemmas": lem}, 2).ours == 0.0
+    assert ch02._lemma({"lemmas": lem}, 2).ours == 0.0
     p = pd.DataFrame({"rr_over_bound_lo": [0.9, 0.996], "rr_over_bound_hi": [0.95, 0.999], "opt_from": ["milp", "bracket"]})
-    assert cf.thm2_worst_ratio({"thm2_probe": p}).ours == (0.996, 0.999)
+    assert ch02.thm2_worst_ratio({"thm2_probe": p}).ours == (0.996, 0.999)
 
 
 def test_bootstrap_interval_covers_the_median_and_shrinks_with_more_batches():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tempo import cli
-from tempo.world.workloads import read_trace
+from tempo.world.traces import read_trace
 
 
 def test_help_lists_every_command(capsys):

@@ -110,3 +110,13 @@ def test_fp8_expert_work_masks_by_slot_load():
     assert fake.calls == 2  # gate/up and down
     with pytest.raises(ValueError, match="capacity"):
         w.prepare([torch.zeros(300, 256)], [0])
+
+
+@pytest.mark.needs("torch")
+def test_run_here_on_gpus_stops_without_one():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible: run_here(gpu=True) would run the benchmark")
+    with pytest.raises(RuntimeError, match="CUDA GPU"):
+        epbench.run_here(gpu=True)

@@ -91,3 +91,15 @@ def test_checks_lists_gpu_check_folders_newest_first(tmp_path):
     assert [p.name for p in c.path] == ["2026-01-02-gpu-check-2", "2026-01-02-gpu-check", "2026-01-01-gpu-check"]
     res, md, files = gpucheck.load_check(c.path[0])
     assert res["date"] == "2026-01-02" and md.startswith("# gpu-check 2026-01-02") and list(files) == ["timer"]
+
+
+def test_newest_check_is_the_first_listed(tmp_path):
+    import json
+
+    assert gpucheck.newest_check(gpucheck.checks(tmp_path)) is None
+    d = tmp_path / "gpu-x" / "2026-01-01-gpu-check"
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "date": "2026-01-01", "sections": ["env"]}))
+    (d / "results.json").write_text(json.dumps({"date": "2026-01-01", "seconds": {"env": 1.0}, "env": {"error": "x"}}))
+    res, md, files = gpucheck.newest_check(gpucheck.checks(tmp_path))
+    assert res["date"] == "2026-01-01" and files == {}

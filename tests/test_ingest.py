@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo.book import claim_functions as cf
+from tempo.book.claims.functions import ch05, ch06, ch07
 from tempo.book import claims, ingest
 from tempo import cli
 from tempo.core import paths
@@ -171,7 +171,7 @@ def test_wc_b32_reads_the_cluster_recording_and_the_ledger_row_turns(root, tmp_p
                      "--command", EP8.format(B=32)]) == 0
     out = capsys.readouterr().out
     assert "wc_b32_vs_eplb: reproduced, ours 12" in out
-    v = cf.wc_b32_vs_eplb({})
+    v = ch07.wc_b32_vs_eplb({})
     assert v.ours == pytest.approx(12.0) and v.evidence == "cluster"   # 1 - 88/100 on every step
     e = ledger_row("wc_b32_vs_eplb")
     assert e["status"] == "reproduced" and e["ours"] == pytest.approx(12.0)
@@ -180,7 +180,7 @@ def test_wc_b32_reads_the_cluster_recording_and_the_ledger_row_turns(root, tmp_p
     # a newer run outside the paper's 11-14%: the newest recording decides
     src = epbench_csv(tmp_path / "wc-b32-new.csv", {"uniform": 100.0, "tempo": 95.0})
     ingest.ingest(src, machine="testbed-a", date="2026-12-01", command=EP8.format(B=32))
-    assert ledger_row("wc_b32_vs_eplb")["status"] == "deviates" and cf.wc_b32_vs_eplb({}).ours == pytest.approx(5.0)
+    assert ledger_row("wc_b32_vs_eplb")["status"] == "deviates" and ch07.wc_b32_vs_eplb({}).ours == pytest.approx(5.0)
 
 
 def test_an_emulated_or_cpu_epbench_run_decides_no_cluster_claim(root, tmp_path):
@@ -213,23 +213,23 @@ def test_within_best_and_rank_agreement_over_the_b_ladder(root, tmp_path):
     ingest.ingest(epbench_csv(tmp_path / "b2048.csv", {"static": 150.0, "uniform": 120.0, "token_lp": 100.0,
                                                        "metro": 111.0, "tempo": 104.0}),
                   machine="a", date="2026-11-30", command=EP8.format(B=2048))
-    v = cf.wc_within_best({})
+    v = ch07.wc_within_best({})
     assert v.ours == pytest.approx(4.0) and v.evidence == "cluster"   # B=2048: 104 / token-LP's 100
     assert "B=32: -12.0% vs uniform" in v.note
     assert ledger_row("wc_within_best")["status"] == "reproduced"
-    assert cf.calib_rank_agreement({}).ours == pytest.approx(100.0)  # the model orders every pair as measured
+    assert ch05.calib_rank_agreement({}).ours == pytest.approx(100.0)  # the model orders every pair as measured
     # a newer B=32 run whose model swaps metro and token-LP: 1 of its 10 pairs disagrees
     ingest.ingest(epbench_csv(tmp_path / "b32-model.csv", b32,
                               model={"static": 5.0, "uniform": 2.0, "token_lp": 3.0, "metro": 3.5, "tempo": 1.0}),
                   machine="a", date="2026-12-01", command=EP8.format(B=32))
-    v = cf.calib_rank_agreement({})
+    v = ch05.calib_rank_agreement({})
     assert v.ours == pytest.approx(95.0) and "19 of 20" in v.note     # newest per B: 9/10 + 10/10
     assert ledger_row("calib_rank_agreement")["status"] == "deviates"
 
 
 def test_rank_agreement_ignores_pairs_inside_the_noise_band():
     df = pd.DataFrame({"policy": ["a", "b", "c"], "expert_us": [100.0, 101.0, 150.0], "model_us": [2.0, 1.0, 0.5]})
-    assert cf.rank_agreement(df) == (0, 2)   # a-b within 3%; a-c and b-c ordered the other way
+    assert ch05.rank_agreement(df) == (0, 2)   # a-b within 3%; a-c and b-c ordered the other way
 
 
 # ------------------------------------------------------------------ serve-bench claims
@@ -282,10 +282,10 @@ def test_serve_qwen_claims_from_pairs(root, tmp_path):
     assert man["command"] == "python -m tempo serve-bench --model Qwen3-235B-A22B-FP8 --out sb"
     assert man["ep"] == 8 and man["gpus"] == 8 and man["workloads"][0]["dataset_file"] == "govreport.json"
 
-    assert cf.serve_qwen_govreport({}).ours == pytest.approx(5.0)
-    assert cf.serve_qwen_p99({}).ours == pytest.approx(-15.6)
-    assert cf.serve_vs_lplb({}).ours == pytest.approx(50.0)      # 15 / 10 request/s in every window
-    v = cf.serve_gil_tax({})
+    assert ch07.serve_qwen_govreport({}).ours == pytest.approx(5.0)
+    assert ch07.serve_qwen_p99({}).ours == pytest.approx(-15.6)
+    assert ch07.serve_vs_lplb({}).ours == pytest.approx(50.0)      # 15 / 10 request/s in every window
+    v = ch06.serve_gil_tax({})
     assert v.ours == pytest.approx(9.0) and v.evidence == "cluster"   # 1 - 910/1000, same windows
     for cid, status in [("serve_qwen_govreport", "reproduced"), ("serve_qwen_p99", "reproduced"),
                         ("serve_vs_lplb", "reproduced")]:
@@ -303,20 +303,20 @@ def test_serve_ep16_and_tight_budget_need_their_scenario(root, tmp_path):
     ingest.ingest(serve_folder(tmp_path / "ep16", {"model": "/m/dsv3-proxy", "tp": 16, "ep": 16,
                                                    "init_expert_location": "/x/drift16.json"}, [c1024], hier + flat),
                   date="2026-11-30")
-    v = cf.serve_ep16_hier({})
+    v = ch07.serve_ep16_hier({})
     assert v.ours == pytest.approx(4.1) and v.evidence == "cluster" and "flat -3.5%" in v.note
     assert ledger_row("serve_ep16_hier")["status"] == "reproduced"
     # the same numbers with fresh placement: not the drift-16 scenario -> a stand-in only
     ingest.ingest(serve_folder(tmp_path / "ep16-fresh", {"model": "/m/dsv3-proxy", "tp": 16, "ep": 16}, [c1024],
                                [(w, c1024[0], "tempo_hier", True, 9.0, 0.0) for w in range(3)]), date="2026-12-01")
-    assert cf.serve_ep16_hier({}).ours == pytest.approx(4.1)       # the cluster-grade recording still decides
+    assert ch07.serve_ep16_hier({}).ours == pytest.approx(4.1)       # the cluster-grade recording still decides
 
     tight = [(w, DECODE[0], "tempo_noop", True, x, 0.0) for w, x in enumerate([-5.0, -5.4, -6.0])]
     tight += [(w, DECODE[0], "tempo", True, 0.3, 0.0) for w in range(3)]
     ingest.ingest(serve_folder(tmp_path / "tight", {"model": "/m/dsv3-proxy", "redundant": 16,
                                                     "init_expert_location": "/x/drift16.json"}, [DECODE], tight),
                   date="2026-11-30")
-    v = cf.serve_tight_budget({})
+    v = ch07.serve_tight_budget({})
     assert v.ours == pytest.approx(-5.4) and v.evidence == "cluster" and "tempo +0.3%" in v.note
     assert ledger_row("serve_tight_budget")["status"] == "reproduced"
 
@@ -334,16 +334,16 @@ def test_a_serve_run_off_the_papers_setting_is_a_stand_in(root, tmp_path):
 def test_the_serving_figures_draw_ingested_recordings(root, tmp_path):
     """Chapter 07's Fig. 13 finds a serve-bench run once `python -m tempo ingest` stored it (the
     stored folder holds pairs.csv.gz and the run's manifest as serve-bench.json.gz)."""
-    from tempo.book import figures
+    from tempo.book.chapters import ch07_serving
 
     c1024 = ("sharegpt-rinf-c1024", "sharegpt", "inf", 1024, "ShareGPT_V3.json")
     hier = [(w, c1024[0], "tempo_hier", True, x, 0.0) for w, x in enumerate([3.0, 4.1, 6.0])]
-    assert figures.serving_recordings(13, root=root) is None
+    assert ch07_serving.serving_recordings(13, root=root) is None
     folder, _ = ingest.ingest(serve_folder(tmp_path / "ep16", {"model": "/m/dsv3-proxy", "tp": 16, "ep": 16},
                                            [c1024], hier), date="2026-11-30")
-    got = figures.serving_recordings(13, root=root)
+    got = ch07_serving.serving_recordings(13, root=root)
     assert got is not None and set(got.policy) == {"tempo_hier"}
     assert f"{folder.parent.name}/{folder.name}" in got.who.iloc[0]
     thr = got[got.metric == got.metric.iloc[0]]
     assert thr.value.iloc[0] == pytest.approx(4.1)             # the median of the kept windows
-    assert figures.serving_recordings(8, root=root) is None    # an EP16 proxy run is not Fig. 8's
+    assert ch07_serving.serving_recordings(8, root=root) is None    # an EP16 proxy run is not Fig. 8's

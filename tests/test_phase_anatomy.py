@@ -2,7 +2,8 @@
 import pandas as pd
 import pytest
 
-from tempo.studies.simulator import anatomy_gains, phase_anatomy, phase_cell
+from tempo.book.chapters.ch04_simulator import anatomy_gains
+from tempo.studies.simulator import phase_anatomy, phase_cell
 
 
 def test_anatomy_agrees_with_the_phase_cell_and_the_lower_bound():
@@ -43,7 +44,7 @@ def test_anatomy_gains_known_answer():
 
 
 def test_max_gain_cells_and_the_numbers_chapter_04_glues():
-    from tempo.studies.simulator import anatomy_numbers, max_gain_cells
+    from tempo.book.chapters.ch04_simulator import anatomy_numbers, max_gain_cells
 
     phase = pd.DataFrame({"shape": ["DSv3", "DSv3", "DSv2-Lite"], "skew": [1.0, 1.5, 0.5],
                           "replication": [1.25, 1.5, 1.5], "B": [64, 512, 128], "gain_pct": [3.0, 9.0, 4.0]})

@@ -3,12 +3,16 @@ import pytest
 from hypothesis import given, strategies as st
 
 import tempo
+from tempo.policies import select, spec
 from tempo.theory.bounds import additive_term
 
 from conftest import random_instance, random_model
 
-PROXIES = ["static", "static_sglang", "uniform", "token_lp", "metro", "llep", "semi_matching"]
-ALL = PROXIES + ["tempo", "milp"]
+#: From the policy registry: the proxies and every policy that run on any placement, and the
+#: ones that need full replication (round_robin).
+PROXIES = select(family="proxy", full_replication=False)
+ALL = select(full_replication=False)
+FULL_ONLY = select(full_replication=True)
 
 
 # ------------------------------------------------------------------ the paper's toy (Fig. 1b)
@@ -81,7 +85,8 @@ instances = st.builds(
 @given(instances, st.integers(0, 1000))
 def test_every_policy_returns_valid_dispatch(inst, mseed):
     model = random_model(np.random.default_rng(mseed), tiles=mseed % 2 == 0)
-    for p in PROXIES + ["tempo"] + (["round_robin"] if inst.is_full_replication() else []):
+    fast = [p for p in ALL if spec(p).family != "exact"]  # every policy but the MILP
+    for p in fast + (FULL_ONLY if inst.is_full_replication() else []):
         d = tempo.solve(inst, model, p)  # solve() validates
         assert np.all(d.shares[~inst.valid] == 0)
         assert np.allclose(d.shares.sum(axis=1), inst.counts)

@@ -8,7 +8,8 @@ from tempo import CostModel, Instance
 from tempo.studies import replay
 from tempo.studies.simulator import phase_cell
 from tempo.policies.moonep import moonep
-from tempo.world.workloads import read_trace, sglang_dump_counts, synthetic_trace, write_trace
+from tempo.world.traces import read_trace, sglang_dump_counts, write_trace
+from tempo.world.workloads import synthetic_trace
 
 
 def _inst(seed=0, B=32):

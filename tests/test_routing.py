@@ -7,9 +7,8 @@ import pandas as pd
 import pytest
 
 from tempo.world.workloads import (drift_autocorrelation, drift_sigma, expected_loads, expert_counts,
-                                   inclusion_probabilities, paper_routing_stats, popularity_timeline,
-                                   route_counts, route_tokens, routing_stats, routing_stats_table, sample_counts,
-                                   zipf_popularity)
+                                   inclusion_probabilities, popularity_timeline, route_counts, route_tokens,
+                                   routing_stats, sample_counts, zipf_popularity)
 
 
 def _distinct_rows(r):
@@ -194,14 +193,6 @@ def test_routing_stats_separate_iid_and_drifting_batches():
     a, b = routing_stats(iid, 8), routing_stats(drift, 8)
     assert abs(a["lag_corr_dev"]) < 0.1 < b["lag_corr_dev"]
     assert a["hottest_share_max"] <= 1 / 8 and b["hottest_over_tokens"] <= 1
-
-
-def test_paper_routing_stats_read_from_data():
-    df = paper_routing_stats()
-    assert {"gpu_max_over_mean", "max_over_mean", "flat_activation_share", "linear_token_share"} <= set(df.index)
-    assert df.loc["flat_activation_share", "paper"] == "47%"
-    tab = routing_stats_table({"w": routing_stats(np.array([[4, 2, 1, 1], [3, 2, 2, 1]]), 2)})
-    assert list(tab.columns) == ["w", "paper", "paper setting"] and tab.loc[tab.index[2], "w"] == 0.5
 
 
 def test_study_workloads_respect_top_k():

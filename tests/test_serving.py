@@ -661,56 +661,7 @@ def test_in_thread_variant_publishes_without_a_process(setup):
 
 
 
-# tempo/serving/ holds only what runs inside a server (DESIGN: serving depends on the core and
-# tempo.solve); the benchmark drivers live in tempo/benchmarks/.  Checked on the import graph.
-SERVING_MAY_IMPORT = ("tempo.core.instance", "tempo.core.cost", "tempo.core.params", "tempo.core.paths", "tempo.policies",
-                      "tempo.world.placement", "tempo.core.topology", "tempo.world.workloads", "tempo.serving")
-
-
-def serving_imports(root):
-    """(file, imported tempo module) for every ``import``/``from`` of a tempo module in
-    ``root/*.py`` (a package at ``tempo.serving``), relative imports resolved."""
-    import ast
-
-    out = []
-    for f in sorted(Path(root).glob("*.py")):
-        for node in ast.walk(ast.parse(f.read_text(), str(f))):
-            if isinstance(node, ast.Import):
-                out += [(f.name, a.name) for a in node.names if a.name.split(".")[0] == "tempo"]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = ["tempo", "serving"][:3 - node.level]
-                    out.append((f.name, ".".join(base + ([node.module] if node.module else []))))
-                elif (node.module or "").split(".")[0] == "tempo":
-                    out.append((f.name, node.module))
-    return out
-
-
-def not_allowed(found):
-    """The imports outside the core and ``tempo.solve`` (the package face ``tempo`` itself is
-    allowed for ``solve``/``CostModel``/``Instance``, none of its other submodules)."""
-    return [(f, m) for f, m in found
-            if m != "tempo" and not any(m == ok or m.startswith(ok + ".") for ok in SERVING_MAY_IMPORT)]
-
-
-def test_serving_imports_only_the_core_and_solve():
-    root = Path(tempo.__file__).parent / "serving"
-    found = serving_imports(root)
-    # the resolver itself: solver.py's `from .. import solve` is tempo, runtime.py's `.settings` is tempo.serving
-    assert ("solver.py", "tempo") in found and ("runtime.py", "tempo.serving.settings") in found
-    assert ("solver.py", "tempo.policies.tempo_fast") in found
-    assert not_allowed(found) == []
-    assert not {p.stem for p in root.glob("*.py")} & {"epbench", "servebench"}
-    from tempo.benchmarks import epbench, servebench  # noqa: F401  (the drivers' new home imports)
-
-
-def test_serving_import_check_catches_a_driver_import(tmp_path):
-    (tmp_path / "bad.py").write_text("from ..cli import ArgumentParser\nfrom ..benchmarks import epbench\n"
-                                     "import tempo.studies\nfrom .tables import replica_map\n"
-                                     "from .. import solve\nfrom tempo.calib import fit\n")
-    assert not_allowed(serving_imports(tmp_path)) == [
-        ("bad.py", "tempo.cli"), ("bad.py", "tempo.benchmarks"), ("bad.py", "tempo.studies"),
-        ("bad.py", "tempo.calib")]
+# (what tempo/serving/ may import, and that it holds no benchmark driver: tests/test_layers.py)
 
 
 def test_extreme_tables_put_each_expert_on_its_first_then_its_last_replica():

@@ -160,7 +160,7 @@ def test_a_synthetic_trace_is_never_evidence(build):
 
 
 def test_claim_function_evidence_from_the_run_config(tmp_path):
-    from tempo.book.claim_functions import trace_evidence
+    from tempo.book.claims.functions import trace_evidence
 
     path = tmp_path / "rec.npz"
     _trace(path)
@@ -184,14 +184,14 @@ def test_claim_function_evidence_from_the_run_config(tmp_path):
 
 
 def test_every_trace_claim_is_wrapped_and_its_need_note_is_a_command():
-    from tempo.book.claim_functions import TRACE_CLAIMS
+    from tempo.book.claims.functions import TRACE_CLAIMS
 
     rows = {r["id"]: r for r in claims.claim_rows()}
     need_trace = {i for i, r in rows.items() if r["needs"] == "trace"}
     assert need_trace == set(TRACE_CLAIMS)
     for cid in TRACE_CLAIMS:
         assert getattr(claims.REGISTRY[cid].fn, "__wrapped__", None) is not None, cid
-        note = claims._need_note(rows[cid])
+        note = claims.need_note(rows[cid])
         assert "--expert-distribution-recorder-mode per_pass" in note
         assert "python -m tempo import-trace" in note
         assert f"make notebook NB={rows[cid]['chapter']} TRACE=trace.npz" in note

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from tempo.world.workloads import read_trace, sample_counts, write_trace, zipf_popularity
+from tempo.world.traces import read_trace, write_trace
+from tempo.world.workloads import sample_counts, zipf_popularity
 
 
 def test_zipf_and_counts_are_seeded_and_conserve_pairs():

@@ -22,11 +22,19 @@ import pandas as pd
 
 from ..core.cost import CostModel
 from ..core.instance import Instance
-from ..policies import solve
+from ..policies import select, solve, spec, variant
 from ..world.placement import eplb_placement
 from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 
-POLICIES = ["static", "static_sglang", "uniform", "token_lp", "metro", "llep", "semi_matching", "tempo"]
+
+def timed_policies() -> list[str]:
+    """The policies whose solve time :func:`run` tables (one ``<policy>_ms`` column each): every
+    registered policy that runs on an EPLB placement (not the ``full_replication`` ones), the
+    exact family aside (the MILP has its own quality columns, under a time limit), in the
+    registry's order (:func:`tempo.policies.select`)."""
+    return [p for p in select(full_replication=False) if spec(p).family != "exact"]
+
+
 #: The commit whose tempo_fast the speed-up is measured against (issue #16).
 BASELINE = "8cd688e"
 
@@ -109,7 +117,7 @@ def run(eps=(8, 16, 32, 64), experts=(128, 256), tokens=(32, 128, 512, 2048), sk
         batches = sample_counts(pop, B, 8, g, n_batches=reps, seed=seed + 1)
         insts = [Instance.from_placement(c, placement, g) for c in batches]
         row = {"ep": g, "experts": E, "tokens_per_gpu": B}
-        for p in POLICIES:
+        for p in timed_policies():
             solve(insts[0], model, p)  # warm-up (imports, numba cache load), untimed
             times = []
             for inst in insts:
@@ -168,9 +176,11 @@ def summary(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-#: Proxies tempo must not lose to by more than tau (issue #16 "never beaten by a proxy").
-FAMILY_PROXIES = ["static", "static_sglang", "uniform", "metro", "llep", "semi_matching", "token_lp",
-                  "token_lp_vertex", "round_robin"]
+def family_proxies() -> list[str]:
+    """Proxies tempo must not lose to by more than tau (issue #16 "never beaten by a proxy"):
+    every registered policy of the ``proxy`` family with its named variants (``token_lp_vertex``),
+    in the registry's order, which decides ties for :func:`family_grid`'s ``closest_proxy``."""
+    return select(family="proxy", variants=True)
 
 
 def families(n: int = 6, seed: int = 0) -> dict:
@@ -215,13 +225,14 @@ def families(n: int = 6, seed: int = 0) -> dict:
 
 
 def proxy_makespans(inst: Instance, model: CostModel) -> dict:
-    """Makespan of every implemented proxy that applies to ``inst``."""
+    """Makespan of every proxy (:func:`family_proxies`) that applies to ``inst`` (a
+    ``full_replication`` one only under full replication)."""
     out = {}
-    for p in FAMILY_PROXIES:
-        if p == "round_robin" and not inst.is_full_replication():
+    for p in family_proxies():
+        name, opts = variant(p)
+        if spec(name).full_replication and not inst.is_full_replication():
             continue
-        d = solve(inst, model, "token_lp", vertex=True) if p == "token_lp_vertex" else solve(inst, model, p)
-        out[p] = model.makespan(inst, d)
+        out[p] = model.makespan(inst, solve(inst, model, name, **opts))
     return out
 
 
@@ -365,7 +376,7 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
 
 
 def main(argv=None):
-    from ..cli import ArgumentParser, int_range, nonneg_float, output_file, params_name, positive_int
+    from ..core.argtypes import ArgumentParser, int_range, nonneg_float, output_file, params_name, positive_int
 
     ap = ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
     ap.add_argument("--eps", type=positive_int, nargs="+", default=[8, 16, 32, 64])

@@ -370,11 +370,11 @@ def section_grids(ctx) -> dict:
 
 
 def section_epbench(ctx) -> dict:
-    from .epbench import run_emulated, summarize, transfer
+    from .epbench import DEFAULT_POLICIES, run_emulated, summarize, transfer
 
     args = {"device": "cuda", "world_size": 8, "shape": "qwen3-30b", "experts": None, "top_k": 8, "tokens": 64,
             "steps": 6, "warmup": 1, "skew": 1.0, "replication": 1.25, "params": "qwen3-30b-offline",
-            "policies": ["static", "uniform", "token_lp", "metro", "tempo"], "seed": 0, "expert_kernel": "auto"}
+            "policies": list(DEFAULT_POLICIES), "seed": 0, "expert_kernel": "auto"}
     from ..core.params import params_table
 
     if args["params"] not in set(params_table().index):
@@ -417,6 +417,12 @@ def load_check(path) -> tuple[dict, str, dict]:
     md = (path / "summary.md").read_text() if (path / "summary.md").exists() else summary_md(res)
     files = {p.name.split(".")[0]: pd.read_csv(p) for p in sorted(path.glob("*.csv.gz"))}
     return res, md, files
+
+
+def newest_check(chk: pd.DataFrame):
+    """:func:`load_check` of the newest gpu-check folder of ``chk`` (:func:`checks`), or None
+    when there is none."""
+    return load_check(chk.path.iloc[0]) if len(chk) else None
 
 
 FUNCS = {"env": section_env, "triton": section_triton, "numerics": section_numerics, "timer": section_timer,

@@ -245,7 +245,7 @@ def drift_location(logical_count, k: int, out, seed: int = 0) -> dict:
 
 def drift_main(argv=None) -> int:
     """``python -m tempo drift-location TRACE.npz --k 16 -o drift16.json``."""
-    from ..cli import ArgumentParser, input_file, nonneg_int, output_file
+    from ..core.argtypes import ArgumentParser, input_file, nonneg_int, output_file
     from ..world.traces import read_trace
 
     ap = ArgumentParser(prog="python -m tempo drift-location",
@@ -535,8 +535,8 @@ def drive(spec: ServerSpec, policies: list[str], workloads: list[Workload], wind
 
 
 def main(argv=None) -> int:
-    from ..cli import (ArgumentParser, choice, comma_list, float_range, input_file, int_range, nonneg_int,
-                       output_dir, positive_int)
+    from ..core.argtypes import (ArgumentParser, choice, comma_list, float_range, input_file, int_range, nonneg_int,
+                                 output_dir, positive_int)
 
     ap = ArgumentParser(prog="python -m tempo serve-bench", description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(TINY_MODEL), help="model path (default: the tiny random Qwen3-MoE config)")

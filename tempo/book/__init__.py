@@ -1,4 +1,10 @@
-"""The book's machinery, on top of the library: the paper's numbers (:mod:`.paper`), claims and
-their functions (:mod:`.claims`, :mod:`.claim_functions`), charts (:mod:`.figures`), the
-reproduction map (:mod:`.repro`), the notebook runner (:mod:`.runbook`), ingest of recordings
-(:mod:`.ingest`) and the Sphinx extension (:mod:`.sphinx_ext`)."""
+"""The book's machinery, on top of the library: the paper's numbers and ``claims.yaml``
+(:mod:`.paper`), the claims package (:mod:`.claims`: its registry, the claim functions per
+chapter and the ledger), charts (:mod:`.figures`), what each chapter computes for its page
+(:mod:`.chapters`, one module per notebook), the reproduction map (:mod:`.repro`), the notebook
+runner (:mod:`.runbook`), ingest of recordings (:mod:`.ingest`, the writer; :mod:`.recordings`,
+the reader) and the Sphinx extension (:mod:`.sphinx_ext`).
+
+Inside the book, imports go one way: ``paper`` and ``recordings`` at the bottom, then
+``claims.registry``, ``claims.functions``, ``claims.ledger``, ``ingest``, and the chapters on
+top."""

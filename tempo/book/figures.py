@@ -16,8 +16,13 @@ import pandas as pd
 
 from ..core import paths
 
-POLICY_COLORS = {"token_lp": "#4c78a8", "metro": "#f58518", "tempo": "#54a24b", "uniform": "#b279a2",
-                 "static": "#9d755d", "llep": "#e45756", "round_robin": "#72b7b2", "milp": "#bab0ac"}
+
+def policy_colors() -> dict[str, str]:
+    """Each registered policy's chart colour (``PolicySpec.color``), in the registry's order
+    (:func:`tempo.policies.select`): a colour scale's domain and range."""
+    from ..policies import select, spec
+
+    return {p: spec(p).color for p in select()}
 
 
 def _alt():
@@ -34,7 +39,7 @@ def write_vega_bundle(path: Path | None = None) -> Path:
     path = Path(path) if path else paths.ROOT / "_static" / "vega-bundle.js"
     path.parent.mkdir(parents=True, exist_ok=True)
     js = vlc.javascript_bundle()
-    from ..studies.cache import atomic_write_text
+    from ..core.io import atomic_write_text
 
     atomic_write_text(path, "(function(){\n" + js + "\n})();\n")
     return path
@@ -129,12 +134,13 @@ def toy_explorer(df: pd.DataFrame):
     beta_step = int(betas[1] - betas[0]) if len(betas) > 1 else 10
     b0 = min(bs, key=lambda v: abs(v - 15.0))
     beta0 = int(min(betas, key=lambda v: abs(v - 100)))
+    colors = policy_colors()
     pb = alt.param("b_us", value=b0, bind=alt.binding_range(min=bs[0], max=bs[-1], step=b_step, name="b (us per activated expert) "))
     pbeta = alt.param("beta_us", value=beta0, bind=alt.binding_range(min=int(betas[0]), max=int(betas[-1]), step=beta_step, name="beta (ns per token) "))
     return alt.Chart(df).mark_bar().encode(
         y=alt.Y("label:N", title=None, sort=["token balancing (token-LP)", "activation balancing (METRO)", "time model (TEMPO)"]),
         x=alt.X("makespan_us:Q", title="makespan of the toy batch (us)"),
-        color=alt.Color("policy:N", scale=alt.Scale(domain=list(POLICY_COLORS), range=list(POLICY_COLORS.values())), legend=None),
+        color=alt.Color("policy:N", scale=alt.Scale(domain=list(colors), range=list(colors.values())), legend=None),
         tooltip=["label", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("vs_best:Q", title="x best", format=".3f"),
                  alt.Tooltip("b:Q", format=".2f"), alt.Tooltip("beta:Q", format=".3f")],
     ).add_params(pb, pbeta).transform_filter(
@@ -505,73 +511,6 @@ def fig13_topology(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
     return _points_chart(_points(paper, ours, 13), "Fig. 13: topology-aware dispatch, two-node EP16")
 
 
-#: Which serve-bench recordings belong beside which paper figure: a test on the recording's
-#: ``manifest.json`` server spec (model, ep, redundant slots, initial expert location).
-FIGURE_SERVERS = {
-    8: lambda s: "235B" in str(s.get("model", "")) or "V3" in str(s.get("model", "")),
-    10: lambda s: int(s.get("ep", 8)) == 8 and bool(s.get("init_expert_location")),
-    11: lambda s: "235B" in str(s.get("model", "")) and int(s.get("ep", 8)) == 8,
-    13: lambda s: int(s.get("ep", 8)) == 16,
-}
-
-
-def serving_recordings(figure: int | None, root=None) -> pd.DataFrame | None:
-    """This artifact's serve-bench recordings for paper Figure ``figure`` (8, 10, 11 or 13; None:
-    every recording):
-    those stored by ``python -m tempo ingest`` (:func:`tempo.book.ingest.recordings`, the run's own
-    manifest in ``serve-bench.json.gz``) and any serve-bench output folder written straight
-    under ``data/measured/<machine>/serve-bench*/`` (``pairs.csv`` + ``manifest.json``), whose
-    server matches :data:`FIGURE_SERVERS`, as :func:`servebench_points` frames labelled with the
-    folder; None when there is none."""
-    import gzip
-
-    from . import ingest
-
-    if figure is not None and figure not in FIGURE_SERVERS:
-        raise ValueError(f"figure must be one of {sorted(FIGURE_SERVERS)} or None, got {figure!r}")
-    root = Path(root) if root else paths.ROOT / "data" / "measured"
-    found = []  # (label, server, pairs)
-    for f in sorted(root.glob("*/serve-bench*/pairs.csv")):
-        man = f.parent / "manifest.json"
-        server = json.loads(man.read_text()).get("server", {}) if man.is_file() else {}
-        found.append((f"{f.parent.parent.name}/{f.parent.name}", server, lambda f=f: pd.read_csv(f)))
-    if root.is_dir():
-        for _, r in ingest.recordings("serve-bench", root=root).iterrows():
-            sm = Path(r.path) / "serve-bench.json.gz"
-            server = json.loads(gzip.decompress(sm.read_bytes())).get("server", {}) if sm.is_file() else {}
-            found.append((f"{Path(r.path).parent.name}/{r['name']}", server,
-                          lambda p=r.path: ingest.load_serve(p)[0]))
-    frames = [servebench_points(load(), who=f"this artifact: {label}")
-              for label, server, load in found if figure is None or FIGURE_SERVERS[figure](server or {})]
-    return pd.concat(frames, ignore_index=True) if frames else None
-
-
-def epbench_recordings(root=None) -> pd.DataFrame | None:
-    """This artifact's EP microbenchmark recordings (``data/measured/<machine>/*/epbench.csv.gz``
-    with the run's arguments in ``results.json``, as ``gpu-check`` writes them) as
-    :func:`epbench_points` frames: setting ``B=<tokens>``, labelled with the folder, the shape
-    and whether the ranks were emulated on one device; None when there is none."""
-    root = Path(root) if root else paths.ROOT / "data" / "measured"
-    frames = []
-    for f in sorted(root.glob("*/*/epbench.csv.gz")):
-        res = f.parent / "results.json"
-        info = json.loads(res.read_text()) if res.is_file() else {}
-        ep = info.get("epbench", info) if isinstance(info, dict) else {}
-        args = ep.get("args", {}) if isinstance(ep, dict) else {}
-        emulated = "emulate" in json.dumps(info).lower() or "gpu-check" in f.parent.name
-        tokens = args.get("tokens")
-        if tokens is None:  # a folder named ...-B<tokens> (the chapter's recipe)
-            import re
-
-            hit = re.search(r"B(\d+)$", f.parent.name)
-            tokens = hit.group(1) if hit else "?"
-        setting = f"B={tokens}"
-        who = (f"this artifact: {f.parent.parent.name}/{f.parent.name} ({args.get('shape', '?')} shape, "
-               f"{args.get('world_size', '?')} ranks{' emulated on one GPU' if emulated else ''})")
-        frames.append(epbench_points(pd.read_csv(f), setting, who=who))
-    return pd.concat(frames, ignore_index=True) if frames else None
-
-
 # ---------------------------------------------------------------------------- runtime and microbenchmark charts (06, 07)
 def live_vs_uniform(live: pd.DataFrame):
     """The refresher at work (chapter 06): per batch, the modeled block time of the table in
@@ -706,16 +645,16 @@ LEDGER_COLORS = ["#54a24b", "#a0d3a0", "#e45756", "#bab0ac", "#f2cf5b", "#4c78a8
 def ledger_by_chapter(ledger: pd.DataFrame):
     """The claims ledger (``tempo.book.claims.ledger``) as stacked bars: claims per chapter, coloured by
     verdict, every status with its fixed colour."""
-    from . import claims
+    from .claims.registry import STATUSES
 
     _need(ledger, {"chapter", "status"}, "ledger (tempo.book.claims.ledger())")
-    unknown = set(ledger.status) - set(claims.STATUSES)
+    unknown = set(ledger.status) - set(STATUSES)
     if unknown:
         raise ValueError(f"ledger holds unknown statuses {sorted(unknown)}")
     alt = _alt()
     by = ledger.groupby(["chapter", "status"]).size().rename("claims").reset_index()
     return alt.Chart(by).mark_bar().encode(
         y=alt.Y("chapter:N", title=None), x=alt.X("claims:Q", title="claims"),
-        color=alt.Color("status:N", scale=alt.Scale(domain=claims.STATUSES, range=LEDGER_COLORS),
+        color=alt.Color("status:N", scale=alt.Scale(domain=STATUSES, range=LEDGER_COLORS),
                         legend=alt.Legend(orient="bottom", columns=3, labelLimit=300)),
         tooltip=["chapter", "status", "claims"]).properties(width=520, height=220, title="Claims by chapter and verdict")

@@ -29,7 +29,8 @@ stored again; a recording appears atomically (written to a temporary folder, the
 
 After storing, the command prints the ledger claims the recording now decides, with their
 verdicts (a CPU or ``--emulate`` run decides no cluster claim: it appears in the note as a
-stand-in only; see :mod:`tempo.book.claim_functions`).
+stand-in only; see :mod:`tempo.book.claims.functions`).  The stored recordings are read back by
+:mod:`tempo.book.recordings`.
 """
 from __future__ import annotations
 
@@ -49,9 +50,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..calib.record import _fsync_dir  # the same directory fsync the calibration writer uses
+from ..core.io import fsync_dir  # the same directory fsync the calibration writer uses
+from .claims.ledger import claims_reading, evaluate
+from .claims.registry import REGISTRY, format_value, printed
+from .paper import claim_rows
+from .recordings import manifests, measured_root, recordings  # noqa: F401  (ingest.recordings: chapter 99)
 
-KINDS = ("epbench", "serve-bench", "calibration", "trace")
 MAX_BYTES = 5 * 2**20
 EPBENCH_COLUMNS = ("step", "policy", "layer_us", "expert_us", "model_us")
 SERVE_PAIRS_COLUMNS = ("window", "workload", "policy", "kept")
@@ -67,13 +71,6 @@ class IngestError(ValueError):
     def __init__(self, arg: str, msg: str):
         self.arg = arg
         super().__init__(f"{arg}: {msg}")
-
-
-def measured_root() -> Path:
-    """``data/measured`` (``tempo.calib.record.MEASURED``, read at call time so tests can move it)."""
-    from ..calib import record
-
-    return Path(record.MEASURED)
 
 
 def slug(text: str) -> str:
@@ -388,17 +385,9 @@ def prepare(path, machine: str | None = None, date: str | None = None, label: st
 
 
 # ---------------------------------------------------------------------------- storing
-def _manifests(root: Path):
-    for m in sorted(root.glob("*/*/manifest.json")):
-        try:
-            yield m.parent, json.loads(m.read_text())
-        except (OSError, ValueError):
-            continue
-
-
 def find_duplicate(source_sha256: str, root: Path | None = None) -> Path | None:
     """The recording already stored from the same content, if any."""
-    for folder, man in _manifests(Path(root or measured_root())):
+    for folder, man in manifests(Path(root or measured_root())):
         if man.get("source_sha256") == source_sha256:
             return folder
     return None
@@ -425,7 +414,7 @@ def write(plan: Plan, root: Path | None = None) -> tuple[Path, bool]:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         for i in range(1, 1000):
             folder = parent / (plan.folder_name if i == 1 else f"{plan.folder_name}-{i}")
             try:
@@ -436,7 +425,7 @@ def write(plan: Plan, root: Path | None = None) -> tuple[Path, bool]:
                     raise
         else:
             raise RuntimeError(f"no free folder name for {plan.folder_name} under {parent}")
-        _fsync_dir(parent)
+        fsync_dir(parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder, True
@@ -447,69 +436,27 @@ def ingest(path, machine=None, date=None, label=None, command=None, root=None) -
     return write(prepare(path, machine, date, label, command), root)
 
 
-# ---------------------------------------------------------------------------- reading
-def recordings(kind: str | None = None, root: Path | None = None) -> pd.DataFrame:
-    """Every ingested recording under ``data/measured`` (newest first): kind, machine, date,
-    name (the folder), path and its manifest.  Calibrations written by ``calibrate`` directly
-    (no ``kind``) are listed by :func:`tempo.calib.record.recordings`."""
-    if kind is not None and kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    rows = []
-    for folder, man in _manifests(Path(root or measured_root())):
-        if man.get("kind") not in KINDS or (kind and man["kind"] != kind):
-            continue
-        rows.append({"kind": man["kind"], "machine": man.get("machine"), "date": man.get("date"),
-                     "ingested": man.get("ingested_utc", ""), "name": folder.name, "path": folder, "manifest": man})
-    df = pd.DataFrame(rows, columns=["kind", "machine", "date", "ingested", "name", "path", "manifest"])
-    return df.sort_values(["date", "ingested"], ascending=False, kind="stable").reset_index(drop=True)
-
-
-def where(row) -> str:
-    """A recording's folder as the ledger names it: ``data/measured/<machine>/<folder>``."""
-    return f"data/measured/{Path(row['path']).parent.name}/{row['name']}"
-
-
-def load_epbench(path) -> pd.DataFrame:
-    return pd.read_csv(Path(path) / "epbench.csv.gz")
-
-
-def load_serve(path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """(pairs, runs or None) of a serve-bench recording."""
-    path = Path(path)
-    runs = pd.read_csv(path / "runs.csv.gz") if (path / "runs.csv.gz").exists() else None
-    return pd.read_csv(path / "pairs.csv.gz"), runs
-
-
 # ---------------------------------------------------------------------------- what it decides
-def claims_reading(kind: str) -> list[str]:
-    """The ledger claims whose function reads recordings of ``kind``."""
-    from .claim_functions import MEASURED_CLAIMS
-
-    return [c for c, k in MEASURED_CLAIMS.items() if k == kind]
-
-
 def decided(folder, profile: str = "full") -> pd.DataFrame:
     """The ledger rows (id, status, ours, note) of the claims whose value now comes from the
     recording in ``folder`` (a verdict, or a stand-in shown in the note)."""
-    from . import claims
-
     folder = Path(folder)
     tag = f"{folder.parent.name}/{folder.name}"
-    rows = {r["id"]: r for r in claims.claim_rows()}
+    rows = {r["id"]: r for r in claim_rows()}
     man = json.loads((folder / "manifest.json").read_text())
     ids = claims_reading(man.get("kind", "")) if man.get("kind") != "calibration" else \
-        [c for c in rows if rows[c]["needs"] == "gpu" and c in claims.REGISTRY and not claims.REGISTRY[c].inputs]
+        [c for c in rows if rows[c]["needs"] == "gpu" and c in REGISTRY and not REGISTRY[c].inputs]
     out = []
     for cid in ids:
-        e = claims.evaluate(rows[cid], profile)
+        e = evaluate(rows[cid], profile)
         if tag in (e.get("provenance") or "") + (e.get("note") or ""):
-            out.append({"id": cid, "status": e["status"], "ours": claims._fmt(e["ours"]),
-                        "paper": claims._printed(rows[cid]["paper_text"]), "unit": rows[cid]["unit"], "note": e["note"]})
+            out.append({"id": cid, "status": e["status"], "ours": format_value(e["ours"]),
+                        "paper": printed(rows[cid]["paper_text"]), "unit": rows[cid]["unit"], "note": e["note"]})
     return pd.DataFrame(out, columns=["id", "status", "ours", "paper", "unit", "note"])
 
 
 def main(argv=None) -> int:
-    from ..cli import ArgumentParser
+    from ..core.argtypes import ArgumentParser
 
     ap = ArgumentParser(prog="python -m tempo ingest",
                         description="store GPU / cluster recordings under data/measured/ as ledger evidence")

@@ -5,10 +5,13 @@ artifact" numbers with tempo and put them beside these.
 
 * :func:`table` reads ``data/paper/tableNN_*.csv``; :func:`text_number` the numbers quoted in
   the text (Figs. 1b, 5, 6, 12, the solver study, the roofline check).
-* :func:`claims` reads ``claims.yaml``; :mod:`tempo.book.claims` computes every claim from this
-  build's experiment results and builds the ledger.
+* :func:`claim_rows` reads and validates ``claims.yaml`` (:func:`claims` as a table, :func:`claim`
+  one row); :mod:`tempo.book.claims` computes every claim from this build's experiment results
+  and builds the ledger.  This module imports nothing of the book above it.
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import pandas as pd
 
@@ -34,17 +37,74 @@ def text_number(figure: str, quantity: str) -> float:
     return float(hit.value.iloc[0])
 
 
+# ------------------------------------------------------------------ claims.yaml
+#: a claim's ``bound`` in claims.yaml, and the kinds of a stated tolerance exception (``tol_kind``)
+BOUNDS = {None, "upper", "lower", "tight"}
+TOL_KINDS = {"abs", "rel", "factor"}
+
+
+@lru_cache(maxsize=None)
+def _yaml() -> tuple:
+    """The rows of ``claims.yaml`` (read once), each with ``paper_text``: its number as printed."""
+    import yaml
+
+    text = (paths.PAPER / "claims.yaml").read_text()
+    rows = yaml.safe_load(text)["claims"]
+    raw = yaml.load(text, Loader=yaml.BaseLoader)["claims"]  # the paper's numbers as printed
+    out = []
+    for r, s in zip(rows, raw):
+        out.append({**r, "paper_text": s["paper"]})
+    return tuple(out)
+
+
+def claim_rows() -> list[dict]:
+    """Every claim of ``claims.yaml`` as a dict, validated (kinds, needs, bounds, exceptions)."""
+    rows = [dict(r) for r in _yaml()]
+    ids = [r["id"] for r in rows]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise ValueError(f"duplicate claim ids in claims.yaml: {dup}")
+    for r in rows:
+        where = f"claims.yaml: claim {r['id']!r}"
+        if r.get("kind") not in ("model", "gpu", "cluster"):
+            raise ValueError(f"{where}: kind must be model, gpu or cluster, got {r.get('kind')!r}")
+        if r.get("needs") not in (None, "trace", "gpu", "cluster"):
+            raise ValueError(f"{where}: needs must be trace, gpu or cluster, got {r['needs']!r}")
+        if r.get("bound") not in BOUNDS:
+            raise ValueError(f"{where}: bound must be upper, lower or tight, got {r['bound']!r}")
+        if r.get("bound") == "tight" and "limit" not in r:
+            raise ValueError(f"{where}: bound 'tight' needs a 'limit' (the bound the paper's value is close to)")
+        p = r["paper"]
+        if isinstance(p, list):
+            if len(p) != 2 or not p[0] <= p[1]:
+                raise ValueError(f"{where}: a range must be [low, high], got {p}")
+            if r.get("bound"):
+                raise ValueError(f"{where}: a range cannot carry a bound")
+        if "tol" in r:
+            if not r.get("tol_why"):
+                raise ValueError(f"{where}: a tolerance exception (tol) needs a written tol_why")
+            if r.get("tol_kind", "abs") not in TOL_KINDS:
+                raise ValueError(f"{where}: tol_kind must be one of {sorted(TOL_KINDS)}, got {r['tol_kind']!r}")
+        r["needs"] = r.get("needs") or (r["kind"] if r["kind"] in ("gpu", "cluster") else None)
+    return rows
+
+
+def precision(text) -> float:
+    """Half a unit of the last digit the paper prints: ``"0.880"`` -> 0.0005, ``"156"`` -> 0.5."""
+    s = str(text).strip().lstrip("+-")
+    if "e" in s.lower():
+        raise ValueError(f"paper value {text!r}: write it without an exponent")
+    decimals = len(s.split(".")[1]) if "." in s else 0
+    return 0.5 * 10.0 ** (-decimals)
+
+
 def claims() -> pd.DataFrame:
     """Every quantitative claim of the paper (``claims.yaml``, validated), one row each."""
-    from .claims import claim_rows
-
     return pd.DataFrame(claim_rows())
 
 
 def claim(claim_id: str) -> dict:
     """One claim of ``claims.yaml`` as a dict (``paper``, ``unit``, ``claim``, ...)."""
-    from .claims import claim_rows
-
     for r in claim_rows():
         if r["id"] == claim_id:
             return r

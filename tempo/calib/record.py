@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import paths
+from ..core.io import fsync_dir
 from .fit import FORMS, fit_cost_model
 from .grid import plan_grid, tiles
 from .shapes import shape as get_shape
@@ -107,19 +108,6 @@ def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
     return cells, lines, dropped
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` by ``text`` so that a crash leaves either the old or the new file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -128,7 +116,7 @@ def _write_atomic(path: Path, text: str) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _append_line(fd: int, line: str) -> None:
@@ -333,7 +321,7 @@ def recording_fits(recs: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv=None) -> int:
 
-    from ..cli import ArgumentParser, nonneg_float, output_dir, positive_int
+    from ..core.argtypes import ArgumentParser, nonneg_float, output_dir, positive_int
     from .backends import available_backends
     from .shapes import SHAPES
 

@@ -81,10 +81,37 @@ class CostModel:
     # ------------------------------------------------------------------ named sets
     @classmethod
     def named(cls, name: str, **overrides) -> "CostModel":
-        """A parameter set of paper Tables 6 and 7, from ``data/params/cost_params.csv``."""
-        from .params import load_params
+        """A parameter set of paper Tables 6 and 7, from ``data/params/cost_params.csv``.
 
-        return load_params(name, **overrides)
+        Parameters
+        ----------
+        name : str
+            One of :func:`tempo.core.params.names` (e.g. ``"dsv3-offline"``).
+        **overrides
+            Replace fields (e.g. ``b2=0`` to price a Testbed B set tile-blind).
+
+        Raises
+        ------
+        ValueError
+            ``name`` is not a known parameter set.
+        """
+        import pandas as pd
+
+        from .params import params_table
+
+        table = params_table()
+        if name not in table.index:
+            raise ValueError(f"unknown parameter set {name!r}; known: {', '.join(table.index)}")
+        row = table.loc[name]
+
+        def val(key, default=None):
+            v = row[key]
+            return default if pd.isna(v) else float(v)
+
+        kw = dict(a=val("a", 0.0), b=val("b", 0.0), c=val("c", 0.0), beta=val("beta", 0.0),
+                  b2=val("b2", 0.0), c2=val("c2"), gamma=val("gamma"), name=name)
+        kw.update(overrides)
+        return CostModel(**kw)
 
     @property
     def has_traffic(self) -> bool:

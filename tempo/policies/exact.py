@@ -15,7 +15,7 @@ from scipy.sparse.csgraph import maximum_flow
 
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
-from . import register
+from .registry import register
 from ._util import slot_on_gpu
 
 
@@ -415,7 +415,8 @@ def _kkt_finish(u, mask, gid, n, z, support, tight, live):
 
 
 # ---------------------------------------------------------------------------- semi-matching
-@register("semi_matching")
+@register("semi_matching", needs_model=False, options=None, family="proxy", servable=False, color="#ff9da6",
+          label="semi-matching: fewest activated experts, exact (Lemma 2)", order=60)
 def semi_matching(inst: Instance, model: CostModel | None = None) -> Dispatch:
     """Exact minimum of the largest activated-expert count per GPU (Lemma 2, beta -> 0).
 

@@ -8,18 +8,49 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
-from . import register
+from . import _options as check
+from .registry import register
 from .exact import new_highs
 from .tempo_fast import tempo_fast
 
 
-@register("milp")
+@dataclass(frozen=True)
+class MilpOptions:
+    """:func:`milp`'s options (each checked here, for :func:`tempo.solve` and direct calls).
+
+    time_limit : float
+        HiGHS's time limit in seconds, > 0.
+    warm_start : bool or Dispatch
+        False: cold; True: seeded with tempo_fast's dispatch; a Dispatch: seeded with it.
+    mip_rel_gap : float
+        HiGHS's relative MIP gap, >= 0.
+    threads : int
+        HiGHS threads, >= 1.
+    """
+
+    time_limit: float = 10.0
+    warm_start: object = False
+    mip_rel_gap: float = 1e-6
+    threads: int = 1
+
+    def __post_init__(self):
+        check.number("milp", "time_limit", self.time_limit, lambda v: v > 0, "> 0")
+        if not isinstance(self.warm_start, (bool, np.bool_, Dispatch)):
+            raise TypeError(f"milp option warm_start must be True, False or a Dispatch, got "
+                            f"{type(self.warm_start).__name__}")
+        check.number("milp", "mip_rel_gap", self.mip_rel_gap, lambda v: v >= 0, ">= 0")
+        check.integer("milp", "threads", self.threads, lambda v: v >= 1, ">= 1")
+
+
+@register("milp", needs_model=True, options=MilpOptions, family="exact", servable=False, color="#bab0ac",
+          label="MILP: the exact optimum of Eq. 3 (HiGHS)", order=100)
 def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=False,
          mip_rel_gap: float = 1e-6, threads: int = 1) -> Dispatch:
     """The exact fixed-charge makespan MILP of Eq. 3, solved by HiGHS.
@@ -42,8 +73,7 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     """
     import highspy
 
-    if time_limit <= 0:
-        raise ValueError(f"time_limit must be positive, got {time_limit}")
+    MilpOptions(time_limit, warm_start, mip_rel_gap, threads)  # checks them, naming the option
     t0 = time.perf_counter()
     e_idx, r_idx = np.nonzero(inst.valid & inst.live[:, None])
     if e_idx.size == 0:

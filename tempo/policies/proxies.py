@@ -5,16 +5,58 @@ modeled time itself.  All return integral token shares except ``token_lp`` (an L
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
-from . import register
+from . import _options as check
+from .registry import register
 from ._util import compact_slots, even_integer_split, scatter_compact, slot_on_gpu
 from .exact import token_lp_even, token_lp_vertex
 
 
-@register("static")
+@dataclass(frozen=True)
+class LlepOptions:
+    """:func:`llep`'s options (each checked here, for :func:`tempo.solve` and direct calls).
+
+    alpha : float
+        Capacity factor, > 0 (LLEP's code: 1.1).
+    min_chunk : int
+        Smallest spilled chunk in tokens, >= 1 (a chunk below it is skipped unless it is the
+        whole remainder).
+    trigger : float
+        LLEP runs when the static max/mean GPU load is at least this, >= 0 (1.3).
+    """
+
+    alpha: float = 1.1
+    min_chunk: int = 32
+    trigger: float = 1.3
+
+    def __post_init__(self):
+        check.number("llep", "alpha", self.alpha, lambda v: v > 0, "> 0")
+        check.integer("llep", "min_chunk", self.min_chunk, lambda v: v >= 1, ">= 1")
+        check.number("llep", "trigger", self.trigger, lambda v: v >= 0, ">= 0")
+
+
+@dataclass(frozen=True)
+class TokenLpOptions:
+    """:func:`token_lp`'s options.
+
+    vertex : bool
+        False: the interior min-max solution (the even split under full replication); True:
+        a sparse vertex from a max-flow.
+    """
+
+    vertex: bool = False
+
+    def __post_init__(self):
+        check.flag("token_lp", "vertex", self.vertex)
+
+
+@register("static", needs_model=False, options=None, family="proxy", servable=False, color="#9d755d",
+          label="static: EPLB's home map (Table 1)", order=10)
 def static(inst: Instance, model: CostModel | None = None) -> Dispatch:
     """EPLB's static map: every expert whole on its home replica, slot 0 (Table 1 "static").
 
@@ -26,7 +68,8 @@ def static(inst: Instance, model: CostModel | None = None) -> Dispatch:
     return Dispatch(shares)
 
 
-@register("static_sglang")
+@register("static_sglang", needs_model=False, options=None, family="proxy", servable=False, color="#eeca3b",
+          label="static: SGLang's per-source-rank map", order=20)
 def static_sglang(inst: Instance, model: CostModel | None = None) -> Dispatch:
     """SGLang's per-source-rank static map (NOTES-baselines, "SGLang's own dispatch").
 
@@ -50,7 +93,8 @@ def static_sglang(inst: Instance, model: CostModel | None = None) -> Dispatch:
     return Dispatch(shares)
 
 
-@register("uniform")
+@register("uniform", needs_model=False, options=None, family="proxy", servable=False, color="#b279a2",
+          label="uniform: EPLB's even split over replicas", order=30)
 def uniform(inst: Instance, model: CostModel | None = None) -> Dispatch:
     """EPLB's default split (SGLang ``dynamic`` in expectation): each expert's tokens evenly
     over its replicas.
@@ -64,7 +108,8 @@ def uniform(inst: Instance, model: CostModel | None = None) -> Dispatch:
     return Dispatch(scatter_compact(inst, vals))
 
 
-@register("metro")
+@register("metro", needs_model=False, options=None, family="proxy", servable=False, color="#f58518",
+          label="METRO: fewest activated experts, greedy (arXiv 2512.09277)", order=40)
 def metro(inst: Instance, model: CostModel | None = None) -> Dispatch:
     """METRO's deployed greedy (arXiv 2512.09277): experts in id order, each whole to the
     replica GPU with the fewest activated experts so far (ties to the lowest GPU id).
@@ -86,7 +131,8 @@ def metro(inst: Instance, model: CostModel | None = None) -> Dispatch:
     return Dispatch(shares)
 
 
-@register("llep")
+@register("llep", needs_model=False, options=LlepOptions, family="proxy", servable=False, color="#e45756",
+          label="LLEP-R: least-loaded spill over existing replicas (Section 5.14)", order=50)
 def llep(inst: Instance, model: CostModel | None = None, alpha: float = 1.1, min_chunk: int = 32,
          trigger: float = 1.3) -> Dispatch:
     """LLEP-R: LLEP's least-loaded spill (arXiv 2601.17111), restricted to existing replicas
@@ -112,10 +158,7 @@ def llep(inst: Instance, model: CostModel | None = None, alpha: float = 1.1, min
     (``min_tokens_per_gemm``, sized for training batches, which would forbid every spill at
     decode): a quarter of a 128-token M-tile.
     """
-    if alpha <= 0:
-        raise ValueError(f"alpha must be positive, got {alpha}")
-    if min_chunk < 0:
-        raise ValueError(f"min_chunk must be non-negative, got {min_chunk}")
+    LlepOptions(alpha, min_chunk, trigger)  # checks them (ValueError / TypeError naming the option)
     home = static(inst)
     total = int(inst.total_tokens)
     g = inst.n_gpus
@@ -197,7 +240,8 @@ def llep(inst: Instance, model: CostModel | None = None, alpha: float = 1.1, min
     return Dispatch(shares)
 
 
-@register("round_robin")
+@register("round_robin", needs_model=False, options=None, family="proxy", servable=False, color="#72b7b2",
+          label="round robin A3 (Theorem 2)", full_replication=True, order=80)
 def round_robin(inst: Instance, model: CostModel | None = None) -> Dispatch:
     """Theorem 2's descending-token round-robin ``A3``: live experts sorted by tokens
     (descending, ties by id); GPU i takes ranks i, i+g, i+2g, ...  Needs full replication."""
@@ -213,7 +257,9 @@ def round_robin(inst: Instance, model: CostModel | None = None) -> Dispatch:
     return Dispatch(shares)
 
 
-@register("token_lp")
+@register("token_lp", needs_model=False, options=TokenLpOptions, family="proxy", servable=True, color="#4c78a8",
+          label="token-LP: LPLB / UltraEP objective (Lemma 1)", order=70,
+          variants={"token_lp_vertex": {"vertex": True}})
 def token_lp(inst: Instance, model: CostModel | None = None, vertex: bool = False) -> Dispatch:
     """Token-LP (LPLB / UltraEP objective, Lemma 1): minimise the largest per-GPU token count
     over the replica sets, exactly.

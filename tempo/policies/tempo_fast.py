@@ -60,7 +60,8 @@ import numpy as np
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
 from ..core.pricing import Pricer
-from . import register
+from . import _options as check
+from .registry import register
 from .exact import token_lp_even
 
 
@@ -87,9 +88,11 @@ class TempoOptions:
     chains : bool
         Stage 2: whole-expert 1- and 2-step chains and longer augmenting paths; False also
         removes chain moves from stage 3.
-    chain_depth : int or None
+    chain_depth : int >= 2 or None
         Longest augmenting path after the 2-step chains (None: unlimited, exact semi-matching
-        in the beta -> 0 limit, Lemma 2; 2: the paper's truncation).
+        in the beta -> 0 limit, Lemma 2; 2: the paper's truncation, no path beyond the 2-step
+        chains).  The 1- and 2-step chains always run (with ``chains``), so a depth below 2
+        would mean the same as 2 and is refused.
     local_search, partial : bool
         Stage 3, and whether it may split experts (``partial=False``: Table 2's "no partial
         moves").
@@ -99,9 +102,9 @@ class TempoOptions:
     tau : float
         Switching tolerance in [0, 1).
     max_iter : int
-        Accepted moves per stage, at most.
+        Accepted moves per stage, at most (>= 0).
     fanout : int
-        2-step chains: destination GPUs per first move.
+        2-step chains: destination GPUs per first move (>= 0; 0: no limit).
     lp_variants : "auto" or tuple of {"vertex", "even"}
         "auto": the max-flow vertex, and the even split under full replication.
     restarts : bool
@@ -122,14 +125,23 @@ class TempoOptions:
     restarts: bool = True
 
     def __post_init__(self):
-        if self.seed not in ("greedy", "whole", "static"):
-            raise ValueError(f"seed must be 'greedy', 'whole' or 'static', got {self.seed!r}")
-        if not 0 <= self.tau < 1:
-            raise ValueError(f"tau must lie in [0, 1), got {self.tau}")
-        if self.max_iter < 0:
-            raise ValueError(f"max_iter must be non-negative, got {self.max_iter}")
-        if self.chain_depth is not None and self.chain_depth < 0:
-            raise ValueError(f"chain_depth must be None or non-negative, got {self.chain_depth}")
+        """Check every field (``TypeError`` / ``ValueError`` naming it): :func:`tempo.solve`
+        and :meth:`resolve` build this, so the checks hold for every way in."""
+        check.choice("tempo", "seed", self.seed, ("greedy", "whole", "static"))
+        for name in ("chains", "local_search", "partial", "ensemble", "restarts"):
+            check.flag("tempo", name, getattr(self, name))
+        check.integer("tempo", "chain_depth", self.chain_depth, lambda v: v >= 2, ">= 2", optional=True)
+        check.number("tempo", "tau", self.tau, lambda v: 0 <= v < 1, "in [0, 1)")
+        check.integer("tempo", "max_iter", self.max_iter, lambda v: v >= 0, ">= 0")
+        check.integer("tempo", "fanout", self.fanout, lambda v: v >= 0, ">= 0 (0: no limit)")
+        v = self.lp_variants
+        if not (isinstance(v, str) and v == "auto"):
+            if isinstance(v, str) or not hasattr(v, "__iter__"):
+                raise TypeError(f"tempo option lp_variants must be 'auto' or a tuple of ('vertex', 'even'), got {v!r}")
+            t = tuple(v)
+            if not t or any(not isinstance(x, str) or x not in ("vertex", "even") for x in t):
+                raise ValueError(f"tempo option lp_variants must be 'auto' or a non-empty tuple of ('vertex', 'even'), "
+                                 f"got {v!r}")
 
     @classmethod
     def preset(cls, name: str) -> "TempoOptions":
@@ -160,7 +172,9 @@ PRESETS = {"default": TempoOptions(),
            "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False)}
 
 
-@register("tempo")
+@register("tempo", needs_model=True, options=TempoOptions, family="tempo", servable=True, color="#54a24b",
+          label="TEMPO: tempo_fast, the makespan-aware dispatcher (Section 4.2)", order=90,
+          variants={"tempo_paper": {"options": "paper"}})
 def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | None = None,
                **overrides) -> Dispatch:
     """tempo_fast (Section 4.2): minimise the modeled makespan of Eq. 3 (with the tile and

@@ -30,7 +30,8 @@ from typing import Callable
 import numpy as np
 
 from .counters import CumulativeCounts
-from .solver import POLICIES, SolverProcess, TableSolver, check_counts
+from .errors import PeerStopped
+from .solver import SolverProcess, TableSolver, check_counts, policies
 from .tables import DispatchTable, validate_table
 
 log = logging.getLogger("tempo.serving")
@@ -115,8 +116,8 @@ class Refresher:
                  aggregate: Callable | None = None, publish: Callable | None = None,
                  on_publish: Callable | None = None, batch_tokens: int | None = None, workers: int = 1,
                  in_thread: bool = False, max_misses: int = 3, steps: Callable | None = None):
-        if policy not in POLICIES:
-            raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+        if policy not in policies():
+            raise ValueError(f"policy must be one of {policies()}, got {policy!r}")
         if interval_s <= 0 or deadline_s <= 0:
             raise ValueError("interval_s and deadline_s must be positive")
         self.table = table
@@ -159,8 +160,6 @@ class Refresher:
         return outcome
 
     def _step(self, **solve_opts) -> str:
-        from .runtime import PeerStopped
-
         try:
             window = self.counts.window()
             if self.steps is not None:

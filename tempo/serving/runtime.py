@@ -33,6 +33,7 @@ import threading
 
 import numpy as np
 
+from .errors import PeerStopped
 from .settings import ServingSettings
 
 log = logging.getLogger("tempo.serving")
@@ -67,10 +68,6 @@ def padded_replica_map(physical_to_logical_map, n_logical: int, width: int) -> n
 def uniform_prob(phys: np.ndarray) -> np.ndarray:
     valid = phys >= 0
     return (valid / np.maximum(valid.sum(-1, keepdims=True), 1)).astype(np.float32)
-
-
-class PeerStopped(RuntimeError):
-    """A peer rank's refresher stopped: this rank's refresher stops after the same round."""
 
 
 class GlooAggregator:

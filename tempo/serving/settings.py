@@ -13,7 +13,8 @@ variable                    meaning                                             
                             path of a ``fit.json`` from ``python -m tempo calibrate`` (or
                             its recording folder), optionally ``#form``: ``three_term``
                             (default when fitted), ``tile``, ``max_affine``
-``TEMPO_POLICY``            ``tempo`` or ``token_lp`` (Section 5.12's control)            ``tempo``
+``TEMPO_POLICY``            a servable policy: ``tempo`` or ``token_lp`` (Section 5.12's   ``tempo``
+                            control); :func:`servable_policies`
 ``TEMPO_REFRESH_MS``        refresh period                                               200
 ``TEMPO_DEADLINE_MS``       most a solve may take                                        150
 ``TEMPO_TOPOLOGY``          ``flat`` or ``hier`` (per-source-node tables, Section 4.3)   ``flat``
@@ -40,11 +41,18 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-POLICIES = ("tempo", "token_lp")
 TOPOLOGIES = ("flat", "hier")
 PRICINGS = ("step", "window", "fixed")
 #: the cost-model forms a calibration's fit.json holds (tempo/calib/record.py), most complete first
 FIT_FORMS = ("three_term", "tile", "max_affine", "max_affine_no_intercept")
+
+
+def servable_policies() -> tuple[str, ...]:
+    """The policies ``TEMPO_POLICY`` accepts: every registered policy whose spec says
+    ``servable`` (:func:`tempo.policies.select`), in the registry's order."""
+    from ..policies import select
+
+    return tuple(select(servable=True))
 
 
 def load_fit(spec: str):
@@ -119,8 +127,8 @@ class ServingSettings:
         def bad(name, msg):
             raise ValueError(f"{name} ({_ENV[name]}) {msg}")
 
-        if self.policy not in POLICIES:
-            bad("policy", f"must be one of {POLICIES}, got {self.policy!r}")
+        if self.policy not in servable_policies():
+            bad("policy", f"must be one of {servable_policies()}, got {self.policy!r}")
         if self.topology not in TOPOLOGIES:
             bad("topology", f"must be one of {TOPOLOGIES}, got {self.topology!r}")
         if self.pricing not in PRICINGS:

@@ -25,8 +25,21 @@ from .tables import replica_map
 
 log = logging.getLogger("tempo.serving")
 
-POLICIES = ("tempo", "token_lp", "noop")
 TOPOLOGIES = ("flat", "hier")
+
+
+def servable() -> tuple[str, ...]:
+    """The policies a solve may run: every registered policy whose spec says ``servable``
+    (:func:`tempo.policies.select`)."""
+    from ..policies import select
+
+    return tuple(select(servable=True))
+
+
+def policies() -> tuple[str, ...]:
+    """What the refresher accepts: the :func:`servable` policies and ``"noop"`` (count and
+    publish nothing, the control of Section 5.11)."""
+    return servable() + ("noop",)
 
 
 def check_counts(window, n_layers: int, n_experts: int) -> np.ndarray:
@@ -70,8 +83,8 @@ class TableSolver:
         from ..core.cost import CostModel
         from ..core.instance import Instance
 
-        if policy not in ("tempo", "token_lp"):
-            raise ValueError(f"policy must be 'tempo' or 'token_lp' for a solve, got {policy!r}")
+        if policy not in servable():
+            raise ValueError(f"policy must be a servable policy {servable()} for a solve, got {policy!r}")
         if topology not in TOPOLOGIES:
             raise ValueError(f"topology must be one of {TOPOLOGIES}, got {topology!r}")
         if topology == "hier" and not gpus_per_node:
@@ -279,8 +292,8 @@ class SolverProcess:
     restarts: int = field(default=0, init=False)
 
     def __post_init__(self):
-        if self.policy not in ("tempo", "token_lp"):
-            raise ValueError(f"the solver process runs 'tempo' or 'token_lp', got {self.policy!r}")
+        if self.policy not in servable():
+            raise ValueError(f"the solver process runs a servable policy {servable()}, got policy {self.policy!r}")
         if self.topology not in TOPOLOGIES:
             raise ValueError(f"topology must be one of {TOPOLOGIES}, got {self.topology!r}")
         if int(self.max_misses) < 1:

@@ -5,30 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Callable
 
 import pandas as pd
 
 from ..core import paths
-from .cache import atomic_write_csv, atomic_write_text, cached, code_version
-
-EXPERIMENTS: dict[str, Callable[[dict], pd.DataFrame]] = {}
-
-#: The paper's "static" baseline: SGLang's static dispatch (each source rank uses its local
-#: replica, otherwise a spread over the replicas; ``tempo.policies`` name ``static_sglang``).
-#: Every result column, ratio and chart labelled "static" uses it.  The other map, every token
-#: of an expert on its first replica (``tempo.policies`` name ``static``), is labelled
-#: ``first_replica`` wherever a result shows it.
-STATIC = "static_sglang"
-FIRST_REPLICA = "static"
-
-
-def experiment(name: str):
-    def deco(fn):
-        EXPERIMENTS[name] = fn
-        return fn
-
-    return deco
+from ..core.io import atomic_write_csv, atomic_write_text
+from .cache import cached, code_version
+from .registry import EXPERIMENTS, FIRST_REPLICA, STATIC, experiment  # noqa: F401  (tempo.studies.STATIC, ...)
 
 
 #: the experiments behind the claims the paper computes on recorded routing: given a trace

@@ -1,20 +1,19 @@
 """On-disk cache of experiment results, keyed by (experiment, config, tempo version).
 
-Writes are atomic (temporary file, then ``os.replace``), so an interrupted build never leaves
-a half-written entry: the next run simply recomputes it.
+Writes are atomic (:mod:`tempo.core.io`: temporary file, then ``os.replace``), so an
+interrupted build never leaves a half-written entry: the next run simply recomputes it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
 from ..core import paths
+from ..core.io import atomic_write_bytes
 
 
 def cache_dir() -> Path:
@@ -99,30 +98,6 @@ def key(experiment: str, config: dict, version: str | None = None) -> str:
     blob = json.dumps({"experiment": experiment, "config": canonical(config), "version": version},
                       sort_keys=True, allow_nan=False)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
-def atomic_write_csv(df: pd.DataFrame, path: Path) -> None:
-    atomic_write_text(path, df.to_csv(index=False))
 
 
 #: Marks a cache entry as one :func:`cached` wrote (with its key), so nothing else is served.

@@ -7,18 +7,19 @@ import numpy as np
 import pandas as pd
 
 from ..core.cost import CostModel
-from ..policies import solve
+from ..policies import check_names, solve
 from ..core.instance import Instance
 from ..world.placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep
 from ..world.workloads import expected_loads, route_counts, sample_counts, zipf_popularity
-from . import FIRST_REPLICA, STATIC, experiment
+from .registry import FIRST_REPLICA, STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, drift_timeline, zipf_batches
 
 # ------------------------------------------------------------------ Table 10
 #: (dispatch policy, placement refresh scheme) rows of Table 10.
 T10_ROWS = [("static", "never"), ("uniform", "never"), ("uniform", "cum16"), ("static", "cum16"),
             ("tempo", "never"), ("tempo", "cum16"), ("tempo", "W4")]
+check_names([p for p, _ in T10_ROWS], "replay.T10_ROWS (Table 10's dispatch policies)")
 
 
 def _refreshed(initial: np.ndarray, counts: np.ndarray, scheme: str, n_gpus: int, replication: float) -> list:
@@ -192,7 +193,10 @@ def ba2a_regimes(config: dict) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ Section 5.4
-REPLAY_FIXED = ("static", "uniform", "token_lp", "metro")
+#: Section 5.4's fixed policies, the oracle's candidates: the paper's comparison set (study
+#: design, not "every proxy"); the order decides the oracle's ties (``idxmin``) and the rows'
+#: order.  Checked against the policy registry at import.
+REPLAY_FIXED = check_names(("static", "uniform", "token_lp", "metro"), "replay.REPLAY_FIXED (Section 5.4)")
 
 
 def replay_trace(counts: np.ndarray, model: CostModel, n_gpus: int = 8, replication: float = 1.25,
@@ -249,7 +253,8 @@ def oracle_gap(df: pd.DataFrame, cell: tuple = ("layer", "B")) -> pd.DataFrame:
 def trace_replay(config: dict) -> pd.DataFrame:
     """Section 5.4 on a trace file (``config["trace"]``, npz) or, when none is given, on a
     synthetic trace (labelled so): Zipf(skew) popularity per layer, drifting slowly."""
-    from ..world.workloads import read_trace, synthetic_trace
+    from ..world.traces import read_trace
+    from ..world.workloads import synthetic_trace
 
     if config.get("trace"):
         counts, meta = read_trace(config["trace"])
@@ -260,49 +265,3 @@ def trace_replay(config: dict) -> pd.DataFrame:
                       tokens_per_gpu=config.get("rescale"), seed=config.get("seed", 0))
     df["source"] = meta.get("source", "unknown")
     return df
-
-
-# ------------------------------------------------------------------ chapter 04's tables (summaries of the results above)
-#: Table 10's rows: (dispatch, refresh scheme) -> the paper's row label (``paper.table(10)``).
-T10_LABELS = {("static", "never"): "static, never refresh", ("uniform", "never"): "uni, never refresh",
-              ("uniform", "cum16"): "uni + cum16 refresh", ("static", "cum16"): "static + cum16 refresh",
-              ("tempo", "never"): "TEMPO, never refresh", ("tempo", "cum16"): "TEMPO + cum16 refresh",
-              ("tempo", "W4"): "TEMPO + W4 refresh"}
-
-
-def faster_eplb_table(t10: pd.DataFrame) -> pd.DataFrame:
-    """Table 10, this artifact: per paper row, the median and p95 ratio to the never-refreshed
-    static map at each B, columns ``B<B>_median`` / ``B<B>_p95`` (the ``faster_eplb`` result)."""
-    rows = pd.Series([T10_LABELS[(p, r)] for p, r in zip(t10.policy, t10.refresh)], index=t10.index, name="row")
-    t = t10.assign(row=rows).groupby(["row", "B"]).ratio.agg(median="median", p95=lambda x: x.quantile(0.95)).unstack("B")
-    t.columns = [f"B{b}_{q}" for q, b in t.columns]
-    cols = [f"B{b}_{q}" for b in sorted(t10.B.unique()) for q in ("median", "p95")]
-    return t.loc[[v for v in T10_LABELS.values() if v in t.index], cols]
-
-
-def moonep_table(moon: pd.DataFrame) -> pd.DataFrame:
-    """Appendix H, this artifact: median change of block makespan (%) per (baseline, tokens per
-    GPU) and policy (the ``moonep_replay`` result)."""
-    mt = moon.groupby(["baseline", "tokens_per_gpu", "policy"]).change_pct.median().unstack("policy")
-    return mt[["moonep_free", "moonep_charged", "token_lp", "tempo"]]
-
-
-def tile_table(tile: pd.DataFrame) -> pd.DataFrame:
-    """Section 2.2, this artifact: per (shape, pairs per GPU) the % of batches whose makespan the
-    tile-aware search changes (a different split of equal cost is no change), the median and
-    p95 cut (%), and the uniform split's median extra padded tiles (%)."""
-    t = tile.groupby(["shape", "pairs_per_gpu"]).agg(
-        changed_pct=("changed", "mean"), cut_median_pct=("cut_pct", "median"),
-        cut_p95_pct=("cut_pct", lambda x: x.quantile(0.95)), uniform_extra_tiles_pct=("uniform_extra_tiles_pct", "median"))
-    t["changed_pct"] *= 100
-    return t
-
-
-def ba2a_table(a2a: pd.DataFrame, model: CostModel) -> pd.DataFrame:
-    """Table 3's model columns, this artifact: per B the most frequent bottleneck regime,
-    TEMPO's median block ratio to static, the mean activated experts per GPU and the
-    crossover N* = (a + bG - c2) / gamma at that G (:func:`ba2a`) (the ``ba2a_regimes`` result)."""
-    t = a2a.groupby("B").agg(regime=("regime", lambda x: x.mode()[0]), block_ratio=("ratio_to_static", "median"),
-                             G_per_gpu=("mean_G", "mean"))
-    t["N_star_at_G"] = [ba2a(model, g) for g in t.G_per_gpu]
-    return t

@@ -6,19 +6,26 @@ import numpy as np
 import pandas as pd
 
 from ..core.cost import CostModel
-from ..policies import solve
+from ..policies import check_names, solve
 from ..core.models import model_shape
 from ..world.placement import eplb_placement
 from .sweep import run_grid
 from ..theory.bounds import flip_boundary
 from ..world.workloads import expected_loads, sample_counts, zipf_popularity
-from . import FIRST_REPLICA, STATIC, experiment
+from .registry import FIRST_REPLICA, STATIC, experiment
 from .scenarios import TraceRouting, zipf_batches
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
 SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
           for m in map(model_shape, ("DSv3", "Qwen3-30B", "DSv2-Lite"))}  # a view of tempo.core.models
+#: The paper's comparison sets (study design, not "every policy with a property"): each is the
+#: ordered list of dispatches a table or figure compares, and the order decides ties (``min``
+#: over it) and row order.  Their names are checked against the policy registry at import.
+#: Phase diagram (Fig. 6 / 12): the three fixed policies and their one-letter winner codes.
 FIXED = {"metro": "M", "token_lp": "L", "uniform": "E"}
+check_names(FIXED, "simulator.FIXED (the phase diagram's fixed policies)")
+#: Table 1: the proxies priced against TEMPO (``static`` runs as the study's STATIC map).
+TABLE1_PROXIES = check_names(("static", "uniform", "token_lp", "metro"), "simulator.TABLE1_PROXIES (Table 1)")
 
 
 @experiment("mixed_regime")
@@ -77,7 +84,7 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
         for b, inst in enumerate(insts):
             t = model.makespan(inst, solve(inst, model, "tempo"))
             ms = {p: model.makespan(inst, solve(inst, model, STATIC if p == "static" else p))
-                  for p in ("static", "uniform", "token_lp", "metro")}
+                  for p in TABLE1_PROXIES}
             row = {"B": B, "batch": b, **{p: v / t for p, v in ms.items()}}
             row["spread"] = max(ms.values()) / min(ms.values())
             row["first_replica"] = model.makespan(inst, solve(inst, model, FIRST_REPLICA)) / t
@@ -153,7 +160,8 @@ def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-LANDSCAPE = ["uniform", "token_lp", "metro", "llep", "tempo"]
+#: Table 4's dispatch kernels, in the paper's row order (study design, see :data:`FIXED`).
+LANDSCAPE = list(check_names(["uniform", "token_lp", "metro", "llep", "tempo"], "simulator.LANDSCAPE (Table 4)"))
 
 
 @experiment("policy_landscape")
@@ -264,7 +272,8 @@ def routing_statistics(config: dict) -> pd.DataFrame:
 #: Dispatches compared in :func:`phase_anatomy`: the phase diagram's three fixed policies, the
 #: sparse (vertex) optimum of the same token LP, and TEMPO with our defaults and as Section 4.2
 #: writes it (the ``"paper"`` preset: no restarts, chains of depth 2).
-ANATOMY = ("metro", "token_lp", "token_lp_vertex", "uniform", "tempo", "tempo_paper")
+ANATOMY = check_names(("metro", "token_lp", "token_lp_vertex", "uniform", "tempo", "tempo_paper"),
+                      "simulator.ANATOMY (the phase anatomy's dispatches)")
 #: What :func:`phase_anatomy` builds the EPLB placement from: the phase diagram's long-run pair
 #: loads (first) and the router-weight ablation.
 ANATOMY_PLACEMENTS = ("long-run loads", "router weights")
@@ -322,147 +331,3 @@ def phase_anatomy(config: dict) -> pd.DataFrame:
                              "hot_pair_share": float(counts[:, hot].sum() / counts.sum()),
                              "hot_replicas": int((placement == hot).sum()), "slots_per_gpu": placement.size // ep})
     return pd.DataFrame(rows)
-
-
-def anatomy_gains(anatomy: pd.DataFrame) -> pd.DataFrame:
-    """Per (cell, placement): the best of the phase diagram's fixed policies (M / L / E, as in
-    :func:`phase_cell`) and TEMPO's gain over it, TEMPO's gain over the best fixed policy when
-    the sparse token-LP vertex joins them, and TEMPO's makespan over the lower bound.
-    ``anatomy`` is the :func:`phase_anatomy` result."""
-    need = {"shape", "skew", "replication", "B", "placement", "policy", "makespan_us", "lower_bound_us"}
-    if not need <= set(anatomy.columns):
-        raise ValueError(f"anatomy must have columns {sorted(need)} (the phase_anatomy experiment)")
-    rows = []
-    for key, g in anatomy.groupby(["shape", "skew", "replication", "B", "placement"], sort=False):
-        ms = g.set_index("policy").makespan_us
-        best = min(FIXED, key=lambda p: ms[p])
-        best_v = min(list(FIXED) + ["token_lp_vertex"], key=lambda p: ms[p])
-        rows.append({**dict(zip(["shape", "skew", "replication", "B", "placement"], key)),
-                     "best_fixed": best, "gain_pct": 100 * (1 - ms["tempo"] / ms[best]),
-                     "best_with_vertex": best_v, "gain_vs_vertex_pct": 100 * (1 - ms["tempo"] / ms[best_v]),
-                     "tempo_over_lb": ms["tempo"] / g.lower_bound_us.iloc[0],
-                     "paper_preset_gain_pct": 100 * (1 - ms["tempo_paper"] / ms[best])})
-    return pd.DataFrame(rows)
-
-
-# ------------------------------------------------------------------ chapter 04's tables (summaries of the results above)
-def mixed_summary(mixed: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 5's numbers per batch size: % of mixed batches, mean % of activated experts in the
-    flat region and mean % of tokens in linear-region experts (the ``mixed_regime`` result)."""
-    return mixed.groupby("tokens_per_gpu").agg(
-        mixed_pct=("mixed", "mean"), flat_experts_pct=("flat_expert_share", "mean"),
-        linear_tokens_pct=("linear_token_share", "mean")).mul(100).round(1)
-
-
-T1_POLICIES = ["static", "uniform", "token_lp", "metro", "spread"]
-
-
-def mispricing_summary(t1: pd.DataFrame) -> pd.DataFrame:
-    """Table 1, this artifact: per concurrency B, each proxy's ratio to TEMPO (and the spread)
-    as ``<policy> median`` and ``<policy> p95`` over batches (the ``proxy_mispricing`` result)."""
-    g = t1.groupby("B")[T1_POLICIES]
-    out = pd.concat({"median": g.median(), "p95": g.quantile(0.95)}, axis=1)
-    out.columns = [f"{p} {q}" for q, p in out.columns]
-    return out[[f"{p} {q}" for p in T1_POLICIES for q in ("median", "p95")]]
-
-
-def mispricing_ordering(t1: pd.DataFrame, table1: pd.DataFrame) -> pd.DataFrame:
-    """Table 1's story as an ordering, per concurrency B: the most expensive and the cheapest
-    proxy by median ratio to TEMPO, in this artifact's batches (``proxy_mispricing``) and in the
-    paper's Table 1 (``paper.table(1)``: B, policy, median), and whether the two agree.  The
-    spread (worst over best proxy) is not a proxy and is left out; ties go to the first proxy
-    in :data:`T1_POLICIES` order."""
-    proxies = [p for p in T1_POLICIES if p != "spread"]
-    ours = t1.groupby("B")[proxies].median()
-    theirs = table1[table1.policy.isin(proxies)].pivot(index="B", columns="policy", values="median")[proxies]
-    rows = []
-    for B in ours.index:
-        row = {"B": int(B), "ours: most expensive": ours.loc[B].idxmax(), "ours: cheapest": ours.loc[B].idxmin()}
-        if B in theirs.index:
-            row.update({"paper: most expensive": theirs.loc[B].astype(float).idxmax(),
-                        "paper: cheapest": theirs.loc[B].astype(float).idxmin()})
-            row["same ordering ends"] = (row["ours: most expensive"] == row["paper: most expensive"]
-                                         and row["ours: cheapest"] == row["paper: cheapest"])
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("B")
-
-
-def mispricing_paper(table1: pd.DataFrame) -> pd.DataFrame:
-    """Table 1 as the paper prints it (medians, one row per B), from ``paper.table(1)``."""
-    return table1.pivot(index="B", columns="policy", values="median")[T1_POLICIES]
-
-
-def phase_gains(phase: pd.DataFrame) -> pd.DataFrame:
-    """TEMPO's gain over the best fixed policy per (shape, replication): min, max, mean %."""
-    return phase.groupby(["shape", "replication"]).gain_pct.agg(["min", "max", "mean"])
-
-
-def scale_gains(scale: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 12 per (skew, EP): mean and max gain over the batch ladder, compute-only and with
-    the communication term (the ``phase_diagram`` result with ``comm_kr``)."""
-    return scale.groupby(["skew", "ep"]).agg(mean_gain=("gain_pct", "mean"), max_gain=("gain_pct", "max"),
-                                             mean_gain_comm=("gain_comm_pct", "mean"),
-                                             max_gain_comm=("gain_comm_pct", "max"))
-
-
-T4_ROWS = ["uniform", "token_lp", "metro", "llep", "tempo"]
-
-
-def landscape_table(land: pd.DataFrame, redundant: int = 64, drift: int = 16) -> pd.DataFrame:
-    """Table 4, this artifact: median makespan / static per kernel (rows) and scale (columns)
-    at one redundancy and drift (the ``policy_landscape`` result)."""
-    main = land[(land.redundant == redundant) & (land.drift == drift)]
-    if main.empty:
-        raise ValueError(f"no policy_landscape rows at redundant={redundant}, drift={drift}")
-    t = main.groupby(["policy", "scale"]).ratio_to_static.median().unstack()
-    return t.loc[[p for p in T4_ROWS if p in t.index], [s for s in ("0.25x", "1x", "4x") if s in t.columns]]
-
-
-def landscape_grid(land: pd.DataFrame) -> pd.DataFrame:
-    """Median makespan / static per (redundancy, drift) and kernel, over every scale."""
-    return land.groupby(["redundant", "drift", "policy"]).ratio_to_static.median().unstack("policy")
-
-
-def staleness_table(stale: pd.DataFrame) -> pd.DataFrame:
-    """Section 5.5: median makespan / static per scale (rows) and information regime."""
-    return stale.groupby(["scale", "regime"]).ratio_to_static.median().unstack()[["exact", "stale-1", "frozen", "uniform"]]
-
-
-def max_gain_cells(phase: pd.DataFrame) -> list[dict]:
-    """Each shape's phase-diagram cell of TEMPO's largest gain over the best fixed policy, as
-    ``phase_anatomy`` cells (shape, skew, replication, B)."""
-    top = phase.loc[phase.groupby("shape").gain_pct.idxmax()]
-    return [{"shape": str(r.shape), "skew": float(r.skew), "replication": float(r.replication), "B": int(r.B)}
-            for r in top.itertuples()]
-
-
-#: the anatomy's shapes by the short names chapter 04's prose glues them under
-ANATOMY_SHORT = {"DSv3": "dsv3", "Qwen3-30B": "qwen3", "DSv2-Lite": "dsv2"}
-
-
-def anatomy_numbers(anat: pd.DataFrame, why: pd.DataFrame) -> dict:
-    """The numbers chapter 04 quotes about each shape's maximum cell (``an_<what>_<shape>``),
-    from ``phase_anatomy`` (``anat``) and :func:`anatomy_gains` (``why``): TEMPO's gain, its
-    gain against the vertex token-LP, its distance from the lower bound (%), the paper preset's
-    gain, the gain under the router-weight placement, the busiest GPU's activated slots (G) and
-    tokens (N) per policy, and the hottest expert's router weight, pair share and replicas."""
-    rw = anat[anat.placement == "long-run loads"].set_index(["shape", "policy"])
-    ab = anat[anat.placement == "router weights"].set_index(["shape", "policy"])
-    gw = why.set_index(["shape", "placement"])
-    out = {}
-    for sh, k in ANATOMY_SHORT.items():
-        if (sh, "long-run loads") not in gw.index:
-            continue
-        g = gw.loc[(sh, "long-run loads")]
-        out.update({f"an_gain_{k}": g.gain_pct, f"an_vertex_{k}": g.gain_vs_vertex_pct,
-                    f"an_lb_{k}": 100 * (g.tempo_over_lb - 1), f"an_paper_{k}": g.paper_preset_gain_pct,
-                    f"an_routerw_{k}": gw.loc[(sh, "router weights")].gain_pct,
-                    f"an_G_lp_{k}": rw.loc[(sh, "token_lp"), "max_G"], f"an_G_tempo_{k}": rw.loc[(sh, "tempo"), "max_G"],
-                    f"an_G_metro_{k}": rw.loc[(sh, "metro"), "max_G"], f"an_N_metro_{k}": rw.loc[(sh, "metro"), "max_N"],
-                    f"an_N_tempo_{k}": rw.loc[(sh, "tempo"), "max_N"], f"an_N_lp_{k}": rw.loc[(sh, "token_lp"), "max_N"],
-                    f"an_hot_w_{k}": rw.loc[(sh, "tempo"), "hot_router_weight"],
-                    f"an_hot_share_{k}": rw.loc[(sh, "tempo"), "hot_pair_share"],
-                    f"an_hot_reps_{k}": int(rw.loc[(sh, "tempo"), "hot_replicas"]),
-                    f"an_hot_reps_rw_{k}": int(ab.loc[(sh, "tempo"), "hot_replicas"]),
-                    f"an_slots_{k}": int(rw.loc[(sh, "tempo"), "slots_per_gpu"]) * 8})  # EP8, the phase diagram's
-    return {k: float(v) for k, v in out.items()}

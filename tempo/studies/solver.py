@@ -10,7 +10,7 @@ from ..core.cost import CostModel
 from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
-from . import STATIC, experiment
+from .registry import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, zipf_batches
 
 
@@ -241,97 +241,3 @@ def drift16_terms(config: dict) -> pd.DataFrame:
             rows.append({"B": B, "batch": b, "objective": name,
                          "ratio_to_static": full.makespan(inst, d) / static})
     return pd.DataFrame(rows)
-
-
-# ---------------------------------------------------------------------------- chapter 03's tables
-# Summaries of the results above so that a chapter's cell is a call and a display.
-def milp_summary(svm: pd.DataFrame, ours: str = "this artifact (phase grid)") -> pd.DataFrame:
-    """tempo / MILP on the phase grid (mean, p95, max) beside the paper's real-trace numbers
-    (Section 4.2, ``text_numbers.csv``), and how many batches the MILP proved optimal.
-    ``ours`` names the column of this build's values (the batches' routing)."""
-    from ..book import paper
-
-    rows = [{"quantity": f"tempo / MILP, {q}", "paper (real traces)": paper.text_number("solver", f"ratio_{k}"),
-             ours: v}
-            for q, k, v in [("mean", "mean", svm.ratio.mean()), ("p95", "p95", svm.ratio.quantile(0.95)),
-                            ("max", "max", svm.ratio.max())]]
-    rows.append({"quantity": "MILP proved optimal", "paper (real traces)": "",
-                 ours: f"{int(svm.milp_optimal.sum())} / {len(svm)}"})
-    return pd.DataFrame(rows)
-
-
-def milp_below_one(svm: pd.DataFrame, b: float) -> pd.DataFrame:
-    """Batches with tempo / MILP below 0.999, split by whether the MILP reported optimal or
-    stopped at its time limit, and the MILP's excess over tempo there in floors ``b``."""
-    if b <= 0:
-        raise ValueError(f"b must be a positive floor (us), got {b}")
-    rows = []
-    for proven in (True, False):
-        grp = svm[svm.milp_optimal == proven]
-        below = grp[grp.ratio < 0.999]
-        rows.append({"MILP": "reported optimal" if proven else "stopped at its time limit", "batches": len(grp),
-                     "ratio below 1": len(below),
-                     "MILP minus tempo there, in floors b": sorted(set(((below.milp - below.tempo) / b).round(3)))})
-    return pd.DataFrame(rows)
-
-
-def solver_headlines(svm: pd.DataFrame) -> dict:
-    """The numbers chapter 03's prose quotes about tempo against the MILP."""
-    below = svm.ratio < 0.999
-    return {"batches": len(svm), "proven": int(svm.milp_optimal.sum()), "timed_out": int((~svm.milp_optimal).sum()),
-            "below_one": int(below.sum()), "below_one_timed_out": int((below & ~svm.milp_optimal).sum()),
-            "below_one_proven": int((below & svm.milp_optimal).sum()),
-            "ratio_min": float(svm.ratio.min()), "ratio_max": float(svm.ratio.max()),
-            "tempo_ms_median_large_b": float(svm[svm.tokens_per_gpu > 256].tempo_ms.median()),
-            "milp_ms_median": float(1e3 * svm.milp_s.median()), "milp_ms_max": float(1e3 * svm.milp_s.max())}
-
-
-def solve_time_summary(svm: pd.DataFrame) -> pd.DataFrame:
-    """tempo's median solve time at B > 256 beside the paper's LP-branch time (Section 4.2)."""
-    from ..book import paper
-
-    return pd.DataFrame([{"quantity": "tempo median ms, B > 256",
-                          "paper": f"about {paper.number('solver/lp_branch_ms')} (LP branch)",
-                          "this artifact": solver_headlines(svm)["tempo_ms_median_large_b"]}])
-
-
-def ablation_table(abl: pd.DataFrame) -> pd.DataFrame:
-    """Table 2 beside the paper's: per variant, mean / p95 / max degradation (%) and where the
-    worst batch sits (EP, skew, B)."""
-    from ..book import paper
-
-    t2 = paper.table(2).set_index("variant")
-    rows = []
-    for v, grp in abl.groupby("variant", sort=False):
-        worst = grp.loc[grp.degradation_pct.idxmax()]
-        rows.append({"variant": v, "mean % (paper)": t2.loc[v, "mean_pct"], "mean % (ours)": grp.degradation_pct.mean(),
-                     "p95 % (paper)": t2.loc[v, "p95_pct"], "p95 % (ours)": grp.degradation_pct.quantile(0.95),
-                     "max % (paper)": t2.loc[v, "max_pct"], "max % (ours)": grp.degradation_pct.max(),
-                     "paper's region": t2.loc[v, "max_region"],
-                     "region of our max": f"EP{worst.ep}, s={worst['skew']}, B={worst.tokens_per_gpu}"})
-    return pd.DataFrame(rows)
-
-
-def _by_b(df: pd.DataFrame, row: str) -> pd.DataFrame:
-    t = df.groupby([row, "B"]).ratio_to_static.median().unstack()
-    return t.reindex([r for r in df[row].drop_duplicates() if r in t.index])   # the order the experiment ran them
-
-
-def stage_table(st: pd.DataFrame) -> pd.DataFrame:
-    """Table 8 from a drift16_stages result: median makespan / static per stage set (rows in
-    build-up order) and B, plus the median solve time at the largest B."""
-    t8 = _by_b(st, "stages")
-    t8[f"solve ms (B={st.B.max()})"] = st[st.B == st.B.max()].groupby("stages").solve_ms.median()
-    return t8
-
-
-def term_table(tm: pd.DataFrame) -> pd.DataFrame:
-    """Table 9 from a drift16_terms result: median makespan / static per objective and B."""
-    return _by_b(tm, "objective")
-
-
-def traffic_gap(tm: pd.DataFrame) -> pd.DataFrame:
-    """What dropping the traffic term costs per B, in points of the static makespan."""
-    t9 = term_table(tm)
-    gap = 100 * (t9.loc["drop traffic (c2 gamma)"] - t9.loc["full 3-term (4)"])
-    return gap.rename("dropping the traffic term costs (points of static)").to_frame().T

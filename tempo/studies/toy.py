@@ -7,7 +7,7 @@ import pandas as pd
 from ..core.cost import CostModel
 from ..core.instance import Instance
 from ..policies import solve
-from . import experiment
+from .registry import experiment
 
 TOY_COUNTS = [600, 30, 30, 30, 30, 30, 30]
 PROXY_NAMES = {"token_lp": "token balancing (token-LP)", "metro": "activation balancing (METRO)",
@@ -65,47 +65,3 @@ def cost_curve(config: dict) -> pd.DataFrame:
                          "regime": "flat (weight streaming)" if ni < m.n_star else "linear (compute)",
                          "n_star": m.n_star})
     return pd.DataFrame(rows)
-
-
-def proxy_gain(sweep: pd.DataFrame, threshold: float = 1.01) -> pd.DataFrame:
-    """Over a toy_sweep result: where on the (b, beta) map the time model beats both proxies by
-    more than ``threshold``, the b/beta band (tokens) of those points, and the largest and
-    smallest best-proxy / tempo ratio.  One row."""
-    if not {"b", "beta", "policy", "makespan_us"} <= set(sweep.columns):
-        raise ValueError("sweep must be a toy_sweep result (columns b, beta, policy, makespan_us)")
-    wide = sweep.pivot_table(index=["b", "beta"], columns="policy", values="makespan_us").reset_index()
-    ratio = wide[["token_lp", "metro"]].min(axis=1) / wide["tempo"]
-    band = (wide.b / wide.beta)[ratio > threshold]
-    return pd.DataFrame([{"grid points": len(wide), f"tempo > {100 * (threshold - 1):g}% better than both proxies": len(band),
-                          "there, b / beta from (tokens)": band.min(), "to (tokens)": band.max(),
-                          "best proxy / tempo, largest": ratio.max(), "best proxy / tempo, smallest": ratio.min()}])
-
-
-def stage_trace(inst: Instance, model: CostModel, seeds=("whole", "greedy")) -> pd.DataFrame:
-    """tempo_fast's makespan after each stage (seed, chains, local search, ensemble), one row
-    per seed (Section 4.2)."""
-    if not seeds:
-        raise ValueError("seeds must name at least one seed ('whole', 'greedy')")
-    return pd.DataFrame({s: solve(inst, model, "tempo", seed=s).meta["stages"] for s in seeds}).T.rename_axis("seed")
-
-
-#: the (b, beta) grids of chapter 01's slider and map: b in us, beta in us per token
-SWEEP_GRIDS = {"smoke": (np.linspace(0, 30, 4), np.array([0.02, 0.16, 0.3])),
-               "full": (np.arange(0, 30.1, 2.5), np.round(np.arange(0.02, 0.301, 0.02), 3))}
-
-
-def sweep_config(profile: str) -> dict:
-    """The toy_sweep config of a book profile (``gpu`` uses the full grid)."""
-    if profile not in ("smoke", "full", "gpu"):
-        raise ValueError(f"profile must be 'smoke', 'full' or 'gpu', got {profile!r}")
-    b_vals, beta_vals = SWEEP_GRIDS.get(profile, SWEEP_GRIDS["full"])
-    return {"b_values": [float(v) for v in b_vals], "beta_values": [float(v) for v in beta_vals]}
-
-
-def headlines(toy: pd.DataFrame) -> dict:
-    """The toy_dispatch numbers chapter 01's prose quotes: each policy's makespan (us) and
-    token-LP's makespan over the time model's."""
-    ms = toy.groupby("policy").makespan_us.first()
-    if not {"token_lp", "tempo"} <= set(ms.index):
-        raise ValueError("toy must be a toy_dispatch result with the token_lp and tempo policies")
-    return {**{f"{p}_us": float(v) for p, v in ms.items()}, "token_lp_over_tempo": float(ms["token_lp"] / ms["tempo"])}

@@ -157,6 +157,15 @@ def probe_suite(n: int = 1296, seed: int = 0, max_experts: int = 512, max_gpus: 
         yield kind, name, Instance.full_replication(counts, g), model
 
 
+def probe_instance(i: int, n: int = 1296, seed: int = 0, max_experts: int = 512, max_gpus: int = 16):
+    """Instance ``i`` of :func:`probe_suite` (same arguments): (kind, params name, Instance, CostModel)."""
+    if not 0 <= i < n:
+        raise ValueError(f"i must be in [0, {n}), got {i}")
+    for j, item in enumerate(probe_suite(n, seed=seed, max_experts=max_experts, max_gpus=max_gpus)):
+        if j == i:
+            return item
+
+
 # ---------------------------------------------------------------------------- flip boundary (Section 3.2)
 def effective_replicas(popularity, replicas, tokens_per_gpu: float, top_k: int, n_gpus: int) -> float:
     """``E_eff = sum_e (1 - (1 - p_e)^T) r_e``: expected activated replicas in a batch of
@@ -192,179 +201,3 @@ def flip_boundary(popularity, replicas, n_star: float, top_k: int, n_gpus: int, 
         B = new
     return B, avg, hot
 
-
-# ---------------------------------------------------------------------------- chapter tables (01, 02)
-# Summaries of the experiments' long-form results, so that a chapter's cell is a call and a
-# display.  Each returns a DataFrame; ``*_headlines`` return the numbers a chapter's prose quotes.
-def dispatcher_makespans(inst: Instance, model: CostModel, policies=("tempo", "metro", "token_lp", "milp")):
-    """Makespan (us) of each dispatcher on one instance, one row per dispatcher (Eq. 1 pricing)."""
-    import pandas as pd
-
-    from ..policies import solve
-
-    if not policies:
-        raise ValueError("policies must name at least one dispatcher")
-    df = pd.DataFrame([{"dispatcher": p, "makespan (us)": model.makespan(inst, solve(inst, model, p))}
-                       for p in policies])
-    return df.assign(**{"above the best %": 100 * (df["makespan (us)"] / df["makespan (us)"].min() - 1)})
-
-
-ROOFLINE_FITS = {"DSv3": "dsv3-offline", "DSv2-Lite": "dsv2lite-offline", "Qwen3-30B": "qwen3-30b-offline"}
-
-
-def roofline_table(fits: dict | None = None, hbm_bytes_per_s: float = TESTBED_A_HBM):
-    """Section 2.2: each shape's expert bytes (fp8), its roofline floor, the fitted floor b of
-    the named parameter set ``fits[shape]``, their ratio, the share of peak bandwidth a kernel
-    paying the fitted floor streams at (roofline / fitted), and the fitted inflection n* = b/beta."""
-    import pandas as pd
-
-    rows = []
-    for shape, params in (fits or ROOFLINE_FITS).items():
-        m = CostModel.named(params)
-        roof = roofline_floor_us(shape, hbm_bytes_per_s)
-        rows.append({"shape": shape, "expert MB (fp8)": expert_bytes(shape) / 1e6, "roofline floor (us)": roof,
-                     "fitted b (us)": m.b, "fitted / roofline": m.b / roof,
-                     "share of peak bandwidth %": 100 * roof / m.b, "n* (tokens)": m.n_star})
-    return pd.DataFrame(rows)
-
-
-def thm1_summary(thm1):
-    """Theorem 1 per (m, has a partition): instances, share reaching T, share proven optimal, and
-    the most experts split by a dispatch that reaches T (0 when none reaches it)."""
-    g = thm1.groupby(["m", "solvable"])
-    out = g.agg(instances=("seed", "size"), reach_T=("reaches_T", "mean"), optimal=("proven_optimal", "mean"))
-    out["max_split_when_T"] = thm1[thm1.reaches_T].groupby(["m", "solvable"]).split_experts.max()
-    return out.fillna({"max_split_when_T": 0}).astype({"max_split_when_T": int})
-
-
-def thm1_check(thm1):
-    """One row: does the reduction hold on every instance (the MILP, proven optimal, reaches T
-    exactly when a partition exists, splitting no expert), and how far above T the best
-    makespan lies (%) where no partition exists."""
-    import pandas as pd
-
-    holds = bool(((thm1.reaches_T == thm1.solvable) & thm1.proven_optimal).all()
-                 and (thm1[thm1.reaches_T].split_experts == 0).all())
-    no = thm1[~thm1.solvable]
-    above = 100 * (no.milp_makespan / no["T"] - 1)
-    return pd.DataFrame([{"reduction holds on every instance": holds, "instances": len(thm1),
-                          "no partition: best makespan above T, min %": above.min(), "max %": above.max()}])
-
-
-def lemma_summary(lem):
-    """Lemmas 1 and 2: per lemma, instances, share the MILP proved, and the polynomial
-    algorithm's and tempo's ratios to the MILP."""
-    tab = lem.groupby("lemma").agg(instances=("instance", "size"), milp_proven=("optimal", "mean"),
-                                   poly_over_milp_min=("poly_over_milp", "min"),
-                                   poly_over_milp_max=("poly_over_milp", "max"),
-                                   tempo_over_milp_max=("tempo_over_milp", "max"))
-    return tab.rename(columns={"milp_proven": "MILP proven", "poly_over_milp_min": "poly / MILP min",
-                               "poly_over_milp_max": "poly / MILP max", "tempo_over_milp_max": "tempo / MILP max"})
-
-
-def thm2_headlines(probe) -> dict:
-    """The numbers of the Theorem 2 probe the chapter quotes: worst ratios with OPT at its best
-    known value (``*_lo`` / ``*_min`` columns) and at its lower bound, and the worst tempo / OPT
-    on the instances whose OPT the MILP pinned (with that instance's index ``i``)."""
-    pinned = probe[probe.opt_from == "milp"]
-    r = pinned.tempo / pinned.opt_hi
-    return {"worst_ratio_to_bound": float(probe.rr_over_bound_lo.max()),
-            "worst_ratio_to_bound_lb": float(probe.rr_over_bound_hi.max()),
-            "rr_over_opt_max": float(probe.rr_over_opt_min.max()),
-            "rr_over_opt_max_lb": float(probe.rr_over_opt_max.max()),
-            "tempo_worst_vs_opt": float((probe.tempo / probe.opt_hi).max()),
-            "tempo_worst_vs_opt_lb": float(probe.tempo_over_opt_max.max()),
-            "tempo_worst_pinned": float(r.max()) if len(r) else float("nan"),
-            "tempo_worst_pinned_i": int(pinned.loc[r.idxmax(), "i"]) if len(r) else -1,
-            "instances": int(len(probe)), "pinned": int(len(pinned)),
-            "max_gpus": int(probe.n_gpus.max())}
-
-
-def thm2_summary(probe):
-    """Theorem 2's three worst ratios beside the paper's (``text_numbers.csv``), OPT taken at its
-    best known value and at its lower bound."""
-    import pandas as pd
-
-    from ..book import paper
-
-    h = thm2_headlines(probe)
-    rows = [("worst M(A3) / (OPT + term)", "worst_ratio_to_bound"), ("worst M(A3) / OPT (giants)", "rr_over_opt_max"),
-            ("worst tempo / OPT", "tempo_worst_vs_opt")]
-    return pd.DataFrame([{"quantity": q, "paper": paper.text_number("theorem2", k),
-                          "this artifact (OPT = best known)": h[k], "this artifact (OPT = lower bound)": h[k + "_lb"]}
-                         for q, k in rows])
-
-
-def probe_instance(i: int, n: int = 1296, seed: int = 0, max_experts: int = 512, max_gpus: int = 16):
-    """Instance ``i`` of :func:`probe_suite` (same arguments): (kind, params name, Instance, CostModel)."""
-    if not 0 <= i < n:
-        raise ValueError(f"i must be in [0, {n}), got {i}")
-    for j, item in enumerate(probe_suite(n, seed=seed, max_experts=max_experts, max_gpus=max_gpus)):
-        if j == i:
-            return item
-
-
-def probe_worst_by_kind(probe):
-    """The probe instance with the largest M(A3) / OPT (best known) of each construction, with
-    the largest expert's share of all tokens (``n_max`` column of the thm2_probe result)."""
-    w = probe.loc[probe.groupby("kind").rr_over_opt_min.idxmax()]
-    return _select(w.assign(share=w.n_max / w.tokens),
-                     {"kind": "kind", "params": "params", "experts": "experts", "n_gpus": "P", "tokens": "tokens",
-                      "share": "largest expert / all tokens", "rr_over_opt_min": "M(A3) / OPT",
-                      "rr_over_bound_lo": "M(A3) / (OPT + term)"})
-
-
-def _select(df, columns: dict):
-    """``df[list(columns)]`` renamed by ``columns``, index reset."""
-    return df[list(columns)].rename(columns=columns).reset_index(drop=True)
-
-
-def tempo_worst_case(probe, n: int, max_experts: int, max_gpus: int, seed: int = 0):
-    """The probe instance where tempo is furthest above the MILP-pinned OPT, re-solved with
-    tempo's default seed and with the paper's whole-expert seed: the ratio to OPT and the most
-    activated experts on one GPU for each, and for OPT's dispatch."""
-    import pandas as pd
-
-    from ..policies import solve
-
-    i = thm2_headlines(probe)["tempo_worst_pinned_i"]
-    if i < 0:
-        raise ValueError("probe has no MILP-pinned instance")
-    kind, pname, inst, model = probe_instance(i, n, seed=seed, max_experts=max_experts, max_gpus=max_gpus)
-    opt = solve(inst, model, "milp", time_limit=10.0)
-    rows = []
-    for label, d in [("tempo, default seed", solve(inst, model, "tempo")),
-                     ("tempo, whole-expert seed", solve(inst, model, "tempo", seed="whole")), ("MILP (OPT)", opt)]:
-        G, N, _ = model.gpu_features(inst, d)
-        rows.append({"instance": f"#{i}: {kind}, {pname}, E={inst.n_experts}, P={inst.n_gpus}", "dispatch": label,
-                     "makespan (us)": model.makespan(inst, d), "/ OPT": model.makespan(inst, d) / opt.meta["objective"],
-                     "most activations on a GPU": int(G.max()), "most tokens on a GPU": float(N.max()),
-                     "b (us)": model.b, "b / makespan %": 100 * model.b / model.makespan(inst, d)})
-    return pd.DataFrame(rows)
-
-
-def epsilon_summary(eps):
-    """The certificate's distribution per token scale (the thm2_epsilon result), in %."""
-    d = eps.groupby("scale").eps.describe(percentiles=[0.5, 0.95])[["count", "50%", "95%", "max"]]
-    d[["50%", "95%", "max"]] *= 100
-    return d.rename(columns={"50%": "median %", "95%": "p95 %", "max": "max %"})
-
-
-def epsilon_evidence(tokens=(32, 64, 128, 256), params: str = "dsv3-offline", skew: float = 1.2,
-                     n_experts: int = 256, top_k: int = 8, n_gpus: int = 8):
-    """Why the certificate is what it is: one Zipf decode batch per size (the thm2_epsilon
-    generator, seed = B), its hottest expert's share of all pairs beside the top-k cap 1/k,
-    beta * n_max against the lower bound, and eps (%)."""
-    import pandas as pd
-
-    from ..studies.scenarios import zipf_batches
-
-    model = CostModel.named(params)
-    rows = []
-    for B in tokens:
-        inst = Instance.full_replication(zipf_batches(n_experts, n_gpus, B, skew, 1.25, 1, seed=B, top_k=top_k)[0].counts, n_gpus)
-        n_max = float(inst.counts.max())
-        rows.append({"tokens per GPU B": B, "hottest expert / all pairs": n_max / inst.total_tokens,
-                     "top-k cap": 1 / top_k, "beta n_max (us)": model.beta * n_max, "LB (us)": model.lower_bound(inst),
-                     "epsilon %": 100 * round_robin_epsilon(inst, model)})
-    return pd.DataFrame(rows)

@@ -57,7 +57,7 @@ def write_trace(path, counts, **metadata) -> None:
     (model, top_k, n_gpus, source, ...), as a compressed ``.npz``, written atomically."""
     import io
 
-    from ..studies.cache import atomic_write_bytes
+    from ..core.io import atomic_write_bytes
 
     counts = np.asarray(counts)
     if counts.ndim != 3:
@@ -214,7 +214,7 @@ def import_sglang_dumps(paths, out, **metadata) -> np.ndarray:
 
 def import_main(argv=None) -> int:
     """``python -m tempo import-trace DUMP... -o trace.npz``."""
-    from ..cli import ArgumentParser, input_file, output_file
+    from ..core.argtypes import ArgumentParser, input_file, output_file
 
     ap = ArgumentParser(prog="python -m tempo import-trace",
                         description="convert SGLang recorder dumps (per_pass: one file per rank; or stat)")

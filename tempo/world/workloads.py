@@ -441,70 +441,11 @@ def routing_stats(counts, top_k: int, n_star: float | None = None, lag: int = 1,
     return out
 
 
-#: routing_stats keys shown by :func:`routing_stats_table`, with their labels.
-STAT_LABELS = {"hottest_share": "hottest expert's share of pairs (mean over batches)",
-               "hottest_share_max": "hottest expert's share of pairs (max over batches)",
-               "ceiling": "ceiling 1/K (top-K, distinct experts)",
-               "hottest_over_tokens": "hottest expert's pairs / tokens (max; <= 1)",
-               "max_over_mean": "expert load max / mean",
-               "gpu_max_over_mean": "bottleneck GPU / mean GPU (even split over replicas)",
-               "effective_experts": "effective number of experts exp(H)",
-               "lag_corr": "lag-1 correlation of per-expert load",
-               "lag_corr_dev": "lag-1 correlation of load deviations from the mean",
-               "flat_activation_share": "flat experts' share of activations (n_e < n*)",
-               "linear_token_share": "linear experts' share of pairs (n_e >= n*)",
-               "mixed_share": "mixed batches (both >= 20%)"}
-
-
-def paper_routing_stats():
-    """The routing statistics the paper reports, from ``data/paper/routing_stats.csv``
-    (stat, value as printed, the paper's setting, section) as a DataFrame indexed by stat.
-    The Fig. 5 regime split is read from ``text_numbers.csv``."""
-    import pandas as pd
-
-    from ..book import paper
-    from ..core import paths
-
-    df = pd.read_csv(paths.PAPER / "routing_stats.csv", dtype=str).set_index("stat")
-    fig5 = {"flat_activation_share": "flat_share_of_activations_B512",
-            "linear_token_share": "linear_share_of_tokens_B512"}
-    for stat, q in fig5.items():
-        df.loc[stat] = {"paper": f"{paper.text_number('fig5', q):g}%",
-                        "setting": "real traces (Qwen3-30B, DSv2-Lite), B = 512 tokens/GPU", "section": "Section 2.4, Fig. 5"}
-    lo, hi = paper.text_number("fig5", "mixed_fraction_real_min"), paper.text_number("fig5", "mixed_fraction_real_max")
-    df.loc["mixed_share"] = {"paper": f"{lo:g}-{hi:g}%", "setting": "real traces, 128-512 tokens/GPU",
-                             "section": "Section 2.4, Fig. 5"}
-    return df
-
-
-def routing_stats_table(workloads: dict) -> "pd.DataFrame":
-    """Rows: the statistics of :data:`STAT_LABELS`; columns: each workload's
-    :func:`routing_stats` dict (``{name: stats}``, "this artifact") and the paper's value with
-    its setting where the paper reports one."""
-    import pandas as pd
-
-    paper_df = paper_routing_stats()
-    rows = []
-    for key, label in STAT_LABELS.items():
-        row = {"statistic": label}
-        for name, st in workloads.items():
-            v = st.get(key, np.nan)
-            row[name] = round(float(v), 3) if v is not None else np.nan
-        row["paper"] = paper_df.paper.get(key, "")
-        row["paper setting"] = paper_df.setting.get(key, "")
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("statistic")
-
-
 # ---------------------------------------------------------------------------- routing traces
-# Trace I/O lives in tempo.world.traces (re-exported here for existing callers).
-from .traces import (TRACE_VERSION, import_main, import_sglang_dumps, load_dump, read_trace, sglang_dump_counts,
-                     write_trace)
-
-
+# Trace I/O (write_trace, read_trace, the SGLang recorder import) is tempo.world.traces.
 def synthetic_trace(steps: int, layers: int, n_experts: int, tokens_per_gpu: int, top_k: int = 8,
                     n_gpus: int = 8, skew: float = 1.0, drift: float = 0.05, seed: int = 0):
-    """A synthetic routing trace in the :func:`write_trace` layout, for demos and tests: per
+    """A synthetic routing trace in the :func:`tempo.world.traces.write_trace` layout, for demos and tests: per
     layer a Zipf(skew) popularity that drifts slowly (each step multiplies it by
     ``exp(drift * N(0, 1))`` per expert) and decode batches drawn around it.  Returns
     (counts int64[steps, layers, experts], metadata) with ``source = "synthetic"``."""

@@ -1,0 +1,121 @@
+"""Chapter 01, *Balance time, not tokens* (``notebooks/01_balance_time.md``): the cost curve's
+size, the roofline table of Section 2.2, the toy batch of Fig. 1b and its (b, beta) map, and
+the METRO counterexample, with the numbers the chapter's prose quotes."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...core.cost import CostModel
+from ...core.instance import Instance
+from ...theory.bounds import TESTBED_A_HBM, expert_bytes, roofline_floor_us
+from .common import sizes
+
+#: the parameter sets of Fig. 1a's cost curves (the paper's offline fits, Table 6)
+COST_CURVE_PARAMS = ["dsv3-offline", "dsv2lite-offline", "qwen3-30b-offline"]
+
+
+def cost_curve_config(profile: str) -> dict:
+    """The ``cost_curve`` experiment's config of a book profile: the Table 6 offline fits, 40
+    points per curve in the smoke build and 120 otherwise."""
+    return {"params": list(COST_CURVE_PARAMS), "points": sizes({"smoke": 40, "full": 120}, profile)}
+
+
+# ---------------------------------------------------------------------------- roofline (Section 2.2)
+#: each expert shape's Table 6 offline fit, whose floor b the roofline table compares
+ROOFLINE_FITS = {"DSv3": "dsv3-offline", "DSv2-Lite": "dsv2lite-offline", "Qwen3-30B": "qwen3-30b-offline"}
+
+
+def roofline_table(fits: dict | None = None, hbm_bytes_per_s: float = TESTBED_A_HBM) -> pd.DataFrame:
+    """Section 2.2: each shape's expert bytes (fp8), its roofline floor, the fitted floor b of
+    the named parameter set ``fits[shape]``, their ratio, the share of peak bandwidth a kernel
+    paying the fitted floor streams at (roofline / fitted), and the fitted inflection n* = b/beta."""
+    rows = []
+    for shape, params in (fits or ROOFLINE_FITS).items():
+        m = CostModel.named(params)
+        roof = roofline_floor_us(shape, hbm_bytes_per_s)
+        rows.append({"shape": shape, "expert MB (fp8)": expert_bytes(shape) / 1e6, "roofline floor (us)": roof,
+                     "fitted b (us)": m.b, "fitted / roofline": m.b / roof,
+                     "share of peak bandwidth %": 100 * roof / m.b, "n* (tokens)": m.n_star})
+    return pd.DataFrame(rows)
+
+
+def shape_glue() -> dict:
+    """The expert sizes (MB, fp8) and inflections n* of the three shapes, as the exercises quote
+    them (``mb_<shape>``, ``ns_<shape>``), for :func:`tempo.book.paper.glue`."""
+    t = roofline_table().set_index("shape")
+    return {"mb_dsv3": t.loc["DSv3", "expert MB (fp8)"], "mb_qwen3": t.loc["Qwen3-30B", "expert MB (fp8)"],
+            "mb_dsv2": t.loc["DSv2-Lite", "expert MB (fp8)"], "ns_dsv3": t.loc["DSv3", "n* (tokens)"],
+            "ns_qwen3": t.loc["Qwen3-30B", "n* (tokens)"], "ns_dsv2": t.loc["DSv2-Lite", "n* (tokens)"]}
+
+
+def roofline_glue(roof: pd.DataFrame) -> dict:
+    """What the roofline section's prose glues: the paper's n* and fitted-over-roofline range
+    (claim ids), the range of peak-bandwidth shares in ``roof`` (:func:`roofline_table`) and
+    DeepSeek-V3's expert size in millions of parameters."""
+    return {"p_nstar": "nstar_dsv3", "p_roof_lo": "roofline_ratio_min", "p_roof_hi": "roofline_ratio_max",
+            "roof_eff_lo": roof["share of peak bandwidth %"].min(), "roof_eff_hi": roof["share of peak bandwidth %"].max(),
+            "dsv3_mparams": expert_bytes("DSv3") / 1e6}
+
+
+# ---------------------------------------------------------------------------- the toy batch (Fig. 1b)
+def toy_headlines(toy: pd.DataFrame) -> dict:
+    """The toy_dispatch numbers the chapter's prose quotes: each policy's makespan (us) and
+    token-LP's makespan over the time model's."""
+    ms = toy.groupby("policy").makespan_us.first()
+    if not {"token_lp", "tempo"} <= set(ms.index):
+        raise ValueError("toy must be a toy_dispatch result with the token_lp and tempo policies")
+    return {**{f"{p}_us": float(v) for p, v in ms.items()}, "token_lp_over_tempo": float(ms["token_lp"] / ms["tempo"])}
+
+
+#: the (b, beta) grids of the chapter's slider and map: b in us, beta in us per token
+SWEEP_GRIDS = {"smoke": (np.linspace(0, 30, 4), np.array([0.02, 0.16, 0.3])),
+               "full": (np.arange(0, 30.1, 2.5), np.round(np.arange(0.02, 0.301, 0.02), 3))}
+
+
+def sweep_config(profile: str) -> dict:
+    """The toy_sweep config of a book profile (``gpu`` uses the full grid)."""
+    if profile not in ("smoke", "full", "gpu"):
+        raise ValueError(f"profile must be 'smoke', 'full' or 'gpu', got {profile!r}")
+    b_vals, beta_vals = SWEEP_GRIDS.get(profile, SWEEP_GRIDS["full"])
+    return {"b_values": [float(v) for v in b_vals], "beta_values": [float(v) for v in beta_vals]}
+
+
+def proxy_gain(sweep: pd.DataFrame, threshold: float = 1.01) -> pd.DataFrame:
+    """Over a toy_sweep result: where on the (b, beta) map the time model beats both proxies by
+    more than ``threshold``, the b/beta band (tokens) of those points, and the largest and
+    smallest best-proxy / tempo ratio.  One row."""
+    if not {"b", "beta", "policy", "makespan_us"} <= set(sweep.columns):
+        raise ValueError("sweep must be a toy_sweep result (columns b, beta, policy, makespan_us)")
+    wide = sweep.pivot_table(index=["b", "beta"], columns="policy", values="makespan_us").reset_index()
+    ratio = wide[["token_lp", "metro"]].min(axis=1) / wide["tempo"]
+    band = (wide.b / wide.beta)[ratio > threshold]
+    return pd.DataFrame([{"grid points": len(wide), f"tempo > {100 * (threshold - 1):g}% better than both proxies": len(band),
+                          "there, b / beta from (tokens)": band.min(), "to (tokens)": band.max(),
+                          "best proxy / tempo, largest": ratio.max(), "best proxy / tempo, smallest": ratio.min()}])
+
+
+# ---------------------------------------------------------------------------- the METRO counterexample
+def dispatcher_makespans(inst: Instance, model: CostModel, policies=("tempo", "metro", "token_lp", "milp")) -> pd.DataFrame:
+    """Makespan (us) of each dispatcher on one instance, one row per dispatcher (Eq. 1 pricing),
+    and how far above the best of them each lies (%)."""
+    from ...policies import solve
+
+    if not policies:
+        raise ValueError("policies must name at least one dispatcher")
+    df = pd.DataFrame([{"dispatcher": p, "makespan (us)": model.makespan(inst, solve(inst, model, p))}
+                       for p in policies])
+    return df.assign(**{"above the best %": 100 * (df["makespan (us)"] / df["makespan (us)"].min() - 1)})
+
+
+def makespan_table(inst: Instance, model: CostModel, policies=("tempo", "metro", "token_lp", "milp")) -> pd.DataFrame:
+    """:func:`dispatcher_makespans` indexed by dispatcher."""
+    return dispatcher_makespans(inst, model, policies).set_index("dispatcher")
+
+
+def counterexample_glue(counter: pd.DataFrame) -> dict:
+    """The counterexample's numbers the prose quotes, from :func:`makespan_table` (with the
+    metro, milp and tempo rows): METRO's, the MILP's and tempo's makespans and tempo's excess
+    over the best (%)."""
+    return {"cx_metro": counter.loc["metro", "makespan (us)"], "cx_milp": counter.loc["milp", "makespan (us)"],
+            "cx_tempo": counter.loc["tempo", "makespan (us)"], "cx_above": counter.loc["tempo", "above the best %"]}

@@ -1,0 +1,173 @@
+"""Chapter 03, *The solver* (``notebooks/03_solver.md``): the experiment sizes per profile, the
+stage trace of the toy batch, and the summaries of tempo against the MILP (Section 4.2), the
+ablation of Table 2 and the drift-16 Tables 8 and 9, with the numbers the chapter's prose
+quotes.  The experiments are :mod:`tempo.studies.solver`."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ...core.cost import CostModel
+from ...core.instance import Instance
+from .common import sizes as _sizes
+
+#: experiment sizes per profile: smoke is the seconds-long test build (gpu runs the full sizes)
+SIZES = {"smoke": dict(phase=dict(eps=[8], skews=[0.0, 1.2], replications=[1.25], tokens=[32, 512]), batches=1,
+                       milp_limit=2.0, scale=dict(eps=[16], skews=[1.2], replications=[1.25], tokens=[64]),
+                       drift_batches=2, drift_B=[128, 512]),
+         "full": dict(phase=dict(eps=[8], skews=[0.0, 0.3, 0.6, 0.9, 1.2, 1.5], replications=[1.25, 1.5],
+                                 tokens=[16, 64, 256, 1024, 2048]),
+                      batches=2, milp_limit=10.0,
+                      scale=dict(eps=[8, 16, 32, 64], skews=[0.0, 1.2], replications=[1.25], tokens=[16, 64, 256, 1024]),
+                      drift_batches=12, drift_B=[128, 512, 1024, 2048])}
+
+
+def sizes(profile: str) -> dict:
+    """The chapter's experiment sizes for a book profile (:data:`SIZES`)."""
+    return _sizes(SIZES, profile)
+
+
+def stage_trace(inst: Instance, model: CostModel, seeds=("whole", "greedy")) -> pd.DataFrame:
+    """tempo_fast's makespan after each stage (seed, chains, local search, ensemble), one row
+    per seed (Section 4.2)."""
+    from ...policies import solve
+
+    if not seeds:
+        raise ValueError("seeds must name at least one seed ('whole', 'greedy')")
+    return pd.DataFrame({s: solve(inst, model, "tempo", seed=s).meta["stages"] for s in seeds}).T.rename_axis("seed")
+
+
+# ---------------------------------------------------------------------------- tempo against the MILP
+def milp_summary(svm: pd.DataFrame, ours: str = "this artifact (phase grid)") -> pd.DataFrame:
+    """tempo / MILP on the phase grid (mean, p95, max) beside the paper's real-trace numbers
+    (Section 4.2, ``text_numbers.csv``), and how many batches the MILP proved optimal.
+    ``ours`` names the column of this build's values (the batches' routing)."""
+    from .. import paper
+
+    rows = [{"quantity": f"tempo / MILP, {q}", "paper (real traces)": paper.text_number("solver", f"ratio_{k}"),
+             ours: v}
+            for q, k, v in [("mean", "mean", svm.ratio.mean()), ("p95", "p95", svm.ratio.quantile(0.95)),
+                            ("max", "max", svm.ratio.max())]]
+    rows.append({"quantity": "MILP proved optimal", "paper (real traces)": "",
+                 ours: f"{int(svm.milp_optimal.sum())} / {len(svm)}"})
+    return pd.DataFrame(rows)
+
+
+def milp_tables(svm_all: pd.DataFrame) -> list:
+    """What the chapter shows of a ``solver_vs_milp`` result: :func:`milp_summary` of the
+    synthetic grid and, when the build drew trace batches too (the paper's "real-trace grids"),
+    the routing's label and the same summary of the trace rows."""
+    from IPython.display import Markdown
+
+    from ...studies import routing_label, routing_rows
+
+    out = [milp_summary(routing_rows(svm_all, "synthetic"))]
+    trace = routing_rows(svm_all, "trace")
+    if len(trace):
+        out += [Markdown(routing_label()), milp_summary(trace, ours="this artifact (the build's trace)")]
+    return out
+
+
+def milp_below_one(svm: pd.DataFrame, b: float) -> pd.DataFrame:
+    """Batches with tempo / MILP below 0.999, split by whether the MILP reported optimal or
+    stopped at its time limit, and the MILP's excess over tempo there in floors ``b``."""
+    if b <= 0:
+        raise ValueError(f"b must be a positive floor (us), got {b}")
+    rows = []
+    for proven in (True, False):
+        grp = svm[svm.milp_optimal == proven]
+        below = grp[grp.ratio < 0.999]
+        rows.append({"MILP": "reported optimal" if proven else "stopped at its time limit", "batches": len(grp),
+                     "ratio below 1": len(below),
+                     "MILP minus tempo there, in floors b": sorted(set(((below.milp - below.tempo) / b).round(3)))})
+    return pd.DataFrame(rows)
+
+
+def solver_headlines(svm: pd.DataFrame) -> dict:
+    """The numbers the chapter's prose quotes about tempo against the MILP."""
+    below = svm.ratio < 0.999
+    return {"batches": len(svm), "proven": int(svm.milp_optimal.sum()), "timed_out": int((~svm.milp_optimal).sum()),
+            "below_one": int(below.sum()), "below_one_timed_out": int((below & ~svm.milp_optimal).sum()),
+            "below_one_proven": int((below & svm.milp_optimal).sum()),
+            "ratio_min": float(svm.ratio.min()), "ratio_max": float(svm.ratio.max()),
+            "tempo_ms_median_large_b": float(svm[svm.tokens_per_gpu > 256].tempo_ms.median()),
+            "milp_ms_median": float(1e3 * svm.milp_s.median()), "milp_ms_max": float(1e3 * svm.milp_s.max())}
+
+
+def solver_glue(svm: pd.DataFrame, milp_limit: float) -> dict:
+    """What the MILP section's prose glues: the MILP's time limit, :func:`solver_headlines` of
+    ``svm``, and the paper's speed-up and two Table 8 entries (paper keys)."""
+    sh = solver_headlines(svm)
+    return {"milp_limit": milp_limit, "svm_batches": sh["batches"], "svm_timed_out": sh["timed_out"],
+            "svm_below": sh["below_one"], "svm_below_to": sh["below_one_timed_out"],
+            "svm_below_proven": sh["below_one_proven"], "svm_min": sh["ratio_min"], "svm_max": sh["ratio_max"],
+            "milp_ms_median": sh["milp_ms_median"], "milp_ms_max": sh["milp_ms_max"],
+            "p_speedup": "solver_speedup", "p_t8_seed": "table8/seed only/B512", "p_t8_chains": "table8/+aug. chains/B512"}
+
+
+def solve_time_summary(svm: pd.DataFrame) -> pd.DataFrame:
+    """tempo's median solve time at B > 256 beside the paper's LP-branch time (Section 4.2)."""
+    from .. import paper
+
+    return pd.DataFrame([{"quantity": "tempo median ms, B > 256",
+                          "paper": f"about {paper.number('solver/lp_branch_ms')} (LP branch)",
+                          "this artifact": solver_headlines(svm)["tempo_ms_median_large_b"]}])
+
+
+# ---------------------------------------------------------------------------- the ablation (Table 2)
+def ablation_table(abl: pd.DataFrame) -> pd.DataFrame:
+    """Table 2 beside the paper's: per variant, mean / p95 / max degradation (%) and where the
+    worst batch sits (EP, skew, B)."""
+    from .. import paper
+
+    t2 = paper.table(2).set_index("variant")
+    rows = []
+    for v, grp in abl.groupby("variant", sort=False):
+        worst = grp.loc[grp.degradation_pct.idxmax()]
+        rows.append({"variant": v, "mean % (paper)": t2.loc[v, "mean_pct"], "mean % (ours)": grp.degradation_pct.mean(),
+                     "p95 % (paper)": t2.loc[v, "p95_pct"], "p95 % (ours)": grp.degradation_pct.quantile(0.95),
+                     "max % (paper)": t2.loc[v, "max_pct"], "max % (ours)": grp.degradation_pct.max(),
+                     "paper's region": t2.loc[v, "max_region"],
+                     "region of our max": f"EP{worst.ep}, s={worst['skew']}, B={worst.tokens_per_gpu}"})
+    return pd.DataFrame(rows)
+
+
+def ablation_glue(abl_whole: pd.DataFrame, abl_greedy: pd.DataFrame) -> tuple[dict, dict]:
+    """What the ablation's prose glues, from the runs with the whole-expert and the greedy seed:
+    (numbers for :func:`tempo.book.paper.glue`, region labels for
+    :func:`tempo.book.paper.glue_text`)."""
+    whole = ablation_table(abl_whole).set_index("variant")
+    greedy = ablation_table(abl_greedy).set_index("variant")
+    numbers = {"p_partial_max": "t2_no_partial_max", "partial_max": whole.loc["no partial moves", "max % (ours)"],
+               "partial_max_greedy": greedy.loc["no partial moves", "max % (ours)"],
+               "p_ensemble_max": "t2_no_ensemble_max", "ensemble_max": whole.loc["no ensemble", "max % (ours)"]}
+    texts = {"partial_where": whole.loc["no partial moves", "region of our max"],
+             "p_partial_where": whole.loc["no partial moves", "paper's region"],
+             "ensemble_where": whole.loc["no ensemble", "region of our max"],
+             "p_ensemble_where": whole.loc["no ensemble", "paper's region"]}
+    return numbers, texts
+
+
+# ---------------------------------------------------------------------------- drift-16 (Tables 8, 9)
+def _by_b(df: pd.DataFrame, row: str) -> pd.DataFrame:
+    t = df.groupby([row, "B"]).ratio_to_static.median().unstack()
+    return t.reindex([r for r in df[row].drop_duplicates() if r in t.index])   # the order the experiment ran them
+
+
+def stage_table(st: pd.DataFrame) -> pd.DataFrame:
+    """Table 8 from a drift16_stages result: median makespan / static per stage set (rows in
+    build-up order) and B, plus the median solve time at the largest B."""
+    t8 = _by_b(st, "stages")
+    t8[f"solve ms (B={st.B.max()})"] = st[st.B == st.B.max()].groupby("stages").solve_ms.median()
+    return t8
+
+
+def term_table(tm: pd.DataFrame) -> pd.DataFrame:
+    """Table 9 from a drift16_terms result: median makespan / static per objective and B."""
+    return _by_b(tm, "objective")
+
+
+def traffic_gap(tm: pd.DataFrame) -> pd.DataFrame:
+    """What dropping the traffic term costs per B, in points of the static makespan."""
+    t9 = term_table(tm)
+    gap = 100 * (t9.loc["drop traffic (c2 gamma)"] - t9.loc["full 3-term (4)"])
+    return gap.rename("dropping the traffic term costs (points of static)").to_frame().T

@@ -1,0 +1,62 @@
+"""Chapter 06, *The runtime* (``notebooks/06_runtime.md``): the run lengths per profile, the
+one-batch walk through the dispatch kernel, and the Markdown the chapter writes from the live
+refresher demo and the refresh-latency benchmark.  The runtime itself is :mod:`tempo.serving`."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .common import sizes as _sizes
+
+#: per profile: seconds of the live demo, and the layers and refreshes of the latency benchmark
+SIZES = {"smoke": dict(seconds=2.0, latency_layers=8, latency_refreshes=2),
+         "full": dict(seconds=8.0, latency_layers=94, latency_refreshes=5)}
+
+
+def sizes(profile: str) -> dict:
+    """The chapter's run lengths for a book profile (:data:`SIZES`)."""
+    return _sizes(SIZES, profile)
+
+
+def demo_tables(phy2log, hot_row=(0.1, 0.8, 0.1)):
+    """The kernel walk's inputs for one layer whose physical slots hold the logical experts
+    ``phy2log``: the replica map (logical expert -> its physical slots, ``torch.int64``) and
+    the uniform dispatch table with expert 0's row replaced by ``hot_row``."""
+    import torch
+
+    from ...serving import DispatchTable, replica_map
+
+    phys = torch.tensor(replica_map(phy2log)[0])
+    prob = torch.tensor(DispatchTable.uniform(replica_map(phy2log)).prob[0])
+    if len(hot_row) != prob.shape[1]:
+        raise ValueError(f"hot_row must give one share per replica slot ({prob.shape[1]}), got {len(hot_row)}")
+    prob[0] = torch.tensor(list(hot_row))
+    return phys, prob
+
+
+def routed_pairs(ids, out, slots_per_gpu: int, real_rows: int) -> pd.DataFrame:
+    """Where the kernel sent each token-expert pair: the logical expert (``ids``), the physical
+    slot it chose (``out``), that slot's GPU, and whether the pair's row is CUDA-graph padding
+    (rows from ``real_rows`` on); one column per pair."""
+    n_rows, k = ids.shape
+    return pd.DataFrame({"logical": ids.flatten().tolist(), "physical": out.flatten().tolist(),
+                         "GPU": (out.flatten() // slots_per_gpu).tolist(),
+                         "padding row": [t >= real_rows for t in range(n_rows) for _ in range(k)]}).T
+
+
+def live_text(live_df: pd.DataFrame, stats: dict, seconds: float) -> str:
+    """The prose under the live demo (:func:`tempo.benchmarks.live.live_run`): batches run,
+    tables published, invalid routes, and the median cost against the uniform split once
+    tables arrive."""
+    after = live_df[live_df.tables_published > 0]
+    return (
+        f"{len(live_df)} batches in {seconds:.0f} s; the refresher published {stats.get('published', 0)} tables "
+        f"(outcomes: {stats}); {int(live_df.invalid_routes.sum())} routed pairs landed on a slot without their expert. "
+        "Before the first table "
+        f"the live table is uniform (ratio 1); once tables arrive the batches run at a median "
+        f"{after.table_vs_uniform.median():.3f} of the uniform split's modeled time.")
+
+
+def latency_markdown(report: str) -> str:
+    """The refresh-latency benchmark's report (:func:`tempo.benchmarks.bench.serving`) as a
+    Markdown list, one line per item, without the ``serving:`` prefix."""
+    return "\n".join(f"- {line.removeprefix('serving: ')}" for line in report.splitlines())

@@ -1,0 +1,157 @@
+"""Chapter 07, *Serving* (``notebooks/07_serving.md``): the EP microbenchmark's sizes per
+profile (CPU gloo ranks, or the GPUs of a ``gpu`` build) and the line written from its run, the
+paper's numbers for the prose, this artifact's serve-bench and epbench recordings beside the
+paper's figures, and the chapter's claims listing.  The benchmarks themselves are
+:mod:`tempo.benchmarks`, which shares the book's layer, so the notebook, not this module, calls
+them (``epbench.run_here``)."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from ...core import paths
+from .common import chapter_claims
+from .common import sizes as _sizes
+
+SOURCE = "07_serving"
+#: per profile: steps, ranks and tokens per rank of the EP microbenchmark run on this machine,
+#: and whether it runs on the GPUs here (the gpu build) rather than on CPU gloo ranks
+SIZES = {"smoke": dict(steps=3, world=4, tokens=16, gpu=False), "full": dict(steps=20, world=4, tokens=32, gpu=False),
+         "gpu": dict(steps=20, world=4, tokens=32, gpu=True)}
+
+
+def sizes(profile: str) -> dict:
+    """The chapter's benchmark sizes for a book profile (:data:`SIZES`)."""
+    return _sizes(SIZES, profile)
+
+
+def paper_numbers() -> dict:
+    """The paper's numbers the chapter's prose quotes, read from ``data/paper/`` (for
+    :func:`tempo.book.paper.glue_numbers`): the wall-clock, calibration-transfer, MoonEP and
+    serving claims."""
+    from .. import paper
+
+    return {
+        **paper.claim_range("wc_b32_vs_eplb"), "p_wc_within_best": paper.claim("wc_within_best")["paper"],
+        "p_wc_fixed_failure": paper.text_number("wallclock", "fixed_failure_min"),
+        "p_rank_agreement": paper.claim("calib_rank_agreement")["paper"],
+        "p_gain_transfer": paper.text_number("calib", "gain_transfer_error"),
+        "p_deepep_lo": paper.text_number("moonep", "deepep_us_min"), "p_deepep_hi": paper.text_number("moonep", "deepep_us_max"),
+        "p_moonep_lo": paper.text_number("moonep", "moonep_us_min"), "p_moonep_hi": paper.text_number("moonep", "moonep_us_max"),
+        **paper.claim_range("moonep_prefetch_us"), "p_moonep_flat_ms": paper.text_number("moonep", "prefill_flat_ms"),
+        "p_moonep_cross": paper.text_number("moonep", "crossing_maxvio"),
+        **paper.claim_range("serve_vs_lplb"), "p_govreport": paper.claim("serve_qwen_govreport")["paper"],
+        "p_p99": paper.claim("serve_qwen_p99")["paper"], **paper.claim_range("serve_gil_tax"),
+        "p_tight": -paper.claim("serve_tight_budget")["paper"], "p_ep16_hier": paper.claim("serve_ep16_hier")["paper"],
+    }
+
+
+# ---------------------------------------------------------------------------- the EP microbenchmark here
+def wallclock_text(where: str, steps: int, transfer: dict) -> str:
+    """The line under the microbenchmark's chart: where it ran (``where``, from
+    :func:`tempo.benchmarks.epbench.run_here`), and the model-to-measured ranking agreement and
+    gain-transfer error of the run (``transfer``, :func:`tempo.benchmarks.epbench.transfer`),
+    beside the paper's (which refits the model on the log)."""
+    from .. import paper
+
+    tr = transfer
+    return (f"{where}, {steps} steps: model-to-measured pairwise ranking agreement "
+            f"{tr['agreement']:.0%} over {tr['pairs']} pairs outside a 3% noise band, mean gain-transfer error "
+            f"{tr['gain_transfer_error_p']:.1f} points (paper, Testbed A, with the model refit on the benchmark's log: "
+            f"{paper.claim('calib_rank_agreement')['paper']:.0f}%, {paper.text_number('calib', 'gain_transfer_error'):.1f} p; here the fixed "
+            f"model on expert time only, no refit).")
+
+
+# ---------------------------------------------------------------------------- this artifact's recordings
+#: Which serve-bench recordings belong beside which paper figure: a test on the recording's
+#: ``manifest.json`` server spec (model, ep, redundant slots, initial expert location).
+FIGURE_SERVERS = {
+    8: lambda s: "235B" in str(s.get("model", "")) or "V3" in str(s.get("model", "")),
+    10: lambda s: int(s.get("ep", 8)) == 8 and bool(s.get("init_expert_location")),
+    11: lambda s: "235B" in str(s.get("model", "")) and int(s.get("ep", 8)) == 8,
+    13: lambda s: int(s.get("ep", 8)) == 16,
+}
+
+
+def serving_recordings(figure: int | None, root=None) -> pd.DataFrame | None:
+    """This artifact's serve-bench recordings for paper Figure ``figure`` (8, 10, 11 or 13; None:
+    every recording):
+    those stored by ``python -m tempo ingest`` (:func:`tempo.book.recordings.recordings`, the run's own
+    manifest in ``serve-bench.json.gz``) and any serve-bench output folder written straight
+    under ``data/measured/<machine>/serve-bench*/`` (``pairs.csv`` + ``manifest.json``), whose
+    server matches :data:`FIGURE_SERVERS`, as :func:`tempo.book.figures.servebench_points` frames labelled with the
+    folder; None when there is none."""
+    from .. import recordings
+    from ..figures import servebench_points
+
+    if figure is not None and figure not in FIGURE_SERVERS:
+        raise ValueError(f"figure must be one of {sorted(FIGURE_SERVERS)} or None, got {figure!r}")
+    root = Path(root) if root else paths.ROOT / "data" / "measured"
+    found = []  # (label, server, pairs)
+    for f in sorted(root.glob("*/serve-bench*/pairs.csv")):
+        man = f.parent / "manifest.json"
+        server = json.loads(man.read_text()).get("server", {}) if man.is_file() else {}
+        found.append((f"{f.parent.parent.name}/{f.parent.name}", server, lambda f=f: pd.read_csv(f)))
+    if root.is_dir():
+        for _, r in recordings.recordings("serve-bench", root=root).iterrows():
+            sm = Path(r.path) / "serve-bench.json.gz"
+            server = json.loads(gzip.decompress(sm.read_bytes())).get("server", {}) if sm.is_file() else {}
+            found.append((f"{Path(r.path).parent.name}/{r['name']}", server,
+                          lambda p=r.path: recordings.load_serve(p)[0]))
+    frames = [servebench_points(load(), who=f"this artifact: {label}")
+              for label, server, load in found if figure is None or FIGURE_SERVERS[figure](server or {})]
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def epbench_recordings(root=None) -> pd.DataFrame | None:
+    """This artifact's EP microbenchmark recordings (``data/measured/<machine>/*/epbench.csv.gz``
+    with the run's arguments in ``results.json``, as ``gpu-check`` writes them) as
+    :func:`tempo.book.figures.epbench_points` frames: setting ``B=<tokens>``, labelled with the folder, the shape
+    and whether the ranks were emulated on one device; None when there is none."""
+    from ..figures import epbench_points
+
+    root = Path(root) if root else paths.ROOT / "data" / "measured"
+    frames = []
+    for f in sorted(root.glob("*/*/epbench.csv.gz")):
+        res = f.parent / "results.json"
+        info = json.loads(res.read_text()) if res.is_file() else {}
+        ep = info.get("epbench", info) if isinstance(info, dict) else {}
+        args = ep.get("args", {}) if isinstance(ep, dict) else {}
+        emulated = "emulate" in json.dumps(info).lower() or "gpu-check" in f.parent.name
+        tokens = args.get("tokens")
+        if tokens is None:  # a folder named ...-B<tokens> (the chapter's recipe)
+            hit = re.search(r"B(\d+)$", f.parent.name)
+            tokens = hit.group(1) if hit else "?"
+        setting = f"B={tokens}"
+        who = (f"this artifact: {f.parent.parent.name}/{f.parent.name} ({args.get('shape', '?')} shape, "
+               f"{args.get('world_size', '?')} ranks{' emulated on one GPU' if emulated else ''})")
+        frames.append(epbench_points(pd.read_csv(f), setting, who=who))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def serving_status(root=None) -> list:
+    """What this artifact has measured of serving: every serve-bench recording
+    (:func:`serving_recordings`) under a heading, or what was and was not exercised without
+    one.  A list to display."""
+    from IPython.display import Markdown
+
+    recorded = serving_recordings(None, root=root)
+    if recorded is not None:
+        return [Markdown("**Recorded by this artifact** (median over kept windows, % against the same window's static):"),
+                recorded]
+    return [Markdown("**No serving measurement has been recorded by this artifact** (`data/measured/*/serve-bench*` "
+                     "is empty): every serving number on this page is the paper's. On CPU, the plugin's hook "
+                     "targets resolve in sglang 0.5.23 and its CPU dispatch path runs there (`make sglang-test`, "
+                     "hand-built dispatch infos); the runtime's rebalance, multi-rank agreement and solver faults "
+                     "are tested without SGLang; the driver's window rule and result parsing against sample "
+                     "outputs written in SGLang's result format. Nothing here ran the Triton kernel under graph "
+                     "capture, DeepEP or a GPU server.")]
+
+
+def claims_table() -> pd.DataFrame:
+    """The paper's serving claims this chapter tracks, as the ledger lists them (numbered from 0)."""
+    return chapter_claims(SOURCE).reset_index(drop=True)

@@ -1,0 +1,39 @@
+"""Chapter 98, *The reproduction map* (``notebooks/98_reproduction_map.md``): the map checked
+against the ledger, its counts per category, and what a calibration on an H200 should find
+before it runs.  The map itself is :mod:`tempo.book.repro`."""
+from __future__ import annotations
+
+import pandas as pd
+
+#: (expert shape, the paper's parameter set) of the floors the chapter predicts
+FLOOR_SHAPES = [("dsv3", "dsv3-offline"), ("qwen3-30b", "qwen3-30b-offline"), ("dsv2-lite", "dsv2lite-offline")]
+
+
+def checked_map() -> pd.DataFrame:
+    """The reproduction map (:func:`tempo.book.repro.load_map`), checked complete against the
+    ledger's claim ids; a ValueError lists its problems."""
+    from .. import paper, repro
+
+    rmap = repro.load_map()
+    problems = repro.check_map(rmap, paper.claims().id)
+    if problems:
+        raise ValueError(f"the reproduction map is incomplete: {problems}")
+    return rmap
+
+
+def counts_table(rmap: pd.DataFrame) -> pd.DataFrame:
+    """Items per category of need (:func:`tempo.book.repro.counts`), indexed by category."""
+    from .. import repro
+
+    return repro.counts(rmap).set_index("category")
+
+
+def expected_floors(hbm_tb_s: float = 4.8, shapes=None) -> pd.DataFrame:
+    """Per shape of :data:`FLOOR_SHAPES`, what a calibration on a GPU with ``hbm_tb_s`` TB/s
+    should find (:func:`tempo.book.repro.expected_floor`), with the chapter's column labels."""
+    from .. import repro
+
+    exp = pd.DataFrame([repro.expected_floor(s, p, hbm_tb_s) for s, p in (shapes or FLOOR_SHAPES)])
+    return exp.rename(columns={"roofline_us": "roofline floor (us)", "b_lo_us": "expected b, low (us)",
+                               "b_hi_us": "expected b, high (us)", "beta_us": "beta of the paper's fit (us/token)",
+                               "nstar_lo": "expected n*, low", "nstar_hi": "expected n*, high"})

@@ -1,0 +1,34 @@
+"""Helpers more than one chapter module uses."""
+from __future__ import annotations
+
+import pandas as pd
+
+PROFILES = ("smoke", "full", "gpu")
+
+
+def sizes(table: dict, profile: str):
+    """A chapter's experiment sizes for a book profile: a copy of ``table[profile]``, where
+    ``gpu`` falls back to ``full`` when the table has no ``gpu`` entry (``smoke`` is the
+    seconds-long test build)."""
+    import copy
+
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {', '.join(PROFILES)}, got {profile!r}")
+    return copy.deepcopy(table.get(profile, table["full"]))
+
+
+def chapter_claims(chapter: str) -> pd.DataFrame:
+    """The paper's claims a chapter tracks (``claims.yaml`` rows whose chapter is ``chapter``):
+    id, section, claim, the paper's value, unit and kind."""
+    from .. import paper
+
+    led = paper.claims()
+    if chapter not in set(led.chapter):
+        raise ValueError(f"chapter {chapter!r} has no claims in claims.yaml")
+    return led[led.chapter == chapter][["id", "section", "claim", "paper", "unit", "kind"]]
+
+
+def recordings_table(recs: pd.DataFrame) -> pd.DataFrame:
+    """A recordings listing (:func:`tempo.calib.record.recordings`) as a chapter shows it: every
+    column but the file path."""
+    return recs.drop(columns="path")

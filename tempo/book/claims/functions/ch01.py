@@ -1,0 +1,74 @@
+"""Claims of chapter 01 (balance vs time): the Fig. 1b toy, and arithmetic on the paper's own
+parameters (N* = b / beta, the floor spread, the roofline floor; Section 2.2, Table 6)."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..registry import Value, claim
+from .common import PARAMS, named_model
+
+
+# ------------------------------------------------------------------ Fig. 1b toy (a solver check on the paper's instance)
+_TOY = "tempo.solve on the Fig. 1b toy (600 + 6 x 30 tokens, 2 GPUs, b = 15, beta = 0.1 inferred from 105/7 and 69/690)"
+
+
+def _toy(frames):
+    return frames["toy_dispatch"].groupby("policy").makespan_us.first()
+
+
+for _cid, _pol in [("toy_token_lp", "token_lp"), ("toy_metro", "metro"), ("toy_tempo", "tempo")]:
+    claim(_cid, ["toy_dispatch"], "model", _TOY)(lambda f, p=_pol: float(_toy(f)[p]))
+
+
+@claim("toy_ratio", ["toy_dispatch"], "model", _TOY)
+def toy_ratio(f):
+    ms = _toy(f)
+    return float(ms["token_lp"] / ms["tempo"])
+
+
+# ------------------------------------------------------------------ arithmetic on the paper's parameters
+def _rounded_ratio(b: float, beta: float, db: float, dbeta: float):
+    """b / beta and its range when b and beta are only known to half a unit of their last digit."""
+    return b / beta, ((b - db) / (beta + dbeta), (b + db) / (beta - dbeta))
+
+
+for _cid, _name, _db, _dbeta in [("nstar_dsv3", "dsv3-offline", 0.005, 0.00005),
+                                 ("nstar_qwen3", "qwen3-30b-offline", 0.005, 0.00005),
+                                 ("nstar_dsv2lite", "dsv2lite-offline", 0.005, 0.00005),
+                                 ("nstar_bf16", "dsv3-bf16-offline", 0.005, 0.00005)]:
+    def _nstar(f, name=_name, db=_db, dbeta=_dbeta):
+        m = named_model(name)
+        v, rng = _rounded_ratio(m.b, m.beta, db, dbeta)
+        return Value(v, note=f"b/beta = {m.b}/{m.beta}; with Table 6's rounding b/beta spans {rng[0]:.1f}-{rng[1]:.1f}")
+    claim(_cid, [], "paper-parameters", PARAMS)(_nstar)
+
+
+@claim("floor_spread", [], "paper-parameters", PARAMS)
+def floor_spread(f):
+    return named_model("dsv3-offline").b / named_model("qwen3-30b-offline").b
+
+
+_ROOF = "expert bytes / an assumed 3.35 TB/s HBM bandwidth, chosen as the value that reproduces the paper's bounds"
+
+
+@claim("roofline_dsv3_floor", [], "paper-parameters", _ROOF)
+def roofline_dsv3_floor(f):
+    from ....theory.bounds import roofline_floor_us
+
+    return roofline_floor_us("DSv3")
+
+
+def _roof_ratios():
+    from ....theory.bounds import roofline_floor_us
+
+    fitted = {"DSv3": "dsv3-offline", "DSv2-Lite": "dsv2lite-offline", "Qwen3-30B": "qwen3-30b-offline"}
+    return pd.Series({s: named_model(p).b / roofline_floor_us(s) for s, p in fitted.items()})
+
+
+def _roof(pick):
+    r = _roof_ratios()
+    return Value(float(getattr(r, pick)()), note="fitted b / roofline: " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()))
+
+
+claim("roofline_ratio_min", [], "paper-parameters", _ROOF + " and Table 6's b")(lambda f: _roof("min"))
+claim("roofline_ratio_max", [], "paper-parameters", _ROOF + " and Table 6's b")(lambda f: _roof("max"))

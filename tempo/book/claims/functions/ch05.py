@@ -1,0 +1,128 @@
+"""Claims of chapter 05 (calibration, Section 2.2, Table 6): fit errors and tile steps of a
+deep_gemm recording on a GPU, and the predicted-vs-measured policy ranking of epbench (Section 5.2)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..registry import Value, claim
+from .measured import ep_pick, measured_claim, measured_value
+
+
+# ------------------------------------------------------------------ calibration on a GPU (Section 2.2, Table 6)
+def _gpu_recordings(shape=None):
+    """deep_gemm recordings under data/measured/ (a measurement on a GPU), newest first."""
+    from ....calib.record import recordings
+
+    r = recordings()
+    if r.empty:
+        return r
+    r = r[r.backend == "deep_gemm"]
+    r = r[r["shape"] == shape] if shape else r
+    # newest date first; on one date the recording with more cells (a calibration grid before
+    # a gpu-check short grid)
+    return r.sort_values(["date", "cells"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _measured_recording(path):
+    from ....calib.record import load_recording
+
+    s, _, man = load_recording(path)
+    path = Path(path)  # named as data/measured/<machine>/<folder>, never by this machine's absolute path
+    return s, man, f"measurement: {man.get('device', '?')}, {man.get('date', '?')}, data/measured/{path.parent.name}/{path.name}"
+
+
+def _fit_err(shape):
+    def fn(f):
+        from ....calib import fit_cost_model, fit_error
+
+        r = _gpu_recordings(shape)
+        if r.empty:
+            return None
+        s, man, prov = _measured_recording(r.iloc[0].path)
+        m = fit_cost_model(s, "max_affine", intercept=False).model
+        return Value(100 * fit_error(m, s), evidence="gpu", provenance=prov)
+    return fn
+
+
+claim("fit_err_dsv3", [], "gpu", "a deep_gemm recording under data/measured/")(_fit_err("dsv3"))
+claim("fit_err_qwen3", [], "gpu", "a deep_gemm recording under data/measured/")(_fit_err("qwen3-30b"))
+
+
+def _tile_fit(f):
+    from ....calib import fit_cost_model, fit_error
+    from ....calib.fit import tile_steps
+
+    for path in _gpu_recordings().path:  # the newest recording that has a tile sweep
+        s, man, prov = _measured_recording(path)
+        fine = s[s.G.isin(s[s.kind == "tile"].G.unique()) & s.n.between(100, 400)]
+        if not fine.empty:
+            break
+    else:
+        return None
+    mt = fit_cost_model(s, "tile").model
+    return s, fine, mt, prov, fit_error, tile_steps
+
+
+@claim("tile_err", [], "gpu", "a deep_gemm recording with a tile sweep")
+def tile_err(f):
+    x = _tile_fit(f)
+    if x is None:
+        return None
+    s, fine, mt, prov, fit_error, _ = x
+    return Value(100 * fit_error(mt, fine), evidence="gpu", provenance=prov)
+
+
+@claim("b2_over_b", [], "gpu", "a deep_gemm recording with a tile sweep")
+def b2_over_b(f):
+    x = _tile_fit(f)
+    if x is None:
+        return None
+    s, fine, mt, prov, _, _ = x
+    return Value(mt.b2 / mt.b, evidence="gpu", provenance=prov)
+
+
+@claim("tile_step", [], "gpu", "a deep_gemm recording with a tile sweep")
+def tile_step(f):
+    x = _tile_fit(f)
+    if x is None:
+        return None
+    s, fine, mt, prov, _, tile_steps = x
+    later = tile_steps(fine)
+    later = later[later.boundary > 128]
+    if later.empty:
+        return None
+    return Value((float(later.step_pct.min()), float(later.step_pct.max())), evidence="gpu", provenance=prov)
+
+
+# ------------------------------------------------------------------ the model's ranking against epbench (Section 5.2)
+def rank_agreement(df: pd.DataFrame, noise: float = 0.03) -> tuple[int, int]:
+    """(agreeing pairs, pairs): policy pairs whose median measured expert time differs by more than
+    ``noise`` (relative), and how many of them the model's median makespan orders the same way
+    (Section 5.2; the rule of ``epbench.transfer``, on its CSV columns)."""
+    med = df.groupby("policy")[["expert_us", "model_us"]].median()
+    pairs = agree = 0
+    pols = list(med.index)
+    for i, a in enumerate(pols):
+        for b in pols[i + 1:]:
+            ma, mb = med.loc[a, "expert_us"], med.loc[b, "expert_us"]
+            if abs(ma - mb) / max(ma, mb) <= noise:
+                continue
+            pairs += 1
+            agree += bool((ma < mb) == (med.loc[a, "model_us"] < med.loc[b, "model_us"]))
+    return agree, pairs
+
+
+@measured_claim("calib_rank_agreement", "epbench", "epbench: predicted (model) vs measured policy ranking over the B ladder")
+def calib_rank_agreement(f):
+    got = ep_pick(lambda m: m.get("tokens") is not None and len(m.get("policies") or []) >= 2, per_tokens=True)
+    if not got:
+        return None
+    counts = [rank_agreement(df) for _, df, _ in got]
+    agree, pairs = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    if pairs == 0:
+        return None
+    note = (f"{agree} of {pairs} policy pairs outside a 3% noise band (paper: 14/15), over B = "
+            + ", ".join(str(g[0].manifest["tokens"]) for g in got) + "; the fixed offline model, no refit")
+    return measured_value(100 * agree / pairs, [g[0] for g in got], [r for g in got for r in g[2]], note=note)
