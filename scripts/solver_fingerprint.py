@@ -74,6 +74,12 @@ ALWAYS = {"default", "preset=paper", "no partial", "no chains", "no ensemble", "
 OTHER = sorted(p for p in REGISTRY if p not in ("tempo", "milp"))
 
 
+def _policy(name):
+    """The registered function (the registry holds PolicySpec records since the house issue)."""
+    spec = REGISTRY[name]
+    return getattr(spec, "fn", spec)
+
+
 def _named():
     import pandas as pd
 
@@ -187,7 +193,7 @@ def run(n: int, seed: int, out, progress: bool):
         tag = f"{k:05d} {kind} g={inst.n_gpus} E={inst.n_experts} R={inst.n_slots} tok={inst.total_tokens} {model}"
         big = inst.n_experts * inst.n_gpus > 2048
         # the cost model's prices of a fixed dispatch
-        x = REGISTRY["uniform"](inst, model).shares
+        x = _policy("uniform")(inst, model).shares
         lines = [f"{k:05d} prices {_h(model.gpu_times(inst, x), model.makespan(inst, x), model.lower_bound(inst))}",
                  f"{k:05d} time {_h(model.time([0, 1, 2, 5], [0.0, 10.0, 300.0, 5000.0]), model.time([1, 2], [3.0, 400.0], [1, 7]), model.expert_time(np.array([0.0, 1.0, 128.0, 129.0, 1e6])))}"]
         names = [v for v, _ in VARIANTS if v in ALWAYS or rng.random() < (0.3 if big else 1.0)]
@@ -221,7 +227,7 @@ def run(n: int, seed: int, out, progress: bool):
             d, err = _call(lambda: token_lp_even(inst))
             lines.append(f"{k:05d} token_lp_even " + (f"ERR {err}" if err else _h(d.shares)))
         if inst.is_full_replication() and rng.random() < 0.5:
-            start = REGISTRY["round_robin"](inst, model).shares
+            start = _policy("round_robin")(inst, model).shares
             r, err = _call(lambda: exchange_pass(inst, model, start))
             lines.append(f"{k:05d} exchange_pass " + (f"ERR {err}" if err else _h(r[0], float(r[1]))))
         out.write(f"# {tag}\n" + "\n".join(lines) + "\n")
