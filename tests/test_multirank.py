@@ -32,7 +32,7 @@ new = np.array([[0, 1, 2, 3, 3, 4, 5, 5, 6, 7, 7, 1],
                 [4, 1, 2, 0, 3, 4, 1, 5, 6, 2, 7, 4]])
 settings = ServingSettings(refresh_ms=30, deadline_ms=60000, agree_every=2)
 rt = TempoRuntime(p2l, g, settings=settings, rank_invariant=True,
-                  sync=TableSync(rank, world, (2, E, 12 - E + 1), bcast, agree, settings.agree_every))
+                  sync=TableSync(rank, world, (1, 2, E, 12 - E + 1), bcast, agree, settings.agree_every))
 pop = np.array([0.3, 0.25, 0.15, 0.1, 0.08, 0.06, 0.04, 0.02])
 rng = np.random.default_rng(7)  # the same batches on every rank
 ids_log, logical_log, applied_log, p2l_log = [], [], [], []
@@ -115,6 +115,7 @@ import torch.distributed as dist
 from tempo.serving import DispatchTable
 from tempo.serving.refresher import Refresher
 from tempo.serving.runtime import GlooAggregator
+from tempo.serving.settings import ServingSettings
 
 rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
@@ -123,7 +124,7 @@ p2l = np.array([[0, 1, 2, 3, 0, 1]])
 cum = {"c": np.zeros((1, 4), np.int64)}
 seen = []
 real = agg.__call__
-r = Refresher(DispatchTable.from_placement(p2l), lambda: cum["c"], p2l, 2, policy="noop", interval_s=0.05,
+r = Refresher(DispatchTable.from_placement(p2l), lambda: cum["c"], p2l, 2, ServingSettings(solver="noop", refresh_ms=50),
               aggregate=lambda w: seen.append(real(w)) or seen[-1])
 r.aggregate.finish = agg.finish
 dist.barrier()
