@@ -694,3 +694,158 @@ def test_calibrate_shapes_measures_each_shape_with_its_command(monkeypatch):
     for bad in ("dsv3", [], [1]):
         with pytest.raises(ValueError, match="shapes"):
             record.calibrate_shapes("cpu", bad)
+
+
+# ------------------------------------------------------------------ process edges (issue 25 item 5)
+def test_counts_never_pass_through_float():
+    """D10: integer windows are taken exactly (2^63 - 1 stays 2^63 - 1), a uint64 beyond int64
+    and a float window (2.5, or an integral 1e30) are refused with a clear error, not rounded."""
+    big = np.array([[2**63 - 1, 0]], np.int64)
+    assert check_counts(big, 1, 2).tolist() == [[2**63 - 1, 0]]
+    assert check_counts(np.array([[7, 1]], np.uint32), 1, 2).dtype == np.int64
+    with pytest.raises(ValueError, match="too large for int64"):
+        check_counts(np.array([[2**63 + 1, 0]], np.uint64), 1, 2)
+    for bad in (np.array([[2.5, 0.0]]), np.array([[1e30, 0.0]]), np.array([[True, False]])):
+        with pytest.raises(ValueError, match="integer array"):
+            check_counts(bad, 1, 2)
+    with pytest.raises(ValueError, match="negative"):
+        check_counts(np.array([[-1, 3]]), 1, 2)
+
+
+def test_solver_process_answers_unknown_ids_and_waits_without_a_limit(setup):
+    """D18: an id never issued, already answered, or abandoned for a newer request is answered
+    ("unknown",), not ("died",); ``timeout=None`` waits for the reply."""
+    from tempo.serving.solver import SolverProcess
+
+    p2l, pop, table, state = setup
+    w = sample_counts(pop, 64, 4, 4, n_batches=3, seed=4)
+    with SolverProcess(p2l, 4) as sp:
+        assert sp.result(1, 1.0) == ("unknown",)  # never issued
+        req = sp.submit(w)
+        ok = sp.result(req, None)
+        assert ok[0] == "ok" and ok[1].shape == (1,) + table.phys.shape
+        assert sp.result(req, 1.0) == ("unknown",)  # answered already
+        old = sp.submit(w, delay_s=0.5)
+        assert sp.result(old, 0.05) == ("timeout",)  # abandoned
+        new = sp.submit(w)
+        assert sp.result(new, None)[0] == "ok"  # the late reply to the old one is dropped
+        assert sp.result(old, 1.0) == ("unknown",)
+        assert sp.result(-3, 1.0) == sp.result(10**9, 1.0) == ("unknown",)
+        with pytest.raises(ValueError, match="timeout"):
+            sp.result(new, -1.0)
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open fds through /proc")
+def test_dropped_solver_process_stops_its_workers(setup):
+    """D18: a SolverProcess dropped without close() stops its workers when it is collected (a
+    finalizer), and leaves no file descriptor behind."""
+    import gc
+
+    from tempo.serving.solver import SolverProcess
+
+    p2l, pop, table, state = setup
+    SolverProcess(p2l, 4).close()  # warm the machinery (a first start opens a few lasting fds)
+    gc.collect()
+    before = _fds()
+    pids = []
+    for _ in range(3):
+        sp = SolverProcess(p2l, 4, workers=2)
+        pids += sp.pids
+        del sp
+        gc.collect()
+    for pid in pids:  # reaped: no such process any more
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert _fds() <= before, f"{_fds() - before} file descriptors leaked"
+
+
+def test_worker_never_ready_is_replaced_after_the_startup_timeout(setup):
+    """D11: ``startup_timeout_s`` (ServingSettings, TEMPO_STARTUP_TIMEOUT_S) bounds how long a
+    worker may take to come up; one stopped during start-up is killed and replaced after it."""
+    import signal
+
+    from tempo.serving.solver import SolverProcess, make_solver
+
+    p2l, pop, table, state = setup
+    assert ServingSettings().startup_timeout_s >= 150  # covers a cold numba compile (bench --cold-compile)
+    assert ServingSettings.from_env({"TEMPO_STARTUP_TIMEOUT_S": "2.5"}).startup_timeout_s == 2.5
+    with pytest.raises(ValueError, match="TEMPO_STARTUP_TIMEOUT_S"):
+        ServingSettings(startup_timeout_s=0)
+    sp = make_solver(S(startup_timeout_s=1.0), p2l, 4)
+    pid = sp.pid
+    try:
+        assert isinstance(sp, SolverProcess) and sp.startup_timeout_s == 1.0
+        os.kill(pid, signal.SIGSTOP)  # before it could import, warm up and say ready
+        assert not sp.ensure_alive()  # still within its start-up time
+        time.sleep(1.5)
+        assert sp.ensure_alive() and sp.restarts == 1 and sp.pid != pid
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # killed and reaped
+        pid = None
+        assert sp.wait_ready(600)
+    finally:
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        sp.close()
+
+
+def test_no_table_for_n_windows_is_warned_and_counted(setup, caplog):
+    """D11: when every solve misses its deadline nothing is ever published; after
+    ``stale_windows`` windows with traffic in a row the refresher says so (and again every as
+    many windows), counting ``stale_warnings``; idle windows do not count."""
+    p2l, pop, table, state = setup
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S(solver="thread", deadline_s=0.05, stale_windows=3))
+    try:
+        with caplog.at_level(logging.WARNING, logger="tempo.serving"):
+            outcomes = []
+            for i in range(7):
+                _feed(state, pop, seed=i)
+                outcomes.append(r.step(delay_s=0.08))
+                outcomes.append(r.step())  # an idle window between: not counted
+        assert outcomes.count("dropped") == 7 and outcomes.count("idle") == 7
+        assert r.stats["stale_warnings"] == 2
+        assert caplog.text.count("no table published for") == 2 and "TEMPO_DEADLINE_MS" in caplog.text
+        r.deadline_s = 300
+        _feed(state, pop, seed=9)
+        assert r.step() == "published" and r._dry == 0
+    finally:
+        r.stop()
+
+
+@pytest.mark.parametrize("solver", ["process", "thread"])
+def test_new_placement_without_restart_and_stale_tables_never_published(setup, solver):
+    """Item 3: a rebalance hands the refresher the new placement; the same worker (no restart)
+    solves it from the next refresh on, and a table solved for the old placement while the
+    rebalance came in is dropped as ``stale``, never published."""
+    p2l, pop, table, state = setup
+    new = p2l.copy()
+    new[1] = np.roll(p2l[1], 5)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S(solver=solver))
+    try:
+        _feed(state, pop)
+        assert r.step() == "published"
+        pid = getattr(r.solver, "pid", None)
+        res = {}
+        _feed(state, pop, seed=1)
+        th = threading.Thread(target=lambda: res.setdefault("out", r.step(delay_s=1.0)))
+        th.start()
+        time.sleep(0.3)
+        r.set_placement(new, 1)  # mid-solve
+        th.join(60)
+        assert res["out"] == "stale"
+        _feed(state, pop, seed=2)
+        assert r.step() == "published" and r.epoch == 1 and r.stats["placements"] == 1
+        phys = replica_map(new)
+        assert np.array_equal(r.phys[..., :phys.shape[-1]], phys)
+        table.validate()
+        assert np.all(table.prob[0, 1][..., :phys.shape[-1]][phys[1] < 0] == 0)  # mass only on the new replicas
+        assert getattr(r.solver, "pid", None) == pid and getattr(r.solver, "restarts", 0) == 0
+    finally:
+        r.stop()
