@@ -277,7 +277,7 @@ def model_refresh(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens:
     p2l = np.stack([eplb_placement(np.roll(loads, l), n_gpus, 1.25) for l in range(layers)])
     model = CostModel.named("dsv3-offline")
     solver = TableSolver(p2l, n_gpus, model)
-    rep = np.stack(solver.layouts)
+    rep = solver.rep
     valid = rep >= 0
     windows = [np.stack([sample_counts(p, tokens, 8, n_gpus, seed=seed + 100 * i + l)[0] for l, p in enumerate(pops)])
                for i in range(reps + 1)]
@@ -325,6 +325,7 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
     throughput (torch CPU; skipped without torch)."""
     from ..serving import DispatchTable
     from ..serving.refresher import Refresher
+    from ..serving.settings import ServingSettings
 
     pop = zipf_popularity(experts, 1.0, seed=seed)
     pops = [np.roll(pop, l) for l in range(layers)]  # each layer its own hot experts, placed by EPLB
@@ -334,7 +335,8 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
     for workers in (1, 2):
         table = DispatchTable.from_placement(p2l)
         cum = {"c": np.zeros((layers, experts), np.int64)}
-        r = Refresher(table, lambda: cum["c"], p2l, n_gpus, deadline_s=30, workers=workers)
+        r = Refresher(table, lambda: cum["c"], p2l, n_gpus,
+                      ServingSettings(deadline_ms=30e3, solver_workers=workers))
         times = []
         try:
             for i in range(refreshes + 1):
@@ -358,7 +360,7 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
         from ..serving.kernels import dispatch_and_count_reference
 
         T, K = 4096, 8
-        prob = torch.tensor(table.prob[0])
+        prob = torch.tensor(table.prob[0, 0])
         phys = torch.tensor(table.phys[0])
         ids = torch.randint(0, experts, (T, K))
         counts = torch.zeros(experts, dtype=torch.int64)
