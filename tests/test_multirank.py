@@ -23,7 +23,7 @@ import torch.distributed as dist
 from tempo.serving.runtime import TableSync, TempoRuntime
 from tempo.serving.settings import ServingSettings
 
-rank, world, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+rank, world, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], f"{sys.argv[4]}/r{sys.argv[1]}.npz"
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
 bcast, agree = dist.new_group(backend="gloo"), dist.new_group(backend="gloo")  # same order on every rank
 E, g = 8, 4
@@ -56,6 +56,7 @@ dist.barrier()
 rt.close()
 np.savez(out, ids=np.array(ids_log), logical=np.array(logical_log), applied=np.array(applied_log), p2l=np.array(p2l_log), phase=phase,
          prob=rt.prob.numpy())
+print("{}")
 dist.barrier()
 """
 
@@ -66,24 +67,33 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def test_ranks_pick_the_same_replica_at_every_step(tmp_path):
-    world = 3
-    script = tmp_path / "rank.py"
-    script.write_text(_RANK)
+def _launch(tmp_path, script_text: str, world: int, *args, timeout: float = 540):
+    """Run ``script_text`` as ``world`` gloo ranks (argv: rank, world, port, *args); returns each
+    rank's JSON result (the last line its script printed)."""
+    import json
+
+    script = tmp_path / "rank_script.py"
+    script.write_text(script_text)
     env = dict(os.environ, OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join(p for p in [str(Path(tempo.__file__).parents[1]),
                                                       os.environ.get("PYTHONPATH", "")] if p))
     port = str(_port())
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(world), port, str(tmp_path / f"r{r}.npz")],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(world), port, *map(str, args)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for r in range(world)]
     try:
-        outs = [p.communicate(timeout=540)[0] for p in procs]
+        outs = [p.communicate(timeout=timeout) for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    assert all(p.returncode == 0 for p in procs), "\n".join(o[-3000:] for o in outs)
+    assert all(p.returncode == 0 for p in procs), "\n".join(o[1][-3000:] for o in outs)
+    return [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+
+
+def test_ranks_pick_the_same_replica_at_every_step(tmp_path):
+    world = 3
+    _launch(tmp_path, _RANK, world, tmp_path)
     runs = [np.load(tmp_path / f"r{r}.npz") for r in range(world)]
     assert all(int(r["phase"]) == 3 for r in runs), "the ranks never saw enough published tables"
     ref = runs[0]
@@ -144,53 +154,12 @@ def test_stopping_one_rank_never_stalls_the_others(tmp_path):
     """Review finding 13 / issue 15 item 6: window aggregation runs in rounds that end together,
     so a rank whose refresher stops first leaves no peer blocked in an all-reduce (the old
     refresher's stop() then waited 5 s for a thread stuck in gloo)."""
-    import json
-
-    script = tmp_path / "agg.py"
-    script.write_text(_AGG)
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(p for p in [str(Path(tempo.__file__).parents[1]),
-                                                      os.environ.get("PYTHONPATH", "")] if p))
-    port = str(_port())
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), "2", port], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for r in range(2)]
-    try:
-        outs = [p.communicate(timeout=300) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert all(p.returncode == 0 for p in procs), "\n".join(o[1][-3000:] for o in outs)
-    res = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+    res = _launch(tmp_path, _AGG, 2, timeout=300)
     assert all(x["stop_s"] < 2.0 for x in res), res
     assert res[0]["stats"].get("stopped") == 1  # rank 0's refresher ended with its peer's last round
     assert res[0]["stats"].get("noop", 0) >= 3 and res[1]["stats"].get("noop", 0) >= 3
     # every round summed both ranks' windows: rank 0 adds 1 per tick, rank 1 adds 2
     assert sum(res[0]["sums"]) == sum(res[1]["sums"]) > 0
-
-
-def _launch(tmp_path, script_text: str, world: int, *args, timeout: float = 540):
-    """Run ``script_text`` as ``world`` gloo ranks (argv: rank, world, port, *args, out file);
-    returns each rank's JSON result (the last line its script printed)."""
-    import json
-
-    script = tmp_path / "rank_script.py"
-    script.write_text(script_text)
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(p for p in [str(Path(tempo.__file__).parents[1]),
-                                                      os.environ.get("PYTHONPATH", "")] if p))
-    port = str(_port())
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(world), port, *map(str, args)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for r in range(world)]
-    try:
-        outs = [p.communicate(timeout=timeout) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert all(p.returncode == 0 for p in procs), "\n".join(o[1][-3000:] for o in outs)
-    return [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
 
 
 _REBALANCE = r"""

@@ -429,6 +429,17 @@ def test_dead_worker_is_confirmed_before_it_is_reported(setup):
         assert not sp.ensure_alive()  # nothing to restart
 
 
+def _resume(pid) -> None:
+    """SIGCONT a worker a test stopped, unless it is gone (None: nothing to do)."""
+    import signal
+
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
 def test_stopped_worker_is_killed_and_replaced(setup):
     """D8: a worker stopped with SIGSTOP (as if wedged in native code) misses its deadlines;
     after ``max_misses`` in a row it is killed, reaped and replaced."""
@@ -455,11 +466,7 @@ def test_stopped_worker_is_killed_and_replaced(setup):
             os.kill(pid, 0)  # killed and reaped
         pid = None
     finally:
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        _resume(pid)
         r.stop()
 
 
@@ -788,11 +795,7 @@ def test_worker_never_ready_is_replaced_after_the_startup_timeout(setup):
         pid = None
         assert sp.wait_ready(600)
     finally:
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        _resume(pid)
         sp.close()
 
 

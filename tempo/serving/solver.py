@@ -644,7 +644,22 @@ class SolverProcess:
         self.close()
 
 
-class ThreadSolver:
+class _InProcess:
+    """What the in-process backends share: nothing to start, wait for or stop."""
+
+    restarts = 0
+
+    def wait_ready(self, timeout: float) -> bool:
+        return True
+
+    def alive(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+class ThreadSolver(_InProcess):
     """The ``thread`` backend: solve in the calling (refresher) thread, the paper's v1
     integration kept as the control of Section 5.11 (it competes with the server for the
     GIL).  A solve that overruns its deadline is dropped after the fact (``("timeout",)``)."""
@@ -656,7 +671,6 @@ class ThreadSolver:
                  n_logical: int | None = None):
         self.solver = TableSolver(physical_to_logical_map, n_gpus, model, policy, topology, gpus_per_node,
                                   batch_tokens, width=width, n_logical=n_logical)
-        self.restarts = 0
 
     def set_placement(self, physical_to_logical_map) -> None:
         self.solver.set_placement(physical_to_logical_map)
@@ -674,37 +688,18 @@ class ThreadSolver:
             return ("timeout",)
         return ("ok", table, seconds)
 
-    def wait_ready(self, timeout: float) -> bool:
-        return True
 
-    def alive(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
-
-
-class NoopSolver:
+class NoopSolver(_InProcess):
     """The ``noop`` backend (``tempo_noop``, the control of Section 5.11): the whole data path
     runs (counting, snapshots, aggregation), nothing is ever solved, the table stays uniform."""
 
     kind = "noop"
-    restarts = 0
 
     def set_placement(self, physical_to_logical_map) -> None:
         pass
 
     def solve(self, window, deadline_s: float, steps: int | None = None, cancel=None, **opts):
         return ("noop",)
-
-    def wait_ready(self, timeout: float) -> bool:
-        return True
-
-    def alive(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
 
 
 def make_solver(settings, physical_to_logical_map, n_gpus: int, width: int | None = None,
