@@ -562,6 +562,8 @@ class TempoRuntime:
 
     def _publish(self, new: np.ndarray, epoch: int | None = None) -> bool:
         """The refresher's publication; False when ``epoch`` is an older placement's."""
+        if epoch is not None and epoch != self.epoch:
+            return False
         if self.sync is not None:
             return self.sync.publish(new, epoch)
         with self.device_lock:
