@@ -403,6 +403,7 @@ def test_solver_kind_settings():
         ServingSettings.from_env({"TEMPO_SOLVER": "gpu"})
     with pytest.raises(ValueError, match="contradicts"):
         ServingSettings.from_env({"TEMPO_SOLVER": "noop", "TEMPO_IN_THREAD": "1"})
+    assert ServingSettings(in_thread=True).solver == "thread"
     assert ServingSettings.from_env({"TEMPO_STALE_WINDOWS": "5"}).stale_windows == 5
     with pytest.raises(ValueError, match="TEMPO_STALE_WINDOWS"):
         ServingSettings.from_env({"TEMPO_STALE_WINDOWS": "0"})

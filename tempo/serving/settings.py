@@ -139,6 +139,7 @@ class ServingSettings:
     any_version: bool = False
     startup_timeout_s: float = STARTUP_TIMEOUT_S
     stale_windows: int = 25
+    in_thread: bool = False  # True: the older spelling of solver="thread" (``solver`` is what is read)
 
     def __post_init__(self):
         def bad(name, msg):
@@ -152,6 +153,12 @@ class ServingSettings:
             bad("pricing", f"must be one of {PRICINGS}, got {self.pricing!r}")
         if self.solver not in SOLVERS:
             bad("solver", f"must be one of {SOLVERS}, got {self.solver!r}")
+        if self.in_thread not in (False, True):
+            bad("in_thread", f"must be True or False, got {self.in_thread!r}")
+        if self.in_thread:
+            if self.solver == "noop":
+                bad("in_thread", "contradicts solver 'noop' (TEMPO_SOLVER=noop)")
+            object.__setattr__(self, "solver", "thread")
         for name in ("refresh_ms", "deadline_ms", "startup_timeout_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and v < float("inf")):
@@ -176,11 +183,6 @@ class ServingSettings:
     def cost_model(self):
         """The :class:`~tempo.core.cost.CostModel` the solver prices with (``TEMPO_PARAMS``)."""
         return self._model
-
-    @property
-    def in_thread(self) -> bool:
-        """Whether tables are solved in the refresher thread (``solver="thread"``)."""
-        return self.solver == "thread"
 
     @property
     def interval_s(self) -> float:
@@ -210,11 +212,6 @@ class ServingSettings:
             if raw is None or raw == "":
                 continue
             kw[f.name] = _parse(var, raw, _KIND.get(f.name, str))
-        legacy = env.get("TEMPO_IN_THREAD")  # the older spelling of TEMPO_SOLVER=thread
-        if legacy:
-            if _parse("TEMPO_IN_THREAD", legacy, bool):
-                if kw.setdefault("solver", "thread") != "thread":
-                    raise ValueError(f"TEMPO_IN_THREAD=1 contradicts TEMPO_SOLVER={kw['solver']}")
         return cls(**kw)
 
 
@@ -225,10 +222,11 @@ _ENV = {
     "solver": "TEMPO_SOLVER", "max_misses": "TEMPO_MAX_MISSES", "agree_every": "TEMPO_AGREE_EVERY",
     "recorder_buffer_cap": "TEMPO_RECORDER_BUFFER_CAP", "any_version": "TEMPO_SGLANG_ANY_VERSION",
     "startup_timeout_s": "TEMPO_STARTUP_TIMEOUT_S", "stale_windows": "TEMPO_STALE_WINDOWS",
+    "in_thread": "TEMPO_IN_THREAD",
 }
 _KIND = {"refresh_ms": float, "deadline_ms": float, "gpus_per_node": int, "solver_workers": int,
          "batch_tokens": int, "max_misses": int, "agree_every": int, "recorder_buffer_cap": int,
-         "any_version": bool, "startup_timeout_s": float, "stale_windows": int}
+         "any_version": bool, "startup_timeout_s": float, "stale_windows": int, "in_thread": bool}
 
 
 def _parse(var: str, raw: str, kind):
