@@ -484,7 +484,10 @@ def test_family_grid_quality():
 
 
 @pytest.mark.parametrize("batch_tokens", [None, 512])
-def test_table_solver_batched_tables_equal_per_layer_tables(batch_tokens):
+def test_table_solver_batched_tables_equal_per_layer_tables(batch_tokens, monkeypatch):
+    """The serving solver's door (tempo.policies.solve_batch): tempo's batched compiled path
+    and the layer-by-layer tempo.solve path give the same tables, bit for bit."""
+    from tempo.policies import batch
     from tempo.world.placement import eplb_placement
     from tempo.serving.solver import TableSolver
     from tempo.world.workloads import sample_counts, zipf_popularity
@@ -493,13 +496,50 @@ def test_table_solver_batched_tables_equal_per_layer_tables(batch_tokens):
     pops = [np.roll(pop, layer) for layer in range(5)]
     p2l = np.stack([eplb_placement(p, 4, 1.25) for p in pops])
     m = CostModel.named("dsv3-offline")
-    fast = TableSolver(p2l, 4, m, batch_tokens=batch_tokens)
-    slow = TableSolver(p2l, 4, m, batch_tokens=batch_tokens)
-    assert fast._batched
-    slow._batched = False  # the per-layer Instance / Dispatch.probabilities path
     w = np.stack([sample_counts(p, 32, 8, 4, seed=layer)[0] for layer, p in enumerate(pops)])
     w[2, :7] = 0  # idle experts: uniform rows
-    np.testing.assert_array_equal(fast.solve(w), slow.solve(w))
+    calls = []
+    monkeypatch.setitem(batch.BATCHED, "tempo", lambda *a, **k: calls.append(1) or batch._tempo_layers(*a, **k))
+    fast = TableSolver(p2l, 4, m, batch_tokens=batch_tokens).solve(w)
+    wide = TableSolver(p2l, 4, m, batch_tokens=batch_tokens, width=9).solve(w)  # padding columns change nothing
+    assert len(calls) == 2
+    monkeypatch.delitem(batch.BATCHED, "tempo")  # the per-layer Instance / tempo.solve path
+    slow = TableSolver(p2l, 4, m, batch_tokens=batch_tokens).solve(w)
+    np.testing.assert_array_equal(fast, slow)
+    np.testing.assert_array_equal(wide[..., :fast.shape[-1]], fast)
+    assert not wide[..., fast.shape[-1]:].any()
+
+
+def test_solve_batch_validates_like_solve():
+    """solve_batch checks what solve checks (policy, model, options, counts) once for every
+    layer, and each layer's shares are solve's (full replication and proxies go layer by layer)."""
+    from tempo.policies import solve_batch
+
+    m = CostModel.named("dsv3-offline")
+    rep = np.array([[[0, 1], [1, -1], [0, -1]], [[0, 1], [0, 1], [0, 1]]])  # layer 1: full replication
+    counts = np.array([[50, 7, 3], [40, 30, 1]])
+    shares = solve_batch(counts, rep, 2, m)
+    for layer in range(2):
+        inst = Instance(counts[layer], rep[layer], 2)
+        np.testing.assert_array_equal(shares[layer], tempo.solve(inst, m, "tempo").shares)
+    uni = solve_batch(counts, rep, 2, policy="uniform")
+    np.testing.assert_allclose(uni.sum(axis=2), counts)
+    with pytest.raises(ValueError, match="unknown policy"):
+        solve_batch(counts, rep, 2, m, policy="nope")
+    with pytest.raises(ValueError, match="needs a cost model"):
+        solve_batch(counts, rep, 2)
+    with pytest.raises(TypeError, match="no option 'bogus'"):
+        solve_batch(counts, rep, 2, m, policy="uniform", bogus=1)
+    with pytest.raises(TypeError, match="integer"):
+        solve_batch(counts.astype(float), rep, 2, m)
+    with pytest.raises(ValueError, match="non-negative"):
+        solve_batch(-counts, rep, 2, m)
+    orphan = rep.copy()
+    orphan[0, 1] = -1
+    with pytest.raises(ValueError, match="layer 0 expert 1 has tokens but no replica"):
+        solve_batch(counts, orphan, 2, m)
+    with pytest.raises(ValueError, match=r"replica_gpu entries must lie in \[-1, n_gpus=2\)"):
+        solve_batch(counts, rep + 1, 2, m)
 
 
 # ------------------------------------------------------------------ the exchange neighbourhood
