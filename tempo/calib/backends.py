@@ -17,7 +17,8 @@ calibration (:mod:`tempo.calib.record`), ``gpu-check`` and ``epbench`` alike:
 * ``measure(G, n)``: a calibration cell (median device time, us);
 * ``time_loads(loads, copy, expected_m, mode, spin_us)``: epbench's timed call -- one sample
   of the region, graph-captured (``mode="graph"``) or launched eagerly (``"eager"``) behind a
-  spin kernel; ``launch(...)`` enqueues it untimed;
+  spin kernel; ``prepare(...)`` returns the callable untimed (epbench's layer pass runs it with
+  no spin and no events) and ``time_prepared(run)`` times it;
 * ``check_numerics(G, n)``: relative error against a float32 reference; ``info()``.
 
 A backend registers itself with :func:`register_backend`; :func:`backend_status`,

@@ -352,6 +352,8 @@ def main(argv=None) -> int:
     ap.add_argument("--fresh", action="store_true", help="delete a partial run of the same recording and start over")
     ap.add_argument("--max-seconds", type=nonneg_float, help="stop starting new cells after this long; fit what was "
                                                              "measured, keep the partial so a rerun completes it")
+    ap.add_argument("--date", help="the recording's date, YYYY-MM-DD (default today): resume a partial recording "
+                                   "started on another day")
     a = ap.parse_args(argv)
     here = available_backends()
     if a.backend == "auto" and not here:
@@ -365,7 +367,13 @@ def main(argv=None) -> int:
     if grid.empty:
         ap.fail("--max-tokens", f"{a.max_tokens} leaves no cell to measure")
     a.out = None if a.out is None else str(a.out)
+    if a.date is not None:
+        try:
+            a.date = dt.date.fromisoformat(a.date).isoformat()
+        except ValueError:
+            ap.fail("--date", f"must be a date YYYY-MM-DD, got {a.date!r}")
     folder = calibrate(a.backend, a.shape, grid, out_root=a.out, resume=not a.fresh, max_seconds=a.max_seconds,
+                       date=a.date,
                        command="python -m tempo calibrate " + " ".join(argv if argv is not None else sys.argv[2:]))
     _, fits, man = load_recording(folder)
     print(f"wrote {folder} ({man['cells']} cells, {man['duration_s']} s on {man['device']})")
