@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("script", ["gpu-node-all.sh", "gpu-node-deepgemm.sh"])
+@pytest.mark.parametrize("script", ["gpu-node-all.sh", "gpu-node-deepgemm.sh", "gpu-node-wheels.sh"])
 def test_scripts_parse(script):
     assert subprocess.run(["bash", "-n", str(ROOT / "scripts" / script)]).returncode == 0
 

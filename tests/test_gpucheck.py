@@ -194,7 +194,7 @@ def test_serving_check_catches_wrong_picks_and_counts(monkeypatch):
 
         def off_by_one(layer, ids, *x, **k):
             out = dispatch(layer, ids, *x, **k)
-            return out.where(out < 0, (out + 1) % rt.p2l.shape[1])
+            return out.where(out < 0, (out + 1) % 24)  # 24 physical slots in the check
         rt.dispatch = off_by_one
         return rt
 
@@ -298,3 +298,35 @@ def test_three_ways_expose_host_launch_time():
     assert json.loads(three.loads.iloc[0]) == loads[0]
     cmp = gpucheck.fit_comparison(three[three.way == "graph"].reset_index(drop=True), _fits_of(model))
     assert cmp["ratio_median"] == pytest.approx(1.0)
+
+
+@pytest.mark.needs("torch")
+@pytest.mark.parametrize("factor", [1.0, 1.4])
+def test_epbench_section_flags_a_gap_to_the_fit(monkeypatch, factor):
+    """The epbench section wired end to end on CPU: a stand-in backend whose time is factor x the
+    grid's fit; beyond 15% the section flags it (a flag, not a failure), and the summary shows
+    the three timings and the fit side by side."""
+    import time
+
+    from tempo.benchmarks import epbench
+    from tempo.core.cost import CostModel
+
+    model = CostModel(a=9.6, b=1.4, c=9.6, beta=0.0084)
+    made = []
+    monkeypatch.setattr(epbench, "make_expert_backend",
+                        lambda kind, sh, G, n, device, seed=0, copies=None: made.append(kind) or
+                        FitBackend(model, factor, G, launch_us=25.0))
+    monkeypatch.setattr(gpucheck, "_best_gpu_backend", lambda ctx: "deep_gemm")
+    monkeypatch.setattr(FitBackend, "name", "deep_gemm")
+    ctx = {"files": {}, "deadline": time.time() + 600, "fits": {("deep_gemm", "qwen3-30b"): _fits_of(model)},
+           "failed": [], "flags": []}
+    r = gpucheck.section_epbench(ctx)
+    assert made == ["auto"] and ctx["failed"] == []
+    assert r["vs_fit"]["ratio_median"] == pytest.approx(factor) and r["vs_fit"]["disagree"] is (factor > 1.15)
+    assert bool(ctx["flags"]) is (factor > 1.15)
+    assert r["three_ways_vs_graph"]["eager, spin 2000 us"] == pytest.approx(1.0)
+    assert r["three_ways_vs_graph"]["eager, spin 30 us"] > 1.0
+    assert set(ctx["files"]) == {"epbench.csv", "epbench_ways.csv"}
+    md = gpucheck.summary_md({"date": "2026-12-01", "seconds": {"epbench": 1.0}, "epbench": {**r, "flags": ctx["flags"]}})
+    assert "beside the calibrated fit (max_affine" in md and "three ways" in md
+    assert ("DISAGREES" in md) is (factor > 1.15)

@@ -672,18 +672,11 @@ class CpuBackend(ExpertBackend):
     def region(self, loads, expected_m=None, keep=None):
         import torch
 
-        ls = self._check_loads(loads)
-        f = self.shape.d_ff
+        loop = _ffn_loop(self, self._check_loads(loads), keep)
 
         def fn(c):
             with torch.inference_mode():
-                for e, n in enumerate(ls):
-                    if n:
-                        h = self.x[e, :n] @ self.w13[c, e].T
-                        a = torch.nn.functional.silu(h[:, :f]) * h[:, f:]
-                        y = a @ self.w2[c, e].T
-                        if keep is not None:
-                            keep.append(y)
+                loop(c)
         return fn
 
     def measure(self, G: int, n: int) -> float:
@@ -717,6 +710,24 @@ class CpuBackend(ExpertBackend):
 
         return {"device": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
                 "dtype": "float32", "timing": f"wall-clock median of {self.reps}, {self.copies} weight copies rotated"}
+
+
+def _ffn_loop(be, loads: list, keep=None):
+    """``fn(c)``: the expert FFN (gate/up, SiLU-and-mul, down) of every slot with tokens, one expert
+    after another, on weight copy ``c`` of ``be.w13`` / ``be.w2`` and the rows of ``be.x``
+    (the loop backends); outputs appended to ``keep`` when given."""
+    import torch
+
+    f = be.shape.d_ff
+
+    def fn(c):
+        for e, n in enumerate(loads):
+            if n:
+                h = be.x[e, :n] @ be.w13[c, e].T
+                y = (torch.nn.functional.silu(h[:, :f]) * h[:, f:]) @ be.w2[c, e].T
+                if keep is not None:
+                    keep.append(y)
+    return fn
 
 
 def _ffn_ref(x, w13, w2, f, torch):
@@ -774,20 +785,7 @@ class TorchBf16Backend(ExpertBackend):
         self.x = torch.randn(max_G, max_n, d, device="cuda", dtype=torch.bfloat16)
 
     def region(self, loads, expected_m=None, keep=None):
-        import torch
-
-        ls = self._check_loads(loads)
-        f = self.shape.d_ff
-
-        def fn(c):
-            for e, n in enumerate(ls):
-                if n:
-                    h = self.x[e, :n] @ self.w13[c, e].T
-                    a = torch.nn.functional.silu(h[:, :f]) * h[:, f:]
-                    y = a @ self.w2[c, e].T
-                    if keep is not None:
-                        keep.append(y)
-        return fn
+        return _ffn_loop(self, self._check_loads(loads), keep)
 
     def check_numerics(self, G: int, n: int) -> dict:
         """``{"ffn": |out - ref| / |ref|}``: the bf16 FFN against float32 on the same (bf16-rounded)
