@@ -188,7 +188,7 @@
       ui.modelNote.textContent = st.own
         ? "Your model: b = " + st.b + " us, beta = " + st.beta + " us/token, n* = " + fmt(nStar(), 0) + " tokens, with " + st.shape +
           "'s routing. The fixed policies' dispatches do not depend on the model and are re-priced exactly (from each batch's " +
-          "busiest GPU: activated replicas and tokens, to 0.01 token); TEMPO's value is the best of its dispatches solved at n* = " +
+          "busiest GPU: activated replicas and tokens, to 0.1 token); TEMPO's value is the best of its dispatches solved at n* = " +
           list(data.n_stars) + " and " + fmt(s.n_star, 0) + " tokens, priced with your model: an upper bound on the best dispatch, not a TEMPO run at your n*."
         : st.shape + ": the " + s.params + " fit of Table 6, b = " + s.b + " us, beta = " + s.beta + " us/token, n* = " + fmt(s.n_star, 0) +
           " tokens. Values are this build's results (tempo.studies.phase_grid), not re-computed in the page.";
@@ -230,7 +230,9 @@
           r.appendChild(svg("title", {}, "s = " + data.skews[si] + ", B = " + data.tokens[bi] + ": best fixed " + w + ", TEMPO gains " + fmt(gain, 1) + "%"));
           (function (si, bi) { r.addEventListener("click", function () { ui.skew.value = String(si); ui.batch.value = String(bi); read(); }); })(si, bi);
           m.appendChild(r);
-          m.appendChild(svg("text", {x: x + cw / 2, y: y(si) + ch / 2 + 4, "text-anchor": "middle", "class": "te-svg-cell"}, fmt(gain, 0)));
+          if (Math.abs(gain) >= 0.5) {   // a gain that rounds to 0% is left blank
+            m.appendChild(svg("text", {x: x + cw / 2, y: y(si) + ch / 2 + 4, "text-anchor": "middle", "class": "te-svg-cell"}, fmt(gain, 0)));
+          }
         }
       }
       // the selected cell
