@@ -9,7 +9,7 @@ optimum, is never worse than ``tempo.solve``, and ``tempo.solve`` stays within t
 tolerance above it.  The counts and the largest difference go to
 ``build/parity/explorers.json``.  The phase explorer's pure parts (B*, re-pricing at a reader's
 b and beta) are checked against the library the same way; its page, in
-``tests/browser/test_explorers.py``."""
+``tests/browser/test_explorer_pages.py``."""
 from __future__ import annotations
 
 import json
@@ -126,7 +126,7 @@ def test_policy_parity_with_the_library():
     out = _node("policies", cases)
     worst = {p: 0.0 for p in info["order"]}
     compared = {p: 0 for p in info["order"]}
-    above = []
+    above, proven = [], 0
     for i, (case, res) in enumerate(zip(cases, out)):
         inst, model = _instance(case), _model(case["model"])
         where = f"seed {seed}, case {i}: {case}"
@@ -149,18 +149,22 @@ def test_policy_parity_with_the_library():
             worst[name] = max(worst[name], d)
             compared[name] += 1
         js = res["tempo"]["makespan"]
-        milp = solve(inst, model, "milp", mip_rel_gap=1e-9)
+        # the MILP's proven bound and its incumbent bracket the optimum whether or not HiGHS closed the
+        # gap within its time limit (a loaded machine can stop it first); the page's search is exact
+        milp = solve(inst, model, "milp", mip_rel_gap=1e-9, time_limit=60.0)
         lib = model.makespan(inst, solve(inst, model, "tempo"))
         scale = 1e-9 * max(1.0, lib)
-        assert milp.meta["optimal"], where
         assert js >= milp.meta["lower_bound"] - scale, f"page tempo {js} below the MILP's bound ({where})"
-        assert js <= milp.meta["objective"] + scale, f"page tempo {js} above the MILP's optimum ({where})"
+        assert js <= milp.meta["objective"] + scale, f"page tempo {js} above the MILP's incumbent ({where})"
+        proven += bool(milp.meta["optimal"])
         assert js <= lib + scale, f"page tempo {js} above tempo.solve {lib} ({where})"
         assert lib <= (1 + tol) * js + scale, f"tempo.solve {lib} more than {tol:.0%} above the optimum {js} ({where})"
-        worst["tempo"] = max(worst["tempo"], abs(js - milp.meta["objective"]))
+        if milp.meta["optimal"]:
+            worst["tempo"] = max(worst["tempo"], abs(js - milp.meta["objective"]))
         compared["tempo"] += 1
         above.append(lib / js - 1 if js > 0 else 0.0)
     report = {"seed": seed, "instances": len(cases), "policies": len(info["order"]), "compared": compared,
+              "milp_proven_optimal": proven,
               "max_abs_difference_us": worst, "tempo_fast_above_exact": {
                   "max": max(above), "instances_above_1e-9": sum(a > 1e-9 for a in above), "stated_tolerance": tol}}
     out_dir = paths.ROOT / "build" / "parity"

@@ -290,8 +290,10 @@
       var tbl = el("table", {"class": "te-ms"});
       tbl.appendChild(el("tr", {}, [el("th", {text: "policy"}), el("th", {text: "makespan"}), el("th", {text: "x best"}),
                                     el("th", {"class": "te-barcol", text: ""})]));
+      var full = P.isFull(instance());
       P.ORDER.forEach(function (name) {
         var r = res[name], spec = P.POLICIES[name], color = (data.colors || {})[name] || "#888";
+        var note = spec.note || (!full && spec.noteRestricted);
         var tr = el("tr", {"data-policy": name});
         tr.appendChild(el("td", {}, [el("code", {text: name}), el("br"), el("span", {"class": "te-small", text: spec.label})]));
         if (!r) {
@@ -304,7 +306,7 @@
           var cell = el("td", {"class": "te-barcol"});
           cell.appendChild(el("div", {"class": "te-bar", style: "width:" + (scale > 0 ? 100 * r.makespan / scale : 0).toFixed(1) +
                                      "%;background:" + color}));
-          if (spec.note) cell.appendChild(el("div", {"class": "te-note", "data-role": "note", text: spec.note}));
+          if (note) cell.appendChild(el("div", {"class": "te-note", "data-role": "note", text: note}));
           tr.appendChild(cell);
         }
         tbl.appendChild(tr);

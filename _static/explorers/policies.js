@@ -528,7 +528,9 @@
     "metro": {fn: metro, label: "METRO: fewest activated experts, greedy"},
     "llep": {fn: llep, label: "LLEP-R: least-loaded spill"},
     "round_robin": {fn: round_robin, label: "round robin A3 (Theorem 2)", fullOnly: true},
-    "token_lp": {fn: token_lp, label: "token-LP: even token loads (LPLB)"},
+    "token_lp": {fn: token_lp, label: "token-LP: even token loads (LPLB)",
+                 noteRestricted: "the token-LP optimum nearest the even split, as in the library; found here by exact " +
+                                 "dual steps instead of the library's HiGHS QP solve (the same point)"},
     "tempo": {fn: function (inst, model) { return tempo(inst, model).shares; }, needsModel: true,
               label: "TEMPO: the time model",
               note: "exact optimum by search (what the library's milp computes), not the library's tempo_fast: " +

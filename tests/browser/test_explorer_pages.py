@@ -105,6 +105,7 @@ def test_instance_explorer(browser):
     assert b.eval(f"document.querySelectorAll('{INST} input[data-role=replica]').length") == 14
     restricted = _makespans(b)
     assert restricted["round_robin"] is None
+    assert "HiGHS" in b.eval(f"document.querySelector('{INST} tr[data-policy=token_lp] [data-role=note]').textContent")
     _set(b, f"{INST} input[data-role=replica][data-expert='0'][data-gpu='1']", False, "change")
     alone = _makespans(b)
     assert alone != restricted
