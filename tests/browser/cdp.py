@@ -23,8 +23,20 @@ class Browser:
     """One headless Chromium with one page (tab).  ``flags``: extra command-line flags (the
     book tests' offline flags)."""
 
-    def __init__(self, chromium: str, flags: list[str], timeout: float = 60.0):
+    def __init__(self, chromium: str, flags: list[str], timeout: float = 120.0, start_timeout: float = 240.0):
+        """Start Chromium and open its page; a start that does not answer within
+        ``start_timeout`` seconds (a loaded machine) is killed and tried once more."""
         self.timeout = timeout
+        for attempt in (1, 2):
+            try:
+                self._start(chromium, flags, start_timeout)
+                return
+            except (CDPError, OSError):
+                self.close()
+                if attempt == 2:
+                    raise
+
+    def _start(self, chromium: str, flags: list[str], start_timeout: float) -> None:
         self._profile = tempfile.TemporaryDirectory()
         cmd_r, self._cmd_w = os.pipe()     # we write commands; Chromium reads fd 3
         self._evt_r, evt_w = os.pipe()     # Chromium writes fd 4; we read
@@ -47,7 +59,7 @@ class Browser:
         self._id = 0
         self.events: list[dict] = []
         self.errors: list[str] = []
-        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        target = self.call("Target.createTarget", {"url": "about:blank"}, timeout=start_timeout)["targetId"]
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log"):
             self.send(f"{domain}.enable")
@@ -119,7 +131,7 @@ class Browser:
             raise CDPError(f"{expression[:80]}...: {r['exceptionDetails'].get('exception', {}).get('description')}")
         return r["result"].get("value")
 
-    def wait_for(self, expression: str, timeout: float = 30.0):
+    def wait_for(self, expression: str, timeout: float = 120.0):
         """Poll ``expression`` until it is truthy; its value."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -145,18 +157,25 @@ class Browser:
             fh.write(base64.b64decode(data))
 
     def close(self) -> None:
-        try:
-            self.call("Browser.close", timeout=5)
-        except (CDPError, OSError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        for fd in (self._cmd_w, self._evt_r):
+        """Close the browser (ask, then kill the process this object started) and remove its profile."""
+        proc = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
             try:
-                os.close(fd)
-            except OSError:
+                self.call("Browser.close", timeout=10)
+            except (CDPError, OSError):
                 pass
-        self._profile.cleanup()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for fd in (getattr(self, "_cmd_w", None), getattr(self, "_evt_r", None)):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._cmd_w = self._evt_r = self.proc = None
+        if getattr(self, "_profile", None) is not None:
+            self._profile.cleanup()
+            self._profile = None
