@@ -93,4 +93,4 @@ def load(name: str, profile: str, tag: str | None = None) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-from . import replay, simulator, solver, toy  # noqa: E402,F401
+from . import phase_grid, replay, simulator, solver, toy  # noqa: E402,F401

@@ -3,6 +3,8 @@
 trace, the same scenarios drawn from it (:class:`TraceRouting`)."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..core.instance import Instance
@@ -27,9 +29,23 @@ def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, 
     if trace is not None:
         return trace.batches(tokens_per_gpu, n_batches, n_gpus, replication, seed=seed, top_k=trace.top_k(top_k))
     pop = zipf_popularity(n_experts, skew, seed=seed)
-    placement = eplb_placement(expected_loads(pop, top_k), n_gpus, replication)
+    placement = zipf_placement(n_experts, skew, seed, top_k, n_gpus, replication)
     counts = sample_counts(pop, tokens_per_gpu, top_k, n_gpus, n_batches=n_batches, kappa=kappa, seed=seed + 1)
     return [Instance.from_placement(c, placement, n_gpus) for c in counts]
+
+
+@lru_cache(maxsize=256)
+def _zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: int, replication: float) -> np.ndarray:
+    placement = eplb_placement(expected_loads(zipf_popularity(n_experts, skew, seed=seed), top_k), n_gpus, replication)
+    placement.setflags(write=False)
+    return placement
+
+
+def zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: int, replication: float) -> np.ndarray:
+    """int64[P]: the fresh EPLB placement of :func:`zipf_batches` (built from the long-run pair
+    loads of Zipf(``skew``) routing), computed once per argument set (a grid's batch sizes
+    share it); a fresh copy."""
+    return _zipf_placement(int(n_experts), float(skew), int(seed), int(top_k), int(n_gpus), float(replication)).copy()
 
 
 def drift_timeline(pop, n_batches: int, seed: int, tau: float = 300.0, sigma: float | None = None,
