@@ -18,6 +18,10 @@ def test_chart_html_is_offline_and_has_static_copy(tmp_path, monkeypatch):
     # sliders are bound to both parameters
     spec = chart.to_dict()
     assert {p["name"] for p in spec["params"]} == {"b_us", "beta_us"}
+    # the beta slider speaks the chapter's unit (us per token) and ranges over the sweep's betas
+    beta = next(p for p in spec["params"] if p["name"] == "beta_us")
+    assert beta["bind"]["name"].strip() == "beta (us per token)"
+    assert (beta["bind"]["min"], beta["bind"]["max"], beta["value"]) == (0.1, 0.2, 0.1)
 
 
 @pytest.mark.needs('altair', 'vl_convert')
@@ -308,6 +312,31 @@ def test_fit_vs_measured_draws_points_and_the_fitted_lines():
         fit_vs_measured(s, m, G=[3])
     with pytest.raises(ValueError, match="samples"):
         fit_vs_measured(s.drop(columns="kind"), m)
+
+
+def test_fit_vs_measured_draws_each_fits_own_formula():
+    """A tile-aware fit (Eq. 2) and a three-term fit (Eq. 4) are drawn with their own terms, not
+    Eq. 1's two pieces: the known answers below differ from max(a + bG, c + beta N)."""
+    from tempo import CostModel
+    from tempo.book.figures import fit_vs_measured
+
+    s = pd.DataFrame({"G": [1, 1, 8], "n": [100, 512, 300], "N": [100, 512, 2400], "T": [1, 4, 24],
+                      "t_us": [10.0, 60.0, 400.0], "kind": ["grid"] * 3})
+
+    def drawn(model, samples=s):
+        spec = fit_vs_measured(samples, model, G=[1, 8]).to_dict()
+        return [r["fitted (us)"] for r in spec["datasets"][next(iter(spec["datasets"]))]]
+
+    tile = CostModel(a=1.0, b=10.0, c=0.0, beta=0.01, b2=5.0)
+    # a + b G + b2 (T - G) against beta N: 11; 1 + 10 + 5 * 3 = 26; 1 + 80 + 5 * 16 = 161
+    assert drawn(tile) == pytest.approx([11.0, 26.0, 161.0])
+    # without a T column the tiles are G * ceil(n / 128): the same cells, the same answers
+    assert drawn(tile, s.drop(columns="T")) == pytest.approx([11.0, 26.0, 161.0])
+    three = CostModel(a=0.0, b=10.0, c=0.0, beta=0.01, c2=5.0, gamma=0.2)
+    # max(b G, beta N, c2 + gamma N): 25 (traffic), 107.4 (traffic), 485 (traffic)
+    assert drawn(three) == pytest.approx([25.0, 107.4, 485.0])
+    plain = CostModel(a=0.0, b=10.0, c=0.0, beta=0.01)
+    assert drawn(plain) == pytest.approx([10.0, 10.0, 80.0])
 
 
 def test_repro_needs_counts_every_item_once():

@@ -127,16 +127,17 @@ def toy_bars(df: pd.DataFrame):
 def toy_explorer(df: pd.DataFrame):
     """Interactive: sliders for b and beta; bars show each policy's makespan on the toy."""
     alt = _alt()
-    df = df.assign(beta_ns=(df.beta * 1000).round().astype(int))
     bs = sorted(df.b.unique())
-    betas = sorted(df.beta_ns.unique())
+    betas = sorted(float(v) for v in df.beta.unique())
     b_step = bs[1] - bs[0] if len(bs) > 1 else 1.0
-    beta_step = int(betas[1] - betas[0]) if len(betas) > 1 else 10
+    beta_step = round(betas[1] - betas[0], 6) if len(betas) > 1 else 0.01
     b0 = min(bs, key=lambda v: abs(v - 15.0))
-    beta0 = int(min(betas, key=lambda v: abs(v - 100)))
+    beta0 = min(betas, key=lambda v: abs(v - 0.1))
     colors = policy_colors()
+    # both sliders in the units the chapter uses everywhere: us per activated expert, us per token
     pb = alt.param("b_us", value=b0, bind=alt.binding_range(min=bs[0], max=bs[-1], step=b_step, name="b (us per activated expert) "))
-    pbeta = alt.param("beta_us", value=beta0, bind=alt.binding_range(min=int(betas[0]), max=int(betas[-1]), step=beta_step, name="beta (ns per token) "))
+    pbeta = alt.param("beta_us", value=beta0, bind=alt.binding_range(min=betas[0], max=betas[-1], step=beta_step,
+                                                                    name="beta (us per token) "))
     return alt.Chart(df).mark_bar().encode(
         y=alt.Y("label:N", title=None, sort=["token balancing (token-LP)", "activation balancing (METRO)", "time model (TEMPO)"]),
         x=alt.X("makespan_us:Q", title="makespan of the toy batch (us)"),
@@ -144,7 +145,7 @@ def toy_explorer(df: pd.DataFrame):
         tooltip=["label", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("vs_best:Q", title="x best", format=".3f"),
                  alt.Tooltip("b:Q", format=".2f"), alt.Tooltip("beta:Q", format=".3f")],
     ).add_params(pb, pbeta).transform_filter(
-        f"abs(datum.b - b_us) < {b_step / 2} && abs(datum.beta_ns - beta_us) < {beta_step / 2}"
+        f"abs(datum.b - b_us) < {b_step / 2} && abs(datum.beta - beta_us) < {beta_step / 2}"
     ).properties(width=520, height=140, title="Move the sliders: which proxy pays, and how much?")
 
 
@@ -604,9 +605,11 @@ def solver_vs_milp(svm: pd.DataFrame):
 
 
 def fit_vs_measured(samples: pd.DataFrame, model, G=(1, 4, 8, 40), title: str = "fit"):
-    """Measured expert time (points) against a fitted cost model (lines, Eq. 1 at the same G and
-    tokens) for a few activation counts ``G``, log-log over tokens per expert: chapter 08's check
-    of your own calibration.  ``samples`` is a calibration recording's grid (G, n, N, t_us, kind)."""
+    """Measured expert time (points) against a fitted cost model (lines: the model's own formula,
+    Eq. 1, the tile-aware Eq. 2 or the three-term Eq. 4, at the same G, tokens and M-tiles) for a
+    few activation counts ``G``, log-log over tokens per expert: chapter 08's check of your own
+    calibration.  ``samples`` is a calibration recording's grid (G, n, N, t_us, kind; T, the
+    cell's M-tiles, when recorded, else ``G * ceil(n / model.tile)``)."""
     import numpy as np
 
     _need(samples, {"G", "n", "N", "t_us", "kind"}, "samples (a calibration recording)")
@@ -614,8 +617,9 @@ def fit_vs_measured(samples: pd.DataFrame, model, G=(1, 4, 8, 40), title: str = 
     show = samples[samples.G.isin(list(G)) & (samples.kind == "grid")].copy()
     if show.empty:
         raise ValueError(f"samples hold no grid cells at G in {list(G)}")
-    show["fitted (us)"] = np.maximum(model.a + model.b * show.G.to_numpy(float),
-                                     model.c + model.beta * show.N.to_numpy(float))
+    tiles = (show["T"].to_numpy(float) if "T" in show else
+             show.G.to_numpy(float) * np.ceil(show.n.to_numpy(float) / model.tile))
+    show["fitted (us)"] = model.time(show.G.to_numpy(float), show.N.to_numpy(float), tiles)
     base = alt.Chart(show).encode(x=alt.X("n:Q", scale=alt.Scale(type="log"), title="tokens per expert n"),
                                   color=alt.Color("G:N", title="activated experts G", scale=alt.Scale(scheme="category10")))
     return (base.mark_point(filled=True).encode(y=alt.Y("t_us:Q", scale=alt.Scale(type="log"), title="time (us)"),
