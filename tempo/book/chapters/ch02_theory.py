@@ -11,7 +11,7 @@ from ...core.instance import Instance
 from ...theory.bounds import probe_instance, round_robin_epsilon
 from .common import sizes as _sizes
 
-#: experiment sizes per profile: smoke is the seconds-long test build (gpu runs the full sizes)
+#: experiment sizes per profile: smoke is the minutes-long test build (gpu runs the full sizes)
 SIZES = {"smoke": dict(sizes=[4, 6], reps=2, lemma_n=6, probe_n=24, probe_max_e=64, probe_gpus=8, eps_batches=3),
          "full": dict(sizes=[4, 6, 8, 10, 12], reps=6, lemma_n=40, probe_n=1296, probe_max_e=512, probe_gpus=16,
                       eps_batches=20)}
