@@ -627,6 +627,32 @@ def fit_vs_measured(samples: pd.DataFrame, model, G=(1, 4, 8, 40), title: str = 
             + base.mark_line().encode(y="fitted (us):Q")).properties(width=480, height=280, title=title)
 
 
+def replica_layout(inst, dispatch=None, title: str = "GPUs and the replicas they hold"):
+    """An instance's placement as a picture: one column of boxes per GPU, one box per replica it
+    holds (``replica_gpu[e, r] == g``), labelled with the expert and, given a dispatch, the tokens
+    ``shares[e, r]`` it receives (an empty replica reads 0).  Chapter 08's restricted example."""
+    import numpy as np
+
+    alt = _alt()
+    rows = []
+    for g in range(inst.n_gpus):
+        held = [(int(e), int(r)) for e, r in zip(*np.nonzero(inst.replica_gpu == g))]
+        for k, (e, r) in enumerate(sorted(held)):
+            tokens = float(dispatch.shares[e, r]) if dispatch is not None else float("nan")
+            label = f"expert {e} (r={r})" + (f": {tokens:.0f}" if dispatch is not None else "")
+            rows.append({"GPU": f"GPU {g}", "box": k, "expert": f"expert {e}", "label": label, "tokens": tokens})
+    if not rows:
+        raise ValueError("inst holds no replica")
+    df = pd.DataFrame(rows)
+    base = alt.Chart(df).encode(x=alt.X("GPU:N", title=None, axis=alt.Axis(orient="top", labelAngle=0)),
+                                y=alt.Y("box:O", title=None, axis=None))
+    boxes = base.mark_rect(stroke="#333", strokeWidth=1.5, cornerRadius=4).encode(
+        color=alt.Color("expert:N", scale=alt.Scale(scheme="pastel1"), legend=None),
+        tooltip=["GPU", "label"])
+    text = base.mark_text(fontSize=12, color="#111").encode(text="label:N")
+    return (boxes + text).properties(width=120 * inst.n_gpus, height=40 * int(df.box.max() + 1), title=title)
+
+
 def repro_needs(rmap: pd.DataFrame):
     """The reproduction map (``tempo.book.repro.load_map()``) as bars: how many paper items need a CPU,
     one GPU, a cluster or a recorded trace, coloured by kind of item (table, figure, other)."""
