@@ -188,3 +188,27 @@ def test_measured_vs_expected_reads_the_shipped_h200_recordings():
     assert dsv3["cells"] == 58 and dsv3["measured b (us)"] == pytest.approx(12.654, abs=1e-3)
     g = ch98.expected_glue(4.8)
     assert g["h200_b_lo"] == pytest.approx(dsv3["expected b, low (us)"]) and g["paper_b"] == pytest.approx(14.78)
+
+
+# ---------------------------------------------------------------------------- chapter 02
+def worst(default, whole, g_default=5, g_opt=4):
+    rows = []
+    for label, r, g in [("tempo, default seed", default, g_default), ("tempo, whole-expert seed", whole, g_opt),
+                        ("MILP (OPT)", 1.0, g_opt)]:
+        rows.append({"dispatch": label, "makespan (us)": 30.0 * r, "/ OPT": r, "most activations on a GPU": g,
+                     "most tokens on a GPU": 100.0, "b (us)": 5.0, "b / makespan %": 100 * 5.0 / (30.0 * r)})
+    return pd.DataFrame(rows)
+
+
+def test_worst_case_text_every_outcome():
+    from tempo.book.chapters import ch02_theory as ch02
+
+    text = ch02.worst_case_text(worst(1.0, 1.0, 4, 4))
+    assert "not above the optimum on any instance the MILP pinned" in text and "one floor more" not in text
+    text = ch02.worst_case_text(worst(1.167, 1.0))
+    assert "ends at 1.167 x OPT, with 5 activated experts on its busiest GPU where OPT has 4" in text
+    assert "can pay one floor more than OPT's (5 against 4 here)" in text and "comes from our default seed" in text
+    text = ch02.worst_case_text(worst(1.05, 1.05, 4, 4))
+    assert "Both seeds end at the same ratio" in text and "default seed" in text.split("Both")[0]
+    text = ch02.worst_case_text(worst(1.0, 1.1, 4, 4))
+    assert "whole-expert seed ends further above OPT than the default" in text
