@@ -272,9 +272,27 @@ def test_thm2_probe_and_solver_vs_milp_builders_on_small_frames():
                         "tempo_ms": [0.1, 0.2, 0.3]})
     spec = figures.solver_vs_milp(svm).to_dict()
     rows = next(iter(spec["datasets"].values()))
-    assert sorted(r["MILP"] for r in rows) == ["reported optimal", "reported optimal", "time limit"]
+    assert sorted(r["MILP"] for r in rows) == ["proved optimal", "proved optimal", "stopped at its time limit"]
     assert spec["facet"]["column"]["field"] == "replication"
     assert set(spec["spec"]["encoding"]) == {"x", "y", "color", "shape", "tooltip"}
+    # the gap in %: against the optimum where proven, the incumbent ratio where no bound column is given
+    assert sorted(r["gap"] for r in rows) == pytest.approx([-3.0, 0.0, 1.0])
+    y = spec["spec"]["encoding"]["y"]
+    assert y["axis"]["format"] == ".2f" and y["scale"]["domain"][0] < -3.0 and y["scale"]["domain"][1] > 1.0
+    for channel in ("color", "shape"):                                   # legends below the panels, never clipped
+        legend = spec["spec"]["encoding"][channel]["legend"]
+        assert legend["orient"] == "bottom" and legend["labelLimit"] == 0
+    # float noise reads 0, and an all-zero grid still gets an axis of whole ticks (0 to 0.1 %)
+    noise = svm.assign(ratio=[1.0, 0.9999999999999996, 1.0000000000000002], milp_optimal=True,
+                       ratio_to_lb=[1.5, 1.5, 1.5])
+    spec = figures.solver_vs_milp(noise).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert [r["gap"] for r in rows] == [0.0, 0.0, 0.0]
+    lo, hi = spec["spec"]["encoding"]["y"]["scale"]["domain"]
+    assert lo < 0 < 0.1 < hi < 0.2
+    # where the MILP stopped at its limit the gap is against its lower bound (the ledger's conservative ratio)
+    rows = next(iter(figures.solver_vs_milp(noise.assign(milp_optimal=[True, True, False])).to_dict()["datasets"].values()))
+    assert [r["gap"] for r in rows] == pytest.approx([0.0, 0.0, 50.0])
     with pytest.raises(ValueError, match="solver_vs_milp"):
         figures.solver_vs_milp(svm.drop(columns="ratio"))
 
