@@ -70,6 +70,9 @@ def test_simulator_figure_builders_on_small_frames():
                           "B": [16, 16, 16], "winner": ["M", "L", "E"], "gain_pct": [1.0, 2.0, 3.0]})
     cells = next(iter(figures.fig6_phase(phase).to_dict()["datasets"].values()))
     assert len(cells) == 2 and {c["winner"] for c in cells} == {"M", "L"}
+    # the letters: white on the darker half of the green scale (gain above the midpoint 1.5), near-black below
+    letters = figures.fig6_phase(phase).to_dict()["layer"][1]["encoding"]["color"]
+    assert letters["condition"] == {"test": "datum.gain_pct > 1.5", "value": "#ffffff"} and letters["value"] == "#111111"
     with pytest.raises(ValueError, match="no cells"):
         figures.fig6_phase(phase, shape="Qwen3-30B")
     scale = pd.DataFrame({"ep": [8, 32], "skew": [0.0, 1.2], "B": [16, 16], "gain_pct": [0.0, 5.0]})

@@ -261,7 +261,11 @@ def fig6_phase(phase: pd.DataFrame, shape: str = "DSv3", replication: float | No
                                   y=alt.Y("skew:O", sort="descending", title="Zipf skew s"))
     rect = base.mark_rect().encode(color=alt.Color("gain_pct:Q", title="TEMPO gain %", scale=alt.Scale(scheme="greens")),
                                    tooltip=["B", "skew", "winner", alt.Tooltip("gain_pct:Q", format=".2f")])
-    return (rect + base.mark_text(fontSize=11).encode(text="winner:N")).properties(
+    # the letters stay readable on every shade: white on the darker half of the scale, near-black on the lighter
+    mid = (float(heat.gain_pct.min()) + float(heat.gain_pct.max())) / 2
+    letters = base.mark_text(fontSize=12, fontWeight="bold").encode(
+        text="winner:N", color=alt.condition(f"datum.gain_pct > {mid!r}", alt.value("#ffffff"), alt.value("#111111")))
+    return (rect + letters).properties(
         width=480, height=260, title=f"{shape}, {rep}x replication: winning fixed policy and TEMPO's gain")
 
 
