@@ -212,7 +212,8 @@ def mixed_text(mixed: pd.DataFrame, tokens) -> str:
     never = fig5.index[fig5.mixed_pct < 100].tolist()
     return (
         ("Every synthetic batch is mixed, as the paper finds for Zipf(1.2) routing." if not never else
-         f"Batches are mixed at every size except B = {', '.join(map(str, never))} tokens per GPU, unlike the paper's 100% across the ladder"
+         f"Every batch is mixed at every size except B = {', '.join(map(str, never))} tokens per GPU, where "
+         f"{', '.join(f'{fig5.mixed_pct[B]:.0f}%' for B in never)} of the batches are, unlike the paper's 100% across the ladder"
          + (f": with B = {', '.join(map(str, too_few))} a batch of {8 * too_few[0]} tokens cannot give any expert {n_star_dsv3:.0f} pairs when each "
             "token picks 8 distinct experts, so no expert is linear. The paper's own synthetic routing draws pairs "
             "independently (its E_eff formula, Section 3.2), where one expert may take more pairs than there are tokens."
