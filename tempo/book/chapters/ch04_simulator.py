@@ -657,8 +657,8 @@ def scale_s0_candidates(tokens, batches: int, eps=(32, 64), seed: int = 1, candi
 
 def scale_s0_run(sizes: dict) -> pd.DataFrame:
     """:func:`scale_s0_candidates` at the chapter's sizes: the scale study's batch ladder
-    (``phase_tokens``) with at most two batches per cell (seven candidates cost seven studies)."""
-    return scale_s0_candidates(sizes["phase_tokens"], min(int(sizes["phase_batches"]), 2))
+    (``phase_tokens``) and batches per cell (``phase_batches``), its seed (1)."""
+    return scale_s0_candidates(sizes["phase_tokens"], int(sizes["phase_batches"]))
 
 
 def scale_s0_table(cand: pd.DataFrame) -> pd.DataFrame:
