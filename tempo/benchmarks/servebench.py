@@ -239,7 +239,9 @@ def drift_location(logical_count, k: int, out, seed: int = 0) -> dict:
         raise ValueError(f"logical_count must be [L, E] or [steps, L, E], got shape {c.shape}")
     bad = drift_corrupt(c, k, seed=seed)
     data = {"logical_count": np.rint(bad).astype(np.int64).tolist()}
-    Path(out).write_text(json.dumps(data))
+    from ..core.io import atomic_write_text
+
+    atomic_write_text(Path(out), json.dumps(data))  # refuses a FIFO or a device node at out
     return data
 
 

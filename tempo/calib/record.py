@@ -279,31 +279,147 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     return folder
 
 
+#: the most bytes a recording's file may hold on disk, and its samples once inflated
+MAX_RECORDING_BYTES = 64 * 2**20
+SAMPLE_COLUMNS = ("G", "n", "N", "T", "kind", "t_us")
+
+
+def _number(v) -> bool:
+    """A JSON number (not a bool, not NaN; ``n_star`` may be Infinity)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+
+
+def check_samples(s: pd.DataFrame, what: str = "samples.csv.gz") -> pd.DataFrame:
+    """``s`` with its columns typed (G, n, N, T int64; kind str; t_us float64) when every cell is
+    well formed: G, n integers >= 1, N, T integers >= 0, kind a plain word, t_us finite >= 0.
+    Raises ``ValueError`` naming the column otherwise (a recording is whole and valid or refused)."""
+    missing = [c for c in SAMPLE_COLUMNS if c not in s.columns]
+    if missing:
+        raise ValueError(f"{what} lacks the columns {missing}")
+    if s.empty:
+        raise ValueError(f"{what} has no rows")
+    out = s.copy()
+    for c, lo in (("G", 1), ("n", 1), ("N", 0), ("T", 0)):
+        v = pd.to_numeric(s[c], errors="coerce").to_numpy(dtype=float)
+        if not (np.isfinite(v).all() and (v == np.round(v)).all() and (v >= lo).all() and (v < 2**53).all()):
+            raise ValueError(f"{what}: column {c} must hold integers >= {lo}")
+        out[c] = v.astype(np.int64)
+    t = pd.to_numeric(s["t_us"], errors="coerce").to_numpy(dtype=float)
+    if not (np.isfinite(t).all() and (t >= 0).all()):
+        raise ValueError(f"{what}: column t_us must hold finite numbers >= 0")
+    out["t_us"] = t
+    kinds = s["kind"].astype(str)
+    if not kinds.map(lambda k: bool(_KIND.fullmatch(k))).all():
+        raise ValueError(f"{what}: column kind must hold plain words (letters, digits, _ . -)")
+    out["kind"] = kinds
+    return out
+
+
+def check_fits(fits, what: str = "fit.json") -> dict:
+    """``fits`` when it is a ``fit.json`` as :func:`fit_all` writes it: an object of forms, each
+    ``{"params": {name: number}, "error": number or null}`` (no NaN; ``n_star`` may be Infinity); ``ValueError`` naming the
+    field otherwise."""
+    if not isinstance(fits, dict):
+        raise ValueError(f"{what} must be a JSON object of fitted forms, got {type(fits).__name__}")
+    for form, f in fits.items():
+        if not isinstance(f, dict) or not isinstance(f.get("params"), dict):
+            raise ValueError(f"{what}: form {form!r} must be an object with 'params'")
+        bad = [k for k, v in f["params"].items() if not _number(v)]
+        if bad:
+            raise ValueError(f"{what}: form {form!r} params {bad[:3]} must be numbers")
+        if f.get("error") is not None and not isinstance(f.get("error"), (int, float)):
+            raise ValueError(f"{what}: form {form!r} error must be a number")
+    return fits
+
+
+def check_manifest(man, what: str = "manifest.json") -> dict:
+    """``man`` when its fields a reader uses have their types: backend and shape strings;
+    machine, device, date strings when present (date YYYY-MM-DD); cells an integer."""
+    if not isinstance(man, dict):
+        raise ValueError(f"{what} must be a JSON object, got {type(man).__name__}")
+    for k in ("backend", "shape"):
+        if not isinstance(man.get(k), str) or not man[k]:
+            raise ValueError(f"{what}: field {k!r} must be a non-empty string, got {man.get(k)!r:.60}")
+    for k in ("machine", "device", "date", "command"):
+        if man.get(k) is not None and not isinstance(man[k], str):
+            raise ValueError(f"{what}: field {k!r} must be a string, got {type(man[k]).__name__} {man[k]!r:.60}")
+    if man.get("date") is not None:
+        try:
+            dt.date.fromisoformat(man["date"])
+        except ValueError:
+            raise ValueError(f"{what}: field 'date' must be YYYY-MM-DD, got {man['date']!r:.60}") from None
+    if man.get("cells") is not None and (isinstance(man["cells"], bool) or not isinstance(man["cells"], int)):
+        raise ValueError(f"{what}: field 'cells' must be an integer, got {man['cells']!r:.60}")
+    return man
+
+
+def _read_json(path: Path):
+    from ..core.io import read_regular
+
+    try:
+        return json.loads(read_regular(path, MAX_RECORDING_BYTES))
+    except RecursionError:
+        raise ValueError(f"{path.name} nests too deep") from None
+
+
 def recordings(backend: str | None = None, shape: str | None = None, root: Path | None = None) -> pd.DataFrame:
     """Every recording under ``data/measured`` (newest first): machine, date, backend, shape,
-    device, path."""
+    device, path.
+
+    Only recordings that load and pass their checks (:func:`load_recording`) are listed: one
+    that does not is skipped with a warning naming its folder and why, never an error (it
+    came from another machine; the ledger goes on without it).  The skipped folders are in
+    ``df.attrs["skipped"]`` as ``(folder, why)``."""
+    import warnings
+
     root = Path(root or MEASURED)
-    rows = []
+    rows, skipped = [], []
     for m in sorted(root.glob("*/*/manifest.json")):
-        man = json.loads(m.read_text())
-        if "backend" not in man or "shape" not in man:
-            continue  # not a calibration recording (e.g. a gpu-check folder)
+        try:
+            man = _read_json(m)
+        except (OSError, ValueError) as exc:
+            skipped.append((m.parent, f"manifest.json: {exc}"))
+            continue
+        if not isinstance(man, dict) or "backend" not in man or "shape" not in man:
+            continue  # not a calibration recording (e.g. a gpu-check folder, an ingested epbench run)
         if (backend and man.get("backend") != backend) or (shape and man.get("shape") != shape):
+            continue
+        try:
+            load_recording(m.parent)
+        except (OSError, ValueError) as exc:
+            skipped.append((m.parent, str(exc)))
             continue
         rows.append({"machine": man.get("machine"), "date": man.get("date"), "backend": man.get("backend"),
                      "shape": man.get("shape"), "device": man.get("device"), "cells": man.get("cells"),
                      "path": m.parent})
+    for folder, why in skipped:
+        warnings.warn(f"skipping the recording {folder.parent.name}/{folder.name}: {why}", RuntimeWarning, stacklevel=2)
     df = pd.DataFrame(rows, columns=["machine", "date", "backend", "shape", "device", "cells", "path"])
     # newest first; on one date the recording with more cells (a calibration before a short check)
-    return df.sort_values(["date", "cells"], ascending=False, kind="stable").reset_index(drop=True)
+    df = df.sort_values(["date", "cells"], ascending=False, kind="stable").reset_index(drop=True)
+    df.attrs["skipped"] = skipped
+    return df
 
 
 def load_recording(path) -> tuple[pd.DataFrame, dict, dict]:
-    """(samples, fits, manifest) of one recording folder."""
+    """(samples, fits, manifest) of one recording folder, read as untrusted input: regular files
+    only (no link followed, no FIFO or device read), sizes capped, every field type-checked
+    (:func:`check_samples`, :func:`check_fits`, :func:`check_manifest`).  Raises ``ValueError``
+    naming the file and field (``FileNotFoundError`` for a missing file)."""
+    import io
+
+    from ..core.io import gunzip_limited, read_regular
+
     path = Path(path)
-    samples = pd.read_csv(path / "samples.csv.gz")
-    fits = json.loads((path / "fit.json").read_text())
-    manifest = json.loads((path / "manifest.json").read_text())
+    raw = read_regular(path / "samples.csv.gz", MAX_RECORDING_BYTES)
+    data = gunzip_limited(raw, MAX_RECORDING_BYTES, "samples.csv.gz")
+    try:
+        samples = pd.read_csv(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 -- any parse failure is a bad recording
+        raise ValueError(f"samples.csv.gz is not a readable CSV ({type(exc).__name__})") from None
+    samples = check_samples(samples)
+    fits = check_fits(_read_json(path / "fit.json"))
+    manifest = check_manifest(_read_json(path / "manifest.json"))
     return samples, fits, manifest
 
 

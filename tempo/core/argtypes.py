@@ -99,10 +99,13 @@ params_name = choice(_param_names, "parameter set")
 
 
 def input_file(s: str) -> Path:
-    """An existing regular file."""
+    """An existing regular file (a FIFO or a device node is refused: reading it would hang or
+    never end)."""
     p = Path(s)
     if p.is_dir():
         raise argparse.ArgumentTypeError(f"{s!r} is a directory, expected a file")
+    if p.exists() and not p.is_file():
+        raise argparse.ArgumentTypeError(f"{s!r} is not a regular file (a FIFO, a device node or a socket)")
     if not p.is_file():
         raise argparse.ArgumentTypeError(f"{s!r} does not exist")
     if not os.access(p, os.R_OK):
@@ -117,6 +120,11 @@ def output_file(s: str) -> Path:
         raise argparse.ArgumentTypeError("must be a file path, got ''")
     if p.is_dir():
         raise argparse.ArgumentTypeError(f"{s!r} is a directory, expected a file path")
+    from .io import is_writable_target
+
+    why = is_writable_target(p)
+    if why:  # never replace a device node (as root, /dev/null), a FIFO (a hang) or a link's target
+        raise argparse.ArgumentTypeError(f"{s!r} {why}; expected a new or regular file")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(f"folder {str(parent)!r} does not exist")

@@ -75,9 +75,10 @@ def read_trace(path):
     when ``path`` does not exist)."""
     import zipfile
 
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory, not a routing trace")
+    if not hasattr(path, "read"):  # a file object (ingest passes the bytes it read) is loaded as is
+        path = Path(path)
+        if path.is_dir():
+            raise ValueError(f"{path} is a directory, not a routing trace")
     try:
         with np.load(path, allow_pickle=False) as z:
             if not hasattr(z, "files") or "counts" not in z.files or "metadata" not in z.files:
