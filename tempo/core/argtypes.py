@@ -12,8 +12,11 @@ import math
 import os
 from pathlib import Path
 
-#: the largest token count a command accepts (counts are summed in int64)
+#: int64's largest value
 INT64_MAX = 2**63 - 1
+#: the most tokens a command accepts, per count and in total (``tempo.core.instance.MAX_TOTAL_TOKENS``:
+#: float64 is exact on integers up to 2^53, and so is every solver)
+MAX_TOKENS = 2**53
 
 
 def int_range(lo: int | None = None, hi: int | None = None):
@@ -57,7 +60,7 @@ def float_range(lo: float | None = None, hi: float | None = None, lo_open: bool 
 
 positive_int = int_range(1)
 nonneg_int = int_range(0)
-count_int = int_range(0, INT64_MAX)
+count_int = int_range(0, MAX_TOKENS)
 positive_float = float_range(0.0, lo_open=True)
 nonneg_float = float_range(0.0)
 
