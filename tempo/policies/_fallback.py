@@ -41,3 +41,8 @@ def reset_count() -> int:
     """Reset the process-wide fallback counter; returns its value before."""
     n, _count[0] = _count[0], 0
     return n
+
+
+def add_count(n: int) -> None:
+    """Add ``n`` fallbacks marked elsewhere (a worker process of a sweep) to this process's count."""
+    _count[0] += int(n)

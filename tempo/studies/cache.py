@@ -148,7 +148,8 @@ def _encode(df: pd.DataFrame, k: str, experiment: str) -> bytes | None:
                 return None
             arrays[f"c{i}"] = np.frombuffer(text.encode(), dtype=np.uint8)
             cols.append({"name": c, "dtype": str(col.dtype), "as": "json"})
-    header = {"mark": _MARK, "key": k, "experiment": experiment, "rows": int(len(df)), "columns": cols}
+    header = {"mark": _MARK, "key": k, "experiment": experiment, "rows": int(len(df)), "columns": cols,
+              "fallbacks": int(df.attrs.get("fallbacks", 0))}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
@@ -193,7 +194,9 @@ def _decode(data: bytes, k: str) -> pd.DataFrame | None:
                 out[c["name"]] = pd.Series(vals, dtype=None if c["dtype"] == "object" else c["dtype"])
                 if c["dtype"] == "object":
                     out[c["name"]] = out[c["name"]].astype(object)
-    return pd.DataFrame(out, index=pd.RangeIndex(header["rows"]))
+    df = pd.DataFrame(out, index=pd.RangeIndex(header["rows"]))
+    df.attrs["fallbacks"] = int(header.get("fallbacks", 0))
+    return df
 
 
 def _load(path: Path, k: str):
@@ -230,7 +233,8 @@ def cached(experiment: str, config: dict, fn: Callable[[dict], pd.DataFrame], re
     (an ``.npz`` whose header has the mark and the same key) are served; anything else at the
     entry's path -- garbage, a pickle, a directory, a link -- is removed and recomputed.  A
     frame the format cannot hold exactly (an index other than 0..n-1, objects that are not
-    JSON) is returned uncached."""
+    JSON) is returned uncached.  ``df.attrs["fallbacks"]``: how many dispatches computing it came
+    from a solver's fallback (:func:`tempo.policies.fallback_of`), stored with the entry."""
     k = key(experiment, config)
     path = cache_dir() / f"{experiment}-{k}{SUFFIX}"
     if not refresh:
@@ -239,9 +243,13 @@ def cached(experiment: str, config: dict, fn: Callable[[dict], pd.DataFrame], re
             return df
     if path.exists() or path.is_symlink():
         _remove(path)
+    from ..policies._fallback import fallback_count
+
+    before = fallback_count()
     df = fn(config)
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"experiment {experiment!r} must return a pandas DataFrame, got {type(df).__name__}")
+    df.attrs["fallbacks"] = fallback_count() - before  # dispatches a solver's fallback produced (kept in the entry)
     data = _encode(df, k, experiment)
     if data is not None:
         atomic_write_bytes(path, data)

@@ -8,6 +8,7 @@ claim function (:mod:`tempo.book.claims.functions`).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -96,6 +97,10 @@ def evaluate(row: dict, profile: str) -> dict:
         return out
     if not isinstance(v, Value):
         v = Value(tuple(float(x) for x in v) if isinstance(v, tuple) else float(v))
+    flag = fallback_flag(frames)
+    if flag:
+        out["fallbacks"] = sum(int((f.attrs.get("meta") or {}).get("fallbacks") or 0) for f in frames.values())
+        v = dataclasses.replace(v, note="; ".join(x for x in (v.note, flag) if x))
     evidence = v.evidence or spec.evidence
     prov = _provenance(spec, v, profile)
     if need is not None and evidence not in SATISFIES[need]:
@@ -113,6 +118,17 @@ def evaluate(row: dict, profile: str) -> dict:
     out.update(ours=v.ours, status=status, evidence=evidence, provenance=prov, note=v.note,
                tolerance=f"{format_value(tol)} ({why})", ci=v.ci)
     return out
+
+
+def fallback_flag(frames: dict) -> str:
+    """The ledger's flag for a claim whose inputs hold dispatches a solver's fallback produced
+    (``fallbacks`` in a result's ``.meta.json``, :func:`tempo.studies.run`), or ``""``."""
+    hit = {s: int((f.attrs.get("meta") or {}).get("fallbacks") or 0) for s, f in frames.items()}
+    hit = {s: n for s, n in hit.items() if n > 0}
+    if not hit:
+        return ""
+    return ("FLAG: computed with solver fallbacks (a time limit or a declined exact method: "
+            + ", ".join(f"{n} in {s}.csv" for s, n in sorted(hit.items())) + ")")
 
 
 def need_note(row: dict) -> str:
@@ -148,7 +164,8 @@ def ledger(profile: str, write: bool = True) -> pd.DataFrame:
         rows.append({"id": r["id"], "section": r["section"], "claim": r["claim"], "unit": r["unit"],
                      "paper": r["paper"], "paper_text": printed(r["paper_text"]), "ours": e["ours"], "tolerance": e["tolerance"], "status": e["status"],
                      "evidence": e["evidence"], "provenance": e["provenance"], "note": e["note"],
-                     "kind": r["kind"], "needs": r["needs"] or "", "chapter": r["chapter"]})
+                     "kind": r["kind"], "needs": r["needs"] or "", "chapter": r["chapter"],
+                     "fallbacks": e.get("fallbacks", 0)})
     df = pd.DataFrame(rows)
     if write:
         from ...core.io import atomic_write_csv, atomic_write_text
