@@ -72,8 +72,15 @@ def baseline_times(cells, params: str, rev: str = BASELINE, reps: int = 1):
 
     from ..core.paths import ROOT
 
+    from ..core.argtypes import git_rev
+
+    try:
+        git_rev(rev)
+    except Exception:  # noqa: BLE001 -- an option-like or odd name never reaches git
+        print(f"bench: {rev!r} is not a commit name; no baseline", file=sys.stderr)
+        return None
     with tempfile.TemporaryDirectory() as tmp:
-        arc = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, "tempo", "data/params"],
+        arc = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, "--", "tempo", "data/params"],
                              capture_output=True)
         if arc.returncode:
             print(f"bench: cannot archive {rev} ({arc.stderr.decode().strip()}); no baseline", file=sys.stderr)
@@ -531,21 +538,21 @@ def scheduler_thread(world: int = 2, steps: int = 600, chunk: int = 8, rebalance
 
 
 def main(argv=None):
-    from ..core.argtypes import ArgumentParser, int_range, nonneg_float, output_file, params_name, positive_int
+    from ..core.argtypes import ArgumentParser, float_range, git_rev, int_range, output_file, params_name
 
     ap = ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--eps", type=positive_int, nargs="+", default=[8, 16, 32, 64])
-    ap.add_argument("--experts", type=positive_int, nargs="+", default=[128, 256])
-    ap.add_argument("--tokens", type=positive_int, nargs="+", default=[32, 128, 512, 2048])
-    ap.add_argument("--reps", type=positive_int, default=3)
-    ap.add_argument("--milp-limit", type=nonneg_float, default=10.0, help="seconds per MILP; 0 skips the MILP")
+    ap.add_argument("--eps", type=int_range(1, 1024), nargs="+", default=[8, 16, 32, 64])
+    ap.add_argument("--experts", type=int_range(1, 4096), nargs="+", default=[128, 256])
+    ap.add_argument("--tokens", type=int_range(1, 2**20), nargs="+", default=[32, 128, 512, 2048])
+    ap.add_argument("--reps", type=int_range(1, 1000), default=3)
+    ap.add_argument("--milp-limit", type=float_range(0.0, 600.0), default=10.0, help="seconds per MILP; 0 skips the MILP")
     ap.add_argument("--params", type=params_name, default="dsv3-offline")
     ap.add_argument("--csv", type=output_file, help="also write the table here")
-    ap.add_argument("--baseline", default=BASELINE, help="commit to time tempo against ('' skips it)")
-    ap.add_argument("--families", type=int_range(0), default=6, help="instances per quality family (0 skips the family grid)")
+    ap.add_argument("--baseline", type=git_rev, default=BASELINE, help="commit to time tempo against ('' skips it)")
+    ap.add_argument("--families", type=int_range(0, 1000), default=6, help="instances per quality family (0 skips the family grid)")
     ap.add_argument("--cold-compile", action="store_true", help="also time a from-scratch numba compile")
     ap.add_argument("--serving-only", action="store_true", help="only the serving-runtime figures")
-    ap.add_argument("--serving-baseline", default=SERVING_BASELINE,
+    ap.add_argument("--serving-baseline", type=git_rev, default=SERVING_BASELINE,
                     help="commit whose serving runtime the scheduler-thread times are compared with ('' skips it)")
     args = ap.parse_args(argv)
     if args.serving_only:

@@ -65,6 +65,19 @@ positive_float = float_range(0.0, lo_open=True)
 nonneg_float = float_range(0.0)
 
 
+def git_rev(s: str) -> str:
+    """A commit name handed to ``git`` (a hash, a branch or a tag, ``~``/``^`` suffixes), or ``''``
+    (skip): never starting with ``-`` (git would read it as an option, re-audit D13), no ``..``,
+    no whitespace, at most 100 characters."""
+    import re
+
+    if s == "":
+        return s
+    if len(s) > 100 or ".." in s or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/~^-]*", s):
+        raise argparse.ArgumentTypeError(f"must be a commit name (hash, branch or tag; not starting with '-'), got {s!r:.60}")
+    return s
+
+
 def comma_list(item, name: str = "item"):
     """A non-empty comma-separated list, each entry parsed by ``item``."""
 
