@@ -269,6 +269,66 @@ def family_grid(n: int = 6, milp_limit: float = 20.0, seed: int = 0, tau: float 
     return pd.DataFrame(rows)
 
 
+#: the issue-27 goal: every policy but the MILP under this many seconds on every instance up to E = 512, g = 64
+POLICY_TIME_GOAL_S = 2.0
+
+
+def policy_time_grid(experts=(64, 128, 256, 512), eps=(8, 16, 32, 64), tokens: int = 256, seed: int = 0,
+                     params: str = "dsv3-offline") -> pd.DataFrame:
+    """The slowest single solve (s) of every policy except the MILP (and of tempo with
+    ``lp_variants=("even",)``), per (E, g), over four placements: EPLB with 25% redundancy,
+    EPLB with 100%, random replicas (each expert on g/2 random GPUs, duplicates allowed: the
+    re-audit's D3 family, where the old even-split QP ran for minutes) and full replication;
+    Zipf(1) routing, ``tokens`` per GPU.  One timed call per (policy,
+    instance) after a warm-up; ``fallback`` counts dispatches marked ``meta["fallback"]``."""
+    from ..policies import REGISTRY, available_policies, fallback_of
+
+    model = CostModel.named(params)
+    pols = [(p, p, {}) for p in available_policies() if p != "milp"]
+    pols.append(("tempo[lp even]", "tempo", {"lp_variants": ("even",)}))  # tempo_fast's call into the even split
+    rng = np.random.default_rng(seed)
+    warm = Instance.full_replication([5, 3, 2, 1], 2)
+    for _, p, opts in pols:  # compile and import outside the clock
+        solve(warm, model if REGISTRY[p].needs_model else None, p, **opts)
+    rows = []
+    for E in experts:
+        for g in eps:
+            pop = zipf_popularity(E, 1.0, seed=seed + E + g)
+            counts = sample_counts(pop, tokens * g, 8, 1, seed=seed + E * g)[0]
+            insts = {"eplb1.25": Instance.from_placement(counts, eplb_placement(pop, g, 1.25), g),
+                     "eplb2": Instance.from_placement(counts, eplb_placement(pop, g, 2.0), g),
+                     "random": Instance(counts, rng.integers(0, g, (E, max(2, g // 2))), g),
+                     "full": Instance.full_replication(counts, g)}
+            for label, p, opts in pols:
+                worst, fb, kind = 0.0, 0, ""
+                for name, inst in insts.items():
+                    if spec(p).full_replication and not inst.is_full_replication():
+                        continue
+                    t0 = time.perf_counter()
+                    d = solve(inst, model if REGISTRY[p].needs_model else None, p, **opts)
+                    dt_s = time.perf_counter() - t0
+                    fb += fallback_of(d) is not None
+                    if dt_s > worst:
+                        worst, kind = dt_s, name
+                if kind:
+                    rows.append({"E": E, "g": g, "policy": label, "max_s": worst, "slowest_on": kind, "fallbacks": fb})
+    return pd.DataFrame(rows)
+
+
+def policy_time_summary(df: pd.DataFrame, goal: float = POLICY_TIME_GOAL_S) -> str:
+    """One line per policy: its slowest solve over the grid, where, and whether it meets ``goal``."""
+    lines = [f"policy solve times up to E = {df.E.max()}, g = {df.g.max()} (every policy but the MILP; "
+             f"goal: each solve under {goal:g} s):"]
+    for p, grp in df.groupby("policy", sort=False):
+        w = grp.loc[grp.max_s.idxmax()]
+        lines.append(f"  {p:16s} max {w.max_s:7.3f} s at E={w.E}, g={w.g} ({w.slowest_on})  "
+                     f"{'ok' if w.max_s < goal else 'OVER'}" + (f"  fallbacks {int(grp.fallbacks.sum())}"
+                                                                   if grp.fallbacks.sum() else ""))
+    over = df[df.max_s >= goal]
+    lines.append(f"  {len(over)} of {len(df)} (policy, E, g) cells over {goal:g} s")
+    return "\n".join(lines)
+
+
 def model_refresh(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int = 32, reps: int = 5,
                   seed: int = 0) -> dict:
     """Median seconds of one whole-model solve in this process, each layer's EPLB placement
@@ -554,7 +614,12 @@ def main(argv=None):
     ap.add_argument("--serving-only", action="store_true", help="only the serving-runtime figures")
     ap.add_argument("--serving-baseline", type=git_rev, default=SERVING_BASELINE,
                     help="commit whose serving runtime the scheduler-thread times are compared with ('' skips it)")
+    ap.add_argument("--policy-times-only", action="store_true",
+                    help="only the per-policy solve times up to E = 512, g = 64 (goal: under 2 s, the MILP aside)")
     args = ap.parse_args(argv)
+    if args.policy_times_only:
+        print(policy_time_summary(policy_time_grid()))
+        return
     if args.serving_only:
         print(serving())
         print(scheduler_thread(baseline=args.serving_baseline or None))
@@ -574,6 +639,8 @@ def main(argv=None):
             print()
             print("family grid (tempo against every proxy and the cold MILP):")
             print(fam.to_string(index=False))
+    print()
+    print(policy_time_summary(policy_time_grid()))
     print()
     mr = model_refresh()
     print(f"whole-model solve in one process (94 layers x 128 experts, EP8, 32 tok/GPU, tempo + routing tables): "

@@ -27,6 +27,7 @@ import platform
 import re
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -40,17 +41,35 @@ from .shapes import shape as get_shape
 
 MEASURED = paths.ROOT / "data" / "measured"
 PARTIAL_COLUMNS = ["G", "n", "kind", "t_us"]
-_HEADER = ",".join(PARTIAL_COLUMNS)
+#: the partial file's header: each line ends with the CRC-32 of the rest of the line (8 hex digits),
+#: so a damaged byte that still leaves a well-formed line (1212.01 for 12.02, re-audit D17) is
+#: detected and the cell measured again
+_HEADER = ",".join(PARTIAL_COLUMNS + ["crc32"])
+_LEGACY_HEADER = ",".join(PARTIAL_COLUMNS)  # files written before the checksum
+_HEX8 = re.compile(r"[0-9a-f]{8}")
 _INT = re.compile(r"[0-9]+")
 _KIND = re.compile(r"[A-Za-z0-9_.-]+")
 log = logging.getLogger(__name__)
 
 
-def _parse_cell(line: str):
+def cell_line(G: int, n: int, kind: str, t_us: float) -> str:
+    """One partial-file line (no newline): ``G,n,kind,t_us,crc32`` with the CRC-32 of ``G,n,kind,t_us``."""
+    body = f"{int(G)},{int(n)},{kind},{t_us:.4f}"
+    return f"{body},{zlib.crc32(body.encode()):08x}"
+
+
+def _parse_cell(line: str, legacy: bool = False):
     """(G, n, kind, t_us) of one partial-file line, or None if it is not a well-formed cell:
-    four fields, G and n positive integers, kind a plain word, t_us a finite number >= 0."""
+    G and n positive integers, kind a plain word, t_us a finite number >= 0, then the CRC-32
+    of those four fields as written (8 hex digits).  ``legacy``: a file written before the
+    checksum also admits the four fields alone."""
     fields = line.split(",")
-    if len(fields) != 4:
+    if len(fields) == 5:
+        body, _, crc = line.rpartition(",")
+        if not _HEX8.fullmatch(crc) or int(crc, 16) != zlib.crc32(body.encode()):
+            return None
+        fields = fields[:4]
+    elif not legacy or len(fields) != 4:
         return None
     g, n, kind, t = fields
     if not (_INT.fullmatch(g) and _INT.fullmatch(n) and _KIND.fullmatch(kind)):
@@ -69,28 +88,33 @@ def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
 
     Returns ``(cells, lines, dropped)``: ``cells`` has columns G, n (int64), kind (str), t_us
     (float64), one row per (G, n) in file order; ``lines`` are the kept lines verbatim (no
-    newline); ``dropped`` counts what was thrown away: ``torn`` (a last line without its
-    newline -- its value may be cut short), ``malformed`` and ``duplicate`` (a cell already
-    seen; the first is kept).  Repeated header lines are dropped silently.  A missing file
-    reads as empty.
+    newline; a line of a file written before the checksum gains its CRC-32); ``dropped``
+    counts what was thrown away: ``torn`` (a last line without its newline -- its value may
+    be cut short), ``malformed`` (including a line whose CRC-32 does not match: a damaged
+    byte, the cell is measured again) and ``duplicate`` (a cell already seen; the first is
+    kept).  Repeated header lines are dropped silently.  A missing file reads as empty.
     """
     path = Path(path)
     dropped = {"torn": 0, "malformed": 0, "duplicate": 0}
-    raw = path.read_bytes() if path.exists() else b""
+    from ..core.io import read_regular
+
+    raw = read_regular(path, MAX_RECORDING_BYTES) if path.exists() or path.is_symlink() else b""
     parts = raw.split(b"\n")
     tail = parts.pop()  # after the last newline: empty for an intact file
     if tail:
         dropped["torn"] = 1
     rows, lines, seen = [], [], set()
+    first = next((b for b in parts if b.strip()), b"").rstrip(b"\r")
+    legacy = first != _HEADER.encode()  # a file that starts with the checksum header holds only checked lines
     for b in parts:
         try:
             line = b.decode("ascii").rstrip("\r")
         except UnicodeDecodeError:
             dropped["malformed"] += 1
             continue
-        if line == _HEADER or (not line.strip() and "\0" not in line):
+        if line in (_HEADER, _LEGACY_HEADER) or (not line.strip() and "\0" not in line):
             continue
-        cell = None if "\0" in line else _parse_cell(line)
+        cell = None if "\0" in line else _parse_cell(line, legacy)
         if cell is None:
             dropped["malformed"] += 1
         elif cell[:2] in seen:
@@ -98,7 +122,7 @@ def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
         else:
             seen.add(cell[:2])
             rows.append(cell)
-            lines.append(line)
+            lines.append(line if line.count(",") == 4 else f"{line},{zlib.crc32(line.encode()):08x}")
     cells = pd.DataFrame({
         "G": pd.Series([r[0] for r in rows], dtype="int64"),
         "n": pd.Series([r[1] for r in rows], dtype="int64"),
@@ -249,7 +273,7 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
             t = float(be.measure(int(r.G), int(r.n)))
             if not (math.isfinite(t) and t >= 0):
                 raise RuntimeError(f"backend {backend!r} measured t_us={t} for cell (G={int(r.G)}, n={int(r.n)})")
-            _append_line(fd, f"{int(r.G)},{int(r.n)},{r.kind},{t:.4f}\n")
+            _append_line(fd, cell_line(int(r.G), int(r.n), r.kind, t) + "\n")
             if bar:
                 bar.update(1)
     finally:
