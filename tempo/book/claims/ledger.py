@@ -228,8 +228,28 @@ def main(argv=None) -> int:
         print(show[["id", "status", "paper", "ours", "unit", "note"]].to_string(index=False))
     print()
     print(summary_markdown(df, a.profile).replace(" See the [Claims ledger](claims-ledger) chapter.", ""))
+    skipped = skipped_recordings()
+    if skipped:
+        print(f"{len(skipped)} recording(s) under data/measured skipped (they do not load): "
+              + "; ".join(f"{f.parent.name}/{f.name}: {why}" for f, why in skipped), file=sys.stderr)
+    flagged = int((df.get("fallbacks", pd.Series(dtype=int)) > 0).sum())
+    if flagged:
+        print(f"{flagged} claim(s) computed with solver fallbacks (see their notes)", file=sys.stderr)
     print(f"written: {(paths.results_dir(a.profile) / 'claims.csv').relative_to(paths.ROOT)}", file=sys.stderr)
     return 0
+
+
+def skipped_recordings() -> list:
+    """``(folder, why)`` of every recording under data/measured that its reader skips (a bad
+    recording never stops the ledger: it is left out with a warning; here it is counted)."""
+    import warnings
+
+    from ...calib.record import recordings as calibrations
+    from ..recordings import recordings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(calibrations().attrs.get("skipped", [])) + list(recordings().attrs.get("skipped", []))
 
 
 def claims_reading(kind: str) -> list[str]:
