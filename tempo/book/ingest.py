@@ -134,17 +134,15 @@ def _json(data: bytes, what: str, arg: str = "PATH"):
         raise IngestError(arg, f"{what} is not JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
-def _typed(obj: dict, field: str, types, what: str, arg: str = "PATH", required: bool = False):
-    """``obj[field]`` when it has one of ``types`` (or is absent/None and not ``required``)."""
+def _typed(obj: dict, field: str, types, what: str, arg: str = "PATH"):
+    """``obj[field]`` when it is absent/None or has one of ``types`` (a bool is no int); else a
+    usage error naming the field."""
+    types = types if isinstance(types, tuple) else (types,)
     v = obj.get(field)
-    if v is None and not required:
+    if v is None:
         return None
-    if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        ok = False
-    else:
-        ok = isinstance(v, types)
-    if not ok:
-        names = " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+    if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+        names = " or ".join(t.__name__ for t in types)
         raise IngestError(arg, f"{what} field {field!r} must be {names}, got {type(v).__name__} {v!r:.60}")
     return v
 
@@ -362,10 +360,8 @@ def _prepare_serve(path: Path) -> Plan:
         for k in ("model", "init_expert_location", "a2a"):
             _typed(server, k, str, f"{what} server")
         _typed(server, "env", dict, f"{what} server")
-        if sm.get("gpus"):
-            slug_or_fail = slug(sm["gpus"][0])
-            if not slug_or_fail:
-                raise IngestError("PATH", f"{what} field 'gpus' names no machine ({sm['gpus'][0]!r:.60})")
+        if sm.get("gpus") and not slug(sm["gpus"][0]):
+            raise IngestError("PATH", f"{what} field 'gpus' names no machine ({sm['gpus'][0]!r:.60})")
     files = {"pairs.csv.gz": _gz(raw["pairs.csv"])}
     if "runs.csv" in raw:
         files["runs.csv.gz"] = _gz(raw["runs.csv"])
