@@ -1,6 +1,6 @@
 # TEMPO book. `make book` and `make test` set everything up from scratch (Python 3.11).
 #   make book                  run every notebook (PROFILE=full) and build _build/html
-#   make book PROFILE=smoke    the same with tiny grids (seconds), into build/smoke-book/
+#   make book PROFILE=smoke    the same with tiny grids (minutes), into build/smoke-book/
 #   make notebook NB=05_calibration PROFILE=gpu    run one notebook (uses an activated conda env, see TEMPO_PYTHON)
 #   make book TRACE=trace.npz  the claims the paper computes on recorded routing, on your recorded trace
 #   make test                  unit tests, smoke build of the whole book, browser check

@@ -13,12 +13,13 @@
 #      default 420, cut to what the deadline leaves; exits 1 naming each failed section);
 #   3. the Triton cases of the CI interpreter test compiled on CUDA (tests/triton_cases.py), and
 #      with RUN_PYTEST=1 the GPU unit tests (needs pytest in the image);
-#   4. with the time left, Appendix B calibration parts into OUT/measured/<machine>/, each
-#      resumable: started only when a whole part fits (CAL_PART_S, default 390 s).  HOOK: when
-#      `python -m tempo calibrate` has the readings issue's --preset (issue 24), its parts run
-#      (`--preset appendix-b --part K`, K = 1, 2, ...); until then the fallback is the default
-#      Appendix B grid (G 1..40 x n 1..4096 plus the tile sweep) per shape of CAL_SHAPES with
-#      --max-seconds, which a rerun of the same command resumes (same --date: CAL_DATE).
+#   4. with the time left, Appendix B calibration parts into OUT/measured/<machine>/:
+#      `python -m tempo calibrate --preset appendix-b --part K --part-seconds CAL_PART_S-30`,
+#      K = 1, 2, ..., each started only when a whole part fits (CAL_PART_S, default 390 s).
+#      Part K measures what parts 1..K left unmeasured (so a part cut short is finished by the
+#      next), resuming the preset's six recordings (3 shapes x fp8 DeepGEMM and the bf16 loop);
+#      `python -m tempo calibrate --preset appendix-b --dry-run` prints the parts and their
+#      expected times.  The loop stops at the first part that fails or when the preset is complete.
 # The logs are copied into the gpu-check folder.  Bring OUT/measured/<machine>/ back and copy it
 # under data/measured/<machine>/ (manifests included).  To resume a calibration in a later
 # session, carry the previous OUT/measured as build/gpu-node/measured: it is copied in first.
@@ -30,8 +31,6 @@ WHEELS="${2:-.whl}"
 DEADLINE_S="${DEADLINE_S:-540}"
 STEPS="${STEPS:-check,triton,calibrate}"
 CAL_PART_S="${CAL_PART_S:-390}"
-CAL_SHAPES="${CAL_SHAPES:-dsv3 qwen3-30b}"
-CAL_DATE="${CAL_DATE:-$(date +%F)}"
 PY="${PYTHON:-python3}"
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
 has() { case ",$STEPS," in *",$1,"*) return 0;; *) return 1;; esac; }
@@ -85,30 +84,18 @@ if [ "${RUN_PYTEST:-0}" = 1 ] && [ "$(left)" -gt 90 ]; then
   say "pytest rc=$? $(tail -1 "$OUT/logs/pytest_gpu.log")"
 fi
 
-# 4. Appendix B calibration parts, while a whole part fits
+# 4. Appendix B calibration parts (tempo.calib.preset), while a whole part fits
 if has calibrate; then
-  if "$PY" -m tempo calibrate --help 2>/dev/null | grep -q -- '--preset'; then
-    # HOOK (issue 24): the Appendix B preset, split into parts of <= 6 min that resume one another
-    k=1
-    while [ "$(left)" -ge "$CAL_PART_S" ]; do
-      say "calibrate --preset appendix-b --part $k"
-      timeout $(( $(left) - 10 )) "$PY" -m tempo calibrate --preset "${CAL_PRESET:-appendix-b}" --part "$k" \
-        --out "$OUT/measured" > "$OUT/logs/calibrate-part$k.log" 2>&1
-      rc=$?; say "part $k rc=$rc $(tail -1 "$OUT/logs/calibrate-part$k.log")"
-      [ "$rc" = 0 ] || break
-      k=$((k + 1))
-    done
-  else
-    # fallback until the preset lands: the default Appendix B grid per shape, --max-seconds, resumable
-    for s in $CAL_SHAPES; do
-      [ "$(left)" -ge 90 ] || break
-      secs=$(( $(left) - 60 )); [ "$secs" -gt "$CAL_PART_S" ] && secs=$CAL_PART_S
-      say "calibrate deep_gemm $s, at most ${secs} s (resumable: same command, CAL_DATE=$CAL_DATE)"
-      timeout $(( $(left) - 10 )) "$PY" -m tempo calibrate --backend deep_gemm --shape "$s" --max-seconds "$secs" \
-        --date "$CAL_DATE" --out "$OUT/measured" > "$OUT/logs/calibrate-$s.log" 2>&1
-      say "calibrate $s rc=$? $(grep -E '^wrote|Error|error' "$OUT/logs/calibrate-$s.log" | tail -1)"
-    done
-  fi
+  k=1
+  while [ "$(left)" -ge "$CAL_PART_S" ]; do
+    say "calibrate --preset appendix-b --part $k"
+    timeout $(( $(left) - 10 )) "$PY" -m tempo calibrate --preset "${CAL_PRESET:-appendix-b}" --part "$k" \
+      --part-seconds $(( CAL_PART_S - 30 )) --out "$OUT/measured" > "$OUT/logs/calibrate-part$k.log" 2>&1
+    rc=$?; say "part $k rc=$rc $(tail -1 "$OUT/logs/calibrate-part$k.log")"
+    [ "$rc" = 0 ] || break
+    tail -1 "$OUT/logs/calibrate-part$k.log" | grep -q "the preset is complete" && break
+    k=$((k + 1))
+  done
 fi
 
 # logs beside the check they belong to; the summary

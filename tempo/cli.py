@@ -19,7 +19,7 @@ COMMANDS = {
     "policies": ("tempo.cli:policies", "list the dispatch policies"),
     "params": ("tempo.cli:params", "list the named cost-parameter sets (paper Tables 6, 7)"),
     "solve": ("tempo.cli:solve_one", "dispatch one batch: --counts 600 30 30 --gpus 2 --policy tempo"),
-    "calibrate": ("tempo.calib.record:main", "measure expert time here and fit the cost models"),
+    "calibrate": ("tempo.calib.command:main", "measure expert time here and fit the cost models"),
     "gpu-check": ("tempo.benchmarks.gpucheck:main", "first run on a GPU node: environment, kernels, numerics, timer bias, short grids"),
     "epbench": ("tempo.benchmarks.epbench:main", "wall-clock EP microbenchmark (gloo CPU ranks, NCCL GPUs, --emulate)"),
     "serve-bench": ("tempo.benchmarks.servebench:main", "SGLang serving benchmark driver (GPU servers)"),

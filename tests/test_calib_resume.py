@@ -8,7 +8,7 @@ import logging
 import pandas as pd
 import pytest
 
-from tempo.calib import record
+from tempo.calib import command, record
 from tempo.calib.record import calibrate, cell_line, load_recording, read_partial
 
 DATE = "2026-01-01"
@@ -178,13 +178,13 @@ def test_fresh_through_the_cli(fake, tmp_path, capsys):
     calls, _ = fake
     out = tmp_path / "cli"
     args = ["--backend", "fake", "--shape", "tiny", "--G", "1", "2", "3", "--n-max", "2", "--no-tile-sweep", "--out", str(out)]
-    assert record.main(args) == 0 and len(calls) == 6
+    assert command.main(args) == 0 and len(calls) == 6
     folder = next(out.glob("fake-device/*-fake-tiny"))
     stale = LEGACY_HEADER + LEGACY_HEADER + "1,1,grid,5.0\n" + LEGACY_HEADER  # a doubly-headed partial from the old code
     for fresh, measured, t11 in (([], 5, 5.0), (["--fresh"], 6, true_t(1, 1))):
         (folder / "samples.partial.csv").write_text(stale)
         calls.clear()
-        assert record.main(args + fresh) == 0
+        assert command.main(args + fresh) == 0
         assert "wrote" in capsys.readouterr().out
         assert len(calls) == measured
         s, _, _ = load_recording(folder)

@@ -107,7 +107,12 @@ def test_the_prose_the_chapter_writes_from_data():
     mixed = pd.DataFrame({"tokens_per_gpu": [16, 512], "mixed": [False, True], "flat_expert_share": [0.5, 0.5],
                           "linear_token_share": [0.0, 0.5]})
     text = ch04.mixed_text(mixed, [16, 512])
-    assert text.startswith("Batches are mixed at every size except B = 16 tokens per GPU") and "a batch of 128 tokens" in text
+    assert text.startswith("Every batch is mixed at every size except B = 16 tokens per GPU, where 0% of the batches are")
+    assert "a batch of 128 tokens" in text
+    partly = pd.concat([mixed, mixed.assign(tokens_per_gpu=32, mixed=[True, True])], ignore_index=True)
+    partly.loc[len(partly)] = [32, False, 0.5, 0.1]                      # B = 32: 2 of 3 batches mixed
+    assert ch04.mixed_text(partly, [16, 32, 512]).startswith("Every batch is mixed at every size except B = 16, 32 tokens "
+                                                             "per GPU, where 0%, 67% of the batches are")
     assert ch04.mixed_text(mixed.assign(mixed=True), [512]).startswith("Every synthetic batch is mixed")
     bt = pd.DataFrame({"skew": [0.0, 1.2], "replication": [1.25, 1.25], "band_lo": [64, 16], "band_hi": [128, 32],
                        "B_star": [100.0, 50.0], "mechanism": ["avg", "hot"], "hit": [True, False]})

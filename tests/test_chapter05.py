@@ -75,3 +75,69 @@ def test_the_cpu_branches_of_the_prose(rec):
     assert ch05.tile_sweep_view(empty, "smoke")[0].data == "This recording has no tile sweep."
     with pytest.raises(ValueError, match="no recording"):
         ch05.main_recording(pd.DataFrame(columns=["backend", "shape", "path"]))
+
+
+# ---------------------------------------------------------------------------- the H200 prediction, checked (issue 24)
+def test_h200_prediction_is_chapter_98s():
+    from tempo.book.chapters import ch98_reproduction_map as ch98
+
+    pred = ch05.h200_prediction()
+    exp = ch98.expected_floors(hbm_tb_s=4.8).set_index("shape")
+    assert pred.loc["dsv3", "b_lo_us"] == exp.loc["dsv3", "expected b, low (us)"]
+    n = ch05.prediction_numbers(pred)
+    # the numbers the introduction quotes: 9.2 us roofline, b 10.4-11.4 us, n* 110-120
+    assert (round(n["pred_dsv3_roof"], 1), round(n["pred_dsv3_b_lo"], 1), round(n["pred_dsv3_b_hi"], 1)) == (9.2, 10.4, 11.4)
+    assert (round(n["pred_dsv3_n_lo"]), round(n["pred_dsv3_n_hi"])) == (110, 120)
+
+
+def test_prediction_check_on_the_h200_recordings(recs):
+    table, text = ch05.prediction_check(recs)
+    if not (recs.backend == "deep_gemm").any():
+        assert table.empty and "unchecked" in text
+        return
+    t = table.set_index(["recording", "form"])
+    tile = t.loc[("2026-11-30-deep_gemm-dsv3", "tile-aware (Eq. 2)")]
+    zero = t.loc[("2026-11-30-deep_gemm-dsv3", "Table 6 form (Eq. 1, a = c = 0)")]
+    # the recording's own fit.json holds the same fits
+    import json
+
+    from tempo.calib.record import MEASURED
+    fj = json.loads((MEASURED / "nvidia-h200" / "2026-11-30-deep_gemm-dsv3" / "fit.json").read_text())
+    assert tile["b (us)"] == pytest.approx(fj["tile"]["params"]["b"], rel=1e-3)
+    assert tile["n*"] == pytest.approx(fj["tile"]["params"]["n_star"], rel=1e-3)
+    assert zero["b (us)"] == pytest.approx(fj["max_affine_no_intercept"]["params"]["b"], rel=1e-3)
+    # tile-aware b = 11.42 us, n* = 113: inside 10.4-11.4 / 110-120 as printed; the Table 6 form is not
+    assert round(tile["b (us)"], 2) == 11.42 and round(tile["n*"]) == 113 and tile["b held"] and tile["n* held"]
+    assert round(zero["b (us)"], 1) == 16.1 and round(zero["n*"]) == 182 and not zero["b held"]
+    assert tile["grid cells (of 117)"] == 26 and tile.cells == 58
+    assert set(table.form) == {lbl for _, lbl in ch05.PREDICTION_FORMS} and len(table) % 3 == 0
+    held = table[table["b held"] & table["n* held"]]
+    assert list(held.recording) == ["2026-11-30-deep_gemm-dsv3"]  # only the tile fit of the tile-sweep recording
+    assert text.startswith("The prediction held for the tile-aware (Eq. 2) fit of 2026-11-30-deep_gemm-dsv3, and for "
+                           f"none of the {len(table) - 1} other fits.")
+    assert "b = 11.42 us, n* = 113, error 5.3% (held)" in text and "b = 16.12 us, n* = 182" in text
+    empty, words = ch05.prediction_check(recs.iloc[:0])
+    assert empty.empty and "unchecked" in words
+
+
+def test_prediction_range_is_read_as_printed():
+    assert ch05._inside(11.42, 10.3678, 11.3770, 1) and not ch05._inside(11.46, 10.3678, 11.3770, 1)
+    assert ch05._inside(109.6, 109.71, 120.39, 0) and not ch05._inside(109.4, 109.71, 120.39, 0)
+    assert not ch05._inside(float("nan"), 0, 1, 1)
+
+
+def test_coverage_table_and_text(recs):
+    cov = ch05.coverage_table(recs)
+    assert len(cov) == len(recs) and (cov["grid cells (of 117)"] <= 117).all()
+    row = cov.set_index("recording").loc["2026-11-30-deep_gemm-dsv3"]
+    assert (row.G, row["tokens per expert"], row["tile cells"], row.generation, row["Appendix B grid"]) == \
+        ("1, 8", "1-4096", 32, "Hopper", "partial")
+    text = ch05.coverage_text(cov)
+    assert f"0 of the {len(cov)} recordings hold all of it" in text and "117 cells per shape and kernel" in text
+    assert "No calibration recording exists" in ch05.coverage_text(cov.iloc[:0])
+
+
+def test_preset_plan_view():
+    table, text = ch05.preset_plan()
+    assert list(table.part) == [1, 2, 3, 4] and (table.est_s <= 360).all() and table.cells.sum() == 894
+    assert "planned as 4 parts of at most 6 minutes" in text and "--part K/4" in text

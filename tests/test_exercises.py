@@ -1,5 +1,7 @@
-"""Every exercise solution in the book's chapters that carries code runs as printed (in a fresh
-namespace, so it needs nothing from the chapter's cells) and its assertions hold."""
+"""Every code snippet a reader can copy out of the book runs as printed: each fenced ```python
+block (not an executed ``{code-cell}``) in the chapters, the book's front pages and the README, in a
+fresh namespace, so it needs nothing from the chapter's cells, and its assertions hold.  The
+exercise solutions are among them."""
 import re
 
 import pytest
@@ -8,6 +10,12 @@ from tempo.core import paths
 
 SOLUTION = re.compile(r"^:::\{admonition\} Solution\n(.*?)^:::$", re.S | re.M)
 CODE = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
+#: every page a reader copies from: chapters, the book's front pages, the README
+PAGES = ("notebooks/[0-9][0-9]_*.md", "book/*.md", "README.md")
+
+
+def pages():
+    return sorted(p for pattern in PAGES for p in paths.ROOT.glob(pattern))
 
 
 def solutions():
@@ -19,12 +27,36 @@ def solutions():
     return out
 
 
+def snippets():
+    out = []
+    for page in pages():
+        for i, code in enumerate(CODE.findall(page.read_text()), 1):
+            out.append(pytest.param(code, id=f"{page.relative_to(paths.ROOT)}-{i}"))
+    return out
+
+
 def test_chapters_01_to_03_have_exercise_code():
     ids = [p.id for p in solutions()]
     for ch in ("01_balance_time", "02_theory", "03_solver"):
         assert any(i.startswith(ch) for i in ids), f"{ch} has no exercise solution with code"
 
 
-@pytest.mark.parametrize("code", solutions())
-def test_solution_runs(code):
-    exec(compile(code, "<solution>", "exec"), {"__name__": "__exercise__"})
+def test_snippets_are_found_on_every_page_that_has_them():
+    ids = [p.id for p in snippets()]
+    for page in ("README.md", "book/intro.md", "notebooks/01_balance_time.md", "notebooks/03_solver.md"):
+        assert any(i.startswith(page) for i in ids), f"{page}: no python snippet found"
+    assert len(ids) >= len(solutions())
+
+
+def test_no_inline_call_a_reader_would_copy_is_left_untested():
+    """A complete call written inline in the prose (`tempo.solve(batch, model, "tempo")...`) is a
+    snippet a reader copies too: it belongs in a fenced block (run here) or an executed cell.
+    Elided forms (`tempo.solve(..., "milp")`) name an API, they are not runnable."""
+    inline = re.compile(r"`(tempo\.solve\([^`]*\)[^`]*)`")
+    found = [(p.name, m) for p in pages() for m in inline.findall(p.read_text()) if "..." not in m]
+    assert not found, f"inline tempo.solve(...) calls outside a tested block: {found}"
+
+
+@pytest.mark.parametrize("code", snippets())
+def test_snippet_runs(code):
+    exec(compile(code, "<snippet>", "exec"), {"__name__": "__snippet__"})

@@ -18,6 +18,10 @@ def test_chart_html_is_offline_and_has_static_copy(tmp_path, monkeypatch):
     # sliders are bound to both parameters
     spec = chart.to_dict()
     assert {p["name"] for p in spec["params"]} == {"b_us", "beta_us"}
+    # the beta slider speaks the chapter's unit (us per token) and ranges over the sweep's betas
+    beta = next(p for p in spec["params"] if p["name"] == "beta_us")
+    assert beta["bind"]["name"].strip() == "beta (us per token)"
+    assert (beta["bind"]["min"], beta["bind"]["max"], beta["value"]) == (0.1, 0.2, 0.1)
 
 
 @pytest.mark.needs('altair', 'vl_convert')
@@ -66,6 +70,9 @@ def test_simulator_figure_builders_on_small_frames():
                           "B": [16, 16, 16], "winner": ["M", "L", "E"], "gain_pct": [1.0, 2.0, 3.0]})
     cells = next(iter(figures.fig6_phase(phase).to_dict()["datasets"].values()))
     assert len(cells) == 2 and {c["winner"] for c in cells} == {"M", "L"}
+    # the letters: white on the darker half of the green scale (gain above the midpoint 1.5), near-black below
+    letters = figures.fig6_phase(phase).to_dict()["layer"][1]["encoding"]["color"]
+    assert letters["condition"] == {"test": "datum.gain_pct > 1.5", "value": "#ffffff"} and letters["value"] == "#111111"
     with pytest.raises(ValueError, match="no cells"):
         figures.fig6_phase(phase, shape="Qwen3-30B")
     scale = pd.DataFrame({"ep": [8, 32], "skew": [0.0, 1.2], "B": [16, 16], "gain_pct": [0.0, 5.0]})
@@ -268,9 +275,27 @@ def test_thm2_probe_and_solver_vs_milp_builders_on_small_frames():
                         "tempo_ms": [0.1, 0.2, 0.3]})
     spec = figures.solver_vs_milp(svm).to_dict()
     rows = next(iter(spec["datasets"].values()))
-    assert sorted(r["MILP"] for r in rows) == ["reported optimal", "reported optimal", "time limit"]
+    assert sorted(r["MILP"] for r in rows) == ["proved optimal", "proved optimal", "stopped at its time limit"]
     assert spec["facet"]["column"]["field"] == "replication"
     assert set(spec["spec"]["encoding"]) == {"x", "y", "color", "shape", "tooltip"}
+    # the gap in %: against the optimum where proven, the incumbent ratio where no bound column is given
+    assert sorted(r["gap"] for r in rows) == pytest.approx([-3.0, 0.0, 1.0])
+    y = spec["spec"]["encoding"]["y"]
+    assert y["axis"]["format"] == ".2f" and y["scale"]["domain"][0] < -3.0 and y["scale"]["domain"][1] > 1.0
+    for channel in ("color", "shape"):                                   # legends below the panels, never clipped
+        legend = spec["spec"]["encoding"][channel]["legend"]
+        assert legend["orient"] == "bottom" and legend["labelLimit"] == 0
+    # float noise reads 0, and an all-zero grid still gets an axis of whole ticks (0 to 0.1 %)
+    noise = svm.assign(ratio=[1.0, 0.9999999999999996, 1.0000000000000002], milp_optimal=True,
+                       ratio_to_lb=[1.5, 1.5, 1.5])
+    spec = figures.solver_vs_milp(noise).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert [r["gap"] for r in rows] == [0.0, 0.0, 0.0]
+    lo, hi = spec["spec"]["encoding"]["y"]["scale"]["domain"]
+    assert lo < 0 < 0.1 < hi < 0.2
+    # where the MILP stopped at its limit the gap is against its lower bound (the ledger's conservative ratio)
+    rows = next(iter(figures.solver_vs_milp(noise.assign(milp_optimal=[True, True, False])).to_dict()["datasets"].values()))
+    assert [r["gap"] for r in rows] == pytest.approx([0.0, 0.0, 50.0])
     with pytest.raises(ValueError, match="solver_vs_milp"):
         figures.solver_vs_milp(svm.drop(columns="ratio"))
 
@@ -308,6 +333,31 @@ def test_fit_vs_measured_draws_points_and_the_fitted_lines():
         fit_vs_measured(s, m, G=[3])
     with pytest.raises(ValueError, match="samples"):
         fit_vs_measured(s.drop(columns="kind"), m)
+
+
+def test_fit_vs_measured_draws_each_fits_own_formula():
+    """A tile-aware fit (Eq. 2) and a three-term fit (Eq. 4) are drawn with their own terms, not
+    Eq. 1's two pieces: the known answers below differ from max(a + bG, c + beta N)."""
+    from tempo import CostModel
+    from tempo.book.figures import fit_vs_measured
+
+    s = pd.DataFrame({"G": [1, 1, 8], "n": [100, 512, 300], "N": [100, 512, 2400], "T": [1, 4, 24],
+                      "t_us": [10.0, 60.0, 400.0], "kind": ["grid"] * 3})
+
+    def drawn(model, samples=s):
+        spec = fit_vs_measured(samples, model, G=[1, 8]).to_dict()
+        return [r["fitted (us)"] for r in spec["datasets"][next(iter(spec["datasets"]))]]
+
+    tile = CostModel(a=1.0, b=10.0, c=0.0, beta=0.01, b2=5.0)
+    # a + b G + b2 (T - G) against beta N: 11; 1 + 10 + 5 * 3 = 26; 1 + 80 + 5 * 16 = 161
+    assert drawn(tile) == pytest.approx([11.0, 26.0, 161.0])
+    # without a T column the tiles are G * ceil(n / 128): the same cells, the same answers
+    assert drawn(tile, s.drop(columns="T")) == pytest.approx([11.0, 26.0, 161.0])
+    three = CostModel(a=0.0, b=10.0, c=0.0, beta=0.01, c2=5.0, gamma=0.2)
+    # max(b G, beta N, c2 + gamma N): 25 (traffic), 107.4 (traffic), 485 (traffic)
+    assert drawn(three) == pytest.approx([25.0, 107.4, 485.0])
+    plain = CostModel(a=0.0, b=10.0, c=0.0, beta=0.01)
+    assert drawn(plain) == pytest.approx([10.0, 10.0, 80.0])
 
 
 def test_repro_needs_counts_every_item_once():

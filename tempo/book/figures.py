@@ -127,16 +127,17 @@ def toy_bars(df: pd.DataFrame):
 def toy_explorer(df: pd.DataFrame):
     """Interactive: sliders for b and beta; bars show each policy's makespan on the toy."""
     alt = _alt()
-    df = df.assign(beta_ns=(df.beta * 1000).round().astype(int))
     bs = sorted(df.b.unique())
-    betas = sorted(df.beta_ns.unique())
+    betas = sorted(float(v) for v in df.beta.unique())
     b_step = bs[1] - bs[0] if len(bs) > 1 else 1.0
-    beta_step = int(betas[1] - betas[0]) if len(betas) > 1 else 10
+    beta_step = round(betas[1] - betas[0], 6) if len(betas) > 1 else 0.01
     b0 = min(bs, key=lambda v: abs(v - 15.0))
-    beta0 = int(min(betas, key=lambda v: abs(v - 100)))
+    beta0 = min(betas, key=lambda v: abs(v - 0.1))
     colors = policy_colors()
+    # both sliders in the units the chapter uses everywhere: us per activated expert, us per token
     pb = alt.param("b_us", value=b0, bind=alt.binding_range(min=bs[0], max=bs[-1], step=b_step, name="b (us per activated expert) "))
-    pbeta = alt.param("beta_us", value=beta0, bind=alt.binding_range(min=int(betas[0]), max=int(betas[-1]), step=beta_step, name="beta (ns per token) "))
+    pbeta = alt.param("beta_us", value=beta0, bind=alt.binding_range(min=betas[0], max=betas[-1], step=beta_step,
+                                                                    name="beta (us per token) "))
     return alt.Chart(df).mark_bar().encode(
         y=alt.Y("label:N", title=None, sort=["token balancing (token-LP)", "activation balancing (METRO)", "time model (TEMPO)"]),
         x=alt.X("makespan_us:Q", title="makespan of the toy batch (us)"),
@@ -144,7 +145,7 @@ def toy_explorer(df: pd.DataFrame):
         tooltip=["label", alt.Tooltip("makespan_us:Q", format=".1f"), alt.Tooltip("vs_best:Q", title="x best", format=".3f"),
                  alt.Tooltip("b:Q", format=".2f"), alt.Tooltip("beta:Q", format=".3f")],
     ).add_params(pb, pbeta).transform_filter(
-        f"abs(datum.b - b_us) < {b_step / 2} && abs(datum.beta_ns - beta_us) < {beta_step / 2}"
+        f"abs(datum.b - b_us) < {b_step / 2} && abs(datum.beta - beta_us) < {beta_step / 2}"
     ).properties(width=520, height=140, title="Move the sliders: which proxy pays, and how much?")
 
 
@@ -260,7 +261,11 @@ def fig6_phase(phase: pd.DataFrame, shape: str = "DSv3", replication: float | No
                                   y=alt.Y("skew:O", sort="descending", title="Zipf skew s"))
     rect = base.mark_rect().encode(color=alt.Color("gain_pct:Q", title="TEMPO gain %", scale=alt.Scale(scheme="greens")),
                                    tooltip=["B", "skew", "winner", alt.Tooltip("gain_pct:Q", format=".2f")])
-    return (rect + base.mark_text(fontSize=11).encode(text="winner:N")).properties(
+    # the letters stay readable on every shade: white on the darker half of the scale, near-black on the lighter
+    mid = (float(heat.gain_pct.min()) + float(heat.gain_pct.max())) / 2
+    letters = base.mark_text(fontSize=12, fontWeight="bold").encode(
+        text="winner:N", color=alt.condition(f"datum.gain_pct > {mid!r}", alt.value("#ffffff"), alt.value("#111111")))
+    return (rect + letters).properties(
         width=480, height=260, title=f"{shape}, {rep}x replication: winning fixed policy and TEMPO's gain")
 
 
@@ -584,29 +589,44 @@ def thm2_probe(probe: pd.DataFrame):
 
 
 def solver_vs_milp(svm: pd.DataFrame):
-    """tempo_fast against the time-limited MILP (the solver_vs_milp result): tempo / MILP per
-    batch against B, one panel per replication factor, colour = Zipf skew, shape = whether the
-    MILP reported optimal or stopped at its time limit."""
+    """tempo_fast against the time-limited MILP (the solver_vs_milp result): per batch, how far
+    tempo lies above what the MILP proved, in % (above its optimum where it proved one, above its
+    lower bound where it stopped at its time limit; negative: tempo below the MILP's dispatch),
+    against B, one panel per replication factor, colour = Zipf skew, shape = whether the MILP
+    reported optimal.  Gaps are rounded to 1e-4 % so float noise reads 0, and the axis spans at
+    least 0-0.1 % so an all-zero grid shows whole ticks; legends sit below, unclipped."""
+    import numpy as np
+
     alt = _alt()
     need = {"tokens_per_gpu", "skew", "replication", "ratio", "milp_optimal", "chosen", "tempo_ms"}
     if not need <= set(svm.columns):
         raise ValueError(f"svm must have columns {sorted(need)} (the solver_vs_milp experiment)")
-    df = svm[sorted(need)].assign(MILP=svm.milp_optimal.map({True: "reported optimal", False: "time limit"}))
-    return alt.Chart(df.drop(columns="milp_optimal")).mark_point(size=60, filled=True, opacity=0.75).encode(
+    to_lb = svm.ratio_to_lb if "ratio_to_lb" in svm else svm.ratio
+    gap = np.round(100 * (np.where(svm.milp_optimal, svm.ratio, to_lb) - 1), 4) + 0.0   # + 0.0: no -0
+    df = svm[sorted(need)].assign(MILP=svm.milp_optimal.map({True: "proved optimal", False: "stopped at its time limit"}),
+                                  gap=gap)
+    lo, hi = min(0.0, float(df.gap.min())), max(0.1, float(df.gap.max()))
+    pad = 0.05 * (hi - lo)
+    return alt.Chart(df.drop(columns="milp_optimal")).mark_point(size=70, filled=True, opacity=0.8).encode(
         x=alt.X("tokens_per_gpu:O", title="tokens per GPU (B)"),
-        y=alt.Y("ratio:Q", title="tempo / MILP", scale=alt.Scale(zero=False)),
-        color=alt.Color("skew:N", title="Zipf s", scale=alt.Scale(scheme="category10")),
-        shape=alt.Shape("MILP:N", title="MILP"),
-        tooltip=["tokens_per_gpu", "skew", "replication", alt.Tooltip("ratio:Q", format=".4f"), "MILP", "chosen",
-                 alt.Tooltip("tempo_ms:Q", format=".2f")],
-    ).properties(width=260, height=240).facet(column=alt.Column("replication:N", title="replication")).properties(
-        title="tempo_fast against the exact MILP")
+        y=alt.Y("gap:Q", title="tempo above the MILP's optimum or bound (%)",
+                scale=alt.Scale(domain=[lo - pad, hi + pad], nice=False), axis=alt.Axis(format=".2f", tickCount=5)),
+        color=alt.Color("skew:N", title="Zipf s", scale=alt.Scale(scheme="category10"),
+                        legend=alt.Legend(orient="bottom", direction="horizontal", labelLimit=0, titleLimit=0)),
+        shape=alt.Shape("MILP:N", title="MILP", legend=alt.Legend(orient="bottom", direction="horizontal", labelLimit=0,
+                                                                  titleLimit=0)),
+        tooltip=["tokens_per_gpu", "skew", "replication", alt.Tooltip("ratio:Q", format=".6f"),
+                 alt.Tooltip("gap:Q", title="gap %", format=".4f"), "MILP", "chosen", alt.Tooltip("tempo_ms:Q", format=".2f")],
+    ).properties(width=240, height=220).facet(column=alt.Column("replication:N", title="replication")).properties(
+        title="tempo_fast against the exact MILP: the gap, per batch")
 
 
 def fit_vs_measured(samples: pd.DataFrame, model, G=(1, 4, 8, 40), title: str = "fit"):
-    """Measured expert time (points) against a fitted cost model (lines, Eq. 1 at the same G and
-    tokens) for a few activation counts ``G``, log-log over tokens per expert: chapter 08's check
-    of your own calibration.  ``samples`` is a calibration recording's grid (G, n, N, t_us, kind)."""
+    """Measured expert time (points) against a fitted cost model (lines: the model's own formula,
+    Eq. 1, the tile-aware Eq. 2 or the three-term Eq. 4, at the same G, tokens and M-tiles) for a
+    few activation counts ``G``, log-log over tokens per expert: chapter 08's check of your own
+    calibration.  ``samples`` is a calibration recording's grid (G, n, N, t_us, kind; T, the
+    cell's M-tiles, when recorded, else ``G * ceil(n / model.tile)``)."""
     import numpy as np
 
     _need(samples, {"G", "n", "N", "t_us", "kind"}, "samples (a calibration recording)")
@@ -614,13 +634,40 @@ def fit_vs_measured(samples: pd.DataFrame, model, G=(1, 4, 8, 40), title: str = 
     show = samples[samples.G.isin(list(G)) & (samples.kind == "grid")].copy()
     if show.empty:
         raise ValueError(f"samples hold no grid cells at G in {list(G)}")
-    show["fitted (us)"] = np.maximum(model.a + model.b * show.G.to_numpy(float),
-                                     model.c + model.beta * show.N.to_numpy(float))
+    tiles = (show["T"].to_numpy(float) if "T" in show else
+             show.G.to_numpy(float) * np.ceil(show.n.to_numpy(float) / model.tile))
+    show["fitted (us)"] = model.time(show.G.to_numpy(float), show.N.to_numpy(float), tiles)
     base = alt.Chart(show).encode(x=alt.X("n:Q", scale=alt.Scale(type="log"), title="tokens per expert n"),
                                   color=alt.Color("G:N", title="activated experts G", scale=alt.Scale(scheme="category10")))
     return (base.mark_point(filled=True).encode(y=alt.Y("t_us:Q", scale=alt.Scale(type="log"), title="time (us)"),
                                                 tooltip=["G", "n", alt.Tooltip("t_us:Q", format=".1f")])
             + base.mark_line().encode(y="fitted (us):Q")).properties(width=480, height=280, title=title)
+
+
+def replica_layout(inst, dispatch=None, title: str = "GPUs and the replicas they hold"):
+    """An instance's placement as a picture: one column of boxes per GPU, one box per replica it
+    holds (``replica_gpu[e, r] == g``), labelled with the expert and, given a dispatch, the tokens
+    ``shares[e, r]`` it receives (an empty replica reads 0).  Chapter 08's restricted example."""
+    import numpy as np
+
+    alt = _alt()
+    rows = []
+    for g in range(inst.n_gpus):
+        held = [(int(e), int(r)) for e, r in zip(*np.nonzero(inst.replica_gpu == g))]
+        for k, (e, r) in enumerate(sorted(held)):
+            tokens = float(dispatch.shares[e, r]) if dispatch is not None else float("nan")
+            label = f"expert {e} (r={r})" + (f": {tokens:.0f}" if dispatch is not None else "")
+            rows.append({"GPU": f"GPU {g}", "box": k, "expert": f"expert {e}", "label": label, "tokens": tokens})
+    if not rows:
+        raise ValueError("inst holds no replica")
+    df = pd.DataFrame(rows)
+    base = alt.Chart(df).encode(x=alt.X("GPU:N", title=None, axis=alt.Axis(orient="top", labelAngle=0)),
+                                y=alt.Y("box:O", title=None, axis=None))
+    boxes = base.mark_rect(stroke="#333", strokeWidth=1.5, cornerRadius=4).encode(
+        color=alt.Color("expert:N", scale=alt.Scale(scheme="pastel1"), legend=None),
+        tooltip=["GPU", "label"])
+    text = base.mark_text(fontSize=12, color="#111").encode(text="label:N")
+    return (boxes + text).properties(width=120 * inst.n_gpus, height=40 * int(df.box.max() + 1), title=title)
 
 
 def repro_needs(rmap: pd.DataFrame):

@@ -221,16 +221,24 @@ def calibrate_shapes(backend: str, shapes, command: str = "") -> list[Path]:
 
 def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFrame | None = None,
               out_root: Path | None = None, progress: bool = True, resume: bool = True, command: str = "",
-              date: str | None = None, max_seconds: float | None = None, **backend_kw) -> Path:
+              date: str | None = None, max_seconds: float | None = None, cells: pd.DataFrame | None = None,
+              manifest_extra: dict | None = None, **backend_kw) -> Path:
     """Measure ``grid`` (default: :func:`plan_grid`) and write a recording; returns its folder.
 
     ``max_seconds``: stop starting new cells once this much time has passed (a lease that
     ends, a budget).  The recording is then written from the cells measured so far, its
     manifest says ``complete: false`` with the planned cell count, and the partial file is
     kept, so the same command later resumes and completes it.  Too few measured cells are
-    not fitted (fewer than 6): the partial is kept and ``RuntimeError`` says so."""
+    not fitted (fewer than 6): the partial is kept and ``RuntimeError`` says so.
+
+    ``cells``: measure only these cells of ``grid`` now (columns G, n; a part of a preset,
+    :mod:`tempo.calib.preset`); the recording is ``complete`` -- and the partial file removed --
+    only once it holds every cell of ``grid``.  ``manifest_extra``: more manifest fields (the
+    preset and part)."""
     if max_seconds is not None and not (max_seconds >= 0):
         raise ValueError(f"max_seconds must be >= 0, got {max_seconds}")
+    if manifest_extra is not None and not isinstance(manifest_extra, dict):
+        raise TypeError(f"manifest_extra must be a dict, got {type(manifest_extra).__name__}")
     from .backends import detect_backend, make_backend
 
     sh = get_shape(shape)
@@ -244,20 +252,38 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     bad = [k for k in grid["kind"].astype(str).unique() if not _KIND.fullmatch(k)]
     if bad:
         raise ValueError(f"grid column 'kind' must be plain words (letters, digits, _ . -), got {bad[:3]}")
+    if cells is not None:
+        if not {"G", "n"} <= set(cells.columns):
+            raise ValueError("cells needs columns G and n")
+        planned = set(zip(grid.G.astype(int), grid.n.astype(int)))
+        extra = [c for c in zip(cells.G.astype(int), cells.n.astype(int)) if c not in planned]
+        if extra:
+            raise ValueError(f"cells holds {len(extra)} cell(s) not in grid, e.g. (G, n) = {extra[0]}")
     be = make_backend(backend, sh, int(grid.G.max()), int(grid.n.max()), **backend_kw)
     info = be.info()
     date = date or dt.date.today().isoformat()
     folder = Path(out_root or MEASURED) / machine_name(info) / f"{date}-{backend}-{shape}"
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / "samples.partial.csv"
+    prior_s = 0.0  # a resumed incomplete recording: the seconds its earlier runs spent (manifest)
+    if resume and partial.exists() and (folder / "manifest.json").exists():
+        try:
+            prior = json.loads((folder / "manifest.json").read_text())
+            prior_s = float(prior.get("duration_s", 0.0)) if prior.get("complete") is False else 0.0
+        except (OSError, ValueError, TypeError):
+            prior_s = 0.0
     done = resume_partial(partial, resume)
     have = set(zip(done.G.tolist(), done.n.tolist()))
     todo = [r for r in grid.itertuples() if (int(r.G), int(r.n)) not in have]
+    if cells is not None:
+        now = set(zip(cells.G.astype(int), cells.n.astype(int)))
+        todo = [r for r in todo if (int(r.G), int(r.n)) in now]
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(grid), initial=len(grid) - len(todo), desc=f"calibrate {backend}/{shape}", unit="cell")
+        held = sum((int(g), int(n)) in have for g, n in zip(grid.G, grid.n))
+        bar = tqdm(total=held + len(todo), initial=held, desc=f"calibrate {backend}/{shape}", unit="cell")
     t0 = time.time()
     # cheapest first, so the time-left estimate grows honest early
     todo.sort(key=lambda r: r.G * r.n)
@@ -283,9 +309,10 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     samples, _, dropped = read_partial(partial)
     if any(dropped.values()):
         raise RuntimeError(f"{partial} was damaged while this run appended to it ({dropped}); rerun to resume")
-    if stopped and len(samples) < 6:  # fit_cost_model needs 6 samples
-        raise RuntimeError(f"stopped by max_seconds after {len(samples)} cells, too few to fit; "
-                           f"rerun the same command to resume ({partial})")
+    complete = set(zip(grid.G.astype(int), grid.n.astype(int))) <= set(zip(samples.G, samples.n))
+    if not complete and len(samples) < 6:  # fit_cost_model needs 6 samples
+        raise RuntimeError(f"{'stopped by max_seconds' if stopped else 'this part measured'} {len(samples)} cells, "
+                           f"too few to fit; rerun the same command to resume ({partial})")
     samples["N"] = samples.G * samples.n
     samples["T"] = samples.G * tiles(samples.n)
     samples = samples[["G", "n", "N", "T", "kind", "t_us"]].sort_values(["G", "n"]).reset_index(drop=True)
@@ -294,11 +321,12 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     (folder / "fit.json").write_text(json.dumps(fits, indent=1))
     manifest = {"machine": machine_name(info), **info, "backend": backend, "shape": shape,
                 "d_model": sh.d_model, "d_ff": sh.d_ff, "date": date, "cells": int(len(samples)),
-                "duration_s": round(time.time() - t0, 1), "command": command or " ".join(sys.argv),
+                "duration_s": round(prior_s + time.time() - t0, 1), "run_s": round(time.time() - t0, 1),
+                "run_cells": int(len(samples) - len(done)), "command": command or " ".join(sys.argv),
                 "python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform(),
-                "complete": not stopped, "cells_planned": int(len(grid))}
+                "complete": bool(complete), "cells_planned": int(len(grid)), **(manifest_extra or {})}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    if not stopped:
+    if complete:
         partial.unlink()
     return folder
 
@@ -471,52 +499,3 @@ def recording_fits(recs: pd.DataFrame) -> pd.DataFrame:
                      "beta_us_per_tok": m.beta, "n_star": m.n_star, "fit_err_pct": 100 * fit_error(m, samples)})
     return pd.DataFrame(rows, columns=["shape", "backend", "device", "date", "b_us", "beta_us_per_tok", "n_star",
                                        "fit_err_pct"])
-
-
-def main(argv=None) -> int:
-
-    from ..core.argtypes import ArgumentParser, int_range, nonneg_float, output_dir, positive_int  # noqa: F401
-    from .backends import available_backends, backend_names
-    from .shapes import SHAPES
-
-    ap = ArgumentParser(prog="python -m tempo calibrate",
-                        description="measure expert time on this machine and fit the cost models")
-    ap.add_argument("--backend", default="auto", help=" | ".join(backend_names()) + " | auto (default)")
-    ap.add_argument("--shape", default="qwen3-30b", choices=sorted(SHAPES))
-    ap.add_argument("--G", type=int_range(1, 4096), nargs="+", help="activated-expert ladder (default 1..40 ladder)")
-    ap.add_argument("--n-max", type=int_range(1, 2**20), default=4096, help="largest tokens per expert")
-    ap.add_argument("--per-octave", type=int_range(1, 64), default=1)
-    ap.add_argument("--max-tokens", type=int_range(1, 2**40), help="skip cells with more tokens in total (CPU)")
-    ap.add_argument("--no-tile-sweep", action="store_true")
-    ap.add_argument("--out", type=output_dir, help="recordings root (default data/measured)")
-    ap.add_argument("--fresh", action="store_true", help="delete a partial run of the same recording and start over")
-    ap.add_argument("--max-seconds", type=nonneg_float, help="stop starting new cells after this long; fit what was "
-                                                             "measured, keep the partial so a rerun completes it")
-    ap.add_argument("--date", help="the recording's date, YYYY-MM-DD (default today): resume a partial recording "
-                                   "started on another day")
-    a = ap.parse_args(argv)
-    here = available_backends()
-    if a.backend == "auto" and not here:
-        ap.fail("--backend", "no calibration backend can run here: install torch (pip install torch==2.13.0 for CPU)")
-    if a.backend != "auto" and a.backend not in here:
-        if a.backend not in backend_names():
-            ap.fail("--backend", f"unknown backend {a.backend!r}; choose from auto, {', '.join(backend_names())}")
-        ap.fail("--backend", f"{a.backend!r} cannot run on this machine; available: {', '.join(here) or 'none'}")
-    kw = {} if a.G is None else {"G": sorted(set(a.G))}
-    grid = plan_grid(n_max=a.n_max, per_octave=a.per_octave, fine=not a.no_tile_sweep, max_tokens=a.max_tokens, **kw)
-    if grid.empty:
-        ap.fail("--max-tokens", f"{a.max_tokens} leaves no cell to measure")
-    a.out = None if a.out is None else str(a.out)
-    if a.date is not None:
-        try:
-            a.date = dt.date.fromisoformat(a.date).isoformat()
-        except ValueError:
-            ap.fail("--date", f"must be a date YYYY-MM-DD, got {a.date!r}")
-    folder = calibrate(a.backend, a.shape, grid, out_root=a.out, resume=not a.fresh, max_seconds=a.max_seconds,
-                       date=a.date,
-                       command="python -m tempo calibrate " + " ".join(argv if argv is not None else sys.argv[2:]))
-    _, fits, man = load_recording(folder)
-    print(f"wrote {folder} ({man['cells']} cells, {man['duration_s']} s on {man['device']})")
-    for form, f in fits.items():
-        print(f"  {form:24s} error {100 * f['error']:.1f}%  " + ", ".join(f"{k}={v:.4g}" for k, v in f["params"].items()))
-    return 0

@@ -3,7 +3,10 @@
 from the placement layer, token shares ``x_{e,g}`` supported on ``R(e)``.
 
 The replica layout follows SGLang's ``logical_to_all_physical_map``: ``replica_gpu[e, r]`` is
-the GPU of replica slot ``r`` of expert ``e`` and ``-1`` marks an unused slot.
+the GPU of replica column ``r`` of expert ``e`` (its ``r``-th copy) and ``-1`` marks an unused
+column.  A column is not a GPU and not a physical slot of the placement (``phy2log``, see
+:meth:`Instance.from_placement`): ``shares[e, r]`` of a :class:`Dispatch` is the tokens copy ``r``
+receives, on GPU ``replica_gpu[e, r]``.
 """
 from __future__ import annotations
 
@@ -101,7 +104,7 @@ class Instance:
     counts : int64[E]
         Tokens routed to each logical expert (``n_e``), non-negative.
     replica_gpu : int64[E, R]
-        GPU id of every replica slot of every expert, ``-1`` for an unused slot.  Every expert
+        GPU id of every replica column of every expert, ``-1`` for an unused column.  Every expert
         with tokens needs at least one replica.
     n_gpus : int
         EP group size; GPU ids lie in ``[0, n_gpus)``.
@@ -154,7 +157,7 @@ class Instance:
     # ------------------------------------------------------------------ constructors
     @classmethod
     def full_replication(cls, counts, n_gpus: int, gpus_per_node: int | None = None) -> "Instance":
-        """Every expert has one replica on every GPU (slot ``r`` on GPU ``r``)."""
+        """Every expert has one replica on every GPU (column ``r`` on GPU ``r``)."""
         counts = _as_int_array(counts, "counts", 1)
         n_gpus = _check_n_gpus(n_gpus)
         rep = np.broadcast_to(np.arange(n_gpus, dtype=np.int64), (counts.shape[0], n_gpus))

@@ -8,3 +8,26 @@ try:
     __version__ = _dist_version("tempo-book")
 except PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0.0.0+unknown"
+
+
+def git_commit(root=None) -> str | None:
+    """The git commit the source tree at ``root`` (default: the folder holding the ``tempo``
+    package) was built from, as 12 hex digits, with ``-dirty`` appended when tracked files differ
+    from that commit (the source hash of ``code_version`` then tells the trees apart); None outside
+    a git checkout or without git.  Provenance for a reviewer, who wants the commit, not a hash."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[2]
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+
+    try:
+        head = git("rev-parse", "--short=12", "HEAD")
+        if head.returncode != 0 or git("rev-parse", "--show-toplevel").stdout.strip() != str(root):
+            return None
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty else "")

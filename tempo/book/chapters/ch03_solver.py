@@ -10,7 +10,7 @@ from ...core.cost import CostModel
 from ...core.instance import Instance
 from .common import sizes as _sizes
 
-#: experiment sizes per profile: smoke is the seconds-long test build (gpu runs the full sizes)
+#: experiment sizes per profile: smoke is the minutes-long test build (gpu runs the full sizes)
 SIZES = {"smoke": dict(phase=dict(eps=[8], skews=[0.0, 1.2], replications=[1.25], tokens=[32, 512]), batches=1,
                        milp_limit=2.0, scale=dict(eps=[16], skews=[1.2], replications=[1.25], tokens=[64]),
                        drift_batches=2, drift_B=[128, 512]),
@@ -49,7 +49,58 @@ def milp_summary(svm: pd.DataFrame, ours: str = "this artifact (phase grid)") ->
                             ("max", "max", svm.ratio.max())]]
     rows.append({"quantity": "MILP proved optimal", "paper (real traces)": "",
                  ours: f"{int(svm.milp_optimal.sum())} / {len(svm)}"})
+    rows.append({"quantity": "tempo / best bound, max (the ledger's solver_phase_grid_max)", "paper (real traces)": "",
+                 ours: float(conservative_ratio(svm).max())})
     return pd.DataFrame(rows)
+
+
+def conservative_ratio(svm: pd.DataFrame):
+    """tempo against what the MILP proved, per batch: tempo / MILP where the MILP proved its
+    optimum, tempo / the MILP's lower bound where it stopped at its time limit (the ledger's
+    ``solver_phase_grid_max`` takes the largest).  Never below the incumbent ratio's meaning of
+    "at most this far above the optimum"."""
+    import numpy as np
+
+    to_lb = svm.ratio_to_lb if "ratio_to_lb" in svm else svm.ratio   # a frame without the bound: the incumbent ratio
+    return pd.Series(np.where(svm.milp_optimal, svm.ratio, to_lb), index=svm.index)
+
+
+def below_one_text(svm: pd.DataFrame, milp_limit: float) -> str:
+    """The chapter's answer to "can tempo / MILP fall below 1?", in Markdown, written from this
+    build's ``solver_vs_milp`` rows: the count of such batches, split by whether the MILP proved
+    its optimum, and the two artefacts of the exact method that cause them; when the build has
+    none, it says so and names the artefacts as what to look for.  Also reconciles the table's
+    incumbent max with the ledger's bound-based max."""
+    sh = solver_headlines(svm)
+    n, below = sh["batches"], sh["below_one"]
+    cons = float(conservative_ratio(svm).max())
+    artefacts = ("a time-out, where HiGHS returns its best dispatch so far (its incumbent), not a proven optimum; "
+                 "or HiGHS's numerical tolerances, which let the dispatch it hands back carry shares of a few "
+                 "billionths of a token on replicas whose activation it did not pay, while `tempo` prices every "
+                 "share as an activation, so that dispatch costs a whole floor $b$ more")
+    if below == 0:
+        out = (f"In this build none does: 0 of {n} batches have a ratio below 1 (the smallest is "
+               f"{sh['ratio_min']:.4f}, the largest {sh['ratio_max']:.4f}), and HiGHS proved {sh['proven']} of the {n} "
+               f"optimal within its {milp_limit:.0f} s limit. An exact method that finishes cannot be beaten. Were a "
+               f"ratio below 1 to appear in another build, it would come from one of two artefacts of the exact "
+               f"method, not from tempo beating an optimum: {artefacts}. The table counts both kinds.")
+    else:
+        out = (f"A ratio below 1 means tempo returned a better dispatch than the MILP, which an exact method should "
+               f"never allow. In this build {below} of {n} batches have one (the smallest is {sh['ratio_min']:.4f}, "
+               f"the largest ratio {sh['ratio_max']:.4f}): {sh['below_one_timed_out']} where HiGHS stopped at its "
+               f"{milp_limit:.0f} s limit and {sh['below_one_proven']} on batches it reported optimal. Two artefacts "
+               f"of the exact method cause them, both counted in the table: {artefacts}. So these ratios measure the "
+               f"MILP's time-outs and its numerical cleanup, not a heuristic beating an optimum; the worst ratio above "
+               f"1 is the honest gap.")
+    if sh["timed_out"]:
+        out += (f" Where HiGHS stopped at its limit ({sh['timed_out']} batches), its incumbent is only an upper bound, "
+                f"so the ledger row below scores tempo against the MILP's proven lower bound there instead: its "
+                f"maximum, {cons:.4f}, is the table's last row, and it is why the ledger's number can exceed the "
+                f"table's incumbent max of {sh['ratio_max']:.4f}.")
+    else:
+        out += (f" With every batch proven, the ledger row below (tempo against the MILP's optimum, or its lower "
+                f"bound where it is not proven) equals the table's max, {cons:.4f}.")
+    return out
 
 
 def milp_tables(svm_all: pd.DataFrame) -> list:
@@ -171,3 +222,64 @@ def traffic_gap(tm: pd.DataFrame) -> pd.DataFrame:
     t9 = term_table(tm)
     gap = 100 * (t9.loc["drop traffic (c2 gamma)"] - t9.loc["full 3-term (4)"])
     return gap.rename("dropping the traffic term costs (points of static)").to_frame().T
+
+
+# ---------------------------------------------------------------------------- why Table 8's rows agree
+def forced_time(inst: Instance, model: CostModel) -> float:
+    """The makespan no dispatch can avoid on ``inst``: on each GPU, the experts whose only replica
+    it holds must run there with all their tokens; the slowest GPU under that forced load (Eq. 1/4
+    pricing).  A lower bound on every dispatch's makespan."""
+    import numpy as np
+
+    single = (inst.n_replicas == 1) & (inst.counts > 0)
+    gpu = inst.replica_gpu[np.arange(inst.n_experts), np.argmax(inst.valid, axis=1)]
+    G = np.bincount(gpu[single], minlength=inst.n_gpus).astype(np.float64)
+    N = np.bincount(gpu[single], weights=inst.counts[single].astype(np.float64), minlength=inst.n_gpus)
+    return float(model.time(G, N).max())
+
+
+def drift16_forced(tokens, batches: int, seed: int = 0, params: str = "proxy-serving") -> pd.DataFrame:
+    """Table 8's evidence, on the synthetic drift-16 batches (``tempo.studies.solver.drift_batches``,
+    the experiment's own generator): per B, how many batches have every stage of Table 8 at the same
+    makespan, and how many have it equal to :func:`forced_time` (the single-replica experts' GPU),
+    which no stage can lower."""
+    from ...policies import solve
+    from ...studies.solver import STAGES, drift_batches
+
+    model = CostModel.named(params)
+    rows = []
+    for B in tokens:
+        same = forced = 0
+        n = 0
+        for inst in drift_batches(B, batches, seed=seed):
+            ms = [model.makespan(inst, solve(inst, model, "tempo", **o)) for o in STAGES.values()]
+            f = forced_time(inst, model)
+            same += int(max(ms) - min(ms) <= 1e-9 * max(ms))
+            forced += int(all(abs(v - f) <= 1e-9 * f for v in ms))
+            n += 1
+        rows.append({"B": B, "batches": n, "every stage the same makespan": same,
+                     "... equal to the single-replica experts' forced time": forced})
+    return pd.DataFrame(rows).set_index("B")
+
+
+def stages_text(table: pd.DataFrame, forced: pd.DataFrame) -> str:
+    """How to read Table 8's rows, in Markdown, from :func:`stage_table` and :func:`drift16_forced`:
+    whether the rows are identical in this build, and whether the forced time explains it."""
+    cols = [c for c in table.columns if not str(c).startswith("solve ms")]
+    spread = float((table[cols].max() - table[cols].min()).max())
+    n, forced_n = int(forced["batches"].sum()), int(forced.iloc[:, -1].sum())
+    if spread <= 1e-9:
+        head = "In this build every row of the table is identical: each stage set lands on the same median makespan."
+    else:
+        head = (f"In this build the rows differ by at most {spread:.3f} of the static makespan: most stages land on "
+                "about the same makespan.")
+    why = (f" The evidence table says why: on {forced_n} of {n} synthetic drift-16 batches every stage ends exactly at "
+           "the forced time, the time a GPU needs for the experts the stale placement left with a single replica there. "
+           "No dispatch can move those tokens, so no stage can do better, and our seed already places everything else "
+           "under that GPU's time.")
+    if forced_n == 0:
+        why = (f" On none of the {n} synthetic drift-16 batches does every stage end at the forced time of the "
+               "single-replica experts, so the differences between the rows are the stages' own.")
+    elif forced_n < n:
+        why += f" On the other {n - forced_n} the stages differ or sit above that bound, and the table's rows show how much."
+    return head + why

@@ -212,7 +212,8 @@ def mixed_text(mixed: pd.DataFrame, tokens) -> str:
     never = fig5.index[fig5.mixed_pct < 100].tolist()
     return (
         ("Every synthetic batch is mixed, as the paper finds for Zipf(1.2) routing." if not never else
-         f"Batches are mixed at every size except B = {', '.join(map(str, never))} tokens per GPU, unlike the paper's 100% across the ladder"
+         f"Every batch is mixed at every size except B = {', '.join(map(str, never))} tokens per GPU, where "
+         f"{', '.join(f'{fig5.mixed_pct[B]:.0f}%' for B in never)} of the batches are, unlike the paper's 100% across the ladder"
          + (f": with B = {', '.join(map(str, too_few))} a batch of {8 * too_few[0]} tokens cannot give any expert {n_star_dsv3:.0f} pairs when each "
             "token picks 8 distinct experts, so no expert is linear. The paper's own synthetic routing draws pairs "
             "independently (its E_eff formula, Section 3.2), where one expert may take more pairs than there are tokens."
@@ -562,3 +563,132 @@ def trace_source_text(tr_cfg: dict) -> str:
 
     return (f"{routing_label(tr_cfg) if tr_cfg.get('trace') else 'Trace source: **synthetic** (no `TRACE` given).'} "
             "Qwen3-30B offline cost model, EP8, EPLB 1.25x from the first half of the steps.")
+
+
+# ---------------------------------------------------------------------------- Fig. 12 at s = 0: computed candidates
+#: The candidates for "what would have to hold for a 6% mean gain at s = 0 on EP32-64"
+#: (Section 3.3, claims scale_mean_gain_s0 / scale_max_gain): each changes one thing of the
+#: scale study's cell (:func:`tempo.studies.simulator.phase_cell`: DSv3, Zipf(0), EPLB 1.25x
+#: from the long-run loads, Dirichlet(2000 p) batches, distinct top-8 routing).
+#: ``placement``: "expected" (the study's: EPLB on the exact long-run pair loads), "tie-broken"
+#: (the same loads times 1 + 1e-9 noise: only EPLB's ties change), "history" (EPLB on the loads
+#: counted over 64 batches of the same routing, as a deployment measures them).
+S0_CANDIDATES = (
+    {"candidate": "as built", "router": "distinct", "kappa": 2000.0, "replication": 1.25, "placement": "expected"},
+    {"candidate": "independent draws (Section 3.2)", "router": "independent", "kappa": 2000.0, "replication": 1.25,
+     "placement": "expected"},
+    {"candidate": "noisier batches (kappa 200)", "router": "distinct", "kappa": 200.0, "replication": 1.25,
+     "placement": "expected"},
+    {"candidate": "replication 1.5x", "router": "distinct", "kappa": 2000.0, "replication": 1.5, "placement": "expected"},
+    {"candidate": "EPLB ties broken", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
+     "placement": "tie-broken"},
+    {"candidate": "EPLB from 64 measured batches", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
+     "placement": "history"},
+    {"candidate": "measured EPLB + independent draws", "router": "independent", "kappa": 2000.0, "replication": 1.25,
+     "placement": "history"},
+)
+
+
+def _s0_counts(pop, B: int, K: int, ep: int, n: int, router: str, kappa: float, seed: int) -> np.ndarray:
+    """Per-expert pair counts of ``n`` batches: ``distinct`` top-K routing
+    (:func:`tempo.world.workloads.sample_counts`) or ``independent`` draws (``B K ep`` draws from
+    the batch's Dirichlet(kappa p) weights, Section 3.2's ``T = B K n_gpus``)."""
+    from ...world.workloads import sample_counts
+
+    if router == "distinct":
+        return sample_counts(pop, B, K, ep, n_batches=n, kappa=kappa, seed=seed)
+    if router != "independent":
+        raise ValueError(f"router must be 'distinct' or 'independent', got {router!r}")
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.multinomial(B * K * ep, rng.dirichlet(kappa * pop)) for _ in range(n)])
+
+
+def _s0_placement(pop, K: int, ep: int, cand: dict, seed: int) -> np.ndarray:
+    from ...world.placement import eplb_placement
+    from ...world.workloads import expected_loads
+
+    w = expected_loads(pop, K)
+    if cand["placement"] == "tie-broken":
+        w = w * (1 + 1e-9 * np.random.default_rng(seed + 7).random(w.size))
+    elif cand["placement"] == "history":
+        w = _s0_counts(pop, 256, K, ep, 64, cand["router"], cand["kappa"], seed + 11).sum(axis=0).astype(float)
+    elif cand["placement"] != "expected":
+        raise ValueError(f"placement must be expected, tie-broken or history, got {cand['placement']!r}")
+    return eplb_placement(w, ep, cand["replication"])
+
+
+def colocated_replicas(placement: np.ndarray, n_gpus: int) -> tuple[int, int]:
+    """(replicated experts, those whose every replica sits on one GPU) of a GPU-major slot map:
+    a token of such an expert cannot change GPU whatever the dispatch."""
+    placement = np.asarray(placement)
+    gpu = np.arange(placement.size) // (placement.size // n_gpus)
+    reps = np.bincount(placement)
+    multi = np.flatnonzero(reps > 1)
+    return int(multi.size), int(sum(np.unique(gpu[placement == e]).size == 1 for e in multi))
+
+
+def scale_s0_candidates(tokens, batches: int, eps=(32, 64), seed: int = 1, candidates=S0_CANDIDATES) -> pd.DataFrame:
+    """Fig. 12 at s = 0, each candidate of :data:`S0_CANDIDATES` computed on the scale study's
+    cell: per (candidate, EP, B) TEMPO's gain over the best fixed policy in % (mean makespans
+    over ``batches`` batches, as :func:`tempo.studies.simulator.phase_cell` scores it), the
+    winning fixed policy, and how many replicated experts have every replica on one GPU."""
+    from ...core.instance import Instance
+    from ...policies import solve
+    from ...studies.simulator import SHAPES
+    from ...world.workloads import zipf_popularity
+
+    E, K, params = SHAPES["DSv3"]
+    model = CostModel.named(params)
+    pop = zipf_popularity(E, 0.0, seed=seed)
+    rows = []
+    for cand in candidates:
+        for ep in eps:
+            pl = _s0_placement(pop, K, ep, cand, seed)
+            n_rep, n_col = colocated_replicas(pl, ep)
+            for B in tokens:
+                insts = [Instance.from_placement(c, pl, ep)
+                         for c in _s0_counts(pop, B, K, ep, batches, cand["router"], cand["kappa"], seed + 1)]
+                ms = {p: float(np.mean([model.makespan(i, solve(i, model, p)) for i in insts]))
+                      for p in list(FIXED) + ["tempo"]}
+                best = min(FIXED, key=lambda p: ms[p])
+                rows.append({**cand, "ep": ep, "B": B, "gain_pct": 100 * (1 - ms["tempo"] / ms[best]),
+                             "winner": FIXED[best], "replicated": n_rep, "colocated": n_col})
+    return pd.DataFrame(rows)
+
+
+def scale_s0_run(sizes: dict) -> pd.DataFrame:
+    """:func:`scale_s0_candidates` at the chapter's sizes: the scale study's batch ladder
+    (``phase_tokens``) and batches per cell (``phase_batches``), its seed (1)."""
+    return scale_s0_candidates(sizes["phase_tokens"], int(sizes["phase_batches"]))
+
+
+def scale_s0_table(cand: pd.DataFrame) -> pd.DataFrame:
+    """Per candidate and EP size: the mean and the largest gain over the batch ladder (the
+    paper: mean 6-6.5%, largest 15.5%) and the replicated experts whose replicas share a GPU."""
+    g = cand.groupby(["candidate", "ep"], sort=False)
+    return g.agg(mean_gain_pct=("gain_pct", "mean"), max_gain_pct=("gain_pct", "max"),
+                 replicated=("replicated", "first"), colocated=("colocated", "first")).reset_index()
+
+
+def scale_s0_text(table: pd.DataFrame, paper_lo: float, paper_hi: float) -> str:
+    """Which candidates of :func:`scale_s0_table` reach the paper's mean gain at s = 0
+    (``paper_lo``-``paper_hi`` %, on every EP size of the table), written from the table."""
+    base = table[table.candidate == table.candidate.iloc[0]]
+    m = table.groupby("candidate", sort=False).mean_gain_pct.agg(["min", "max"])
+    reach = [c for c, r in m.iterrows() if r["min"] >= paper_lo]
+    near = [c for c, r in m.iterrows() if c not in reach and r["max"] >= paper_lo / 2]
+    col = ", ".join(f"EP{r.ep}: {r.colocated} of {r.replicated}" for r in base.itertuples())
+    parts = [f"As built, the mean gain at s = 0 is {m.iloc[0]['min']:.2f}-{m.iloc[0]['max']:.2f}% on "
+             f"EP{int(table.ep.min())}-{int(table.ep.max())}, and its EPLB placement puts every replica of each "
+             f"replicated expert on one GPU ({col} replicated experts): with exactly uniform long-run loads EPLB's "
+             "greedy packing meets only ties, which this port breaks in index order "
+             "(`tempo.world.placement.balanced_packing` sorts stably), so no token can change GPU and every dispatch "
+             "that does not split an expert over its co-located copies ties TEMPO. Each other candidate changes one "
+             "thing (mean gain over the ladder, lowest-highest over the EP sizes):"]
+    for c, r in m.iloc[1:].iterrows():
+        parts.append(f"{c}: {r['min']:.2f}-{r['max']:.2f}%.")
+    parts.append((f"At least the low end of the paper's {paper_lo:g}-{paper_hi:g}% on every EP size: "
+                  + ", ".join(reach) + ".")
+                 if reach else f"No candidate reaches the paper's {paper_lo:g}-{paper_hi:g}% on every EP size" +
+                 (f"; at least half of it somewhere: {', '.join(near)}." if near else "."))
+    return " ".join(parts)

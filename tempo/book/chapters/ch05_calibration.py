@@ -6,6 +6,7 @@ The measuring and fitting are :mod:`tempo.calib`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -261,3 +262,158 @@ def bootstrap_view(rec: Recording, n_boot: int) -> list:
 def fits_table(rec: Recording) -> pd.DataFrame:
     """Every fit the recording stores (its ``fit.json``): the parameters and the error in %."""
     return pd.DataFrame({form: {**f["params"], "error %": 100 * f["error"]} for form, f in rec.fits.items()}).T
+
+
+# ---------------------------------------------------------------------------- the H200 prediction, checked
+#: the fitted forms the prediction is checked on: (fit.json key, label)
+PREDICTION_FORMS = (("tile", "tile-aware (Eq. 2)"), ("max_affine", "max-affine (Eq. 1)"),
+                    ("max_affine_no_intercept", "Table 6 form (Eq. 1, a = c = 0)"))
+
+
+def h200_prediction(hbm_tb_s: float = 4.8) -> pd.DataFrame:
+    """What the chapter predicted for one H200 before measuring (chapter 98's
+    :func:`~tempo.book.chapters.ch98_reproduction_map.expected_floors`, from
+    :func:`tempo.book.repro.expected_floor`): per shape, the floor ``b`` and the inflection
+    ``n*`` ranges, indexed by shape."""
+    from .. import repro
+    from .ch98_reproduction_map import FLOOR_SHAPES
+
+    return pd.DataFrame([repro.expected_floor(s, p, hbm_tb_s) for s, p in FLOOR_SHAPES]).set_index("shape")
+
+
+def prediction_numbers(pred: pd.DataFrame | None = None) -> dict:
+    """The DSv3 prediction as the chapter's prose quotes it (glued, never typed): roofline, b and
+    n* ranges."""
+    d = (h200_prediction() if pred is None else pred).loc["dsv3"]
+    return {"pred_dsv3_roof": float(d.roofline_us), "pred_dsv3_b_lo": float(d.b_lo_us),
+            "pred_dsv3_b_hi": float(d.b_hi_us), "pred_dsv3_n_lo": float(d.nstar_lo), "pred_dsv3_n_hi": float(d.nstar_hi)}
+
+
+def _inside(x: float, lo: float, hi: float, digits: int) -> bool:
+    """``x`` in [lo, hi] at the precision the chapter printed the range (``digits`` decimals)."""
+    return bool(np.isfinite(x) and round(lo, digits) <= round(x, digits) <= round(hi, digits))
+
+
+def prediction_check(recs: pd.DataFrame, pred: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
+    """Chapter 05's H200 prediction against every fp8 GPU recording of a predicted shape
+    (``recs``: :func:`tempo.calib.record.recordings`): per recording, the tile-aware fit (Eq. 2),
+    the max-affine fit (Eq. 1) and the zero-intercept Table 6 form, each refitted on the
+    recording's samples, with b, n* (where one expert's two pieces cross,
+    :attr:`tempo.core.cost.CostModel.n_star`) and the fit error, beside the predicted ranges and
+    whether each lies inside them as the chapter printed them (b to 0.1 us, n* to a token).
+    Returns ``(table, sentence)``: the sentence says which prediction held, every number from
+    the table."""
+    from ...calib.preset import recording_coverage
+    from ...calib.record import fit_all, load_recording
+
+    pred = h200_prediction() if pred is None else pred
+    gpu = recs[(recs.backend == "deep_gemm") & recs["shape"].isin(pred.index)]
+    rows = []
+    for r in gpu.itertuples():
+        samples, _, man = load_recording(r.path)
+        cov = recording_coverage(r.path)
+        fits = fit_all(samples, name=f"{r.backend}-{r.shape}")
+        p = pred.loc[r.shape]
+        for key, label in PREDICTION_FORMS:
+            f = fits[key]["params"]
+            b, ns = float(f["b"]), float(f["n_star"])
+            rows.append({"recording": Path(r.path).name, "shape": r.shape, "device": man.get("device"),
+                         "cells": len(samples), "grid cells (of 117)": cov["grid_cells"], "form": label,
+                         "b (us)": b, "n*": ns, "fit err %": 100 * fits[key]["error"],
+                         "predicted b (us)": f"{p.b_lo_us:.1f}-{p.b_hi_us:.1f}",
+                         "predicted n*": f"{p.nstar_lo:.0f}-{p.nstar_hi:.0f}",
+                         "b held": _inside(b, p.b_lo_us, p.b_hi_us, 1), "n* held": _inside(ns, p.nstar_lo, p.nstar_hi, 0)})
+    cols = ["recording", "shape", "device", "cells", "grid cells (of 117)", "form", "b (us)", "n*", "fit err %",
+            "predicted b (us)", "predicted n*", "b held", "n* held"]
+    table = pd.DataFrame(rows, columns=cols)
+    return table, _prediction_sentence(table, pred)
+
+
+def _verdict(x) -> str:
+    if x["b held"] and x["n* held"]:
+        return "held"
+    return "b outside" if x["n* held"] else ("n* outside" if x["b held"] else "both outside")
+
+
+def _prediction_sentence(table: pd.DataFrame, pred: pd.DataFrame) -> str:
+    from ...calib.shapes import shape as get_shape
+
+    if table.empty:
+        return ("No fp8 GPU recording of a predicted shape exists yet, so the prediction is unchecked "
+                "(run `python -m tempo calibrate --preset appendix-b` on an H200).")
+    out, held_all = [], []
+    for shape_name, t in table.groupby("shape", sort=False):
+        p = pred.loc[shape_name]
+        label = get_shape(shape_name).label
+        parts = [f"For {label} the chapter predicted, before measuring, b = {p.b_lo_us:.1f}-{p.b_hi_us:.1f} us and "
+                 f"n* = {p.nstar_lo:.0f}-{p.nstar_hi:.0f} tokens on one H200."]
+        for rec_name, r in t.groupby("recording", sort=False):
+            nums = "; ".join(f"{x.form} b = {x['b (us)']:.2f} us, n* = {x['n*']:.0f}, error {x['fit err %']:.1f}% "
+                             f"({_verdict(x)})" for _, x in r.iterrows())
+            parts.append(f"On {rec_name} ({int(r.cells.iloc[0])} cells, {int(r['grid cells (of 117)'].iloc[0])} of "
+                         f"Appendix B's 117 grid cells): {nums}.")
+            held_all += [f"the {x.form} fit of {rec_name}" for _, x in r.iterrows() if _verdict(x) == "held"]
+        out.append(" ".join(parts))
+    lead = ("The prediction held for " + (", ".join(held_all) if held_all else "no fit of any recording") +
+            f", and for none of the {len(table) - len(held_all)} other fits. ")
+    return lead + " ".join(out) + (
+        " A fit holds when both its b and its n* lie inside the predicted ranges as printed (b to 0.1 us, n* to a "
+        "token). The Table 6 form has no intercepts, so the fixed cost of a launch lands in its b; the forms with "
+        "intercepts separate it (a) from the per-expert floor b the roofline predicts.")
+
+
+def coverage_table(recs: pd.DataFrame) -> pd.DataFrame:
+    """What grid each calibration recording covers against Appendix B's
+    (:func:`tempo.calib.preset.recording_coverage`): its cells, the Appendix B grid cells it
+    holds (of 117), its G values, token range and tile-sweep cells, and the GPU generation
+    beside the paper's testbeds (A: Hopper, B: Blackwell, as :data:`tempo.calib.preset.TESTBEDS`
+    reads the paper)."""
+    from ...calib.preset import recording_coverage
+
+    rows = []
+    for r in recs.itertuples():
+        c = recording_coverage(r.path)
+        rows.append({"recording": Path(r.path).name, "backend": r.backend, "shape": r.shape, "cells": r.cells,
+                     "grid cells (of 117)": c["grid_cells"], "G": ", ".join(map(str, c["G"])),
+                     "tokens per expert": f"{c['n_min']}-{c['n_max']}", "tile cells": c["tile_cells"],
+                     "device": c["device"], "generation": c["generation"],
+                     "Appendix B grid": "complete" if c["covers_grid"] else "partial"})
+    return pd.DataFrame(rows, columns=["recording", "backend", "shape", "cells", "grid cells (of 117)", "G",
+                                       "tokens per expert", "tile cells", "device", "generation", "Appendix B grid"])
+
+
+def coverage_text(cov: pd.DataFrame) -> str:
+    """One sentence on :func:`coverage_table`: how many recordings hold Appendix B's whole grid,
+    and the most any holds."""
+    from ...calib.preset import PRESETS
+
+    g = PRESETS["appendix-b"].grid(tile_sweep=False)
+    ladder = f"G in {{{', '.join(map(str, sorted(g.G.unique())))}}} x tokens per expert {g.n.min()}-{g.n.max()}"
+    if cov.empty:
+        return f"No calibration recording exists; Appendix B's grid is {len(g)} cells ({ladder})."
+    full = int((cov["Appendix B grid"] == "complete").sum())
+    top = cov.loc[cov["grid cells (of 117)"].idxmax()]
+    return (f"Appendix B's grid, as the preset measures it, is {len(g)} cells per shape and kernel ({ladder}). "
+            f"{full} of the {len(cov)} recordings hold all of it; the most any holds is {int(top['grid cells (of 117)'])} "
+            f"({top.recording}, G {top.G}, tokens {top['tokens per expert']}). A fit on a partial grid, or on another "
+            "GPU generation than the paper's testbed, is a stand-in for the paper's number, not a check of it.")
+
+
+def preset_plan() -> tuple[pd.DataFrame, str]:
+    """The Appendix B preset's part plan (:func:`tempo.calib.preset.plan_parts`, estimated from
+    the H200 recordings' timings): per part its recordings, cells and expected seconds, and the
+    command a GPU node runs."""
+    from ...calib import preset as P
+
+    pre = P.PRESETS["appendix-b"]
+    costs = P.cost_models(P.cell_costs(backends=pre.backends), pre.backends)
+    summ = P.plan_summary(P.plan_parts("appendix-b", costs))
+    n = len(summ)
+    text = (f"Appendix B's grid for all three shapes on both kernels is {int(summ.cells.sum())} cells, planned as {n} "
+            f"parts of at most {P.PART_S / 60:.0f} minutes on one H200 ({summ.est_s.sum() / 60:.0f} minutes expected in "
+            f"all, estimated from the H200 recordings' own timings: "
+            + "; ".join(c.source for c in costs.values()) +
+            f"). A GPU node runs `python -m tempo calibrate --preset appendix-b --part K/{n}` for K = 1 to {n}, in one "
+            "session or several: each part measures what the parts before it left, and resumes the same recordings "
+            "(`scripts/gpu-node-all.sh` runs the parts that fit after its checks).")
+    return summ.round(0), text

@@ -3,9 +3,11 @@ while it takes a new expert shape from its roofline estimate to a fitted cost mo
 dispatch comparison."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ...core.cost import CostModel
+from ...core.instance import Instance
 from ...core.models import ModelShape
 from .ch01_balance_time import dispatcher_makespans  # noqa: F401  (the chapter compares dispatchers with it)
 from .common import recordings_table  # noqa: F401  (the chapter lists the recordings with it)
@@ -31,3 +33,140 @@ def fit_summary(model: CostModel, samples: pd.DataFrame) -> pd.DataFrame:
 
     return pd.DataFrame([{"a (us)": model.a, "b (us)": model.b, "c (us)": model.c,
                           "beta (us/token)": model.beta, "mean fit error %": 100 * fit_error(model, samples)}])
+
+
+# ---------------------------------------------------------------------------- step 2: the recording
+def pick_recording(recs: pd.DataFrame, shape: str) -> pd.Series:
+    """The recording of expert shape ``shape`` with the most cells (the longest grid), from a
+    recordings listing (:func:`tempo.calib.record.recordings`); ValueError naming the shapes
+    recorded when there is none."""
+    if "shape" not in recs or "cells" not in recs:
+        raise ValueError("recs must be a recordings listing (columns shape, cells, ...)")
+    mine = recs[recs["shape"] == shape]
+    if mine.empty:
+        raise ValueError(f"no recording of shape {shape!r}; recorded: {sorted(set(recs['shape']))}")
+    return mine.sort_values("cells", ascending=False, kind="stable").iloc[0]
+
+
+def is_gpu(rec: pd.Series) -> bool:
+    """Whether a recording was measured on a GPU (its backend is not the CPU reference)."""
+    return str(rec["backend"]) != "cpu"
+
+
+def fit_text(rec: pd.Series, model: CostModel, samples: pd.DataFrame, bound_us: float) -> str:
+    """What step 3's fit says, in Markdown, written from the recording and the fit: the device,
+    the fitted floor against step 1's roofline bound, and the mean error; a CPU recording is
+    called what it is."""
+    from ...calib import fit_error
+
+    err = 100 * fit_error(model, samples)
+    head = (f"This is the {rec['device']} recording of the {rec['shape']} expert ({rec['backend']}, "
+            f"{int(rec['cells'])} cells, {rec['date']}): the fitted floor is $b =$ {model.b:.2f} us, "
+            f"{model.b / bound_us:.2f}x the roofline bound of step 1 ({bound_us:.2f} us), the inflection "
+            f"(where one expert's two pieces cross) $n^* \\approx$ {model.n_star:.0f} tokens, and the fit's mean error is {err:.1f}%.")
+    if is_gpu(rec):
+        tail = (" The paper's offline fits (Table 6) have errors of 4-8%; a larger error says the two-piece model "
+                "misses part of this kernel's curve (the recording's `fit.json` also holds the tile-aware and "
+                "three-term fits)." if err > 8 else
+                " That is within the 4-8% of the paper's offline fits (Table 6).")
+        return head + tail
+    return head + (" A CPU has no weight-streaming floor worth the name (chapter 05), so these numbers say "
+                   "nothing about a GPU; on a GPU expect $b$ just above the bound of step 1.")
+
+
+# ---------------------------------------------------------------------------- step 4: the batch
+def dispatcher_table(inst: Instance, model: CostModel, policies) -> pd.DataFrame:
+    """Each dispatcher's makespan on ``inst`` (us), how far above the best (%), and its busiest
+    GPU: activated experts G, tokens N and which piece of the cost model binds there."""
+    from ...policies import solve
+
+    if not policies:
+        raise ValueError("policies must name at least one dispatcher")
+    rows = []
+    for p in policies:
+        d = solve(inst, model, p)
+        G, N, T = model.gpu_features(inst, d)
+        times = model.gpu_times(inst, d)
+        g = int(np.argmax(times))
+        floor = float(np.asarray(model.time(G[g], 0.0, T[g])))        # the activation piece alone
+        rows.append({"dispatcher": p, "makespan (us)": float(times[g]), "busiest GPU": g,
+                     "its activated experts G": int(G[g]), "its tokens N": float(N[g]),
+                     "binding piece": "floor" if floor >= times[g] * (1 - 1e-12) else "tokens"})
+    df = pd.DataFrame(rows)
+    return df.assign(**{"above the best %": 100 * (df["makespan (us)"] / df["makespan (us)"].min() - 1)})
+
+
+def ties_text(table: pd.DataFrame) -> str:
+    """Markdown naming the dispatchers of :func:`dispatcher_table` that tie (the same makespan to
+    1e-9) and why, from the table: the same busiest-GPU activations when the floor binds, the same
+    busiest-GPU tokens when the tokens do.  Empty when no two tie."""
+    out = []
+    ms = table["makespan (us)"]
+    for _, group in table.groupby(ms.round(6), sort=True):
+        if len(group) < 2:
+            continue
+        names = ", ".join(f"`{p}`" for p in group.dispatcher)
+        r = group.iloc[0]
+        if (group["binding piece"] == "floor").all() and group["its activated experts G"].nunique() == 1:
+            why = (f"on its busiest GPU each activates {int(r['its activated experts G'])} experts and the floor piece "
+                   "binds, so the tokens it moved do not show in the makespan: these dispatchers differ in how they "
+                   "split tokens, not in which replicas they use")
+        elif (group["binding piece"] == "tokens").all() and group["its tokens N"].round(6).nunique() == 1:
+            why = f"on its busiest GPU each holds {r['its tokens N']:.0f} tokens and the token piece binds"
+        else:
+            why = "their busiest GPUs differ but cost the same"
+        out.append(f"{names} tie at {r['makespan (us)']:.1f} us: {why}.")
+    return " ".join(out)
+
+
+# ---------------------------------------------------------------------------- restricted replicas, by hand
+#: the worked example: six experts on three GPUs; experts 0, 1 and 5 have two replicas, the rest one
+EXAMPLE_COUNTS = [600, 300, 30, 30, 30, 30]
+EXAMPLE_REPLICAS = [[0, 1], [1, 2], [0, -1], [1, -1], [2, -1], [2, 0]]
+EXAMPLE_MODEL = dict(a=0.0, b=15.0, c=0.0, beta=0.2)
+
+
+def restricted_example() -> tuple[Instance, CostModel]:
+    """The chapter's restricted-replica instance (:data:`EXAMPLE_COUNTS`, :data:`EXAMPLE_REPLICAS`,
+    three GPUs) and its cost model (:data:`EXAMPLE_MODEL`)."""
+    return Instance(EXAMPLE_COUNTS, EXAMPLE_REPLICAS, 3), CostModel(**EXAMPLE_MODEL)
+
+
+def replica_table(inst: Instance, dispatch=None) -> pd.DataFrame:
+    """One row per replica (expert e, column r of ``replica_gpu``): the GPU holding it
+    (``replica_gpu[e, r]``) and, given a dispatch, the tokens it receives (``shares[e, r]``).
+    Unused columns (-1) are left out."""
+    rows = []
+    for e, r in zip(*np.nonzero(inst.valid)):
+        row = {"expert e": int(e), "replica column r": int(r), "GPU replica_gpu[e, r]": int(inst.replica_gpu[e, r])}
+        if dispatch is not None:
+            row["tokens shares[e, r]"] = float(dispatch.shares[e, r])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def hand_check(inst: Instance, model: CostModel, predicted_us: float, policies=("tempo", "milp", "static")) -> pd.DataFrame:
+    """The hand prediction against the library: each dispatcher's makespan (us) and its
+    difference from ``predicted_us``."""
+    from ...policies import solve
+
+    rows = [{"dispatcher": p, "makespan (us)": model.makespan(inst, solve(inst, model, p))} for p in policies]
+    df = pd.DataFrame(rows)
+    return df.assign(**{"predicted (us)": float(predicted_us), "library - predicted (us)": df["makespan (us)"] - predicted_us})
+
+
+def hand_check_text(check: pd.DataFrame, tol_us: float = 1e-6) -> str:
+    """Markdown from :func:`hand_check`: which dispatchers reach the hand prediction and which do
+    not (with their makespans)."""
+    diff = check["library - predicted (us)"]
+    hit = check[diff.abs() <= tol_us]
+    miss = check[diff.abs() > tol_us]
+    pred = float(check["predicted (us)"].iloc[0])
+    out = []
+    if len(hit):
+        out.append(", ".join(f"`{p}`" for p in hit.dispatcher) + f" reach the predicted {pred:.0f} us (a split may differ "
+                   "from ours: any split that gives every GPU the same tokens within its floors is optimal).")
+    for _, r in miss.iterrows():
+        out.append(f"`{r.dispatcher}` ends at {r['makespan (us)']:.1f} us, "
+                   f"{'above' if r['library - predicted (us)'] > 0 else 'below'} the prediction.")
+    return " ".join(out)

@@ -224,8 +224,10 @@ def main(argv=None) -> int:
         if a.status not in STATUSES:
             ap.error(f"--status must be one of {STATUSES}")
         show = show[show.status == a.status]
-    with pd.option_context("display.max_rows", None, "display.max_colwidth", 60, "display.width", 200):
-        print(show[["id", "status", "paper", "ours", "unit", "note"]].to_string(index=False))
+    from ..textwrap_table import wrap_table
+
+    print(wrap_table(show[["id", "status", "paper", "ours", "unit", "note"]],   # wrapped to the terminal's width
+                     caps={"id": 26, "status": 14, "paper": 10, "ours": 10, "unit": 8}))
     print()
     print(summary_markdown(df, a.profile).replace(" See the [Claims ledger](claims-ledger) chapter.", ""))
     skipped = skipped_recordings()

@@ -1,0 +1,64 @@
+"""Chapter 04's computed candidates for Fig. 12 at s = 0 (tempo.book.chapters.ch04_simulator,
+issue 24 item 6): why the scale study finds no gain there, and what one change gives."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from tempo.book.chapters import ch04_simulator as ch04
+from tempo.world.workloads import zipf_popularity
+
+CANDS = {c["candidate"]: c for c in ch04.S0_CANDIDATES}
+
+
+def test_colocated_replicas_known_answer():
+    # 4 GPUs x 2 slots: expert 0 twice on GPU 0 (co-located), expert 1 on GPUs 1 and 2
+    assert ch04.colocated_replicas(np.array([0, 0, 1, 2, 3, 1, 4, 5]), 4) == (2, 1)
+    assert ch04.colocated_replicas(np.array([0, 1, 2, 3]), 2) == (0, 0)
+
+
+@pytest.mark.parametrize("ep", [8, 32, 64])
+def test_uniform_eplb_colocates_every_replica_and_a_tie_break_spreads_them(ep):
+    pop = zipf_popularity(256, 0.0, seed=1)
+    built = ch04._s0_placement(pop, 8, ep, CANDS["as built"], seed=1)
+    assert ch04.colocated_replicas(built, ep) == (64, 64)
+    broken = ch04._s0_placement(pop, 8, ep, CANDS["EPLB ties broken"], seed=1)
+    assert ch04.colocated_replicas(broken, ep) == (64, 0)
+    measured = ch04._s0_placement(pop, 8, ep, CANDS["EPLB from 64 measured batches"], seed=1)
+    assert ch04.colocated_replicas(measured, ep)[1] == {8: 4, 32: 0, 64: 0}[ep]  # noisy loads: ties gone
+
+
+def test_routers():
+    pop = zipf_popularity(256, 0.0, seed=1)
+    ind = ch04._s0_counts(pop, 16, 8, 32, 3, "independent", 2000.0, seed=2)
+    dis = ch04._s0_counts(pop, 16, 8, 32, 3, "distinct", 2000.0, seed=2)
+    assert (ind.sum(axis=1) == 16 * 8 * 32).all() and (dis.sum(axis=1) == 16 * 8 * 32).all()
+    assert dis.max() <= 16 * 32  # distinct top-k: at most one pair per token and expert
+    with pytest.raises(ValueError, match="router"):
+        ch04._s0_counts(pop, 16, 8, 32, 1, "iid", 2000.0, seed=2)
+    with pytest.raises(ValueError, match="placement"):
+        ch04._s0_placement(pop, 8, 32, {**CANDS["as built"], "placement": "oracle"}, seed=1)
+
+
+def test_candidates_on_one_cell():
+    cands = [CANDS["as built"], CANDS["EPLB ties broken"]]
+    df = ch04.scale_s0_candidates([16], 1, eps=(32,), candidates=cands).set_index("candidate")
+    # as built nothing can move: TEMPO ties the best fixed policy exactly
+    assert df.loc["as built", "gain_pct"] == 0.0 and df.loc["as built", "colocated"] == 64
+    # ties broken: in the flat regime TEMPO drops one activation of nine on the bottleneck GPU
+    assert df.loc["EPLB ties broken", "gain_pct"] == pytest.approx(100 / 9)
+    assert df.loc["EPLB ties broken", "winner"] == "M"
+
+
+def test_table_and_text():
+    rows = [{"candidate": c, "ep": ep, "B": B, "gain_pct": g, "replicated": 64, "colocated": col}
+            for c, col, gains in [("as built", 64, (0.0, 0.0)), ("fix", 0, (12.0, 2.0)), ("half", 0, (8.0, 0.0))]
+            for ep in (32, 64) for B, g in zip((16, 1024), gains)]
+    t = ch04.scale_s0_table(pd.DataFrame(rows))
+    assert t.set_index(["candidate", "ep"]).loc[("fix", 32)].tolist() == [7.0, 12.0, 64, 0]
+    text = ch04.scale_s0_text(t, 6.0, 6.5)
+    assert text.startswith("As built, the mean gain at s = 0 is 0.00-0.00% on EP32-64")
+    assert "EP32: 64 of 64, EP64: 64 of 64" in text and "fix: 7.00-7.00%." in text and "half: 4.00-4.00%." in text
+    assert text.endswith("At least the low end of the paper's 6-6.5% on every EP size: fix.")
+    t2 = t[t.candidate != "fix"]
+    assert ch04.scale_s0_text(t2, 6.0, 6.5).endswith(
+        "No candidate reaches the paper's 6-6.5% on every EP size; at least half of it somewhere: half.")
