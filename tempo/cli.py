@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from .core.argtypes import INT64_MAX, ArgumentParser, choice, count_int, params_name, positive_int
+from .core.argtypes import MAX_TOKENS, ArgumentParser, choice, count_int, params_name, positive_int
 
 #: command -> ("module:function" taking the remaining argv, one-line help)
 COMMANDS = {
@@ -75,8 +75,9 @@ def solve_one(argv) -> int:
     ap.add_argument("--params", type=params_name, default="dsv3-offline")
     ap.add_argument("--policy", type=choice(available_policies, "policy"), default="tempo")
     a = ap.parse_args(argv)
-    if sum(a.counts) > INT64_MAX:
-        ap.fail("--counts", f"the counts sum to {sum(a.counts)}, past the int64 range")
+    if sum(a.counts) > MAX_TOKENS:
+        ap.fail("--counts", f"the counts sum to {sum(a.counts)}, above 2^53 = {MAX_TOKENS} (float64 is exact, and so "
+                            "is every solver, only below it)")
     inst = Instance.full_replication(a.counts, a.gpus)
     model = CostModel.named(a.params)
     d = solve(inst, model, a.policy)

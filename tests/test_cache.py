@@ -20,7 +20,7 @@ def test_cached_is_keyed_by_config_and_atomic(tmp_path, monkeypatch):
     assert len(calls) == 2 and a.equals(b) and c.v.item() == 2
     assert not list((tmp_path / "cache").glob(".*.tmp"))  # no temp files left behind
     # a corrupt entry is recomputed, not trusted
-    for p in (tmp_path / "cache").glob("exp-*.pkl"):
+    for p in (tmp_path / "cache").glob(f"exp-*{cache.SUFFIX}"):
         p.write_bytes(b"garbage")
     cache.cached("exp", {"x": 1}, fn)
     assert len(calls) == 3
@@ -79,7 +79,7 @@ def test_cache_serves_only_what_it_wrote_and_recovers_any_entry(tmp_path, monkey
         calls.append(1)
         return pd.DataFrame({"v": [cfg["x"]]})
 
-    path = tmp_path / "cache" / f"exp-{cache.key('exp', {'x': 1})}.pkl"
+    path = tmp_path / "cache" / f"exp-{cache.key('exp', {'x': 1})}{cache.SUFFIX}"
     path.parent.mkdir(parents=True)
     for squatter in ([1, 2, 3], None, pd.Series([1.0])):  # valid pickles, not entries it wrote
         path.write_bytes(pickle.dumps(squatter))
@@ -99,3 +99,63 @@ def test_cache_serves_only_what_it_wrote_and_recovers_any_entry(tmp_path, monkey
     os.utime(stale, (0, 0))
     cache.cached("exp", {"x": 1}, fn, refresh=True)
     assert not stale.exists()
+
+
+class _Boom:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch PLANTED",))
+
+
+def test_a_planted_entry_runs_no_code(tmp_path, monkeypatch):
+    """Re-audit D12: a pickle planted at an entry's path (with the right mark and key) ran code
+    when the cache unpickled it.  Entries are .npz read with allow_pickle=False now: the plant is
+    removed and the result recomputed; nothing runs."""
+    import pickle
+
+    import numpy as np
+
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    k = cache.key("exp", {"x": 1})
+    path = cache.entry_path("exp", {"x": 1})
+    plants = [pickle.dumps({"mark": cache._MARK, "key": k, "df": _Boom()}),
+              pickle.dumps({"mark": "tempo-cache-entry/1", "key": k, "df": _Boom()})]
+    import io
+
+    buf = io.BytesIO()  # an .npz whose column is an object array (a pickle inside the zip)
+    np.savez(buf, header=np.frombuffer(json_header(k).encode(), dtype=np.uint8), c0=np.array([_Boom()], dtype=object))
+    plants.append(buf.getvalue())
+    for plant in plants:
+        path.write_bytes(plant)
+        df = cache.cached("exp", {"x": 1}, lambda cfg: pd.DataFrame({"v": [cfg["x"]]}))
+        assert df.v.tolist() == [1]
+        assert not (tmp_path / "PLANTED").exists()
+
+
+def json_header(k):
+    import json
+
+    return json.dumps({"mark": cache._MARK, "key": k, "experiment": "exp", "rows": 1,
+                       "columns": [{"name": "v", "dtype": "|O", "as": "npy"}]})
+
+
+def test_entries_round_trip_exactly_or_are_not_cached(tmp_path, monkeypatch):
+    import numpy as np
+
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    df = pd.DataFrame({"a": [1, 2, 3], "b": [1.5, np.nan, 2.0], "s": ["x", None, "z"], "t": [True, False, True],
+                       "o": pd.Series([[1, 2], None, "q"], dtype=object)})
+    calls = []
+
+    def fn(cfg):
+        calls.append(1)
+        return df
+    cache.cached("rt", {}, fn)
+    back = cache.cached("rt", {}, fn)
+    assert len(calls) == 1
+    pd.testing.assert_frame_equal(back, df, check_exact=True)
+    odd = df.set_index("a")  # an index the format does not hold: returned, not cached
+    assert cache.cached("odd", {}, lambda cfg: odd).equals(odd)
+    assert not cache.entry_path("odd", {}).exists()

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from tempo.calib import command, record
-from tempo.calib.record import calibrate, load_recording, read_partial
+from tempo.calib.record import calibrate, cell_line, load_recording, read_partial
 
 DATE = "2026-01-01"
-HEADER = "G,n,kind,t_us\n"
+HEADER = record._HEADER + "\n"
+LEGACY_HEADER = "G,n,kind,t_us\n"  # a partial file written before the per-line checksum
 CELLS = [(G, n) for G in (1, 2, 3) for n in (1, 2, 4)]
 
 
@@ -22,7 +23,7 @@ def true_t(G, n):
 
 
 def line(G, n, t=None):
-    return f"{G},{n},grid,{true_t(G, n) if t is None else t:.4f}\n"
+    return cell_line(G, n, "grid", true_t(G, n) if t is None else t) + "\n"
 
 
 class FakeBackend:
@@ -179,7 +180,7 @@ def test_fresh_through_the_cli(fake, tmp_path, capsys):
     args = ["--backend", "fake", "--shape", "tiny", "--G", "1", "2", "3", "--n-max", "2", "--no-tile-sweep", "--out", str(out)]
     assert command.main(args) == 0 and len(calls) == 6
     folder = next(out.glob("fake-device/*-fake-tiny"))
-    stale = HEADER + HEADER + "1,1,grid,5.0\n" + HEADER  # a doubly-headed partial from the old code
+    stale = LEGACY_HEADER + LEGACY_HEADER + "1,1,grid,5.0\n" + LEGACY_HEADER  # a doubly-headed partial from the old code
     for fresh, measured, t11 in (([], 5, 5.0), (["--fresh"], 6, true_t(1, 1))):
         (folder / "samples.partial.csv").write_text(stale)
         calls.clear()
@@ -195,11 +196,13 @@ def test_read_partial_dtypes_and_counts(tmp_path):
     cells, lines, dropped = read_partial(p)  # missing file
     assert len(cells) == 0 and lines == [] and not any(dropped.values())
     assert [str(t) for t in cells.dtypes[["G", "n", "t_us"]]] == ["int64", "int64", "float64"]
-    p.write_bytes(HEADER.encode() + b"1,2,grid,3.5\n1,2,grid,4.5\r\n\xff,1,grid,1.0\n2,1,tile,7\n"
+    p.write_bytes(LEGACY_HEADER.encode() + b"1,2,grid,3.5\n1,2,grid,4.5\r\n\xff,1,grid,1.0\n2,1,tile,7\n"
                   b"2,1,grid,1e400\n2,3,grid,-1\n2,3,gr\xc3\xa9d,1\n2,3,grid,1,9\n\n7,7,grid,1")
     cells, lines, dropped = read_partial(p)
     assert dropped == {"torn": 1, "malformed": 5, "duplicate": 1}
-    assert lines == ["1,2,grid,3.5", "2,1,tile,7"]
+    import zlib
+
+    assert lines == [f"{x},{zlib.crc32(x.encode()):08x}" for x in ("1,2,grid,3.5", "2,1,tile,7")]  # legacy lines gain a CRC
     assert cells.G.tolist() == [1, 2] and cells.n.tolist() == [2, 1] and cells.kind.tolist() == ["grid", "tile"]
     assert cells.t_us.tolist() == [3.5, 7.0] and str(cells.G.dtype) == "int64" and str(cells.t_us.dtype) == "float64"
 
@@ -251,3 +254,43 @@ def test_max_seconds_with_too_few_cells_keeps_the_partial(monkeypatch, tmp_path)
     with pytest.raises(RuntimeError, match="too few to fit"):
         calibrate("fake", "tiny", grid, out_root=tmp_path, progress=False, date=DATE, max_seconds=1)
     assert len(calls) == 1 and partial_path(tmp_path).exists()
+
+
+def test_a_damaged_byte_that_leaves_a_well_formed_line_is_detected_and_re_measured(fake, tmp_path):
+    """Re-audit D17: random byte damage left "1,4,grid,1212.01" for "1,4,grid,12.02" -- well formed,
+    wrong -- and it went into the recording.  Every line carries the CRC-32 of its fields now:
+    each such damage is dropped and that cell measured again."""
+    import random
+
+    calls, run = fake
+    rnd = random.Random(17)
+    good = "".join(line(*c) for c in CELLS)
+    damaged_cells, trials = 0, 0
+    while trials < 60:
+        text = HEADER + good
+        i = rnd.randrange(len(HEADER), len(text))
+        if text[i] == "\n":
+            continue
+        new = rnd.choice("0123456789.,-eabcdf")
+        if new == text[i]:
+            continue
+        trials += 1
+        damaged = text[:i] + new + text[i + 1:]
+        cells, _, dropped = read_partial_text(tmp_path, damaged)
+        kept = {(int(g), int(n)): t for g, n, t in zip(cells.G, cells.n, cells.t_us)}
+        for (g, n), t in kept.items():  # nothing kept carries a wrong value
+            assert t == pytest.approx(true_t(g, n), abs=1e-4), (damaged, g, n, t)
+        damaged_cells += len(CELLS) - len(kept)
+    assert damaged_cells >= 55  # (nearly) every damage cost exactly the damaged cell
+    # end to end: the damaged cell is measured again and the recording holds the true value
+    text = HEADER + good.replace(f"{true_t(1, 4):.4f}", f"{100 * true_t(1, 4):.4f}", 1)
+    partial_path(tmp_path).write_text(text)
+    folder = run()
+    assert calls == [(1, 4)]
+    check_final(folder)
+
+
+def read_partial_text(tmp_path, text):
+    p = tmp_path / "damaged.partial.csv"
+    p.write_text(text)
+    return read_partial(p)

@@ -9,6 +9,7 @@ import importlib.util
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import zipfile
@@ -191,11 +192,93 @@ def _cases(f, d):
     return c
 
 
+def _untrusted_cases(d):
+    """Issue 27 (re-audit D1, D4, D5, D8, D9, D13-D15): recordings, outputs and sizes from
+    untrusted hands.  Each is a usage error (2) naming the argument; nothing hangs, nothing is
+    written outside --root, no device node or FIFO is replaced."""
+    import gzip
+    import stat
+
+    import pandas as pd
+
+    u = d / "untrusted"
+    u.mkdir()
+    root = str(u / "root")
+    c = []
+
+    def calib(name, **man):
+        folder = u / name
+        folder.mkdir()
+        s = pd.DataFrame({"G": [1] * 4 + [8] * 4, "n": [1, 64, 256, 1024] * 2})
+        s = s.assign(N=s.G * s.n, T=s.G, kind="grid", t_us=10 + s.G * 8.0 + 0.1 * s.G * s.n)
+        s.to_csv(folder / "samples.csv.gz", index=False, compression="gzip")
+        (folder / "fit.json").write_text(json.dumps({"max_affine": {"params": {"b": 1.0, "beta": 0.1}, "error": 0.1}}))
+        (folder / "manifest.json").write_text(json.dumps({"backend": "deep_gemm", "shape": "dsv3",
+                                                          "date": "2026-11-30", **man}))
+        return str(folder)
+    c += [(["ingest", calib("up", machine="../../../escaped"), "--root", root], 2),
+          (["ingest", calib("abs", machine=str(d / "abs-escaped")), "--root", root], 2),
+          (["ingest", calib("intdate", machine="m", date=20260102), "--root", root], 2)]
+    ep = u / "ep.csv"
+    ep.write_text("step,policy,layer_us,expert_us,model_us\n0,tempo,1,1,1\n")
+    cmd = "python -m tempo epbench --device cuda --world-size 8 --tokens 32"
+    c += [(["ingest", str(ep), "--machine", "m", "--root", root, "--command", cmd + " --tokens -5"], 2),
+          (["ingest", str(ep), "--machine", "m", "--root", root, "--command", cmd + " --world-size 0"], 2),
+          (["ingest", str(ep), "--machine", "m", "--root", root, "--command", cmd + " --skew nan"], 2)]
+    for name, text in (("list", b"[1]"), ("server", b'{"server": "x"}'), ("gpus", b'{"gpus": 5}'),
+                       ("deep", b"[" * 100000 + b"]" * 100000)):
+        sb = u / f"serve-{name}"
+        sb.mkdir()
+        (sb / "pairs.csv").write_text("window,workload,policy,kept\n0,w,tempo,True\n")
+        (sb / "manifest.json").write_bytes(text)
+        c.append((["ingest", str(sb), "--machine", "m", "--root", root], 2))
+    fifo = u / "fifo.csv"
+    os.mkfifo(fifo)
+    c.append((["ingest", str(fifo), "--machine", "m", "--root", root], 2))
+    (u / "zero.csv").symlink_to("/dev/zero")
+    c.append((["ingest", str(u / "zero.csv"), "--machine", "m", "--root", root], 2))
+    (u / "bomb.csv.gz").write_bytes(gzip.compress(b"step,policy,layer_us,expert_us,model_us\n" + b"0" * (80 << 20)))
+    c.append((["ingest", str(u / "bomb.csv.gz"), "--machine", "m", "--root", root], 2))
+    (u / "wide.csv").write_text(",".join(f"c{i}" for i in range(10**5)) + "\n")
+    c.append((["ingest", str(u / "wide.csv"), "--machine", "m", "--root", root], 2))
+    link = u / "linked"
+    link.mkdir()
+    (u / "secret.csv").write_text("window,workload,policy,kept,TOPSECRET\n0,w,tempo,True,1\n")
+    (link / "pairs.csv").symlink_to(u / "secret.csv")
+    c.append((["ingest", str(link), "--machine", "m", "--root", root], 2))
+    # outputs: never a FIFO (a hang) or a device node (replaced by a regular file)
+    trace = u / "t.npz"
+    write_trace(trace, np.ones((2, 2, 8), np.int64), model="m")
+    targets = [str(fifo)]
+    try:
+        os.mknod(u / "dev", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        targets.append(str(u / "dev"))
+    except OSError:
+        pass  # not root: the FIFO stands for it
+    for t in targets:
+        c += [(["drift-location", str(trace), "--k", "2", "-o", t], 2),
+              (["import-trace", str(u / "ep.csv"), "-o", t], 2)]
+    c.append((["import-trace", str(u / "ep.csv"), "-o", str(u / "x.npz"), "--top-k", "1000000"], 2))
+    # git options, sizes, counts
+    c += [(["bench", f"--baseline=--output={u / 'GIT-X'}"], 2), (["bench", "--eps", "100000"], 2),
+          (["bench", "--serving-baseline", "-x"], 2),
+          (["epbench", "--emulate", "--world-size", "100000"], 2), (["epbench", "--tokens", "1000000000"], 2),
+          (["calibrate", "--per-octave", "100000000"], 2),
+          (["serve-bench", "--dry-run", "--tp", "8", "--ep", "3"], 2),
+          (["serve-bench", "--dry-run", "--ep", "8", "--gpus-per-node", "3"], 2),
+          (["serve-bench", "--dry-run", "--dist-init-addr", "127.0.0.1:99999"], 2),
+          (["solve", "--counts", str(2**60), "--gpus", "20"], 2),
+          (["solve", "--counts", str(2**52), str(2**52 + 1), "--gpus", "2"], 2)]
+    return c
+
+
 def _good_cases(f, d):
     """Valid calls that must still succeed (validation must not reject good input)."""
     c = [["policies"], ["params"], ["solve", "--counts", "600", "30", "30", "--gpus", "2"],
          ["drift-location", str(f["good_trace"]), "--k", "2", "-o", str(d / "ok.json")],
-         ["serve-bench", "--dry-run", "--policies", "tempo", "--request-rates", "inf,4", "--concurrency", "8,16"]]
+         ["serve-bench", "--dry-run", "--policies", "tempo", "--request-rates", "inf,4", "--concurrency", "8,16"],
+         ["ingest", str(d / "untrusted" / "ep.csv"), "--machine", "機械", "--label", "ß", "--root", str(d / "good-root"),
+          "--command", "python -m tempo epbench --device cuda --world-size 8 --tokens 32"]]
     if "good_stat" in f:
         c.append(["import-trace", str(f["good_stat"]), "-o", str(d / "ok.npz"), "--model", "m"])
     return c
@@ -205,15 +288,27 @@ def test_cli_sweep(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TEMPO_DEBUG", "1")  # an escaping exception is a traceback, not a caught rc 1
     f = _bad_files(tmp_path)
     tried, tracebacks, wrong, report = 0, 0, 0, []
-    bad, good = _cases(f, tmp_path), [(g, 0) for g in _good_cases(f, tmp_path)]
+    bad, good = _cases(f, tmp_path) + _untrusted_cases(tmp_path), [(g, 0) for g in _good_cases(f, tmp_path)]
+    hangs = 0
+
+    def alarm(signum, frame):
+        raise TimeoutError("hung for 120 s")
+    old_handler = signal.signal(signal.SIGALRM, alarm)
     for argv, want in bad + good:
         tried += 1
+        signal.alarm(120)  # a hang (a FIFO read, a huge size) is counted, not waited out
         try:
             rc = cli.main(argv)
+        except TimeoutError as exc:
+            hangs += 1
+            report.append(f"HANG {argv}: {exc}")
+            continue
         except BaseException as exc:  # noqa: BLE001 -- counted
             tracebacks += 1
             report.append(f"TRACEBACK {argv}: {type(exc).__name__}: {exc}")
             continue
+        finally:
+            signal.alarm(0)
         err = capsys.readouterr().err
         if rc != want:
             wrong += 1
@@ -222,11 +317,18 @@ def test_cli_sweep(tmp_path, monkeypatch, capsys):
                 s in err for s in ("error: argument ", "error: --", "unrecognized arguments", "are required")):
             wrong += 1  # a usage error must name the argument
             report.append(f"unnamed usage error {argv}: {err.strip()[-300:]}")
+    signal.signal(signal.SIGALRM, old_handler)
     assert not (tmp_path / "PWNED").exists(), "a dump was executed"
+    u = tmp_path / "untrusted"
+    assert not (u / "GIT-X").exists(), "a --baseline value reached git as an option"
+    assert not list(tmp_path.parent.glob("**/escaped")) and not (tmp_path / "abs-escaped").exists()
+    assert (u / "fifo.csv").exists() and not (u / "fifo.csv").is_file()
+    assert not (u / "dev").exists() or not (u / "dev").is_file()
+    assert not (u / "root").exists() or not any(p.is_file() and p.name != ".ingest.lock" for p in (u / "root").rglob("*"))
     with capsys.disabled():
         print(f"\nCLI sweep: {tried} calls tried ({len(bad)} bad or edge, {len(good)} valid), {tracebacks} tracebacks, "
-              f"{wrong} wrong exit codes")
-    assert tracebacks == 0 and wrong == 0, "\n".join(report)
+              f"{wrong} wrong exit codes, {hangs} hangs")
+    assert tracebacks == 0 and wrong == 0 and hangs == 0, "\n".join(report)
     assert tried >= (120 if HAS_TORCH else 90)  # the sweep is not silently emptied
 
 

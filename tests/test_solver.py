@@ -283,14 +283,14 @@ def _face(inst, z):
 
 @pytest.mark.parametrize("path", ["highs_qp", "dual_kkt"])
 def test_token_lp_even_is_the_projection_onto_the_optimal_face(path, monkeypatch):
-    """Both paths (HiGHS's QP solver, and the dual with the exact KKT finish used when HiGHS
+    """Both paths (the dual with the exact KKT finish, and HiGHS's QP solver used when the finish
     declines): x* is the projection of u onto the face iff (x* - u).(y - x*) >= 0 for every y on it
     (first-order optimality of the QP): checked with an LP over the face, and against the QP
     solved directly by SLSQP where SLSQP converges."""
     from scipy.optimize import linprog, minimize
 
-    if path == "dual_kkt":
-        monkeypatch.setattr(exact, "_project_even_qp", lambda inst, z: None)
+    if path == "highs_qp":
+        monkeypatch.setattr(exact, "_kkt_finish", lambda *a: None)
     rng = np.random.default_rng(8)
     checked = direct = 0
     for _ in range(40):
@@ -299,6 +299,7 @@ def test_token_lp_even_is_the_projection_onto_the_optimal_face(path, monkeypatch
             continue
         z = exact.token_lp_value(inst)
         d = tempo.solve(inst, None, "token_lp")
+        assert d.meta["method"] in (path, "full_replication") and "fallback" not in d.meta
         e_idx, r_idx, u, A_eq, b_eq, A_ub, b_ub = _face(inst, z)
         x = d.shares[e_idx, r_idx]
         assert np.all(A_ub @ x <= z * (1 + 1e-9))
@@ -316,6 +317,64 @@ def test_token_lp_even_is_the_projection_onto_the_optimal_face(path, monkeypatch
             direct += 1
         checked += 1
     assert checked >= 30 and direct >= 5
+
+
+def test_token_lp_even_dual_matches_the_old_highs_qp():
+    """The bounded method (dual + exact KKT finish) gives the same point as the HiGHS QP the even
+    split used before (no time limit here: the oracle) on small instances, EPLB placements included."""
+    from tempo.world.placement import eplb_placement
+    from tempo.world.workloads import sample_counts, zipf_popularity
+
+    rng = np.random.default_rng(27)
+    cases = [random_instance(rng, full=False, max_gpus=int(rng.integers(2, 10)), max_experts=int(rng.integers(3, 30)),
+                             max_slots=int(rng.integers(1, 5))) for _ in range(60)]
+    for i in range(10):
+        pop = zipf_popularity(32, 1.0, seed=i)
+        cases.append(Instance.from_placement(sample_counts(pop, 512, 8, 1, seed=i)[0], eplb_placement(pop, 8, 1.25), 8))
+    compared = 0
+    for inst in cases:
+        if inst.total_tokens == 0 or inst.is_full_replication():
+            continue
+        d = exact.token_lp_even(inst)
+        assert d.meta["method"] == "dual_kkt" and "fallback" not in d.meta
+        q = exact._project_even_qp(inst, d.meta["max_tokens"])
+        if q is None:
+            continue
+        assert np.abs(d.shares - q).max() <= 1e-6 * max(1.0, float(inst.counts.max()))
+        compared += 1
+    assert compared >= 50
+
+
+def test_token_lp_even_on_the_audits_instance_runs_the_bounded_method():
+    """Reliability re-audit D3: this instance kept HiGHS's QP busy for over a minute.  The even
+    split now runs the dual with the exact KKT finish (the method is asserted, not its time)."""
+    r = np.random.default_rng(0)
+    inst = tempo.Instance(r.integers(0, 40, 160), r.integers(0, 48, (160, 35)), 48)
+    d = tempo.solve(inst, None, "token_lp")
+    assert d.meta["method"] == "dual_kkt" and "fallback" not in d.meta
+    assert d.meta["max_tokens"] == pytest.approx(exact.token_lp_value(inst), rel=1e-12)
+    loads = np.bincount(inst.replica_gpu[inst.valid], weights=d.shares[inst.valid], minlength=48)
+    assert loads.max() <= d.meta["max_tokens"] * (1 + 1e-9)
+
+
+def test_token_lp_even_falls_back_to_a_valid_marked_dispatch(monkeypatch):
+    """When the KKT finish declines and HiGHS's QP does not finish in its time limit, the even
+    split is still a valid optimum of the token LP, marked meta["fallback"]."""
+    from tempo.policies import fallback_of
+
+    monkeypatch.setattr(exact, "_kkt_finish", lambda *a: None)
+    monkeypatch.setattr(exact, "_project_even_qp", lambda inst, z, time_limit=None: None)
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        inst = random_instance(rng, full=False, max_gpus=6, max_experts=12)
+        if inst.total_tokens == 0:
+            continue
+        d = tempo.solve(inst, None, "token_lp")
+        assert d.meta["method"] == "vertex_blend"
+        assert fallback_of(d) and "HiGHS" in fallback_of(d)
+        d.validate(inst)
+        loads = np.bincount(inst.replica_gpu[inst.valid], weights=d.shares[inst.valid], minlength=inst.n_gpus)
+        assert loads.max() <= exact.token_lp_value(inst) * (1 + 1e-9)
 
 
 def test_token_lp_even_does_not_collapse_to_the_vertex():

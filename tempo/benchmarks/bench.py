@@ -72,8 +72,15 @@ def baseline_times(cells, params: str, rev: str = BASELINE, reps: int = 1):
 
     from ..core.paths import ROOT
 
+    from ..core.argtypes import git_rev
+
+    try:
+        git_rev(rev)
+    except Exception:  # noqa: BLE001 -- an option-like or odd name never reaches git
+        print(f"bench: {rev!r} is not a commit name; no baseline", file=sys.stderr)
+        return None
     with tempfile.TemporaryDirectory() as tmp:
-        arc = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, "tempo", "data/params"],
+        arc = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, "--", "tempo", "data/params"],
                              capture_output=True)
         if arc.returncode:
             print(f"bench: cannot archive {rev} ({arc.stderr.decode().strip()}); no baseline", file=sys.stderr)
@@ -260,6 +267,66 @@ def family_grid(n: int = 6, milp_limit: float = 20.0, seed: int = 0, tau: float 
                      "tempo_vs_best_proxy_max": float(r_prox[k]), "closest_proxy": who[k],
                      "within_tau_of_proxies": int(np.sum(np.array(r_prox) <= 1 + tau + 1e-9))})
     return pd.DataFrame(rows)
+
+
+#: the issue-27 goal: every policy but the MILP under this many seconds on every instance up to E = 512, g = 64
+POLICY_TIME_GOAL_S = 2.0
+
+
+def policy_time_grid(experts=(64, 128, 256, 512), eps=(8, 16, 32, 64), tokens: int = 256, seed: int = 0,
+                     params: str = "dsv3-offline") -> pd.DataFrame:
+    """The slowest single solve (s) of every policy except the MILP (and of tempo with
+    ``lp_variants=("even",)``), per (E, g), over four placements: EPLB with 25% redundancy,
+    EPLB with 100%, random replicas (each expert on g/2 random GPUs, duplicates allowed: the
+    re-audit's D3 family, where the old even-split QP ran for minutes) and full replication;
+    Zipf(1) routing, ``tokens`` per GPU.  One timed call per (policy,
+    instance) after a warm-up; ``fallback`` counts dispatches marked ``meta["fallback"]``."""
+    from ..policies import REGISTRY, available_policies, fallback_of
+
+    model = CostModel.named(params)
+    pols = [(p, p, {}) for p in available_policies() if p != "milp"]
+    pols.append(("tempo[lp even]", "tempo", {"lp_variants": ("even",)}))  # tempo_fast's call into the even split
+    rng = np.random.default_rng(seed)
+    warm = Instance.full_replication([5, 3, 2, 1], 2)
+    for _, p, opts in pols:  # compile and import outside the clock
+        solve(warm, model if REGISTRY[p].needs_model else None, p, **opts)
+    rows = []
+    for E in experts:
+        for g in eps:
+            pop = zipf_popularity(E, 1.0, seed=seed + E + g)
+            counts = sample_counts(pop, tokens * g, 8, 1, seed=seed + E * g)[0]
+            insts = {"eplb1.25": Instance.from_placement(counts, eplb_placement(pop, g, 1.25), g),
+                     "eplb2": Instance.from_placement(counts, eplb_placement(pop, g, 2.0), g),
+                     "random": Instance(counts, rng.integers(0, g, (E, max(2, g // 2))), g),
+                     "full": Instance.full_replication(counts, g)}
+            for label, p, opts in pols:
+                worst, fb, kind = 0.0, 0, ""
+                for name, inst in insts.items():
+                    if spec(p).full_replication and not inst.is_full_replication():
+                        continue
+                    t0 = time.perf_counter()
+                    d = solve(inst, model if REGISTRY[p].needs_model else None, p, **opts)
+                    dt_s = time.perf_counter() - t0
+                    fb += fallback_of(d) is not None
+                    if dt_s > worst:
+                        worst, kind = dt_s, name
+                if kind:
+                    rows.append({"E": E, "g": g, "policy": label, "max_s": worst, "slowest_on": kind, "fallbacks": fb})
+    return pd.DataFrame(rows)
+
+
+def policy_time_summary(df: pd.DataFrame, goal: float = POLICY_TIME_GOAL_S) -> str:
+    """One line per policy: its slowest solve over the grid, where, and whether it meets ``goal``."""
+    lines = [f"policy solve times up to E = {df.E.max()}, g = {df.g.max()} (every policy but the MILP; "
+             f"goal: each solve under {goal:g} s):"]
+    for p, grp in df.groupby("policy", sort=False):
+        w = grp.loc[grp.max_s.idxmax()]
+        lines.append(f"  {p:16s} max {w.max_s:7.3f} s at E={w.E}, g={w.g} ({w.slowest_on})  "
+                     f"{'ok' if w.max_s < goal else 'OVER'}" + (f"  fallbacks {int(grp.fallbacks.sum())}"
+                                                                   if grp.fallbacks.sum() else ""))
+    over = df[df.max_s >= goal]
+    lines.append(f"  {len(over)} of {len(df)} (policy, E, g) cells over {goal:g} s")
+    return "\n".join(lines)
 
 
 def model_refresh(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int = 32, reps: int = 5,
@@ -531,23 +598,28 @@ def scheduler_thread(world: int = 2, steps: int = 600, chunk: int = 8, rebalance
 
 
 def main(argv=None):
-    from ..core.argtypes import ArgumentParser, int_range, nonneg_float, output_file, params_name, positive_int
+    from ..core.argtypes import ArgumentParser, float_range, git_rev, int_range, output_file, params_name
 
     ap = ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--eps", type=positive_int, nargs="+", default=[8, 16, 32, 64])
-    ap.add_argument("--experts", type=positive_int, nargs="+", default=[128, 256])
-    ap.add_argument("--tokens", type=positive_int, nargs="+", default=[32, 128, 512, 2048])
-    ap.add_argument("--reps", type=positive_int, default=3)
-    ap.add_argument("--milp-limit", type=nonneg_float, default=10.0, help="seconds per MILP; 0 skips the MILP")
+    ap.add_argument("--eps", type=int_range(1, 1024), nargs="+", default=[8, 16, 32, 64])
+    ap.add_argument("--experts", type=int_range(1, 4096), nargs="+", default=[128, 256])
+    ap.add_argument("--tokens", type=int_range(1, 2**20), nargs="+", default=[32, 128, 512, 2048])
+    ap.add_argument("--reps", type=int_range(1, 1000), default=3)
+    ap.add_argument("--milp-limit", type=float_range(0.0, 600.0), default=10.0, help="seconds per MILP; 0 skips the MILP")
     ap.add_argument("--params", type=params_name, default="dsv3-offline")
     ap.add_argument("--csv", type=output_file, help="also write the table here")
-    ap.add_argument("--baseline", default=BASELINE, help="commit to time tempo against ('' skips it)")
-    ap.add_argument("--families", type=int_range(0), default=6, help="instances per quality family (0 skips the family grid)")
+    ap.add_argument("--baseline", type=git_rev, default=BASELINE, help="commit to time tempo against ('' skips it)")
+    ap.add_argument("--families", type=int_range(0, 1000), default=6, help="instances per quality family (0 skips the family grid)")
     ap.add_argument("--cold-compile", action="store_true", help="also time a from-scratch numba compile")
     ap.add_argument("--serving-only", action="store_true", help="only the serving-runtime figures")
-    ap.add_argument("--serving-baseline", default=SERVING_BASELINE,
+    ap.add_argument("--serving-baseline", type=git_rev, default=SERVING_BASELINE,
                     help="commit whose serving runtime the scheduler-thread times are compared with ('' skips it)")
+    ap.add_argument("--policy-times-only", action="store_true",
+                    help="only the per-policy solve times up to E = 512, g = 64 (goal: under 2 s, the MILP aside)")
     args = ap.parse_args(argv)
+    if args.policy_times_only:
+        print(policy_time_summary(policy_time_grid()))
+        return
     if args.serving_only:
         print(serving())
         print(scheduler_thread(baseline=args.serving_baseline or None))
@@ -567,6 +639,8 @@ def main(argv=None):
             print()
             print("family grid (tempo against every proxy and the cold MILP):")
             print(fam.to_string(index=False))
+    print()
+    print(policy_time_summary(policy_time_grid()))
     print()
     mr = model_refresh()
     print(f"whole-model solve in one process (94 layers x 128 experts, EP8, 32 tok/GPU, tempo + routing tables): "

@@ -424,23 +424,23 @@ def run_here(world_size: int = 4, tokens: int = 32, steps: int = 20, gpu: bool =
 
 def main(argv=None) -> int:
     from ..core.argtypes import (ArgumentParser, float_range, int_range, nonneg_float, nonneg_int, output_file,
-                                 params_name, positive_int)
+                                 params_name)
 
     ap = ArgumentParser(prog="python -m tempo epbench", description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--world-size", type=int_range(2), default=4)
+    ap.add_argument("--world-size", type=int_range(2, 1024), default=4)
     ap.add_argument("--shape", default="tiny", help="expert shape (tempo.calib.shapes): tiny, qwen3-30b, dsv3, ...")
-    ap.add_argument("--experts", type=positive_int, help="logical experts (default: the shape's)")
-    ap.add_argument("--top-k", type=positive_int, default=None)
-    ap.add_argument("--tokens", type=positive_int, default=32, help="tokens routed per rank per step")
-    ap.add_argument("--steps", type=positive_int, default=30)
-    ap.add_argument("--warmup", type=nonneg_int, default=2)
+    ap.add_argument("--experts", type=int_range(1, 4096), help="logical experts (default: the shape's)")
+    ap.add_argument("--top-k", type=int_range(1, 4096), default=None)
+    ap.add_argument("--tokens", type=int_range(1, 2**16), default=32, help="tokens routed per rank per step")
+    ap.add_argument("--steps", type=int_range(1, 100000), default=30)
+    ap.add_argument("--warmup", type=int_range(0, 10000), default=2)
     ap.add_argument("--skew", type=nonneg_float, default=1.0)
     ap.add_argument("--replication", type=float_range(1.0, 64.0), default=1.25)
     ap.add_argument("--params", type=params_name, default="dsv3-offline", help="cost model the policies solve with")
     ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
     ap.add_argument("--emulate", action="store_true", help="run the ranks one after another on one device")
-    ap.add_argument("--threads", type=positive_int, default=1, help="torch threads per CPU rank")
+    ap.add_argument("--threads", type=int_range(1, 1024), default=1, help="torch threads per CPU rank")
     ap.add_argument("--expert-kernel", default="auto",
                     help="expert region: auto, fp8 (DeepGEMM's masked grouped GEMM), loop (a per-expert loop), or a "
                          "calibration backend's name")

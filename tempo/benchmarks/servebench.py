@@ -239,7 +239,9 @@ def drift_location(logical_count, k: int, out, seed: int = 0) -> dict:
         raise ValueError(f"logical_count must be [L, E] or [steps, L, E], got shape {c.shape}")
     bad = drift_corrupt(c, k, seed=seed)
     data = {"logical_count": np.rint(bad).astype(np.int64).tolist()}
-    Path(out).write_text(json.dumps(data))
+    from ..core.io import atomic_write_text
+
+    atomic_write_text(Path(out), json.dumps(data))  # refuses a FIFO or a device node at out
     return data
 
 
@@ -578,6 +580,14 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if a.node_rank >= a.nnodes:
         ap.fail("--node-rank", f"must lie in [0, --nnodes = {a.nnodes}), got {a.node_rank}")
+    if a.tp % a.ep:  # SGLang's expert-parallel group lies inside the TP group
+        ap.fail("--ep", f"must divide --tp = {a.tp}, got {a.ep}")
+    if a.gpus_per_node and (a.ep % a.gpus_per_node or a.gpus_per_node > a.ep):
+        ap.fail("--gpus-per-node", f"must divide --ep = {a.ep} (whole nodes per EP group), got {a.gpus_per_node}")
+    if a.dist_init_addr is not None:
+        host, _, dport = a.dist_init_addr.rpartition(":")
+        if not host or not dport.isdigit() or not 1 <= int(dport) <= 65535:
+            ap.fail("--dist-init-addr", f"must be host:port with a port in [1, 65535], got {a.dist_init_addr!r}")
     if a.nnodes > 1:
         host, _, dport = (a.dist_init_addr or "").rpartition(":")
         if not host or not dport.isdigit():

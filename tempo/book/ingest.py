@@ -39,6 +39,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import shlex
@@ -50,13 +51,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.io import fsync_dir  # the same directory fsync the calibration writer uses
+from ..core.io import UnsafeFile, fsync_dir, gunzip_limited, read_regular  # fsync_dir: as the calibration writer
 from .claims.ledger import claims_reading, evaluate
 from .claims.registry import REGISTRY, format_value, printed
 from .paper import claim_rows
 from .recordings import manifests, measured_root, recordings  # noqa: F401  (ingest.recordings: chapter 99)
 
 MAX_BYTES = 5 * 2**20
+#: the most bytes read from one source file, and the most a gzip file may inflate to
+MAX_READ = 64 * 2**20
+#: the most columns a CSV may have (the widest producer writes 7)
+MAX_COLUMNS = 64
+#: how deep a manifest.json may nest (the producers write 3 levels)
+MAX_JSON_DEPTH = 32
+#: the longest name (machine, date, backend, shape, label) that becomes a folder name
+MAX_NAME = 100
 EPBENCH_COLUMNS = ("step", "policy", "layer_us", "expert_us", "model_us")
 SERVE_PAIRS_COLUMNS = ("window", "workload", "policy", "kept")
 CALIB_COLUMNS = ("G", "n", "N", "T", "kind", "t_us")
@@ -74,7 +83,68 @@ class IngestError(ValueError):
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:60]
+    """``text`` lower-cased, every run of characters other than (Unicode) letters and digits
+    made one ``-`` (``NVIDIA H200`` -> ``nvidia-h200``, ``機械`` stays ``機械``), at most 60."""
+    return re.sub(r"[\W_]+", "-", str(text).lower()).strip("-")[:60]
+
+
+_NAME = re.compile(r"[\w.+-]+")
+
+
+def safe_name(value, arg: str) -> str:
+    """``value`` when it can be one folder name under the recordings root: a string of
+    (Unicode) letters, digits and ``_ . + -``, at most :data:`MAX_NAME` characters, not
+    ``.``/``..``, not starting with ``.`` or ``-``; raises :class:`IngestError` naming
+    ``arg`` otherwise (a separator, ``..``, a NUL, an absolute path, a number ...)."""
+    if not isinstance(value, str):
+        raise IngestError(arg, f"must be a string, got {type(value).__name__} {value!r:.60}")
+    if not value or len(value) > MAX_NAME:
+        raise IngestError(arg, f"must be 1 to {MAX_NAME} characters, got {len(value)}")
+    if not _NAME.fullmatch(value) or value.startswith((".", "-")):
+        raise IngestError(arg, f"must be one folder name (letters, digits, _ . + -; no separator, no leading dot), "
+                               f"got {value!r:.80}")
+    return value
+
+
+def _json(data: bytes, what: str, arg: str = "PATH"):
+    """``json.loads`` of untrusted bytes: a usage error naming ``what`` for anything that is not
+    JSON or nests deeper than :data:`MAX_JSON_DEPTH` (checked before parsing: no RecursionError)."""
+    depth = level = 0
+    instr = esc = False
+    for ch in data:  # bytes: a cheap bracket scan outside strings
+        if instr:
+            if esc:
+                esc = False
+            elif ch == 0x5C:
+                esc = True
+            elif ch == 0x22:
+                instr = False
+        elif ch == 0x22:
+            instr = True
+        elif ch in (0x5B, 0x7B):
+            level += 1
+            depth = max(depth, level)
+            if depth > MAX_JSON_DEPTH:
+                raise IngestError(arg, f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+        elif ch in (0x5D, 0x7D):
+            level -= 1
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise IngestError(arg, f"{what} is not JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
+def _typed(obj: dict, field: str, types, what: str, arg: str = "PATH"):
+    """``obj[field]`` when it is absent/None or has one of ``types`` (a bool is no int); else a
+    usage error naming the field."""
+    types = types if isinstance(types, tuple) else (types,)
+    v = obj.get(field)
+    if v is None:
+        return None
+    if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+        names = " or ".join(t.__name__ for t in types)
+        raise IngestError(arg, f"{what} field {field!r} must be {names}, got {type(v).__name__} {v!r:.60}")
+    return v
 
 
 _ABS_PATH = re.compile(r"(?<![\w.:/~-])/[^\s\"',;:=]+")
@@ -101,15 +171,29 @@ def _gz(data: bytes) -> bytes:
 
 
 def _read(path: Path, arg: str) -> bytes:
+    """The bytes of a regular file (no link followed, no FIFO or device read, at most
+    :data:`MAX_READ` bytes: :func:`tempo.core.io.read_regular`)."""
     try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise IngestError(arg, f"cannot read {path.name}: {exc.strerror or exc}") from None
+        return read_regular(path, MAX_READ, path.name)
+    except (OSError, UnsafeFile) as exc:
+        raise IngestError(arg, f"cannot read {path.name}: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def _gunzip(data: bytes, name: str, arg: str) -> bytes:
+    try:
+        return gunzip_limited(data, MAX_READ, name)
+    except ValueError as exc:
+        raise IngestError(arg, str(exc)) from None
 
 
 def _csv(data: bytes, name: str, arg: str, columns) -> pd.DataFrame:
+    if name.endswith(".gz"):
+        data, name = _gunzip(data, name, arg), name.removesuffix(".gz")
+    header = data.split(b"\n", 1)[0]
+    if header.count(b",") >= MAX_COLUMNS:
+        raise IngestError(arg, f"{name} has {header.count(b',') + 1} columns, over the limit of {MAX_COLUMNS}")
     try:
-        df = pd.read_csv(io.BytesIO(data), compression="gzip" if name.endswith(".gz") else None)
+        df = pd.read_csv(io.BytesIO(data))
     except Exception as exc:  # noqa: BLE001 -- any parse failure is a bad input
         raise IngestError(arg, f"{name} is not a readable CSV ({type(exc).__name__}: {exc})") from None
     missing = [c for c in columns if c not in df.columns]
@@ -178,19 +262,39 @@ def parse_epbench_command(command: str) -> dict:
     except SystemExit:
         raise ValueError(f"cannot read the flags of {command!r}") from None
     cfg = {k: v for k, v in vars(a).items() if v is not None}
+    for k in ("world_size", "tokens", "steps", "experts", "top_k"):
+        if k in cfg and not 1 <= cfg[k] <= 2**31:
+            raise ValueError(f"--{k.replace('_', '-')} must be an integer in [1, 2^31], got {cfg[k]}")
+    if "seed" in cfg and cfg["seed"] < 0:
+        raise ValueError(f"--seed must be >= 0, got {cfg['seed']}")
+    for k in ("skew", "replication"):
+        if k in cfg and not (math.isfinite(cfg[k]) and cfg[k] >= 0):
+            raise ValueError(f"--{k} must be a finite number >= 0, got {cfg[k]}")
     return {**EPBENCH_DEFAULTS, **cfg}
+
+
+def _integers(df: pd.DataFrame, cols, name: str, lo: int = 0):
+    for c in cols:
+        v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
+        if not (np.isfinite(v).all() and (v == np.round(v)).all() and (v >= lo).all() and (v < 2**53).all()):
+            raise IngestError("PATH", f"{name}: column {c} must hold integers >= {lo}")
+
+
+def _words(df: pd.DataFrame, cols, name: str):
+    for c in cols:
+        if df[c].isna().any():
+            raise IngestError("PATH", f"{name}: column {c} has empty cells")
 
 
 def _prepare_epbench(path: Path, command: str | None) -> Plan:
     raw = _read(path, "PATH")
-    try:
-        data = gzip.decompress(raw) if path.name.endswith(".gz") else raw
-    except (OSError, EOFError) as exc:
-        raise IngestError("PATH", f"{path.name} is not a readable gzip file ({exc})") from None
+    data = _gunzip(raw, path.name, "PATH") if path.name.endswith(".gz") else raw
     df = _csv(data, path.name.removesuffix(".gz"), "PATH", EPBENCH_COLUMNS)
     times = df[["layer_us", "expert_us", "model_us"]].apply(pd.to_numeric, errors="coerce")
     if not np.isfinite(times.to_numpy(dtype=float)).all() or (times.to_numpy() < 0).any():
         raise IngestError("PATH", f"{path.name}: layer_us, expert_us and model_us must be finite and >= 0")
+    _integers(df, ["step"], path.name)
+    _words(df, ["policy"], path.name)
     cfg: dict = {}
     if command:
         try:
@@ -225,17 +329,39 @@ def _workload_info(w: dict) -> dict:
 
 
 def _prepare_serve(path: Path) -> Plan:
-    names = [n for n in ("pairs.csv", "runs.csv", "records.jsonl", "manifest.json") if (path / n).is_file()]
+    names = [n for n in ("pairs.csv", "runs.csv", "records.jsonl", "manifest.json")
+             if (path / n).is_file() or (path / n).is_symlink()]  # a link is refused by _read, never skipped
     raw = {n: _read(path / n, "PATH") for n in names}
     pairs = _csv(raw["pairs.csv"], "pairs.csv", "PATH", SERVE_PAIRS_COLUMNS)
+    _words(pairs, ["workload", "policy"], "pairs.csv")
+    if not pairs.kept.astype(str).str.lower().isin(["true", "false", "1", "0", "1.0", "0.0"]).all():
+        raise IngestError("PATH", "pairs.csv: column kept must hold True/False")
+    pairs["kept"] = pairs.kept.astype(str).str.lower().isin(["true", "1", "1.0"])
     if "runs.csv" in raw:
         _csv(raw["runs.csv"], "runs.csv", "PATH", ("window", "workload", "policy", "status"))
     sm = {}
     if "manifest.json" in raw:
-        try:
-            sm = json.loads(raw["manifest.json"])
-        except ValueError as exc:
-            raise IngestError("PATH", f"{path.name}/manifest.json is not JSON ({exc})") from None
+        sm = _json(raw["manifest.json"], f"{path.name}/manifest.json")
+        what = f"{path.name}/manifest.json"
+        if not isinstance(sm, dict):
+            raise IngestError("PATH", f"{what} must be a JSON object, got {type(sm).__name__}")
+        _typed(sm, "server", dict, what)
+        for k in ("gpus", "workloads", "argv", "policies"):
+            _typed(sm, k, list, what)
+        if not all(isinstance(x, str) for x in sm.get("gpus") or []):
+            raise IngestError("PATH", f"{what} field 'gpus' must be a list of GPU names")
+        if not all(isinstance(x, dict) for x in sm.get("workloads") or []):
+            raise IngestError("PATH", f"{what} field 'workloads' must be a list of objects")
+        for w in sm.get("workloads") or []:
+            _typed(w, "dataset_path", str, f"{what} workload")
+        server = sm.get("server") or {}
+        for k in ("tp", "ep", "redundant"):
+            _typed(server, k, int, f"{what} server")
+        for k in ("model", "init_expert_location", "a2a"):
+            _typed(server, k, str, f"{what} server")
+        _typed(server, "env", dict, f"{what} server")
+        if sm.get("gpus") and not slug(sm["gpus"][0]):
+            raise IngestError("PATH", f"{what} field 'gpus' names no machine ({sm['gpus'][0]!r:.60})")
     files = {"pairs.csv.gz": _gz(raw["pairs.csv"])}
     if "runs.csv" in raw:
         files["runs.csv.gz"] = _gz(raw["runs.csv"])
@@ -279,28 +405,39 @@ def _prepare_serve(path: Path) -> Plan:
 
 
 def _prepare_calibration(path: Path) -> Plan:
-    raw = {n: _read(path / n, "PATH") for n in ("samples.csv.gz", "fit.json", "manifest.json") if (path / n).is_file()}
+    from ..calib.record import check_fits, check_manifest, check_samples
+
+    raw = {n: _read(path / n, "PATH") for n in ("samples.csv.gz", "fit.json", "manifest.json")
+           if (path / n).is_file() or (path / n).is_symlink()}
     for n in ("fit.json", "manifest.json"):
         if n not in raw:
             raise IngestError("PATH", f"{path.name}/ has no {n}: not a complete calibration recording")
-    try:
-        cm = json.loads(raw["manifest.json"])
-        json.loads(raw["fit.json"])
-    except ValueError as exc:
-        raise IngestError("PATH", f"{path.name}/: manifest.json or fit.json is not JSON ({exc})") from None
-    missing = [k for k in ("backend", "shape") if not cm.get(k)]
-    if missing:
-        raise IngestError("PATH", f"{path.name}/manifest.json lacks {missing}: not a calibration recording")
+    cm = _json(raw["manifest.json"], f"{path.name}/manifest.json")
+    fits = _json(raw["fit.json"], f"{path.name}/fit.json")
+    if isinstance(cm, dict):
+        missing = [k for k in ("backend", "shape") if not cm.get(k)]
+        if missing:
+            raise IngestError("PATH", f"{path.name}/manifest.json lacks {missing}: not a calibration recording")
     s = _csv(raw["samples.csv.gz"], "samples.csv.gz", "PATH", CALIB_COLUMNS)
     if len(s) < 6:
         raise IngestError("PATH", f"{path.name}/samples.csv.gz has {len(s)} cells; a fit needs at least 6")
-    t = pd.to_numeric(s.t_us, errors="coerce")
-    if not np.isfinite(t).all() or (t < 0).any():
-        raise IngestError("PATH", f"{path.name}/samples.csv.gz: t_us must be finite and >= 0")
+    try:  # the checks the ledger's reader makes (tempo.calib.record.load_recording): stored only if it loads
+        check_manifest(cm, f"{path.name}/manifest.json")
+        check_fits(fits, f"{path.name}/fit.json")
+        check_samples(s, f"{path.name}/samples.csv.gz")
+    except ValueError as exc:
+        raise IngestError("PATH", str(exc)) from None
+    for k in ("backend", "shape"):
+        safe_name(cm[k], f"PATH {path.name}/manifest.json field {k!r}")
+    machine = cm.get("machine")
+    if machine is not None:
+        safe_name(machine, f"PATH {path.name}/manifest.json field 'machine'")
+    elif cm.get("device"):
+        machine = slug(cm["device"]) or None
     man = {k: v for k, v in strip_paths(cm).items() if k not in ("machine", "date")}
     src = _sha(b"".join(n.encode() + b"\0" + _sha(raw[n]).encode() for n in sorted(raw)))
-    plan = Plan("calibration", path, cm.get("machine") or (slug(cm["device"]) if cm.get("device") else None),
-                cm.get("date"), "", {"samples.csv.gz": raw["samples.csv.gz"], "fit.json": raw["fit.json"]}, man, src)
+    plan = Plan("calibration", path, machine, cm.get("date"), "",
+                {"samples.csv.gz": raw["samples.csv.gz"], "fit.json": raw["fit.json"]}, man, src)
     plan.folder_name = f"{cm['backend']}-{cm['shape']}"
     return plan
 
@@ -308,11 +445,21 @@ def _prepare_calibration(path: Path) -> Plan:
 def _prepare_trace(path: Path) -> Plan:
     from ..world.traces import read_trace
 
+    import zipfile
+
     raw = _read(path, "PATH")
     try:
-        counts, meta = read_trace(path)
+        inflated = sum(i.file_size for i in zipfile.ZipFile(io.BytesIO(raw)).infolist())
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise IngestError("PATH", f"{path.name} is not a routing trace ({exc})") from None
+    if inflated > MAX_READ:
+        raise IngestError("PATH", f"{path.name} inflates to {inflated} bytes, over the {MAX_READ}-byte limit")
+    try:
+        counts, meta = read_trace(io.BytesIO(raw))
     except (ValueError, OSError) as exc:
         raise IngestError("PATH", f"{path.name} is not a routing trace ({exc})") from None
+    if meta.get("machine") is not None and not isinstance(meta["machine"], str):
+        raise IngestError("PATH", f"{path.name}: metadata field 'machine' must be a string")
     meta = strip_paths(meta)
     buf = io.BytesIO()
     np.savez_compressed(buf, counts=counts, metadata=np.array(json.dumps(meta, default=str)))
@@ -346,7 +493,7 @@ def prepare(path, machine: str | None = None, date: str | None = None, label: st
     plan = {"epbench": lambda: _prepare_epbench(path, command), "serve-bench": lambda: _prepare_serve(path),
             "calibration": lambda: _prepare_calibration(path), "trace": lambda: _prepare_trace(path)}[kind]()
     if machine is not None:
-        if not slug(machine):
+        if not isinstance(machine, str) or not slug(machine):
             raise IngestError("--machine", f"must contain letters or digits, got {machine!r}")
         plan.machine = slug(machine)
     if plan.machine is None and plan.kind == "epbench" and plan.manifest.get("device") == "cuda":
@@ -357,19 +504,27 @@ def prepare(path, machine: str | None = None, date: str | None = None, label: st
     if plan.machine is None:
         raise IngestError("--machine", f"{path.name} does not say which machine recorded it: pass --machine NAME "
                                        "(e.g. nvidia-h200)")
-    if date is not None:
-        try:
-            dt.date.fromisoformat(date)
-        except ValueError:
-            raise IngestError("--date", f"must be YYYY-MM-DD, got {date!r}") from None
-        plan.date = date
+    for arg, value in (("--date", date), (f"PATH {path.name}: the recording's date", plan.date)):
+        if value is not None:
+            try:
+                if not isinstance(value, str) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+                    raise ValueError
+                dt.date.fromisoformat(value)
+            except ValueError:
+                raise IngestError(arg, f"must be YYYY-MM-DD, got {value!r:.60}") from None
+            plan.date = value
+            break
     plan.date = plan.date or dt.datetime.now(dt.timezone.utc).date().isoformat()
     if label is not None:
-        if not slug(label):
+        if not isinstance(label, str) or not slug(label):
             raise IngestError("--label", f"must contain letters or digits, got {label!r}")
         plan.label = slug(label)
+    # every part of the folder is one safe name: the path stays under the recordings root
+    safe_name(plan.machine, "--machine")
+    if plan.label:
+        safe_name(plan.label, "--label")
     base = plan.folder_name or plan.kind
-    plan.folder_name = f"{plan.date}-{base}" + (f"-{plan.label}" if plan.label else "")
+    plan.folder_name = safe_name(f"{plan.date}-{base}" + (f"-{plan.label}" if plan.label else ""), "PATH")
     for name, data in plan.files.items():
         if len(data) > MAX_BYTES:
             raise IngestError("PATH", f"{path.name}: {name} would be {len(data) / 2**20:.1f} MiB compressed, over the "
@@ -399,11 +554,45 @@ def write(plan: Plan, root: Path | None = None) -> tuple[Path, bool]:
     root = Path(root or measured_root())
     if plan.kind == "calibration" and plan.source.resolve().is_relative_to(root.resolve()):
         return plan.source, False  # calibrate wrote it under data/measured already: the GPU claims read it there
-    dup = find_duplicate(plan.source_sha256, root)
-    if dup is not None:
-        return dup, False
-    parent = root / plan.machine
-    parent.mkdir(parents=True, exist_ok=True)
+    safe_name(plan.machine, "--machine")
+    safe_name(plan.folder_name, "PATH")
+    root.mkdir(parents=True, exist_ok=True)
+    with _lock(root):  # one ingest at a time per root: the duplicate check and the rename are one step
+        dup = find_duplicate(plan.source_sha256, root)
+        if dup is not None:
+            return dup, False
+        return _write_locked(plan, root), True
+
+
+def _lock(root: Path):
+    """An exclusive ``flock`` on ``root/.ingest.lock`` (released when the block ends)."""
+    import contextlib
+    import fcntl
+
+    @contextlib.contextmanager
+    def held():
+        fd = os.open(root / ".ingest.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+    return held()
+
+
+def _inside(path: Path, root: Path, arg: str) -> Path:
+    """``path`` when it resolves inside ``root`` (no link or ``..`` leads out); else a usage error."""
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise IngestError(arg, f"{path} would lie outside the recordings root {root}")
+    return path
+
+
+def _write_locked(plan: Plan, root: Path) -> Path:
+    parent = _inside(root / plan.machine, root, "--machine")
+    if parent.is_symlink():
+        raise IngestError("--machine", f"{parent} is a symbolic link; recordings are not stored through links")
+    parent.mkdir(exist_ok=True)
+    _inside(parent / plan.folder_name, root, "PATH")
     tmp = parent / f".{plan.folder_name}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
@@ -428,7 +617,7 @@ def write(plan: Plan, root: Path | None = None) -> tuple[Path, bool]:
         fsync_dir(parent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return folder, True
+    return folder
 
 
 def ingest(path, machine=None, date=None, label=None, command=None, root=None) -> tuple[Path, bool]:

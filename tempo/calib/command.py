@@ -13,7 +13,7 @@ from .grid import plan_grid
 
 def main(argv=None) -> int:
 
-    from ..core.argtypes import ArgumentParser, nonneg_float, output_dir, positive_int
+    from ..core.argtypes import ArgumentParser, int_range, nonneg_float, output_dir
     from .backends import available_backends, backend_names
     from .preset import PART_S, PRESETS
     from .shapes import SHAPES
@@ -22,10 +22,10 @@ def main(argv=None) -> int:
                         description="measure expert time on this machine and fit the cost models")
     ap.add_argument("--backend", default="auto", help=" | ".join(backend_names()) + " | auto (default)")
     ap.add_argument("--shape", default="qwen3-30b", choices=sorted(SHAPES))
-    ap.add_argument("--G", type=positive_int, nargs="+", help="activated-expert ladder (default 1..40 ladder)")
-    ap.add_argument("--n-max", type=positive_int, default=4096, help="largest tokens per expert")
-    ap.add_argument("--per-octave", type=positive_int, default=1)
-    ap.add_argument("--max-tokens", type=positive_int, help="skip cells with more tokens in total (CPU)")
+    ap.add_argument("--G", type=int_range(1, 4096), nargs="+", help="activated-expert ladder (default 1..40 ladder)")
+    ap.add_argument("--n-max", type=int_range(1, 2**20), default=4096, help="largest tokens per expert")
+    ap.add_argument("--per-octave", type=int_range(1, 64), default=1)
+    ap.add_argument("--max-tokens", type=int_range(1, 2**40), help="skip cells with more tokens in total (CPU)")
     ap.add_argument("--no-tile-sweep", action="store_true")
     ap.add_argument("--out", type=output_dir, help="recordings root (default data/measured)")
     ap.add_argument("--fresh", action="store_true", help="delete a partial run of the same recording and start over")

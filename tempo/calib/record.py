@@ -27,6 +27,7 @@ import platform
 import re
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -40,17 +41,35 @@ from .shapes import shape as get_shape
 
 MEASURED = paths.ROOT / "data" / "measured"
 PARTIAL_COLUMNS = ["G", "n", "kind", "t_us"]
-_HEADER = ",".join(PARTIAL_COLUMNS)
+#: the partial file's header: each line ends with the CRC-32 of the rest of the line (8 hex digits),
+#: so a damaged byte that still leaves a well-formed line (1212.01 for 12.02, re-audit D17) is
+#: detected and the cell measured again
+_HEADER = ",".join(PARTIAL_COLUMNS + ["crc32"])
+_LEGACY_HEADER = ",".join(PARTIAL_COLUMNS)  # files written before the checksum
+_HEX8 = re.compile(r"[0-9a-f]{8}")
 _INT = re.compile(r"[0-9]+")
 _KIND = re.compile(r"[A-Za-z0-9_.-]+")
 log = logging.getLogger(__name__)
 
 
-def _parse_cell(line: str):
+def cell_line(G: int, n: int, kind: str, t_us: float) -> str:
+    """One partial-file line (no newline): ``G,n,kind,t_us,crc32`` with the CRC-32 of ``G,n,kind,t_us``."""
+    body = f"{int(G)},{int(n)},{kind},{t_us:.4f}"
+    return f"{body},{zlib.crc32(body.encode()):08x}"
+
+
+def _parse_cell(line: str, legacy: bool = False):
     """(G, n, kind, t_us) of one partial-file line, or None if it is not a well-formed cell:
-    four fields, G and n positive integers, kind a plain word, t_us a finite number >= 0."""
+    G and n positive integers, kind a plain word, t_us a finite number >= 0, then the CRC-32
+    of those four fields as written (8 hex digits).  ``legacy``: a file written before the
+    checksum also admits the four fields alone."""
     fields = line.split(",")
-    if len(fields) != 4:
+    if len(fields) == 5:
+        body, _, crc = line.rpartition(",")
+        if not _HEX8.fullmatch(crc) or int(crc, 16) != zlib.crc32(body.encode()):
+            return None
+        fields = fields[:4]
+    elif not legacy or len(fields) != 4:
         return None
     g, n, kind, t = fields
     if not (_INT.fullmatch(g) and _INT.fullmatch(n) and _KIND.fullmatch(kind)):
@@ -69,28 +88,33 @@ def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
 
     Returns ``(cells, lines, dropped)``: ``cells`` has columns G, n (int64), kind (str), t_us
     (float64), one row per (G, n) in file order; ``lines`` are the kept lines verbatim (no
-    newline); ``dropped`` counts what was thrown away: ``torn`` (a last line without its
-    newline -- its value may be cut short), ``malformed`` and ``duplicate`` (a cell already
-    seen; the first is kept).  Repeated header lines are dropped silently.  A missing file
-    reads as empty.
+    newline; a line of a file written before the checksum gains its CRC-32); ``dropped``
+    counts what was thrown away: ``torn`` (a last line without its newline -- its value may
+    be cut short), ``malformed`` (including a line whose CRC-32 does not match: a damaged
+    byte, the cell is measured again) and ``duplicate`` (a cell already seen; the first is
+    kept).  Repeated header lines are dropped silently.  A missing file reads as empty.
     """
     path = Path(path)
     dropped = {"torn": 0, "malformed": 0, "duplicate": 0}
-    raw = path.read_bytes() if path.exists() else b""
+    from ..core.io import read_regular
+
+    raw = read_regular(path, MAX_RECORDING_BYTES) if path.exists() or path.is_symlink() else b""
     parts = raw.split(b"\n")
     tail = parts.pop()  # after the last newline: empty for an intact file
     if tail:
         dropped["torn"] = 1
     rows, lines, seen = [], [], set()
+    first = next((b for b in parts if b.strip()), b"").rstrip(b"\r")
+    legacy = first != _HEADER.encode()  # a file that starts with the checksum header holds only checked lines
     for b in parts:
         try:
             line = b.decode("ascii").rstrip("\r")
         except UnicodeDecodeError:
             dropped["malformed"] += 1
             continue
-        if line == _HEADER or (not line.strip() and "\0" not in line):
+        if line in (_HEADER, _LEGACY_HEADER) or (not line.strip() and "\0" not in line):
             continue
-        cell = None if "\0" in line else _parse_cell(line)
+        cell = None if "\0" in line else _parse_cell(line, legacy)
         if cell is None:
             dropped["malformed"] += 1
         elif cell[:2] in seen:
@@ -98,7 +122,7 @@ def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
         else:
             seen.add(cell[:2])
             rows.append(cell)
-            lines.append(line)
+            lines.append(line if line.count(",") == 4 else f"{line},{zlib.crc32(line.encode()):08x}")
     cells = pd.DataFrame({
         "G": pd.Series([r[0] for r in rows], dtype="int64"),
         "n": pd.Series([r[1] for r in rows], dtype="int64"),
@@ -275,7 +299,7 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
             t = float(be.measure(int(r.G), int(r.n)))
             if not (math.isfinite(t) and t >= 0):
                 raise RuntimeError(f"backend {backend!r} measured t_us={t} for cell (G={int(r.G)}, n={int(r.n)})")
-            _append_line(fd, f"{int(r.G)},{int(r.n)},{r.kind},{t:.4f}\n")
+            _append_line(fd, cell_line(int(r.G), int(r.n), r.kind, t) + "\n")
             if bar:
                 bar.update(1)
     finally:
@@ -307,31 +331,147 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     return folder
 
 
+#: the most bytes a recording's file may hold on disk, and its samples once inflated
+MAX_RECORDING_BYTES = 64 * 2**20
+SAMPLE_COLUMNS = ("G", "n", "N", "T", "kind", "t_us")
+
+
+def _number(v) -> bool:
+    """A JSON number (not a bool, not NaN; ``n_star`` may be Infinity)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+
+
+def check_samples(s: pd.DataFrame, what: str = "samples.csv.gz") -> pd.DataFrame:
+    """``s`` with its columns typed (G, n, N, T int64; kind str; t_us float64) when every cell is
+    well formed: G, n integers >= 1, N, T integers >= 0, kind a plain word, t_us finite >= 0.
+    Raises ``ValueError`` naming the column otherwise (a recording is whole and valid or refused)."""
+    missing = [c for c in SAMPLE_COLUMNS if c not in s.columns]
+    if missing:
+        raise ValueError(f"{what} lacks the columns {missing}")
+    if s.empty:
+        raise ValueError(f"{what} has no rows")
+    out = s.copy()
+    for c, lo in (("G", 1), ("n", 1), ("N", 0), ("T", 0)):
+        v = pd.to_numeric(s[c], errors="coerce").to_numpy(dtype=float)
+        if not (np.isfinite(v).all() and (v == np.round(v)).all() and (v >= lo).all() and (v < 2**53).all()):
+            raise ValueError(f"{what}: column {c} must hold integers >= {lo}")
+        out[c] = v.astype(np.int64)
+    t = pd.to_numeric(s["t_us"], errors="coerce").to_numpy(dtype=float)
+    if not (np.isfinite(t).all() and (t >= 0).all()):
+        raise ValueError(f"{what}: column t_us must hold finite numbers >= 0")
+    out["t_us"] = t
+    kinds = s["kind"].astype(str)
+    if not kinds.map(lambda k: bool(_KIND.fullmatch(k))).all():
+        raise ValueError(f"{what}: column kind must hold plain words (letters, digits, _ . -)")
+    out["kind"] = kinds
+    return out
+
+
+def check_fits(fits, what: str = "fit.json") -> dict:
+    """``fits`` when it is a ``fit.json`` as :func:`fit_all` writes it: an object of forms, each
+    ``{"params": {name: number}, "error": number or null}`` (no NaN; ``n_star`` may be Infinity); ``ValueError`` naming the
+    field otherwise."""
+    if not isinstance(fits, dict):
+        raise ValueError(f"{what} must be a JSON object of fitted forms, got {type(fits).__name__}")
+    for form, f in fits.items():
+        if not isinstance(f, dict) or not isinstance(f.get("params"), dict):
+            raise ValueError(f"{what}: form {form!r} must be an object with 'params'")
+        bad = [k for k, v in f["params"].items() if not _number(v)]
+        if bad:
+            raise ValueError(f"{what}: form {form!r} params {bad[:3]} must be numbers")
+        if f.get("error") is not None and not isinstance(f.get("error"), (int, float)):
+            raise ValueError(f"{what}: form {form!r} error must be a number")
+    return fits
+
+
+def check_manifest(man, what: str = "manifest.json") -> dict:
+    """``man`` when its fields a reader uses have their types: backend and shape strings;
+    machine, device, date strings when present (date YYYY-MM-DD); cells an integer."""
+    if not isinstance(man, dict):
+        raise ValueError(f"{what} must be a JSON object, got {type(man).__name__}")
+    for k in ("backend", "shape"):
+        if not isinstance(man.get(k), str) or not man[k]:
+            raise ValueError(f"{what}: field {k!r} must be a non-empty string, got {man.get(k)!r:.60}")
+    for k in ("machine", "device", "date", "command"):
+        if man.get(k) is not None and not isinstance(man[k], str):
+            raise ValueError(f"{what}: field {k!r} must be a string, got {type(man[k]).__name__} {man[k]!r:.60}")
+    if man.get("date") is not None:
+        try:
+            dt.date.fromisoformat(man["date"])
+        except ValueError:
+            raise ValueError(f"{what}: field 'date' must be YYYY-MM-DD, got {man['date']!r:.60}") from None
+    if man.get("cells") is not None and (isinstance(man["cells"], bool) or not isinstance(man["cells"], int)):
+        raise ValueError(f"{what}: field 'cells' must be an integer, got {man['cells']!r:.60}")
+    return man
+
+
+def _read_json(path: Path):
+    from ..core.io import read_regular
+
+    try:
+        return json.loads(read_regular(path, MAX_RECORDING_BYTES))
+    except RecursionError:
+        raise ValueError(f"{path.name} nests too deep") from None
+
+
 def recordings(backend: str | None = None, shape: str | None = None, root: Path | None = None) -> pd.DataFrame:
     """Every recording under ``data/measured`` (newest first): machine, date, backend, shape,
-    device, path."""
+    device, path.
+
+    Only recordings that load and pass their checks (:func:`load_recording`) are listed: one
+    that does not is skipped with a warning naming its folder and why, never an error (it
+    came from another machine; the ledger goes on without it).  The skipped folders are in
+    ``df.attrs["skipped"]`` as ``(folder, why)``."""
+    import warnings
+
     root = Path(root or MEASURED)
-    rows = []
+    rows, skipped = [], []
     for m in sorted(root.glob("*/*/manifest.json")):
-        man = json.loads(m.read_text())
-        if "backend" not in man or "shape" not in man:
-            continue  # not a calibration recording (e.g. a gpu-check folder)
+        try:
+            man = _read_json(m)
+        except (OSError, ValueError) as exc:
+            skipped.append((m.parent, f"manifest.json: {exc}"))
+            continue
+        if not isinstance(man, dict) or "backend" not in man or "shape" not in man:
+            continue  # not a calibration recording (e.g. a gpu-check folder, an ingested epbench run)
         if (backend and man.get("backend") != backend) or (shape and man.get("shape") != shape):
+            continue
+        try:
+            load_recording(m.parent)
+        except (OSError, ValueError) as exc:
+            skipped.append((m.parent, str(exc)))
             continue
         rows.append({"machine": man.get("machine"), "date": man.get("date"), "backend": man.get("backend"),
                      "shape": man.get("shape"), "device": man.get("device"), "cells": man.get("cells"),
                      "path": m.parent})
+    for folder, why in skipped:
+        warnings.warn(f"skipping the recording {folder.parent.name}/{folder.name}: {why}", RuntimeWarning, stacklevel=2)
     df = pd.DataFrame(rows, columns=["machine", "date", "backend", "shape", "device", "cells", "path"])
     # newest first; on one date the recording with more cells (a calibration before a short check)
-    return df.sort_values(["date", "cells"], ascending=False, kind="stable").reset_index(drop=True)
+    df = df.sort_values(["date", "cells"], ascending=False, kind="stable").reset_index(drop=True)
+    df.attrs["skipped"] = skipped
+    return df
 
 
 def load_recording(path) -> tuple[pd.DataFrame, dict, dict]:
-    """(samples, fits, manifest) of one recording folder."""
+    """(samples, fits, manifest) of one recording folder, read as untrusted input: regular files
+    only (no link followed, no FIFO or device read), sizes capped, every field type-checked
+    (:func:`check_samples`, :func:`check_fits`, :func:`check_manifest`).  Raises ``ValueError``
+    naming the file and field (``FileNotFoundError`` for a missing file)."""
+    import io
+
+    from ..core.io import gunzip_limited, read_regular
+
     path = Path(path)
-    samples = pd.read_csv(path / "samples.csv.gz")
-    fits = json.loads((path / "fit.json").read_text())
-    manifest = json.loads((path / "manifest.json").read_text())
+    raw = read_regular(path / "samples.csv.gz", MAX_RECORDING_BYTES)
+    data = gunzip_limited(raw, MAX_RECORDING_BYTES, "samples.csv.gz")
+    try:
+        samples = pd.read_csv(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 -- any parse failure is a bad recording
+        raise ValueError(f"samples.csv.gz is not a readable CSV ({type(exc).__name__})") from None
+    samples = check_samples(samples)
+    fits = check_fits(_read_json(path / "fit.json"))
+    manifest = check_manifest(_read_json(path / "manifest.json"))
     return samples, fits, manifest
 
 

@@ -12,8 +12,11 @@ import math
 import os
 from pathlib import Path
 
-#: the largest token count a command accepts (counts are summed in int64)
+#: int64's largest value
 INT64_MAX = 2**63 - 1
+#: the most tokens a command accepts, per count and in total (``tempo.core.instance.MAX_TOTAL_TOKENS``:
+#: float64 is exact on integers up to 2^53, and so is every solver)
+MAX_TOKENS = 2**53
 
 
 def int_range(lo: int | None = None, hi: int | None = None):
@@ -57,9 +60,22 @@ def float_range(lo: float | None = None, hi: float | None = None, lo_open: bool 
 
 positive_int = int_range(1)
 nonneg_int = int_range(0)
-count_int = int_range(0, INT64_MAX)
+count_int = int_range(0, MAX_TOKENS)
 positive_float = float_range(0.0, lo_open=True)
 nonneg_float = float_range(0.0)
+
+
+def git_rev(s: str) -> str:
+    """A commit name handed to ``git`` (a hash, a branch or a tag, ``~``/``^`` suffixes), or ``''``
+    (skip): never starting with ``-`` (git would read it as an option, re-audit D13), no ``..``,
+    no whitespace, at most 100 characters."""
+    import re
+
+    if s == "":
+        return s
+    if len(s) > 100 or ".." in s or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/~^-]*", s):
+        raise argparse.ArgumentTypeError(f"must be a commit name (hash, branch or tag; not starting with '-'), got {s!r:.60}")
+    return s
 
 
 def comma_list(item, name: str = "item"):
@@ -99,10 +115,13 @@ params_name = choice(_param_names, "parameter set")
 
 
 def input_file(s: str) -> Path:
-    """An existing regular file."""
+    """An existing regular file (a FIFO or a device node is refused: reading it would hang or
+    never end)."""
     p = Path(s)
     if p.is_dir():
         raise argparse.ArgumentTypeError(f"{s!r} is a directory, expected a file")
+    if p.exists() and not p.is_file():
+        raise argparse.ArgumentTypeError(f"{s!r} is not a regular file (a FIFO, a device node or a socket)")
     if not p.is_file():
         raise argparse.ArgumentTypeError(f"{s!r} does not exist")
     if not os.access(p, os.R_OK):
@@ -117,6 +136,11 @@ def output_file(s: str) -> Path:
         raise argparse.ArgumentTypeError("must be a file path, got ''")
     if p.is_dir():
         raise argparse.ArgumentTypeError(f"{s!r} is a directory, expected a file path")
+    from .io import is_writable_target
+
+    why = is_writable_target(p)
+    if why:  # never replace a device node (as root, /dev/null), a FIFO (a hang) or a link's target
+        raise argparse.ArgumentTypeError(f"{s!r} {why}; expected a new or regular file")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise argparse.ArgumentTypeError(f"folder {str(parent)!r} does not exist")

@@ -19,6 +19,9 @@ EPS_TOKENS = 1e-9
 
 
 _INT64_MAX = 2**63 - 1
+#: the most tokens an instance may hold: float64 (shares, loads, every solver's arithmetic) is
+#: exact on integers up to 2^53; past it the solvers returned invalid shares (re-audit D9)
+MAX_TOTAL_TOKENS = 2**53
 
 
 def _as_int_array(value, name: str, ndim: int) -> np.ndarray:
@@ -119,6 +122,9 @@ class Instance:
             raise ValueError(f"counts must be non-negative; expert(s) {np.flatnonzero(counts < 0)[:5].tolist()} are negative")
         if counts.size and counts.max() > _INT64_MAX // counts.size and sum(int(c) for c in counts) > _INT64_MAX:
             raise ValueError("counts sum past the int64 range (total_tokens would overflow)")
+        if counts.size and int(counts.sum()) > MAX_TOTAL_TOKENS:
+            raise ValueError(f"counts sum to {int(counts.sum())}, above 2^53 = {MAX_TOTAL_TOKENS}: shares and loads are "
+                             "float64, exact only up to 2^53 tokens, and every solver is exact below it")
         if replica_gpu.shape[0] != counts.shape[0]:
             raise ValueError(
                 f"replica_gpu has {replica_gpu.shape[0]} rows but counts has {counts.shape[0]} experts")

@@ -32,5 +32,6 @@ uniform, metro, llep, semi_matching, token_lp, round_robin, tempo, milp.  :func:
 from .registry import (FAMILIES, REGISTRY, PolicySpec, available, available_policies, check_names, get, register,
                        select, solve, spec, unregister, variant)
 
+from ._fallback import fallback_of, mark_fallback  # noqa: E402,F401  (a dispatch from a fallback says so)
 from . import exact, milp, proxies, tempo_fast  # noqa: E402,F401  (registration side effects)
 from .batch import solve_batch  # noqa: E402  (every layer of a model through the same checks)

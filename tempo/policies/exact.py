@@ -16,7 +16,11 @@ from scipy.sparse.csgraph import maximum_flow
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
 from .registry import register
+from ._fallback import mark_fallback
 from ._util import slot_on_gpu
+
+#: wall-clock limit (s) of each bounded step of the even split: the dual ascent, then the HiGHS QP
+EVEN_TIME_LIMIT = 2.0
 
 
 _HIGHS_READY = False
@@ -220,7 +224,11 @@ def token_lp_even(inst: Instance) -> Dispatch:
 
     Under full replication the even split itself is optimal (every GPU gets total/g).
     Otherwise: compute the optimum z* by max-flow, then project the even split onto
-    ``{rows conserve tokens, per-GPU tokens <= z*}`` with HiGHS's QP solver.
+    ``{rows conserve tokens, per-GPU tokens <= z*}`` (:func:`_project_even`): the dual
+    projection with an exact KKT finish (``meta["method"] = "dual_kkt"``; time grows with
+    E x R, not out of control as HiGHS's QP did: minutes at E = 160, g = 48), then HiGHS's QP
+    under a time limit (``"highs_qp"``), then a blend toward the max-flow vertex that is still
+    on the optimal face (``"vertex_blend"``, marked ``meta["fallback"]``).
     """
     t0 = time.perf_counter()
     live = inst.live
@@ -230,13 +238,14 @@ def token_lp_even(inst: Instance) -> Dispatch:
         e = np.flatnonzero(live)
         for gpu in range(inst.n_gpus):
             shares[e, slot[e, gpu]] += inst.counts[e] / inst.n_gpus
-        return Dispatch(shares, {"policy": "token_lp", "variant": "even",
+        return Dispatch(shares, {"policy": "token_lp", "variant": "even", "method": "full_replication",
                                  "max_tokens": inst.total_tokens / inst.n_gpus,
                                  "solve_s": time.perf_counter() - t0})
     z, vertex_shares = _token_lp(inst)
-    shares = _project_even(inst, z, vertex_shares)
-    return Dispatch(shares, {"policy": "token_lp", "variant": "even", "max_tokens": z,
-                             "solve_s": time.perf_counter() - t0})
+    shares, method, why = _project_even(inst, z, vertex_shares)
+    d = Dispatch(shares, {"policy": "token_lp", "variant": "even", "method": method, "max_tokens": z,
+                          "solve_s": time.perf_counter() - t0})
+    return mark_fallback(d, why) if why else d
 
 
 def _project_rows(v: np.ndarray, mask: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -254,28 +263,31 @@ def _project_rows(v: np.ndarray, mask: np.ndarray, n: np.ndarray) -> np.ndarray:
     return np.where(mask, np.maximum(0.0, v - thr[:, None]), 0.0)
 
 
-def _project_even(inst: Instance, z: float, vertex: np.ndarray) -> np.ndarray:
+def _project_even(inst: Instance, z: float, vertex: np.ndarray, time_limit: float | None = None):
     """The nearest point (Euclidean) to the even split on the token-LP optimal face.
 
     Minimise ``||x - u||^2`` (``u``: each expert's tokens evenly over its replica slots)
-    subject to row sums ``n_e``, ``x >= 0`` and per-GPU tokens ``<= z*``.
+    subject to row sums ``n_e``, ``x >= 0`` and per-GPU tokens ``<= z*``.  Returns
+    ``(x, method, fallback reason or None)``.
 
-    0. HiGHS's QP solver on the QP itself (:func:`_project_even_qp`); when it declines:
-    1. The dual: for GPU prices ``mu >= 0`` the minimiser is a row-wise water-filling of
-       ``u - mu/2``; the concave dual is maximised with L-BFGS-B (one variable per GPU).
-    2. Exact finish: the dual point names the support of x and the priced (tight) GPUs; the
-       KKT conditions restricted to them are a linear system in the row thresholds and the
-       GPU prices, solved directly.  The solution is accepted only if it passes every KKT
-       condition (x >= 0, prices >= 0, loads <= z*, no profitable pair off the support), in
-       which case it is the projection up to rounding.
-    3. Otherwise (not seen in tests) the dual point's residual overload is removed by
-       blending toward the max-flow vertex on the GPUs where that lowers the load.
+    1. ``dual_kkt``: the dual.  For GPU prices ``mu >= 0`` the minimiser is a row-wise
+       water-filling of ``u - mu/2``; the concave, smooth dual (one variable per GPU) is
+       maximised with L-BFGS-B (at most 1000 iterations of O(E R log R) each, and
+       ``time_limit`` seconds).  The dual point names the support of x and the priced (tight)
+       GPUs; the KKT conditions restricted to them are a linear system in the row thresholds
+       and the GPU prices, solved directly.  The solution is accepted only if it passes every
+       KKT condition (x >= 0, prices >= 0, loads <= z*, no profitable pair off the support),
+       in which case it is the projection up to rounding: the same optimum as the QP.
+    2. ``highs_qp``: when the finish declines (a degenerate face), HiGHS's QP solver on the QP
+       itself, under ``time_limit`` seconds.
+    3. ``vertex_blend`` (a fallback, with its reason): the dual point's residual overload
+       removed by blending toward the max-flow vertex on the GPUs where that lowers the load;
+       still optimal for the token LP (max tokens z*), not the nearest such point.
     """
     from scipy.optimize import minimize
 
-    x = _project_even_qp(inst, z)
-    if x is not None:
-        return x
+    time_limit = EVEN_TIME_LIMIT if time_limit is None else float(time_limit)
+    t0 = time.perf_counter()
     live = inst.live
     mask = inst.valid & live[:, None]
     n = np.where(live, inst.counts, 0).astype(np.float64)
@@ -293,8 +305,12 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray) -> np.ndarray:
         val = ((x - u) ** 2).sum() + scale * mu @ (L - z)
         return -val / scale**2, -(L - z) / scale
 
+    def stop_at_limit(intermediate_result):
+        if time.perf_counter() - t0 > time_limit:
+            raise StopIteration
+
     res = minimize(neg_dual, np.zeros(g), jac=True, method="L-BFGS-B", bounds=[(0, None)] * g,
-                   options={"maxiter": 1000, "gtol": 1e-13, "ftol": 1e-16})
+                   callback=stop_at_limit, options={"maxiter": 1000, "gtol": 1e-13, "ftol": 1e-16})
     mu = res.x * scale
     x = _project_rows(u - mu[gid] / 2.0, mask, n)
     L = loads(x)
@@ -303,7 +319,10 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray) -> np.ndarray:
     for tight in (tight_by_price, tight_by_load, tight_by_price | tight_by_load):
         fin = _kkt_finish(u, mask, gid, n, z, x > 1e-9 * np.maximum(n, 1.0)[:, None], tight, live)
         if fin is not None:
-            return fin
+            return fin, "dual_kkt", None
+    qp = _project_even_qp(inst, z, time_limit=time_limit)
+    if qp is not None:
+        return qp, "highs_qp", None
     Lv = loads(vertex)
     over = (L > z * (1 + 1e-12)) & (L - Lv > 1e-9 * max(z, 1.0))
     if over.any():
@@ -311,12 +330,15 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray) -> np.ndarray:
         x = (1 - theta) * x + theta * vertex
     x[x < 1e-9 * np.maximum(n, 1.0)[:, None]] = 0.0
     rows = x.sum(axis=1)
-    return x * np.divide(n, rows, out=np.zeros_like(n), where=rows > 0)[:, None]
+    x = x * np.divide(n, rows, out=np.zeros_like(n), where=rows > 0)[:, None]
+    return x, "vertex_blend", (f"token_lp even split: the dual's KKT finish declined and HiGHS's QP did not "
+                               f"finish within {time_limit:g} s; blended toward the max-flow vertex")
 
 
-def _project_even_qp(inst: Instance, z: float):
-    """The projection QP solved by HiGHS's QP solver in token units; None when HiGHS does
-    not report it optimal (it can declare a "Solve error" on degenerate faces)."""
+def _project_even_qp(inst: Instance, z: float, time_limit: float | None = None):
+    """The projection QP solved by HiGHS's QP solver in token units, under ``time_limit``
+    seconds (None: no limit, the tests' oracle); None when HiGHS does not report it optimal
+    (a "Solve error" on degenerate faces, or the time limit)."""
     import highspy
 
     live = inst.live
@@ -352,6 +374,8 @@ def _project_even_qp(inst: Instance, z: float):
     h = new_highs()
     h.setOptionValue("primal_feasibility_tolerance", 1e-10)
     h.setOptionValue("dual_feasibility_tolerance", 1e-10)
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(1e-3, float(time_limit)))
     h.passModel(model)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
@@ -368,50 +392,87 @@ def _project_even_qp(inst: Instance, z: float):
 
 def _kkt_finish(u, mask, gid, n, z, support, tight, live):
     """Solve the projection's KKT system on a guessed support and tight GPU set; None unless
-    the result satisfies every KKT condition."""
+    the result satisfies every KKT condition.
+
+    On the support ``x = u - lam_e - nu_h`` (``nu = mu/2``, zero on GPUs that are not tight);
+    row sums ``n_e`` give ``lam = D^-1 (U - n - C nu)`` (``C[e, h]``: support slots of e on h,
+    ``D``: support slots per row), and the tight GPUs' loads ``z`` leave a T x T system in
+    ``nu`` (the Schur complement ``diag(C^T 1) - C^T D^-1 C``), solved directly: the cost is
+    O(E R + E T^2 + T^3), never a dense (E + T)-square system."""
     g = tight.size
     rows = np.flatnonzero(live)
     T = np.flatnonzero(tight)
-    col_of_row = {e: i for i, e in enumerate(rows)}
-    col_of_gpu = {h: len(rows) + i for i, h in enumerate(T)}
-    m = len(rows) + len(T)
-    A = np.zeros((m, m))
-    rhs = np.zeros(m)
-    e_idx, r_idx = np.nonzero(support & mask)
-    for e, r in zip(e_idx.tolist(), r_idx.tolist()):
-        h = int(gid[e, r])
-        i = col_of_row[e]
-        # x = u - lambda_e - mu_h / 2 on the support
-        A[i, i] += 1.0
-        rhs[i] += u[e, r]
-        if h in col_of_gpu:
-            j = col_of_gpu[h]
-            A[i, j] += 0.5
-            A[j, i] += 1.0
-            A[j, j] += 0.5
-            rhs[j] += u[e, r]
-    for e in rows.tolist():
-        rhs[col_of_row[e]] -= n[e]
-    for h in T.tolist():
-        rhs[col_of_gpu[h]] -= z
-    sol = np.linalg.lstsq(A, rhs, rcond=None)[0]
-    if not np.allclose(A @ sol, rhs, rtol=1e-9, atol=1e-9 * max(1.0, z)):
+    sup = support & mask
+    e_idx, r_idx = np.nonzero(sup)
+    h_idx = gid[e_idx, r_idx]
+    deg = np.bincount(e_idx, minlength=n.size).astype(np.float64)
+    if (deg[rows] == 0).any():
+        return None  # a live row with no support cannot carry its tokens
+    uv = u[e_idx, r_idx]
+    U_row = np.bincount(e_idx, weights=uv, minlength=n.size)
+    col = np.full(g, -1)
+    col[T] = np.arange(T.size)
+    t = col[h_idx] >= 0
+    C = np.zeros((n.size, T.size))
+    np.add.at(C, (e_idx[t], col[h_idx[t]]), 1.0)
+    U_gpu = np.bincount(col[h_idx[t]], weights=uv[t], minlength=T.size)
+    dinv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
+    a = (U_row - n) * dinv  # lam when nu = 0
+    M = np.diag(C.sum(axis=0)) - C.T @ (C * dinv[:, None])
+    rhs = U_gpu - z - C.T @ a
+    nu = np.linalg.lstsq(M, rhs, rcond=None)[0] if T.size else np.zeros(0)
+    if T.size and not np.allclose(M @ nu, rhs, rtol=1e-9, atol=1e-9 * max(1.0, z)):
         return None
-    lam = np.zeros(n.size)
-    lam[rows] = sol[:len(rows)]
-    mu = np.zeros(g)
-    mu[T] = sol[len(rows):]
-    val = np.where(mask, u - lam[:, None] - mu[gid] / 2.0, 0.0)
-    x = np.where(support & mask, val, 0.0)
+    nu_full = np.zeros(g)
+    nu_full[T] = nu
+    lam = a - dinv * (C @ nu)
+    val = np.where(mask, u - lam[:, None] - nu_full[gid], 0.0)
+    x = np.where(sup, val, 0.0)
     tol = 1e-9 * max(1.0, z)
-    if (x < -tol).any() or (mu < -tol).any() or (np.where(mask & ~support, val, 0.0) > tol).any():
+    if (x < -tol).any():
         return None
+    if (nu_full < -tol).any() or (np.where(mask & ~support, val, 0.0) > tol).any():
+        # x is unique, the multipliers are not: M's null space (nu down and lam up on a
+        # component of tight GPUs, e.g. when every GPU is tight) leaves x unchanged.  Look for
+        # multipliers in the solution plus that null space that are dual feasible (a tiny LP).
+        lam, nu_full = _dual_gauge(M, lam, nu_full, T, C, dinv, u, mask, gid, support, tol)
+        if lam is None:
+            return None
     x = np.clip(x, 0.0, None)
     L = np.bincount(gid[mask], weights=x[mask], minlength=g)
     if (L > z * (1 + 1e-9) + tol).any():
         return None
     rs = x.sum(axis=1)
+    if not np.allclose(rs[rows], n[rows], rtol=1e-9, atol=tol):
+        return None
     return x * np.divide(n, rs, out=np.zeros_like(n), where=rs > 0)[:, None]
+
+
+def _dual_gauge(M, lam0, nu0, T, C, dinv, u, mask, gid, support, tol):
+    """Multipliers ``(lam, nu)`` equal to ``(lam0, nu0)`` plus a null-space move of ``M`` (nu by
+    ``N c`` on the tight GPUs, lam by ``-D^-1 C N c``) with ``nu >= 0`` and ``u - lam - nu <= 0``
+    off the support, or ``(None, None)``."""
+    from scipy.optimize import linprog
+
+    w, V = np.linalg.eigh(M)
+    N = V[:, np.abs(w) <= 1e-9 * max(np.abs(w).max(initial=0.0), 1.0)]  # T x k
+    if N.shape[1] == 0:
+        return None, None
+    k, g = N.shape[1], nu0.size
+    Nn = np.zeros((g, k))
+    Nn[T] = N
+    Nl = -(dinv[:, None] * (C @ N))  # E x k
+    e_off, r_off = np.nonzero(mask & ~support)
+    h_off = gid[e_off, r_off]
+    val0 = u[e_off, r_off] - lam0[e_off] - nu0[h_off]
+    # val0 - (Nl[e] + Nn[h]) c <= tol  and  -(nu0[T] + Nn[T] c) <= tol
+    A_ub = np.vstack([-(Nl[e_off] + Nn[h_off]), -Nn[T]])
+    b_ub = np.r_[tol - val0, nu0[T] + tol]
+    lp = linprog(np.zeros(k), A_ub=A_ub, b_ub=b_ub, bounds=[(None, None)] * k, method="highs",
+                 options={"time_limit": EVEN_TIME_LIMIT})
+    if lp.status != 0:
+        return None, None
+    return lam0 + Nl @ lp.x, nu0 + Nn @ lp.x
 
 
 # ---------------------------------------------------------------------------- semi-matching

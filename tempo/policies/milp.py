@@ -17,6 +17,7 @@ from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
 from . import _options as check
 from .registry import register
+from ._fallback import mark_fallback
 from .exact import new_highs
 from .tempo_fast import tempo_fast
 
@@ -65,7 +66,8 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     model's makespan of the returned dispatch), ``highs_objective``, ``lower_bound`` (HiGHS's
     proven dual bound; ``-inf`` when none), ``gap`` (``inf`` without a bound) and ``optimal``,
     which is True only when HiGHS proved the gap with a finite bound.  A HiGHS "Solve error"
-    is retried once without presolve; no feasible point raises ``RuntimeError``.
+    is retried once without presolve; with no feasible point within ``time_limit`` the warm
+    start (else tempo's dispatch) is returned with ``optimal`` False and ``meta["fallback"]``.
 
     ``warm_start``: False (default) solves cold; True seeds HiGHS with tempo_fast's dispatch,
     or pass a :class:`Dispatch` to seed with it.  With a start, the result is never worse
@@ -203,7 +205,15 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     info = h.getInfo()
     has_sol = info.primal_solution_status == highspy.kSolutionStatusFeasible
     if not has_sol:
-        raise RuntimeError(f"MILP found no feasible solution within {time_limit}s (HiGHS status {status!r})")
+        # no incumbent within the time limit (or a HiGHS failure): the start, else tempo's
+        # dispatch, a valid dispatch that says it is a fallback (tempo.policies.fallback_of)
+        d = Dispatch(np.asarray(warm.shares, dtype=np.float64).copy()) if warm is not None else tempo_fast(inst, model)
+        obj = model.makespan(inst, d)
+        d.meta = {"policy": "milp", "objective": obj, "highs_objective": float("nan"), "lower_bound": float("-inf"),
+                  "gap": float("inf"), "optimal": False, "status": status, "retried": retried,
+                  "warm_start": warm is not None, "solve_s": time.perf_counter() - t0}
+        return mark_fallback(d, f"MILP found no feasible solution within {time_limit:g} s (HiGHS status "
+                                f"{status!r}); {'the warm start' if warm is not None else 'tempo'}'s dispatch returned")
     col = np.asarray(h.getSolution().col_value)
     active = col[oz:oz + P] > 0.5  # activations are the binaries, not shares above a tolerance
     x = np.where(active, np.clip(col[ox:ox + nx], 0.0, None), 0.0) * S

@@ -54,11 +54,13 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
     stem = f"{name}-{tag}" if tag else name
     atomic_write_csv(df, paths.results_dir(profile) / f"{stem}.csv")
     # provenance for the claims ledger: which experiment, config and code (source hash and git commit) wrote
-    # this CSV, and when
+    # this CSV, and when; fallbacks: dispatches of this result that a solver's fallback produced (a time
+    # limit, a declined exact method; tempo.policies.fallback_of): the ledger flags the claims that read them
     from ..core.version import git_commit
 
     meta = {"experiment": name, "tag": tag, "config": config, "profile": profile, "code_version": code_version(),
-            "git_commit": git_commit(), "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "git_commit": git_commit(), "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "fallbacks": int(df.attrs.get("fallbacks", 0))}
     atomic_write_text(paths.results_dir(profile) / f"{stem}.meta.json", json.dumps(meta, default=str, indent=1))
     return df
 

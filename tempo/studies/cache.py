@@ -101,7 +101,12 @@ def key(experiment: str, config: dict, version: str | None = None) -> str:
 
 
 #: Marks a cache entry as one :func:`cached` wrote (with its key), so nothing else is served.
-_MARK = "tempo-cache-entry/1"
+_MARK = "tempo-cache-entry/2"
+#: an entry's file name ends so: an ``.npz`` read with ``allow_pickle=False`` (entries are never
+#: pickled: a planted file under build/cache cannot run code, re-audit D12)
+SUFFIX = ".npz"
+#: the most bytes an entry may hold on disk, and once inflated
+MAX_ENTRY_BYTES = 2**31
 
 
 def _remove(path: Path) -> None:
@@ -116,21 +121,93 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _encode(df: pd.DataFrame, k: str, experiment: str) -> bytes | None:
+    """An entry's bytes: an ``.npz`` of one array per column (numbers, bools and datetimes as
+    numpy arrays; anything else as a JSON list) plus a JSON header with the mark, the key and
+    the dtypes.  None when the frame would not come back identical (then it is not cached)."""
+    import io
+
+    import numpy as np
+
+    if not isinstance(df.index, pd.RangeIndex) or df.index.start != 0 or df.index.step != 1:
+        return None
+    if not all(isinstance(c, str) for c in df.columns) or df.columns.has_duplicates:
+        return None
+    arrays, cols = {}, []
+    for i, c in enumerate(df.columns):
+        col = df[c]
+        if isinstance(col.dtype, np.dtype) and col.dtype.kind in "biufcMm":
+            arrays[f"c{i}"] = col.to_numpy()
+            cols.append({"name": c, "dtype": col.dtype.str, "as": "npy"})
+        else:
+            vals = [None if (v is None or (isinstance(v, float) and v != v)) else
+                    (v.item() if isinstance(v, np.generic) else v) for v in col.tolist()]
+            try:
+                text = json.dumps(vals, allow_nan=True)
+            except (TypeError, ValueError):
+                return None
+            arrays[f"c{i}"] = np.frombuffer(text.encode(), dtype=np.uint8)
+            cols.append({"name": c, "dtype": str(col.dtype), "as": "json"})
+    header = {"mark": _MARK, "key": k, "experiment": experiment, "rows": int(len(df)), "columns": cols,
+              "fallbacks": int(df.attrs.get("fallbacks", 0))}
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    data = buf.getvalue()
+    try:
+        back = _decode(data, k)
+        pd.testing.assert_frame_equal(back, df, check_exact=True)
+    except Exception:  # noqa: BLE001 -- a frame this format cannot hold exactly is recomputed, not cached
+        return None
+    return data
+
+
+def _decode(data: bytes, k: str) -> pd.DataFrame | None:
+    """The DataFrame of an entry's bytes when its header carries the mark and key ``k``; else None.
+    Read with ``allow_pickle=False``; the header is checked before any column is loaded."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    zf = zipfile.ZipFile(io.BytesIO(data))
+    if sum(i.file_size for i in zf.infolist()) > MAX_ENTRY_BYTES:
+        return None
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        if "header" not in z.files:
+            return None
+        header = json.loads(z["header"].tobytes().decode())
+        if not (isinstance(header, dict) and header.get("mark") == _MARK and header.get("key") == k
+                and isinstance(header.get("columns"), list)):
+            return None
+        out = {}
+        for i, c in enumerate(header["columns"]):
+            arr = z[f"c{i}"]
+            if c["as"] == "npy":
+                if arr.dtype.str != c["dtype"] or arr.shape != (header["rows"],):
+                    return None
+                out[c["name"]] = arr
+            else:
+                vals = json.loads(arr.tobytes().decode())
+                if not isinstance(vals, list) or len(vals) != header["rows"]:
+                    return None
+                out[c["name"]] = pd.Series(vals, dtype=None if c["dtype"] == "object" else c["dtype"])
+                if c["dtype"] == "object":
+                    out[c["name"]] = out[c["name"]].astype(object)
+    df = pd.DataFrame(out, index=pd.RangeIndex(header["rows"]))
+    df.attrs["fallbacks"] = int(header.get("fallbacks", 0))
+    return df
+
+
 def _load(path: Path, k: str):
-    """The DataFrame of a well-formed entry for key ``k``, else None."""
-    import pickle
+    """The DataFrame of a well-formed entry for key ``k``, else None (never unpickles: an entry
+    is an ``.npz`` read with ``allow_pickle=False``, a regular file of bounded size)."""
+    from ..core.io import read_regular
 
     try:
-        if not path.is_file():
-            return None
-        with open(path, "rb") as f:
-            obj = pickle.load(f)
-    except Exception:  # truncated, garbage, unreadable, a class that no longer exists, ...
+        return _decode(read_regular(path, MAX_ENTRY_BYTES), k)
+    except Exception:  # truncated, garbage, unreadable, a link, a FIFO, ...
         return None
-    if not (isinstance(obj, dict) and obj.get("mark") == _MARK and obj.get("key") == k
-            and isinstance(obj.get("df"), pd.DataFrame)):
-        return None
-    return obj["df"]
 
 
 def _sweep_temp(path: Path, older_than_s: float = 600.0) -> None:
@@ -145,27 +222,36 @@ def _sweep_temp(path: Path, older_than_s: float = 600.0) -> None:
             pass
 
 
+def entry_path(experiment: str, config: dict) -> Path:
+    """Where the entry of (experiment, config) at this code version lives."""
+    return cache_dir() / f"{experiment}-{key(experiment, config)}{SUFFIX}"
+
+
 def cached(experiment: str, config: dict, fn: Callable[[dict], pd.DataFrame], refresh: bool = False) -> pd.DataFrame:
     """Return ``fn(config)``, from the cache when an entry for (experiment, config, version)
     exists; otherwise compute it and store it atomically.  Only entries this function wrote
-    (a marked record holding a DataFrame under the same key) are served; anything else at the
-    entry's path -- garbage, another object, a directory -- is removed and recomputed."""
-    import io
-    import pickle
-
+    (an ``.npz`` whose header has the mark and the same key) are served; anything else at the
+    entry's path -- garbage, a pickle, a directory, a link -- is removed and recomputed.  A
+    frame the format cannot hold exactly (an index other than 0..n-1, objects that are not
+    JSON) is returned uncached.  ``df.attrs["fallbacks"]``: how many dispatches computing it came
+    from a solver's fallback (:func:`tempo.policies.fallback_of`), stored with the entry."""
     k = key(experiment, config)
-    path = cache_dir() / f"{experiment}-{k}.pkl"
+    path = cache_dir() / f"{experiment}-{k}{SUFFIX}"
     if not refresh:
         df = _load(path, k)
         if df is not None:
             return df
     if path.exists() or path.is_symlink():
         _remove(path)
+    from ..policies._fallback import fallback_count
+
+    before = fallback_count()
     df = fn(config)
     if not isinstance(df, pd.DataFrame):
         raise TypeError(f"experiment {experiment!r} must return a pandas DataFrame, got {type(df).__name__}")
-    buf = io.BytesIO()
-    pickle.dump({"mark": _MARK, "key": k, "experiment": experiment, "df": df}, buf, protocol=pickle.HIGHEST_PROTOCOL)
-    atomic_write_bytes(path, buf.getvalue())
-    _sweep_temp(path)
+    df.attrs["fallbacks"] = fallback_count() - before  # dispatches a solver's fallback produced (kept in the entry)
+    data = _encode(df, k, experiment)
+    if data is not None:
+        atomic_write_bytes(path, data)
+        _sweep_temp(path)
     return df

@@ -6,12 +6,15 @@ grid gives the same table whether it ran here or on a cluster.  Seeds belong in 
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Iterable
 
 import pandas as pd
+
+from ..policies._fallback import add_count
 
 
 def _as_frame(result, cell: dict) -> pd.DataFrame:
@@ -20,6 +23,16 @@ def _as_frame(result, cell: dict) -> pd.DataFrame:
     for i, (k, v) in enumerate(keys.items()):
         df.insert(i, k, v)
     return df
+
+
+def _counted(fn, cell):
+    """``(fn(cell), fallbacks marked while it ran)``: a worker's fallbacks travel back to the
+    parent's count (:func:`tempo.policies._fallback.add_count`), so a study counts them all."""
+    from ..policies._fallback import fallback_count
+
+    before = fallback_count()
+    out = fn(cell)
+    return out, fallback_count() - before
 
 
 def _bar(total: int, desc: str, progress: bool):
@@ -59,10 +72,11 @@ def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers:
             from dask.distributed import Client, as_completed as dask_completed
 
             client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
-            futures = client.map(fn, cells, pure=False)
+            futures = client.map(functools.partial(_counted, fn), cells, pure=False)
             index = {f.key: i for i, f in enumerate(futures)}
             for fut in dask_completed(futures):
-                results[index[fut.key]] = fut.result()
+                results[index[fut.key]], n_fallback = fut.result()
+                add_count(n_fallback)
                 if bar:
                     bar.update(1)
             if client is not scheduler:
@@ -76,9 +90,10 @@ def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers:
                         bar.update(1)
             else:
                 with ProcessPoolExecutor(max_workers=workers) as pool:
-                    futs = {pool.submit(fn, cell): i for i, cell in enumerate(cells)}
+                    futs = {pool.submit(_counted, fn, cell): i for i, cell in enumerate(cells)}
                     for fut in as_completed(futs):
-                        results[futs[fut]] = fut.result()
+                        results[futs[fut]], n_fallback = fut.result()
+                        add_count(n_fallback)
                         if bar:
                             bar.update(1)
     finally:

@@ -75,9 +75,10 @@ def read_trace(path):
     when ``path`` does not exist)."""
     import zipfile
 
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory, not a routing trace")
+    if not hasattr(path, "read"):  # a file object (ingest passes the bytes it read) is loaded as is
+        path = Path(path)
+        if path.is_dir():
+            raise ValueError(f"{path} is a directory, not a routing trace")
     try:
         with np.load(path, allow_pickle=False) as z:
             if not hasattr(z, "files") or "counts" not in z.files or "metadata" not in z.files:
@@ -214,14 +215,14 @@ def import_sglang_dumps(paths, out, **metadata) -> np.ndarray:
 
 def import_main(argv=None) -> int:
     """``python -m tempo import-trace DUMP... -o trace.npz``."""
-    from ..core.argtypes import ArgumentParser, input_file, output_file
+    from ..core.argtypes import ArgumentParser, input_file, int_range, output_file
 
     ap = ArgumentParser(prog="python -m tempo import-trace",
                         description="convert SGLang recorder dumps (per_pass: one file per rank; or stat)")
     ap.add_argument("dumps", nargs="+", type=input_file)
     ap.add_argument("-o", "--out", required=True, type=output_file)
     ap.add_argument("--model", default="", help="model name stored in the trace metadata")
-    ap.add_argument("--top-k", type=int, default=None,
+    ap.add_argument("--top-k", type=int_range(1, 1024), default=None,
                     help="experts per token of the recorded model (stored as top_k; a trace-backed build routes "
                          "tokens to this many experts, default 8)")
     a = ap.parse_args(argv)
@@ -242,6 +243,8 @@ def import_main(argv=None) -> int:
         counts = sglang_dump_counts(dumps)
     except ValueError as exc:
         ap.fail("dumps", str(exc))
+    if a.top_k is not None and a.top_k > counts.shape[2]:
+        ap.fail("--top-k", f"must be at most the trace's {counts.shape[2]} experts, got {a.top_k}")
     extra = {"top_k": a.top_k} if a.top_k is not None else {}
     write_trace(a.out, counts, source="sglang-recorder", files=[str(p) for p in a.dumps], model=a.model, **extra)
     print(f"wrote {a.out}: {counts.shape[0]} steps x {counts.shape[1]} layers x {counts.shape[2]} experts")

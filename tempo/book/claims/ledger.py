@@ -8,6 +8,7 @@ claim function (:mod:`tempo.book.claims.functions`).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -96,6 +97,10 @@ def evaluate(row: dict, profile: str) -> dict:
         return out
     if not isinstance(v, Value):
         v = Value(tuple(float(x) for x in v) if isinstance(v, tuple) else float(v))
+    flag = fallback_flag(frames)
+    if flag:
+        out["fallbacks"] = sum(int((f.attrs.get("meta") or {}).get("fallbacks") or 0) for f in frames.values())
+        v = dataclasses.replace(v, note="; ".join(x for x in (v.note, flag) if x))
     evidence = v.evidence or spec.evidence
     prov = _provenance(spec, v, profile)
     if need is not None and evidence not in SATISFIES[need]:
@@ -113,6 +118,17 @@ def evaluate(row: dict, profile: str) -> dict:
     out.update(ours=v.ours, status=status, evidence=evidence, provenance=prov, note=v.note,
                tolerance=f"{format_value(tol)} ({why})", ci=v.ci)
     return out
+
+
+def fallback_flag(frames: dict) -> str:
+    """The ledger's flag for a claim whose inputs hold dispatches a solver's fallback produced
+    (``fallbacks`` in a result's ``.meta.json``, :func:`tempo.studies.run`), or ``""``."""
+    hit = {s: int((f.attrs.get("meta") or {}).get("fallbacks") or 0) for s, f in frames.items()}
+    hit = {s: n for s, n in hit.items() if n > 0}
+    if not hit:
+        return ""
+    return ("FLAG: computed with solver fallbacks (a time limit or a declined exact method: "
+            + ", ".join(f"{n} in {s}.csv" for s, n in sorted(hit.items())) + ")")
 
 
 def need_note(row: dict) -> str:
@@ -148,7 +164,8 @@ def ledger(profile: str, write: bool = True) -> pd.DataFrame:
         rows.append({"id": r["id"], "section": r["section"], "claim": r["claim"], "unit": r["unit"],
                      "paper": r["paper"], "paper_text": printed(r["paper_text"]), "ours": e["ours"], "tolerance": e["tolerance"], "status": e["status"],
                      "evidence": e["evidence"], "provenance": e["provenance"], "note": e["note"],
-                     "kind": r["kind"], "needs": r["needs"] or "", "chapter": r["chapter"]})
+                     "kind": r["kind"], "needs": r["needs"] or "", "chapter": r["chapter"],
+                     "fallbacks": e.get("fallbacks", 0)})
     df = pd.DataFrame(rows)
     if write:
         from ...core.io import atomic_write_csv, atomic_write_text
@@ -213,8 +230,28 @@ def main(argv=None) -> int:
                      caps={"id": 26, "status": 14, "paper": 10, "ours": 10, "unit": 8}))
     print()
     print(summary_markdown(df, a.profile).replace(" See the [Claims ledger](claims-ledger) chapter.", ""))
+    skipped = skipped_recordings()
+    if skipped:
+        print(f"{len(skipped)} recording(s) under data/measured skipped (they do not load): "
+              + "; ".join(f"{f.parent.name}/{f.name}: {why}" for f, why in skipped), file=sys.stderr)
+    flagged = int((df.get("fallbacks", pd.Series(dtype=int)) > 0).sum())
+    if flagged:
+        print(f"{flagged} claim(s) computed with solver fallbacks (see their notes)", file=sys.stderr)
     print(f"written: {(paths.results_dir(a.profile) / 'claims.csv').relative_to(paths.ROOT)}", file=sys.stderr)
     return 0
+
+
+def skipped_recordings() -> list:
+    """``(folder, why)`` of every recording under data/measured that its reader skips (a bad
+    recording never stops the ledger: it is left out with a warning; here it is counted)."""
+    import warnings
+
+    from ...calib.record import recordings as calibrations
+    from ..recordings import recordings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(calibrations().attrs.get("skipped", [])) + list(recordings().attrs.get("skipped", []))
 
 
 def claims_reading(kind: str) -> list[str]:
