@@ -42,7 +42,8 @@ def test_listings(recs):
     if len(chk):
         newest = gpucheck.newest_check(chk)
         view = ch05.gpu_check_view(chk, newest)
-        assert "path" not in view[0].columns and view[1].data == newest[1]
+        assert "path" not in view[0].columns and view[1].data == ch05.demote_headings(newest[1])
+        assert not any(line.startswith(("# ", "## ", "### ")) for line in view[1].data.splitlines())
         assert ch05.timer_table(newest) is newest[2].get("timer")
 
 
@@ -141,3 +142,9 @@ def test_preset_plan_view():
     table, text = ch05.preset_plan()
     assert list(table.part) == [1, 2, 3, 4] and (table.est_s <= 360).all() and table.cells.sum() == 894
     assert "planned as 4 parts of at most 6 minutes" in text and "--part K/4" in text
+
+
+def test_demote_headings_keeps_code_and_caps_the_depth():
+    md = "# gpu-check on X\ntext #1\n## env\n```\n# a comment\n```\n##### deep\n#tag"
+    assert ch05.demote_headings(md).splitlines() == [
+        "#### gpu-check on X", "text #1", "##### env", "```", "# a comment", "```", "###### deep", "#tag"]

@@ -5,6 +5,8 @@ prose writes from a recording (paper Section 2.2, Appendix B, Tables 6 and 7, Fi
 The measuring and fitting are :mod:`tempo.calib`."""
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,7 +95,20 @@ def gpu_check_view(chk: pd.DataFrame, newest) -> list:
 
     if newest is None:
         return [Markdown("No gpu-check recording under `data/measured/` yet: run `make gpu-check` on a GPU node.")]
-    return [recordings_table(chk), Markdown(newest[1])]
+    return [recordings_table(chk), Markdown(demote_headings(newest[1]))]
+
+
+def demote_headings(markdown: str, levels: int = 3) -> str:
+    """``markdown`` with every ATX heading moved ``levels`` deeper (at most ``######``), so a
+    summary written as a document (its title an H1) sits inside the chapter's sections instead
+    of opening a new top-level part of the page.  Fenced code is left as it is."""
+    out, fence = [], False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+        m = None if fence else re.match(r"(#{1,6})(\s)", line)
+        out.append(line if m is None else "#" * min(6, len(m.group(1)) + levels) + line[len(m.group(1)):])
+    return "\n".join(out)
 
 
 def timer_table(newest):
