@@ -60,7 +60,7 @@ from ..core.cost import CostModel
 from ..core.instance import EPS_TOKENS, Dispatch, Instance
 from . import _options as check
 from .registry import register
-from .exact import token_lp_even, token_lp_vertex
+from .exact import token_lp_even, token_lp_highs, token_lp_vertex
 from .proxies import round_robin, static
 
 _REL = 1e-9
@@ -544,8 +544,10 @@ class TempoOptions:
         Accepted moves per stage, at most (>= 0).
     fanout : int
         2-step chains: destination GPUs per first move (>= 0; 0: no limit).
-    lp_variants : "auto" or tuple of {"vertex", "even"}
-        "auto": the max-flow vertex, and the even split under full replication.
+    lp_variants : "auto" or tuple of {"vertex", "even", "highs"}
+        "auto": the max-flow vertex, and the even split under full replication; "highs": the
+        vertex HiGHS's simplex returns (:func:`tempo.policies.exact.token_lp_highs`, the
+        ``ensemble_lp`` reading of the paper).
     restarts : bool
         Full replication: rerun the local search from the wrap-around and apportionment seeds
         (compiled backend only; the numpy reference has none).
@@ -576,10 +578,11 @@ class TempoOptions:
         v = self.lp_variants
         if not (isinstance(v, str) and v == "auto"):
             if isinstance(v, str) or not hasattr(v, "__iter__"):
-                raise TypeError(f"tempo option lp_variants must be 'auto' or a tuple of ('vertex', 'even'), got {v!r}")
+                raise TypeError(f"tempo option lp_variants must be 'auto' or a tuple of ('vertex', 'even', 'highs'), "
+                                f"got {v!r}")
             t = tuple(v)
-            if not t or any(not isinstance(x, str) or x not in ("vertex", "even") for x in t):
-                raise ValueError(f"tempo option lp_variants must be 'auto' or a non-empty tuple of ('vertex', 'even'), "
+            if not t or any(not isinstance(x, str) or x not in ("vertex", "even", "highs") for x in t):
+                raise ValueError(f"tempo option lp_variants must be 'auto' or a non-empty tuple of ('vertex', 'even', 'highs'), "
                                  f"got {v!r}")
 
     @classmethod
@@ -656,7 +659,7 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
     def candidate(name):
         if name not in cache:
             make = {"token_lp_vertex": token_lp_vertex, "token_lp_even": token_lp_even,
-                    "round_robin": round_robin}[name]
+                    "token_lp_highs": token_lp_highs, "round_robin": round_robin}[name]
             sh = make(inst).shares
             cache[name] = (model.makespan(inst, sh), sh)
         return cache[name]
@@ -700,7 +703,7 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
 
 
 _CHOSEN = ("local_search", "token_lp_vertex", "token_lp_even", "round_robin", "restart_wrap_around",
-           "restart_apportion", "exchange")
+           "restart_apportion", "exchange", "token_lp_highs")
 
 
 def exchange_pass(inst: Instance, model: CostModel, shares: np.ndarray, max_rounds: int = 32):
@@ -784,16 +787,19 @@ def _tempo_compiled(inst: Instance, model: CostModel, o: TempoOptions) -> Dispat
     if lp_variants == "auto":
         even = 2
         lp_variants = ("vertex",)
-    else:
+    elif "highs" not in lp_variants:
         bad = set(lp_variants) - {"vertex", "even"}
         if bad:
-            raise ValueError(f"lp_variants must hold 'vertex' and/or 'even', got {sorted(bad)}")
+            raise ValueError(f"lp_variants must hold 'vertex', 'even' and/or 'highs', got {sorted(bad)}")
         even = 1 if "even" in lp_variants and inst.is_full_replication() else 0
         if "even" in lp_variants and not even:
             # the restricted even split is a QP: run the reference path, which builds it
             return tempo_fast(inst, model, o, backend="numpy")
-    shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, inst.n_gpus,
-                                     *_compiled_args(model, o, "vertex" in lp_variants, even))
+    if "highs" in lp_variants:
+        shares, ms, chosen, st = _solve_highs_ensemble(inst, model, o, tuple(lp_variants))
+    else:
+        shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, inst.n_gpus,
+                                         *_compiled_args(model, o, "vertex" in lp_variants, even))
     if o.restarts and o.local_search and inst.is_full_replication() and inst.n_experts * inst.n_gpus <= 4096:
         x, ms2 = exchange_pass(inst, model, shares)
         if ms2 < ms * (1 - 1e-12):
@@ -810,6 +816,35 @@ def _tempo_compiled(inst: Instance, model: CostModel, o: TempoOptions) -> Dispat
         stages["ensemble_pruned"] = True
     return Dispatch(shares, {"policy": "tempo", "makespan": float(ms), "chosen": _CHOSEN[chosen],
                              "stages": stages, "solve_s": time.perf_counter() - t0})
+
+
+def _solve_highs_ensemble(inst: Instance, model: CostModel, o: TempoOptions, lp_variants: tuple):
+    """Stages 1-3 compiled, stage 4 (Section 4.2) here, for ``lp_variants`` holding ``"highs"``
+    (the HiGHS vertex is a highspy call, not compiled code): score each token-LP candidate of
+    ``lp_variants`` and, under full replication, round robin A3; switch when the best is more
+    than ``tau`` better (Proposition 1).  The candidates are skipped when the lower bound
+    already rules out a switch (exact, as on the compiled path).  No compute-regime shortcut:
+    Section 4.2 has none.  Returns what ``_compiled.solve`` returns."""
+    from . import _compiled as C
+
+    shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, inst.n_gpus,
+                                     *_compiled_args(model, replace(o, ensemble=False), False, 0))
+    if o.ensemble and inst.live.any():
+        if model.lower_bound(inst) >= (1 - o.tau) * ms:
+            st[4] = 2.0
+        else:
+            make = {"vertex": token_lp_vertex, "even": token_lp_even, "highs": token_lp_highs}
+            names = [f"token_lp_{v}" for v in lp_variants] + (["round_robin"] if inst.is_full_replication() else [])
+            best = None
+            for name in names:
+                sh = (round_robin(inst) if name == "round_robin" else make[name[len("token_lp_"):]](inst)).shares
+                m = model.makespan(inst, sh)
+                if best is None or m < best[0]:
+                    best = (m, name, sh)
+            if best[0] < (1 - o.tau) * ms:
+                ms, chosen, shares = best[0], _CHOSEN.index(best[1]), best[2].copy()
+        st[3] = ms
+    return shares, ms, chosen, st
 
 
 def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, options: TempoOptions | str | None = None,
