@@ -10,6 +10,7 @@ from ..core.cost import CostModel
 from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
+from . import reading as rd
 from .registry import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, zipf_batches
 
@@ -75,16 +76,19 @@ def lemmas(config: dict) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- Theorem 2
-@experiment("thm2_probe")
+@experiment("thm2_probe", readings=("tempo_preset", "ensemble_lp"))
 def thm2_probe(config: dict) -> pd.DataFrame:
     """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
-    instance is small enough (its proven bound and incumbent), else [lower bound, tempo]."""
+    instance is small enough (its proven bound and incumbent), else [lower bound, tempo].
+    ``tempo`` is the reading's (``tempo_preset``, ``ensemble_lp``; Section 4.2's algorithm
+    under the paper's reading)."""
+    tempo_kw = rd.tempo_options(rd.of(config))
     rows = []
     suite = theory.probe_suite(config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
                                max_gpus=config.get("max_gpus", 16))
     for i, (kind, pname, inst, model) in enumerate(_progress(suite, total=config["n"], desc="probe suite")):
         rr = model.makespan(inst, solve(inst, model, "round_robin"))
-        tp = model.makespan(inst, solve(inst, model, "tempo"))
+        tp = model.makespan(inst, solve(inst, model, "tempo", **tempo_kw))
         lb = model.lower_bound(inst)
         opt_lo, opt_hi, how = lb, min(tp, rr), "bounds"
         if inst.n_experts * inst.n_gpus <= config.get("milp_max_vars", 256):
@@ -127,9 +131,31 @@ def _phase_cells(config):
                         yield g, E, s, rep, B
 
 
-@experiment("solver_vs_milp")
+#: The readings :func:`solver_vs_milp` depends on.
+SOLVER_READINGS = ("synthetic_router", "placement_loads", "tempo_preset", "ensemble_lp", "token_lp_face")
+
+
+def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
+    """tempo over the MILP's reference, per row of :func:`solver_vs_milp`, as the
+    ``milp_reference`` reading has it (default the paper's): ``"incumbent"``, the MILP's
+    dispatch at its time limit (``ratio``; Section 4.2 "against a 10 s HiGHS MILP"), or
+    ``"lower_bound"``, its proven bound (``ratio_to_lb``)."""
+    from ..core.readings import Reading
+
+    r = Reading.of(reading) if reading is not None else Reading.paper()
+    return df["ratio"] if r["milp_reference"] == "incumbent" else df["ratio_to_lb"]
+
+
+@experiment("solver_vs_milp", readings=SOLVER_READINGS)
 def solver_vs_milp(config: dict) -> pd.DataFrame:
     """tempo_fast against the time-limited MILP on the synthetic phase grid.
+
+    Under the config's reading: the batches' router and placement, which TEMPO
+    (``tempo_preset``, ``ensemble_lp``) and which token-LP face ``vs_token_lp_face_pct``
+    compares with (``token_lp_face``); every face's makespan is a column
+    (``token_lp_even``, ``token_lp_vertex``, ``token_lp_highs``).  Both MILP references are
+    columns: ``ratio`` (tempo / the MILP's dispatch at its limit) and ``ratio_to_lb`` (tempo /
+    its proven bound); :func:`milp_ratio` picks the reading's.
 
     With a trace (``config["trace"]``) the grid's cells are followed by the same comparison on
     trace batches (the paper's "real-trace grids", Section 4.2): per EP size, replication and
@@ -137,6 +163,8 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
     layers cycled, fresh placement from its history); ``skew`` is NaN there and a ``routing``
     column says which rows are which."""
     model = CostModel.named(config.get("params", "dsv3-offline"))
+    reading = rd.of(config)
+    tempo_kw = rd.tempo_options(reading)
     cells = list(_phase_cells(config))
     tr = TraceRouting.of(config)
     if tr:  # one trace cell per (EP, replication, B) of the grid: the trace replaces the skew axis
@@ -146,15 +174,16 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
     rows = []
     for g, E, s, rep, B, *routing in _progress(cells, desc="tempo vs MILP"):
         src = tr if routing == ["trace"] else None
-        for b, inst in enumerate(zipf_batches(E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
-                                              trace=src)):
+        for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
+                                            trace=src)):
             t0 = time.perf_counter()
-            d = solve(inst, model, "tempo")
+            d = solve(inst, model, "tempo", **tempo_kw)
             t_ms = 1e3 * (time.perf_counter() - t0)
             ms = model.makespan(inst, d)
             m = solve(inst, model, "milp", time_limit=config["time_limit"], warm_start=config.get("warm_start", False))
-            lp_even = model.makespan(inst, solve(inst, model, "token_lp"))
-            lp_vertex = model.makespan(inst, solve(inst, model, "token_lp", vertex=True))
+            lp = {face: model.makespan(inst, solve(inst, model, "token_lp", face=face))
+                  for face in ("even_spread", "maxflow_vertex", "highs_vertex")}
+            lp_even, lp_vertex = lp["even_spread"], lp["maxflow_vertex"]
             rows.append({"ep": g, "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
                          "tempo": ms, "milp": m.meta["objective"], "milp_lb": m.meta["lower_bound"],
                          "milp_optimal": m.meta["optimal"], "ratio": ms / m.meta["objective"],
@@ -162,7 +191,9 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
                          "ratio_to_lb": ms / m.meta["lower_bound"] if m.meta["lower_bound"] > 0 else float("nan"),
                          "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
                          "chosen": d.meta["chosen"], "token_lp_even": lp_even, "token_lp_vertex": lp_vertex,
+                         "token_lp_highs": lp["highs_vertex"],
                          "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1),
+                         "vs_token_lp_face_pct": 100 * (ms / lp[reading["token_lp_face"]] - 1),
                          **({"routing": routing[0]} if routing else {})})
     return pd.DataFrame(rows)
 
@@ -171,24 +202,38 @@ VARIANTS = {"full": {}, "no partial moves": {"partial": False}, "no aug. chains"
             "no ensemble": {"ensemble": False}}
 
 
-@experiment("ablation")
+@experiment("ablation", readings=("synthetic_router", "placement_loads", "ablation_reference", "ensemble_lp"))
 def ablation(config: dict) -> pd.DataFrame:
-    """Table 2: each stage switched off in turn, makespan degradation against full tempo."""
+    """Table 2: each stage switched off in turn, makespan degradation against full tempo.
+
+    Under the config's reading: the batches' router and placement, the reference
+    (``ablation_reference``: the paper preset, Section 4.2's "full tempo_fast", or the library's
+    default) and its ensemble's LP candidates (``ensemble_lp``); every variant is the reference
+    with one stage off.  ``config["seed"]`` ("whole", "greedy"), when given, overrides the
+    reference's stage-1 seed ("whole" by default: the paper preset's, and the
+    ``default_whole_seed`` reference's; the chapter's second table runs the library default with
+    its own "greedy" seed); ``config["batch_seeds"]`` (a list of offsets, default ``[0]``) repeats the grid with
+    other random batches (``batch_seed`` column)."""
     model = CostModel.named(config.get("params", "dsv3-offline"))
-    seed = config.get("seed", "greedy")
+    reading = rd.of(config)
+    kw = rd.tempo_options(reading, "ablation_reference")
+    seed = config.get("seed", "whole")  # both references of the reading seed with whole experts
+    kw["seed"] = seed
     rows = []
-    for grid in ("phase", "scale"):
-        cells = list(_phase_cells(config[grid]))
-        for g, E, s, rep, B in _progress(cells, desc=f"ablation ({grid})"):
-            for b, inst in enumerate(zipf_batches(E, g, B, s, rep, config["batches"], seed=B + 17)):
-                full = model.makespan(inst, solve(inst, model, "tempo", seed=seed))
-                for name, opts in VARIANTS.items():
-                    if name == "full":
-                        continue
-                    v = model.makespan(inst, solve(inst, model, "tempo", seed=seed, **opts))
-                    rows.append({"seed": seed, "grid": grid, "ep": g, "experts": E, "skew": s, "replication": rep,
-                                 "tokens_per_gpu": B, "batch": b, "variant": name, "makespan": v, "full": full,
-                                 "degradation_pct": 100 * (v / full - 1)})
+    for bseed in config.get("batch_seeds", [0]):
+        for grid in ("phase", "scale"):
+            cells = list(_phase_cells(config[grid]))
+            for g, E, s, rep, B in _progress(cells, desc=f"ablation ({grid})"):
+                for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=B + 17 + 1000 * bseed)):
+                    full = model.makespan(inst, solve(inst, model, "tempo", **kw))
+                    for name, opts in VARIANTS.items():
+                        if name == "full":
+                            continue
+                        v = model.makespan(inst, solve(inst, model, "tempo", **kw, **opts))
+                        rows.append({"seed": seed, "preset": kw["options"], "batch_seed": bseed, "grid": grid, "ep": g,
+                                     "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
+                                     "variant": name, "makespan": v, "full": full,
+                                     "degradation_pct": 100 * (v / full - 1)})
     return pd.DataFrame(rows)
 
 

@@ -22,7 +22,7 @@ SIZES = {"smoke": dict(tokens=[16, 128, 512, 2048], mixed_batches=10, t1_batches
                        tile_shapes=["DSv3"], a2a_pairs=[64, 256, 512], a2a_batches=2, trace_steps=6, trace_layers=2,
                        trace_rescale=[64], routing_batches=10),
          "full": dict(tokens=[16, 32, 64, 128, 256, 512, 1024, 2048], mixed_batches=100, t1_batches=40,
-                      skews=[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5], shapes=["DSv3", "Qwen3-30B", "DSv2-Lite"],
+                      skews=None, shapes=["DSv3", "Qwen3-30B", "DSv2-Lite"],  # skews: the reading's (sizes)
                       replications=[1.25, 1.5], phase_tokens=[16, 32, 64, 128, 256, 512, 1024, 2048], phase_batches=3,
                       scale_eps=[8, 16, 32, 64], landscape_batches=12, landscape_R=[16, 64], landscape_K=[16, 32],
                       stale_batches=30, t10_windows=64, moon_tokens=[8, 16, 32, 64, 512, 1024], moon_batches=20,
@@ -31,9 +31,16 @@ SIZES = {"smoke": dict(tokens=[16, 128, 512, 2048], mixed_batches=10, t1_batches
                       trace_rescale=[16, 64, 256], routing_batches=100)}
 
 
-def sizes(profile: str) -> dict:
-    """The chapter's experiment sizes for a book profile (:data:`SIZES`)."""
-    return _sizes(SIZES, profile)
+def sizes(profile: str, reading=None) -> dict:
+    """The chapter's experiment sizes for a book profile (:data:`SIZES`); outside the smoke
+    build the phase grid's skews are the reading's (``skew_grid``, default the paper's six,
+    Section 3.2)."""
+    from ...core.readings import Reading
+
+    out = _sizes(SIZES, profile)
+    if profile != "smoke":
+        out["skews"] = (reading if reading is not None else Reading.paper()).skews
+    return out
 
 
 def paper_numbers() -> dict:
