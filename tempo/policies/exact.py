@@ -219,11 +219,6 @@ def token_lp_vertex(inst: Instance) -> Dispatch:
 HIGHS_TIME_LIMIT = 5.0
 
 
-def highs_version() -> str:
-    """The HiGHS library version highspy runs (e.g. ``"1.16.0"``)."""
-    return str(new_highs().version())
-
-
 def token_lp_highs(inst: Instance, time_limit: float = HIGHS_TIME_LIMIT) -> Dispatch:
     """The token LP of Lemma 1 solved by HiGHS's simplex: the optimal vertex HiGHS returns
     (Section 5.14: "Token-LP is the exact HiGHS min-max token count"; the ``token_lp_face``
@@ -236,8 +231,8 @@ def token_lp_highs(inst: Instance, time_limit: float = HIGHS_TIME_LIMIT) -> Disp
              sum_{(e, r) on GPU h} x[e, r] - t <= 0   for every GPU h
              x >= 0,  t >= 0
 
-    Solver: highspy (HiGHS 1.16.0 in this project's lock files; :func:`highs_version` says
-    which runs), options ``solver="simplex"`` (HiGHS's default simplex strategy, dual),
+    Solver: highspy (HiGHS 1.16.0 in this project's lock files; ``meta["solver"]`` says which
+    ran), options ``solver="simplex"`` (HiGHS's default simplex strategy, dual),
     ``presolve`` at its default ("choose"), ``threads=1``, ``output_flag=False`` and
     ``time_limit`` (default :data:`HIGHS_TIME_LIMIT`); everything else at HiGHS's defaults.  The
     LP's optimum is a face; the simplex (after postsolve) returns one basic optimal solution,
