@@ -352,3 +352,27 @@ def test_solver_studies_under_a_reading():
     assert set(ab2.preset) == {"default"} and set(ab2.seed) == {"greedy"}
     pr = thm2_probe(studies.with_reading("thm2_probe", {"n": 4, "max_experts": 32, "max_gpus": 4, "time_limit": 1.0}))
     assert (pr.tempo >= pr.lb * (1 - 1e-9)).all()
+
+
+def test_solver_runtime_times_the_same_batches_compiled_and_as_python():
+    """solver_runtime: the paper preset on solver_vs_milp's batches, compiled and in a subprocess
+    with numba's JIT disabled (the solver_runtime reading's pure_python)."""
+    cfg = {"eps": [8], "skews": [1.2], "replications": [1.25], "tokens": [16], "batches": 1, "repeats": 1,
+           "python_timeout": 600}
+    df = studies.EXPERIMENTS["solver_runtime"](studies.with_reading("solver_runtime", cfg, Reading.paper()))
+    assert sorted(df.runtime) == ["compiled", "python"]
+    assert df.set_index("runtime").jit_disabled.to_dict() == {"compiled": False, "python": True}
+    assert (df.cpu_ms > 0).all() and (df.wall_ms > 0).all()
+    assert df.groupby("runtime")[["ep", "skew", "replication", "tokens_per_gpu", "batch"]].first().nunique().max() == 1
+
+
+def test_solver_vs_milp_alternatives_reuse_the_milps_answer():
+    from tempo.studies import solver as solver_studies
+
+    cfg = {"eps": [8], "skews": [1.2], "replications": [1.25], "tokens": [16], "batches": 1, "time_limit": 2.0}
+    a = studies.EXPERIMENTS["solver_vs_milp"](studies.with_reading("solver_vs_milp", cfg, Reading.paper()))
+    n = len(solver_studies._MILP_MEMO)
+    b = studies.EXPERIMENTS["solver_vs_milp"](studies.with_reading("solver_vs_milp", cfg,
+                                                                   Reading.paper(tempo_preset="default")))
+    assert len(solver_studies._MILP_MEMO) == n                       # the same batches: no new MILP
+    assert a.milp.tolist() == b.milp.tolist() and a.milp_lb.tolist() == b.milp_lb.tolist()

@@ -1,6 +1,11 @@
 """Theory and solver-quality studies (paper Sections 3.1, 4.2; Appendix A; Tables 2, 8, 9)."""
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -146,6 +151,37 @@ def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
     return df["ratio"] if r["milp_reference"] == "incumbent" else df["ratio_to_lb"]
 
 
+#: MILP answers already computed in this process, by instance, model and limits: the
+#: alternative readings of :func:`solver_vs_milp` that keep the batches (another TEMPO preset,
+#: ensemble or token-LP face) compare against the same MILP answer instead of re-solving it
+#: (a time-limited MILP's incumbent depends on the machine's load; reusing it keeps the
+#: comparison like with like and saves the time).
+_MILP_MEMO: dict = {}
+
+
+def _milp_key(inst: Instance, model: CostModel, time_limit, warm_start) -> str:
+    h = hashlib.sha256()
+    for a in (inst.counts, inst.replica_gpu):
+        arr = np.ascontiguousarray(a)
+        h.update(str((arr.dtype.str, arr.shape)).encode())
+        h.update(arr.tobytes())
+    h.update(repr((inst.n_gpus, model, float(time_limit), bool(warm_start))).encode())
+    return h.hexdigest()
+
+
+def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
+    """The MILP's dispatch (cold, or warm-started from tempo), memoised in this process when it
+    starts cold (:data:`_MILP_MEMO`)."""
+    if warm_start:
+        return solve(inst, model, "milp", time_limit=time_limit, warm_start=warm_start)
+    key = _milp_key(inst, model, time_limit, warm_start)
+    if key not in _MILP_MEMO:
+        if len(_MILP_MEMO) > 4096:
+            _MILP_MEMO.clear()
+        _MILP_MEMO[key] = solve(inst, model, "milp", time_limit=time_limit)
+    return _MILP_MEMO[key]
+
+
 @experiment("solver_vs_milp", readings=SOLVER_READINGS)
 def solver_vs_milp(config: dict) -> pd.DataFrame:
     """tempo_fast against the time-limited MILP on the synthetic phase grid.
@@ -180,7 +216,7 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
             d = solve(inst, model, "tempo", **tempo_kw)
             t_ms = 1e3 * (time.perf_counter() - t0)
             ms = model.makespan(inst, d)
-            m = solve(inst, model, "milp", time_limit=config["time_limit"], warm_start=config.get("warm_start", False))
+            m = _milp(inst, model, config["time_limit"], config.get("warm_start", False))
             lp = {face: model.makespan(inst, solve(inst, model, "token_lp", face=face))
                   for face in ("even_spread", "maxflow_vertex", "highs_vertex")}
             lp_even, lp_vertex = lp["even_spread"], lp["maxflow_vertex"]
@@ -195,6 +231,67 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
                          "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1),
                          "vs_token_lp_face_pct": 100 * (ms / lp[reading["token_lp_face"]] - 1),
                          **({"routing": routing[0]} if routing else {})})
+    return pd.DataFrame(rows)
+
+
+def _time_solves(config: dict) -> list[dict]:
+    """tempo under ``config``'s reading on the batches of :func:`solver_vs_milp`'s grid (the same
+    cells, seeds and batches): per batch the median over ``repeats`` solves of the wall time
+    (``perf_counter``) and of this process's CPU time (``process_time``, which a loaded machine
+    does not inflate), in ms.  One untimed solve first (imports, machine code loaded)."""
+    model = CostModel.named(config.get("params", "dsv3-offline"))
+    reading = rd.of(config)
+    kw = rd.tempo_options(reading)
+    repeats = int(config.get("repeats", 3))
+    import numba
+
+    jit_off = bool(numba.config.DISABLE_JIT)  # how this process runs the compiled functions
+    rows, warm = [], False
+    for g, E, s, rep, B in _phase_cells(config):
+        for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B)):
+            if not warm:
+                solve(inst, model, "tempo", **kw)
+                warm = True
+            wall, cpu = [], []
+            for _ in range(repeats):
+                t0, c0 = time.perf_counter(), time.process_time()
+                solve(inst, model, "tempo", **kw)
+                wall.append(1e3 * (time.perf_counter() - t0))
+                cpu.append(1e3 * (time.process_time() - c0))
+            rows.append({"ep": g, "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
+                         "wall_ms": float(np.median(wall)), "cpu_ms": float(np.median(cpu)), "jit_disabled": jit_off})
+    return rows
+
+
+def _time_main() -> None:
+    """Entry point of :func:`solver_runtime`'s subprocess: a config (JSON) on stdin, the rows of
+    :func:`_time_solves` (JSON) on stdout."""
+    json.dump(_time_solves(json.loads(sys.stdin.read())), sys.stdout)
+
+
+#: How :func:`solver_runtime` runs tempo_fast: its compiled machine code (numba), and the same
+#: code as Python, with numba's JIT disabled (``NUMBA_DISABLE_JIT=1`` in a subprocess: every
+#: compiled function runs as the Python it is written in), the ``solver_runtime`` reading's
+#: ``pure_python`` (Section 4.2: "1.9 ms ... pure Python").
+RUNTIMES = ("compiled", "python")
+
+
+@experiment("solver_runtime", readings=("synthetic_router", "placement_loads", "tempo_preset", "ensemble_lp"))
+def solver_runtime(config: dict) -> pd.DataFrame:
+    """tempo_fast's solve time on :func:`solver_vs_milp`'s batches, compiled and as pure Python
+    (:data:`RUNTIMES`): one row per (batch, runtime) with ``wall_ms`` and ``cpu_ms``
+    (:func:`_time_solves`).  The Python run is a subprocess with ``NUMBA_DISABLE_JIT=1``
+    (``config["python_timeout"]`` seconds at most, default 1800); ``config["repeats"]`` solves
+    per batch (default 3).  The times are this machine's: compare them with the paper's as
+    times on another machine."""
+    rows = [{**r, "runtime": "compiled"} for r in _time_solves(config)]
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    proc = subprocess.run([sys.executable, "-c", "from tempo.studies.solver import _time_main; _time_main()"],
+                          input=json.dumps(config, default=str), capture_output=True, text=True, env=env,
+                          timeout=float(config.get("python_timeout", 1800)))
+    if proc.returncode != 0:
+        raise RuntimeError(f"solver_runtime: the pure-Python run failed (rc {proc.returncode}): {proc.stderr[-2000:]}")
+    rows += [{**r, "runtime": "python"} for r in json.loads(proc.stdout)]
     return pd.DataFrame(rows)
 
 
