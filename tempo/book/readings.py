@@ -38,3 +38,42 @@ def matrix() -> pd.DataFrame:
     reading lists, sorted)."""
     ids = sorted({c for s in specs().values() for c in s.claims})
     return pd.DataFrame({s.id: [c in s.claims for c in ids] for s in specs().values()}, index=pd.Index(ids, name="claim"))
+
+
+def alternative_ids(stem: str) -> list[str]:
+    """The readings whose alternatives a chapter runs result ``stem`` under (``"phase_diagram"``,
+    ``"phase_diagram-scale"``, ``"ablation-whole"`` ...): those its experiment depends on
+    (``@experiment(..., readings=...)``) that ``readings.yaml`` lists for a claim reading ``stem``,
+    in file order.  The ledger shows each such claim under each of them."""
+    from ..studies import READINGS
+    from .claims import REGISTRY  # the package registers every claim's function
+
+    deps = READINGS.get(stem.split("-", 1)[0], ())
+    claims = {cid for cid, sp in REGISTRY.items() if stem in sp.inputs}
+    return [s.id for s in specs().values() if s.id in deps and claims & set(s.claims)]
+
+
+def run_alternatives(stem: str, config: dict, profile: str, reading: Reading) -> dict:
+    """Result ``stem`` (``<experiment>[-<tag>]``) under ``reading`` and under each single
+    alternative of :func:`alternative_ids`: :func:`tempo.studies.run_alternatives` (cached; each
+    run writes its CSV for the ledger).  ``{(id, choice): DataFrame}``, ``(None, None)`` for
+    ``reading``."""
+    from .. import studies
+
+    name, _, tag = stem.partition("-")
+    return studies.run_alternatives(name, config, profile, reading=reading, ids=alternative_ids(stem), tag=tag or None)
+
+
+def run_skew_grids(stem: str, config: dict, profile: str, reading: Reading) -> dict:
+    """Result ``stem`` with its config's ``skews`` set by each other choice of the ``skew_grid``
+    reading (Section 3.2's grid; a config value, not a reading the experiment takes), written as
+    the stem the ledger looks for (``<stem>-skew_grid=<choice>``).  ``{choice: DataFrame}``."""
+    from .. import studies
+
+    name, _, tag = stem.partition("-")
+    out = {}
+    for alt in reading.alternatives("skew_grid"):
+        choice = alt["skew_grid"]
+        out[choice] = studies.run(name, {**config, "skews": alt.skews}, profile, reading=reading,
+                                  tag=studies.alternative_tag("skew_grid", choice, tag or None))
+    return out
