@@ -4,9 +4,11 @@
 #   make notebook NB=05_calibration PROFILE=gpu    run one notebook (uses an activated conda env, see TEMPO_PYTHON)
 #   make book TRACE=trace.npz  the claims the paper computes on recorded routing, on your recorded trace
 #   make test                  unit tests, smoke build of the whole book, browser check
-#   make sglang-test           optional: the SGLang plugin against sglang 0.5.23 (CPU, large download)
-#   make gpu-check             on a GPU node, in the GPU environment: a few minutes of checks and short
-#                              calibration grids into build/gpu-check (GPU_CHECK_ARGS=--record: data/measured)
+#   make sglang-test           optional: the SGLang plugin against sglang 0.5.23 at its own pins (CPU, large download)
+#   make gpu-check             on a GPU node, in the GPU environment: about 7 minutes of checks and short
+#                              calibration grids into build/gpu-check (GPU_CHECK_ARGS=--record: data/measured);
+#                              exits 1 naming each failed section.  On a lent node's own image, without
+#                              installing anything: bash scripts/gpu-node-all.sh (GPU.md)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -108,8 +110,9 @@ test: unit
 	$(MAKE) --no-print-directory book PROFILE=smoke
 	$(MAKE) --no-print-directory browser
 
-# optional: the plugin against the real sglang 0.5.23 on CPU (about 1.4 GB into build/sglang-site;
-# not part of `make test`)
+# optional: the plugin against the real sglang 0.5.23 on CPU, every package at sglang's own pins (the GPU
+# lock's versions, tests/sglang/requirements.txt) except torch and triton, which stay the .venv's CPU
+# build (a large download into build/sglang-site; not part of `make test`)
 SGL_SITE := build/sglang-site
 $(SGL_SITE)/.stamp: tests/sglang/requirements.txt $(STAMP)
 	$(PY) -m pip install -q --no-deps --target $(SGL_SITE) -r tests/sglang/requirements.txt

@@ -80,3 +80,79 @@ def test_pip_cuda_homes_finds_the_nvidia_namespace(tmp_path, monkeypatch):
     r = ensure_cuda_home(env, which=no_nvcc_on_path, default=str(tmp_path / "none"))
     assert env["CUDA_HOME"] == str(site / "nvidia" / "cu13") and r["nvcc"] == "13.0"
     assert os.path.isfile(os.path.join(env["CUDA_HOME"], "bin", "nvcc"))
+
+
+FAKE_DEEP_GEMM = '''
+import os, subprocess
+# deep_gemm's own search at import (sgl-deep-gemm find_cuda_home / upstream _find_cuda_home)
+home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+if home is None:
+    try:
+        nvcc = subprocess.check_output(["which", "nvcc"], stderr=subprocess.DEVNULL).decode().strip()
+        home = os.path.dirname(os.path.dirname(nvcc))
+    except Exception:
+        home = "/usr/local/cuda" if os.path.exists("/usr/local/cuda") else None
+assert home is not None
+FOUND_AT_IMPORT = home
+def m_grouped_fp8_gemm_nt_masked(*args):
+    pass
+'''
+
+
+def test_import_deep_gemm_points_it_at_the_pip_toolkit_in_process(tmp_path):
+    """CUDA_HOME unset, an nvcc 12.4 first on PATH (a node image's old toolkit), the GPU lock's
+    pip toolkit under site-packages/nvidia/cu13: tempo's import of deep_gemm makes deep_gemm
+    find the pip toolkit, in the importing process (no shell step)."""
+    import json
+    import subprocess
+
+    site = tmp_path / "site"
+    fake_home(site / "nvidia" / "cu13", "13.0")
+    (site / "deep_gemm").mkdir(parents=True)
+    (site / "deep_gemm" / "__init__.py").write_text(FAKE_DEEP_GEMM)
+    old = fake_home(tmp_path / "old-cuda", "12.4")
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env["PATH"] = f"{old / 'bin'}:/usr/bin:/bin"
+    env["PYTHONPATH"] = os.pathsep.join([str(site), os.getcwd()])
+    code = ("import json, os\nfrom tempo.calib.backends import import_deep_gemm, cuda_home_setup\n"
+            "assert 'CUDA_HOME' not in os.environ\n"
+            "dg = import_deep_gemm()\n"
+            "print(json.dumps({'found': dg.FOUND_AT_IMPORT, 'env': os.environ.get('CUDA_HOME'), "
+            "'setup': cuda_home_setup()}))\n")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    want = str(site / "nvidia" / "cu13")
+    assert out["found"] == out["env"] == want
+    assert out["setup"]["source"] == "pip toolkit" and "12.4" in out["setup"]["reason"]
+    # without tempo's step, the same import finds the old toolkit (what the review saw)
+    r = subprocess.run([sys.executable, "-c", "import deep_gemm; print(deep_gemm.FOUND_AT_IMPORT)"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == str(old)
+    # the shell form for scripts outside tempo
+    r = subprocess.run([sys.executable, "-m", "tempo.calib.cuda_env"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == want and "older than 12.9" in r.stderr
+
+
+def test_deep_gemm_is_imported_only_through_import_deep_gemm():
+    """Every entry that uses DeepGEMM gets its CUDA home set first: no other ``import deep_gemm``
+    in tempo/ (read with ast: top-level and inside functions)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "tempo"
+    found = []
+    for py in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(py.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "deep_gemm" or n.startswith("deep_gemm.") for n in names):
+                found.append(f"{py.relative_to(root.parent)}:{node.lineno}")
+    assert found == ["tempo/calib/backends.py:" + str(_import_line(root / "calib" / "backends.py"))], found
+
+
+def _import_line(path) -> int:
+    lines = path.read_text().splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("def import_deep_gemm"))
+    return next(i for i in range(start, len(lines)) if lines[i].strip() == "import deep_gemm") + 1

@@ -89,27 +89,52 @@ def test_expert_kernel_choice_fails_clearly_without_gpu():
     from tempo.calib.shapes import shape
 
     with pytest.raises(RuntimeError, match="fp8 needs --device cuda"):
-        epbench.make_expert_work("fp8", shape("tiny"), 4, 16, "cpu")
+        epbench.make_expert_backend("fp8", shape("tiny"), 4, 16, "cpu")
     with pytest.raises(ValueError, match="auto, loop or fp8"):
-        epbench.make_expert_work("int4", shape("tiny"), 4, 16, "cpu")
-    assert epbench.make_expert_work("auto", shape("tiny"), 4, 16, "cpu").kernel == "loop"
+        epbench.make_expert_backend("int4", shape("tiny"), 4, 16, "cpu")
+    with pytest.raises(RuntimeError, match="torch_bf16 needs --device cuda"):
+        epbench.expert_backend_name("torch_bf16", "cpu")
+    be = epbench.make_expert_backend("auto", shape("tiny"), 4, 16, "cpu", copies=3)
+    assert be.kernel == "loop" and be.name == "cpu" and be.copies == 3  # one weight copy per emulated rank
 
 
-def test_fp8_expert_work_masks_by_slot_load():
+def test_sglang_expected_m_is_the_mean_slot_load():
+    # SGLang's DeepEP low-latency dispatch: (T * group * K + E) // E
+    assert epbench.sglang_expected_m(64, 8, 8, 160) == (64 * 8 * 8 + 160) // 160 == 26
+    assert epbench.sglang_expected_m(1, 8, 8, 320) == 1
+    assert epbench.slot_loads([5, 3], 4) == [5, 3, 0, 0]
+    with pytest.raises(ValueError, match="slots"):
+        epbench.slot_loads([1, 2, 3], 2)
+
+
+def test_fp8_region_masks_by_slot_load_and_reuses_one_graph_per_copy():
     import torch
 
+    from tempo.calib.backends import DeepGemmBackend
     from tempo.calib.shapes import shape
-    from test_gpu_paths import FakeDeepGemm
+    from test_gpu_paths import FakeDeepGemm, FakeStream
 
     fake = FakeDeepGemm()
-    w = epbench.Fp8ExpertWork(shape("tiny"), 4, 100, device="cpu", deep_gemm_module=fake)
-    parts = [torch.zeros(n, 256) for n in (5, 0, 37)]
-    masked_m, expected = w.prepare(parts, [0, 1, 2])
-    assert masked_m.tolist() == [5, 0, 37, 0] and expected == 37
-    w.run((masked_m, expected))
+    be = DeepGemmBackend(shape("tiny"), 4, 100, device="cpu", deep_gemm_module=fake, copies=3, l2=10**5)
+    assert be.copies >= 3 and be.max_load == 128
+    fn = be.region([5, 0, 37, 0], expected_m=11)
+    assert fn.masked_m.tolist() == [5, 0, 37, 0] and fn.key == ("masked", 4, 11)
+    fn(1)
     assert fake.calls == 2  # gate/up and down
-    with pytest.raises(ValueError, match="capacity"):
-        w.prepare([torch.zeros(300, 256)], [0])
+    again = be.region([1, 2, 3, 4], expected_m=11)
+    assert again.masked_m is fn.masked_m and fn.masked_m.tolist() == [1, 2, 3, 4]  # same buffer: a graph replays it
+    with pytest.raises(ValueError, match="tokens per slot"):
+        be.region([300], expected_m=11)
+    # graph mode: one capture per (key, weight copy), then replays with new loads
+    be.gpu = True  # drive the GPU path on the fake clock
+    api = FakeStream()
+    be.timer._api = api
+    captured = []
+    orig = be.timer.capture_copy
+    be.timer.capture_copy = lambda f, c: captured.append(c) or orig(lambda cc: f(cc) or 5.0, c)
+    for r in (0, 1, 0, 1):
+        be.time_loads([r + 1, 0, 0, 0], copy=r, expected_m=11)
+    assert captured == [0, 1]
 
 
 @pytest.mark.needs("torch")

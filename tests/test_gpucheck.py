@@ -103,3 +103,230 @@ def test_newest_check_is_the_first_listed(tmp_path):
     (d / "results.json").write_text(json.dumps({"date": "2026-01-01", "seconds": {"env": 1.0}, "env": {"error": "x"}}))
     res, md, files = gpucheck.newest_check(gpucheck.checks(tmp_path))
     assert res["date"] == "2026-01-01" and files == {}
+
+
+# ------------------------------------------------------------------ exit status
+def _fake_gpu(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+
+
+def _sections(monkeypatch, **funcs):
+    def env(ctx):
+        ctx["machine"] = "fake-gpu"
+        return {"device": "Fake GPU", "backends": {}}
+
+    monkeypatch.setattr(gpucheck, "FUNCS", {**{k: (lambda ctx: {}) for k in gpucheck.SECTIONS}, "env": env, **funcs})
+
+
+def test_exit_status_names_each_failed_section(monkeypatch, tmp_path, capsys):
+    import json
+
+    _fake_gpu(monkeypatch)
+
+    def numerics(ctx):  # a check that does not hold: the section fails, and keeps its results
+        gpucheck._expect(ctx, True, "never shown")
+        gpucheck._expect(ctx, False, "deep_gemm/dsv3 G=1,n=1: up error 0.5 > 0.01")
+        return {"deep_gemm/dsv3": {"G=1,n=1": {"up": 0.5}}}
+
+    def grids(ctx):  # a section that raises
+        raise RuntimeError("no fp8 kernel")
+
+    def epbench(ctx):  # a flag is not a failure
+        gpucheck._flag(ctx, "epbench: 1.4x the fit")
+        return {}
+
+    _sections(monkeypatch, numerics=numerics, grids=grids, epbench=epbench)
+    rc = gpucheck.main(["--out", str(tmp_path), "--sections", "triton,numerics,grids,epbench"])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert "FAILED sections: numerics: deep_gemm/dsv3 G=1,n=1: up error 0.5 > 0.01; grids: RuntimeError: no fp8 kernel" \
+        in err
+    assert "triton" not in err and "epbench" not in err and "never shown" not in out + err
+    assert "flags: epbench: 1.4x the fit" in out
+    folder = next(tmp_path.glob("*-gpu-check"))
+    res = json.loads((folder / "results.json").read_text())
+    assert gpucheck.failed_sections(res) == {"numerics": ["deep_gemm/dsv3 G=1,n=1: up error 0.5 > 0.01"],
+                                             "grids": ["RuntimeError: no fp8 kernel"]}
+    assert json.loads((folder / "manifest.json").read_text())["failed_sections"] == ["grids", "numerics"]
+    md = (folder / "summary.md").read_text()
+    assert "CHECK FAILED: deep_gemm/dsv3" in md and "- grids: FAILED (RuntimeError: no fp8 kernel)" in md
+    assert "FLAG: epbench: 1.4x the fit" in md
+
+
+def test_exit_status_is_zero_when_every_section_passes(monkeypatch, tmp_path, capsys):
+    _fake_gpu(monkeypatch)
+    _sections(monkeypatch)
+    assert gpucheck.main(["--out", str(tmp_path), "--sections", "triton,timer"]) == 0
+    assert "Failed sections: none." in capsys.readouterr().out
+
+
+def test_record_goes_under_the_machine(monkeypatch, tmp_path):
+    _fake_gpu(monkeypatch)
+    _sections(monkeypatch)
+    assert gpucheck.main(["--record", "--out", str(tmp_path), "--sections", "env"]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["fake-gpu"]
+    assert len(list((tmp_path / "fake-gpu").glob("*-gpu-check/manifest.json"))) == 1
+
+
+def test_default_budget_covers_every_section():
+    assert set(gpucheck.BUDGET) == set(gpucheck.SECTIONS) and sum(gpucheck.BUDGET.values()) == 420
+
+
+# ------------------------------------------------------------------ the new sections' logic on CPU
+@pytest.mark.needs("torch")
+def test_serving_section_logic_on_cpu():
+    r = gpucheck.serving_check("cpu", replays=300, seed=1)
+    assert r["graphs"] == 0 and r["replays"] == 300
+    assert r["bad_picks"] == 0 and r["count_errors"] == 0
+    assert r["pointers_unchanged"] == {"phys": True, "prob": True, "counts": True}
+    assert 0 < r["picks_only_valid_under_new_map"] <= r["moved_layer_picks"]
+
+
+@pytest.mark.needs("torch")
+def test_serving_check_catches_wrong_picks_and_counts(monkeypatch):
+    real = gpucheck.serving_runtime
+
+    def broken(*a, **kw):
+        rt = real(*a, **kw)
+        dispatch = rt.dispatch
+
+        def off_by_one(layer, ids, *x, **k):
+            out = dispatch(layer, ids, *x, **k)
+            return out.where(out < 0, (out + 1) % 24)  # 24 physical slots in the check
+        rt.dispatch = off_by_one
+        return rt
+
+    monkeypatch.setattr(gpucheck, "serving_runtime", broken)
+    r = gpucheck.serving_check("cpu", replays=40, seed=2)
+    assert r["bad_picks"] > 0
+
+    def uncounted(*a, **kw):
+        rt = real(*a, **kw)
+        rt.dispatch = lambda layer, ids, *x, **k: rt.__class__.dispatch(rt, layer, ids.clone().fill_(-1), *x, **k)
+        return rt
+
+    monkeypatch.setattr(gpucheck, "serving_runtime", uncounted)
+    r = gpucheck.serving_check("cpu", replays=40, seed=2)
+    assert r["count_errors"] > 0
+
+
+@pytest.mark.needs("torch")
+def test_collectives_on_one_gloo_rank():
+    r = gpucheck.collectives_check("gloo", "cpu")
+    assert all(r[k] is True for k in ("all_gather", "barrier", "all_to_all_single", "all_reduce_max"))
+    assert r["worker_rows"] == 4 and r["worker_expert_us"] > 0 and r["worker_kernel"] == "loop"
+
+
+@pytest.mark.needs("torch")
+def test_rowmask_section_logic_under_the_triton_interpreter(tmp_path):
+    import importlib.util
+    import json
+    import os
+    from pathlib import Path
+
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed")
+    code = ("import json\nfrom tempo.benchmarks.gpucheck import rowmask_check\n"
+            "r = rowmask_check('cpu'); r.pop('table'); print(json.dumps(r))\n")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    n = res["eager_cases"]
+    assert n == 7 and res["masks_ok"] == res["counts_exact"] == res["ids_exact"] == n
+    assert res["graph_replays"] == 0 and res["graph"].startswith("skipped: no CUDA device")
+
+
+# ------------------------------------------------------------------ epbench beside the fit
+class FitBackend:
+    """A stand-in backend for the comparison: its 'measured' time of a rank's loads is
+    ``factor`` x a known cost model's, plus ``launch_us`` when timed eagerly."""
+
+    gpu, name, kernel, copies = False, "fake", "fake", 8
+
+    def __init__(self, model, factor, max_G, launch_us=0.0):
+        self.model, self.factor, self.max_G, self.launch_us = model, factor, max_G, launch_us
+
+    def time_loads(self, loads, copy=0, expected_m=None, mode="graph", spin_us=None):
+        from tempo.benchmarks.epbench import rank_features
+
+        t = self.factor * float(self.model.time(*rank_features(loads, self.model.tile)))
+        return t + (self.launch_us if mode == "eager" and (spin_us or 0) < 100 else 0.0)
+
+
+def _fits_of(model):
+    p = {"a": model.a, "b": model.b, "c": model.c, "beta": model.beta}
+    return {"max_affine": {"params": p, "error": 0.03}, "tile": {"params": {**p, "b2": 1.0}, "error": 0.2}}
+
+
+@pytest.mark.needs("torch")
+@pytest.mark.parametrize("factor, disagree", [(1.0, False), (1.1, False), (1.3, True), (0.7, True)])
+def test_epbench_beside_the_calibrated_fit(factor, disagree):
+    from tempo.benchmarks import epbench
+    from tempo.core.cost import CostModel
+
+    model = CostModel(a=9.6, b=1.4, c=9.6, beta=0.0084)
+    args = {"device": "cpu", "world_size": 4, "shape": "tiny", "experts": None, "top_k": 4, "tokens": 32, "steps": 3,
+            "warmup": 0, "skew": 1.0, "replication": 1.25, "params": "dsv3-offline", "policies": ["static", "tempo"],
+            "seed": 0}
+    df = epbench.run_emulated(args, backend=FitBackend(model, factor, 20))
+    assert set(df.backend) == {"fake"} and set(df.timing) == {"graph"}
+    cmp = gpucheck.fit_comparison(df, _fits_of(model))
+    assert cmp["form"] == "max_affine"  # the smaller grid error
+    assert cmp["ratio_median"] == pytest.approx(factor) and cmp["rank_ratio_median"] == pytest.approx(factor)
+    assert cmp["rank_corr"] == pytest.approx(1.0) and cmp["disagree"] is disagree
+    assert gpucheck.fit_comparison(df, None)["skipped"].startswith("no calibrated fit")
+
+
+@pytest.mark.needs("torch")
+def test_three_ways_expose_host_launch_time():
+    import json
+
+    from tempo.benchmarks import epbench
+    from tempo.core.cost import CostModel
+
+    model = CostModel(a=9.6, b=1.4, c=9.6, beta=0.0084)
+    be = FitBackend(model, 1.0, 6, launch_us=40.0)
+    loads = [[[30, 2], [7]], [[1, 1, 1], [64, 64]]]
+    three = epbench.time_three_ways(be, loads, expected_m=8)
+    med = three.groupby("way").expert_us.median()
+    assert med["eager, spin 30 us"] == pytest.approx(med["graph"] + 40.0)  # the launches inside the events
+    assert med["eager, spin 2000 us"] == pytest.approx(med["graph"])
+    assert json.loads(three.loads.iloc[0]) == loads[0]
+    cmp = gpucheck.fit_comparison(three[three.way == "graph"].reset_index(drop=True), _fits_of(model))
+    assert cmp["ratio_median"] == pytest.approx(1.0)
+
+
+@pytest.mark.needs("torch")
+@pytest.mark.parametrize("factor", [1.0, 1.4])
+def test_epbench_section_flags_a_gap_to_the_fit(monkeypatch, factor):
+    """The epbench section wired end to end on CPU: a stand-in backend whose time is factor x the
+    grid's fit; beyond 15% the section flags it (a flag, not a failure), and the summary shows
+    the three timings and the fit side by side."""
+    import time
+
+    from tempo.benchmarks import epbench
+    from tempo.core.cost import CostModel
+
+    model = CostModel(a=9.6, b=1.4, c=9.6, beta=0.0084)
+    made = []
+    monkeypatch.setattr(epbench, "make_expert_backend",
+                        lambda kind, sh, G, n, device, seed=0, copies=None: made.append(kind) or
+                        FitBackend(model, factor, G, launch_us=25.0))
+    monkeypatch.setattr(gpucheck, "_best_gpu_backend", lambda ctx: "deep_gemm")
+    monkeypatch.setattr(FitBackend, "name", "deep_gemm")
+    ctx = {"files": {}, "deadline": time.time() + 600, "fits": {("deep_gemm", "qwen3-30b"): _fits_of(model)},
+           "failed": [], "flags": []}
+    r = gpucheck.section_epbench(ctx)
+    assert made == ["auto"] and ctx["failed"] == []
+    assert r["vs_fit"]["ratio_median"] == pytest.approx(factor) and r["vs_fit"]["disagree"] is (factor > 1.15)
+    assert bool(ctx["flags"]) is (factor > 1.15)
+    assert r["three_ways_vs_graph"]["eager, spin 2000 us"] == pytest.approx(1.0)
+    assert r["three_ways_vs_graph"]["eager, spin 30 us"] > 1.0
+    assert set(ctx["files"]) == {"epbench.csv", "epbench_ways.csv"}
+    md = gpucheck.summary_md({"date": "2026-12-01", "seconds": {"epbench": 1.0}, "epbench": {**r, "flags": ctx["flags"]}})
+    assert "beside the calibrated fit (max_affine" in md and "three ways" in md
+    assert ("DISAGREES" in md) is (factor > 1.15)

@@ -26,6 +26,7 @@ def test_gpu_backends_need_cuda_and_deep_gemm(monkeypatch):
         with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
             require(b)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
     require("torch_bf16")
     monkeypatch.setitem(sys.modules, "deep_gemm", None)
     with pytest.raises(RuntimeError, match="needs DeepGEMM.*sgl-deep-gemm"):

@@ -14,12 +14,18 @@ from tempo import CostModel, Instance
 from tempo.world.placement import eplb_placement
 from tempo.serving import DispatchTable, effective_probabilities, replica_map, validate_table, window_counts
 from tempo.serving.refresher import Refresher, TorchPublisher
+from tempo.serving.settings import ServingSettings
 from tempo.serving.solver import TableSolver, check_counts, solve_tables
 from tempo.world.workloads import expected_loads, sample_counts, zipf_popularity
 
 from conftest import optional_module
 
 torch = optional_module("torch")  # a test that touches torch is skipped without it; the numpy ones run
+
+
+def S(deadline_s=300.0, refresh_s=0.2, **kw):
+    """Serving settings for a test (seconds, as the tests think of them)."""
+    return ServingSettings(deadline_ms=deadline_s * 1e3, refresh_ms=refresh_s * 1e3, **kw)
 
 
 def kernel(*args, **kwargs):
@@ -211,7 +217,7 @@ def test_counter_going_backwards_is_an_error_and_the_next_window_recovers():
         cc.window()
     state["c"] = np.array([10, 4], np.int32)
     assert cc.window().tolist() == [7, 3]
-    with pytest.raises(ValueError, match="too large"):
+    with pytest.raises(ValueError, match="integer"):
         check_counts(np.full((1, 2), 1e30), 1, 2)
     with pytest.raises(ValueError, match="empty"):
         replica_map(np.zeros((0, 4), np.int64))
@@ -260,7 +266,7 @@ def test_torn_publication_always_reads_a_valid_table(order):
 
     p2l, pop = _placement(L=1, E=12, g=4, rep=1.75)
     phys = replica_map(p2l)[0]
-    old = solve_tables(sample_counts(pop, 16, 4, 4, seed=3), p2l, 4, CostModel.named("proxy-serving"))[0]
+    old = solve_tables(sample_counts(pop, 16, 4, 4, seed=3), p2l, 4, CostModel.named("proxy-serving"))[0, 0]
     # the new table concentrates each expert on one replica: worst case for tearing
     new = np.zeros_like(old)
     for e in range(phys.shape[0]):
@@ -305,9 +311,9 @@ def test_table_solver_layers_match_direct_solve(setup):
     for l in range(3):
         inst = Instance.from_placement(w[l], p2l[l], 4)
         exp = tempo.solve(inst, model, "tempo").probabilities(inst)
-        assert np.allclose(out[l, :, :exp.shape[1]], exp, atol=1e-6)
+        assert np.allclose(out[0, l, :, :exp.shape[1]], exp, atol=1e-6)
     hier = TableSolver(p2l, 4, model, topology="hier", gpus_per_node=2).solve(w)
-    assert hier.shape == (2,) + table.phys.shape
+    assert out.shape == (1,) + table.phys.shape and hier.shape == (2,) + table.phys.shape
     for k in range(2):
         validate_table(hier[k], table.phys)
     with pytest.raises(ValueError, match="gpus_per_node"):
@@ -319,18 +325,18 @@ def test_table_solver_layers_match_direct_solve(setup):
 def test_refresher_publishes_and_noop_never_solves(setup):
     p2l, pop, table, state = setup
     uniform = table.prob.copy()
-    noop = Refresher(DispatchTable.from_placement(p2l), lambda: state["cum"], p2l, 4, policy="noop")
-    assert noop.solver is None
+    noop = Refresher(DispatchTable.from_placement(p2l), lambda: state["cum"], p2l, 4, S(solver="noop"))
+    assert noop.kind == "noop"
     _feed(state, pop)
     assert noop.step() == "noop" and np.array_equal(noop.table.prob, uniform)
-    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S())
     try:
         assert r.step() == "idle"  # nothing counted since the refresher started
         _feed(state, pop, seed=1)
         assert r.step() == "published"
         table.validate()
         assert not np.array_equal(table.prob, uniform)
-        lp = Refresher(DispatchTable.from_placement(p2l), lambda: state["cum"], p2l, 4, policy="token_lp", deadline_s=300)
+        lp = Refresher(DispatchTable.from_placement(p2l), lambda: state["cum"], p2l, 4, S(policy="token_lp"))
         _feed(state, pop, seed=2)
         assert lp.step() == "published"
         lp.stop()
@@ -342,7 +348,7 @@ def test_malformed_counts_are_rejected_and_logged(setup, caplog):
     p2l, pop, table, state = setup
     before = table.prob.copy()
     bad = {"fn": lambda w: -w}
-    r = Refresher(table, lambda: state["cum"], p2l, 4, aggregate=lambda w: bad["fn"](w), deadline_s=300)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S(), aggregate=lambda w: bad["fn"](w))
     try:
         _feed(state, pop)
         with caplog.at_level(logging.ERROR, logger="tempo.serving"):
@@ -358,7 +364,7 @@ def test_malformed_counts_are_rejected_and_logged(setup, caplog):
 
 def test_deadline_drops_late_solves_and_discards_their_reply(setup, caplog):
     p2l, pop, table, state = setup
-    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=0.2)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S(deadline_s=0.2))
     try:
         before = table.prob.copy()
         _feed(state, pop)
@@ -375,7 +381,7 @@ def test_deadline_drops_late_solves_and_discards_their_reply(setup, caplog):
 
 def test_killed_worker_keeps_last_table_and_restarts(setup):
     p2l, pop, table, state = setup
-    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S())
     try:
         assert r.solver.wait_ready(600)  # a loaded machine may take long to start a worker
         _feed(state, pop)
@@ -423,13 +429,24 @@ def test_dead_worker_is_confirmed_before_it_is_reported(setup):
         assert not sp.ensure_alive()  # nothing to restart
 
 
+def _resume(pid) -> None:
+    """SIGCONT a worker a test stopped, unless it is gone (None: nothing to do)."""
+    import signal
+
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
 def test_stopped_worker_is_killed_and_replaced(setup):
     """D8: a worker stopped with SIGSTOP (as if wedged in native code) misses its deadlines;
     after ``max_misses`` in a row it is killed, reaped and replaced."""
     import signal
 
     p2l, pop, table, state = setup
-    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300, max_misses=2)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S(max_misses=2))
     pid = None
     try:
         _feed(state, pop)
@@ -449,11 +466,7 @@ def test_stopped_worker_is_killed_and_replaced(setup):
             os.kill(pid, 0)  # killed and reaped
         pid = None
     finally:
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        _resume(pid)
         r.stop()
 
 
@@ -484,6 +497,7 @@ import sys, time
 import numpy as np
 from tempo.serving import DispatchTable
 from tempo.serving.refresher import Refresher
+from tempo.serving.settings import ServingSettings
 
 L, E, g = 58, 256, 32  # a DSv3-sized table: 58 x 256 x 9 float32 = 534 KB, a window is 119 KB
 rows = []
@@ -491,10 +505,10 @@ for k in range(g):  # 8 experts per GPU plus one redundant slot; expert 0 has 9 
     rows += list(range(8 * k, 8 * k + 8)) + [0 if 1 <= k <= 8 else (100 if k == 0 else k - 1)]
 p2l = np.tile(np.array(rows), (L, 1))
 table = DispatchTable.from_placement(p2l)
-assert table.prob.shape == (58, 256, 9), table.prob.shape
+assert table.prob.shape == (1, 58, 256, 9), table.prob.shape
 cum = {"c": np.zeros((L, E), np.int64)}
 rng = np.random.default_rng(0)
-r = Refresher(table, lambda: cum["c"], p2l, g, interval_s=0.2, deadline_s=0.15)
+r = Refresher(table, lambda: cum["c"], p2l, g, ServingSettings(refresh_ms=200, deadline_ms=150))
 out = []
 for i in range(6):  # every solve overruns its deadline
     cum["c"] += rng.integers(0, 50, (L, E))
@@ -560,7 +574,7 @@ def test_stop_cancels_a_waiting_refresh_without_stalling(setup):
     """Issue 15 item 6: stop() does not wait out a refresh in progress (the refresher passes
     its stop event to the solver's wait), and the busy worker is killed, not awaited."""
     p2l, pop, table, state = setup
-    r = Refresher(table, lambda: state["cum"], p2l, 4, deadline_s=300)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S())
     assert r.solver.wait_ready(600)
     _feed(state, pop)
     res = {}
@@ -625,7 +639,7 @@ def test_soak_refresher_on_drifting_workload():
             c = np.rint(w[l] * (32 * 8 * 8 / w[l].sum())).astype(np.int64)
             inst = Instance.from_placement(c, p2l[l], 8)
             k = inst.replica_gpu.shape[1]
-            ms = model.makespan(inst, c[:, None] * effective_probabilities(t[l][:, :k], inst.replica_gpu))
+            ms = model.makespan(inst, c[:, None] * effective_probabilities(t[0, l][:, :k], inst.replica_gpu))
             ratios.append(ms / model.makespan(inst, solve(inst, model, "uniform")))
     assert len(ratios) >= 5 and np.mean(ratios) < 0.97, ratios
 
@@ -647,9 +661,9 @@ def test_sharded_workers_give_the_same_table(setup):
 
 def test_in_thread_variant_publishes_without_a_process(setup):
     p2l, pop, table, state = setup
-    r = Refresher(table, lambda: state["cum"], p2l, 4, in_thread=True, deadline_s=300)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S(solver="thread"))
     try:
-        assert r.solver is None and r.in_thread is not None
+        assert r.kind == "thread"
         _feed(state, pop)
         assert r.step() == "published"
         table.validate()
@@ -687,3 +701,154 @@ def test_calibrate_shapes_measures_each_shape_with_its_command(monkeypatch):
     for bad in ("dsv3", [], [1]):
         with pytest.raises(ValueError, match="shapes"):
             record.calibrate_shapes("cpu", bad)
+
+
+# ------------------------------------------------------------------ process edges (issue 25 item 5)
+def test_counts_never_pass_through_float():
+    """D10: integer windows are taken exactly (2^63 - 1 stays 2^63 - 1), a uint64 beyond int64
+    and a float window (2.5, or an integral 1e30) are refused with a clear error, not rounded."""
+    big = np.array([[2**63 - 1, 0]], np.int64)
+    assert check_counts(big, 1, 2).tolist() == [[2**63 - 1, 0]]
+    assert check_counts(np.array([[7, 1]], np.uint32), 1, 2).dtype == np.int64
+    with pytest.raises(ValueError, match="too large for int64"):
+        check_counts(np.array([[2**63 + 1, 0]], np.uint64), 1, 2)
+    for bad in (np.array([[2.5, 0.0]]), np.array([[1e30, 0.0]]), np.array([[True, False]])):
+        with pytest.raises(ValueError, match="integer array"):
+            check_counts(bad, 1, 2)
+    with pytest.raises(ValueError, match="negative"):
+        check_counts(np.array([[-1, 3]]), 1, 2)
+
+
+def test_solver_process_answers_unknown_ids_and_waits_without_a_limit(setup):
+    """D18: an id never issued, already answered, or abandoned for a newer request is answered
+    ("unknown",), not ("died",); ``timeout=None`` waits for the reply."""
+    from tempo.serving.solver import SolverProcess
+
+    p2l, pop, table, state = setup
+    w = sample_counts(pop, 64, 4, 4, n_batches=3, seed=4)
+    with SolverProcess(p2l, 4) as sp:
+        assert sp.result(1, 1.0) == ("unknown",)  # never issued
+        req = sp.submit(w)
+        ok = sp.result(req, None)
+        assert ok[0] == "ok" and ok[1].shape == (1,) + table.phys.shape
+        assert sp.result(req, 1.0) == ("unknown",)  # answered already
+        old = sp.submit(w, delay_s=0.5)
+        assert sp.result(old, 0.05) == ("timeout",)  # abandoned
+        new = sp.submit(w)
+        assert sp.result(new, None)[0] == "ok"  # the late reply to the old one is dropped
+        assert sp.result(old, 1.0) == ("unknown",)
+        assert sp.result(-3, 1.0) == sp.result(10**9, 1.0) == ("unknown",)
+        with pytest.raises(ValueError, match="timeout"):
+            sp.result(new, -1.0)
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open fds through /proc")
+def test_dropped_solver_process_stops_its_workers(setup):
+    """D18: a SolverProcess dropped without close() stops its workers when it is collected (a
+    finalizer), and leaves no file descriptor behind."""
+    import gc
+
+    from tempo.serving.solver import SolverProcess
+
+    p2l, pop, table, state = setup
+    SolverProcess(p2l, 4).close()  # warm the machinery (a first start opens a few lasting fds)
+    gc.collect()
+    before = _fds()
+    pids = []
+    for _ in range(3):
+        sp = SolverProcess(p2l, 4, workers=2)
+        pids += sp.pids
+        del sp
+        gc.collect()
+    for pid in pids:  # reaped: no such process any more
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert _fds() <= before, f"{_fds() - before} file descriptors leaked"
+
+
+def test_worker_never_ready_is_replaced_after_the_startup_timeout(setup):
+    """D11: ``startup_timeout_s`` (ServingSettings, TEMPO_STARTUP_TIMEOUT_S) bounds how long a
+    worker may take to come up; one stopped during start-up is killed and replaced after it."""
+    import signal
+
+    from tempo.serving.solver import SolverProcess, make_solver
+
+    p2l, pop, table, state = setup
+    assert ServingSettings().startup_timeout_s >= 150  # covers a cold numba compile (bench --cold-compile)
+    assert ServingSettings.from_env({"TEMPO_STARTUP_TIMEOUT_S": "2.5"}).startup_timeout_s == 2.5
+    with pytest.raises(ValueError, match="TEMPO_STARTUP_TIMEOUT_S"):
+        ServingSettings(startup_timeout_s=0)
+    sp = make_solver(S(startup_timeout_s=1.0), p2l, 4)
+    pid = sp.pid
+    try:
+        assert isinstance(sp, SolverProcess) and sp.startup_timeout_s == 1.0
+        os.kill(pid, signal.SIGSTOP)  # before it could import, warm up and say ready
+        assert not sp.ensure_alive()  # still within its start-up time
+        time.sleep(1.5)
+        assert sp.ensure_alive() and sp.restarts == 1 and sp.pid != pid
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # killed and reaped
+        pid = None
+        assert sp.wait_ready(600)
+    finally:
+        _resume(pid)
+        sp.close()
+
+
+def test_no_table_for_n_windows_is_warned_and_counted(setup, caplog):
+    """D11: when every solve misses its deadline nothing is ever published; after
+    ``stale_windows`` windows with traffic in a row the refresher says so (and again every as
+    many windows), counting ``stale_warnings``; idle windows do not count."""
+    p2l, pop, table, state = setup
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S(solver="thread", deadline_s=0.05, stale_windows=3))
+    try:
+        with caplog.at_level(logging.WARNING, logger="tempo.serving"):
+            outcomes = []
+            for i in range(7):
+                _feed(state, pop, seed=i)
+                outcomes.append(r.step(delay_s=0.08))
+                outcomes.append(r.step())  # an idle window between: not counted
+        assert outcomes.count("dropped") == 7 and outcomes.count("idle") == 7
+        assert r.stats["stale_warnings"] == 2
+        assert caplog.text.count("no table published for") == 2 and "TEMPO_DEADLINE_MS" in caplog.text
+        r.deadline_s = 300
+        _feed(state, pop, seed=9)
+        assert r.step() == "published" and r._dry == 0
+    finally:
+        r.stop()
+
+
+@pytest.mark.parametrize("solver", ["process", "thread"])
+def test_new_placement_without_restart_and_stale_tables_never_published(setup, solver):
+    """Item 3: a rebalance hands the refresher the new placement; the same worker (no restart)
+    solves it from the next refresh on, and a table solved for the old placement while the
+    rebalance came in is dropped as ``stale``, never published."""
+    p2l, pop, table, state = setup
+    new = p2l.copy()
+    new[1] = np.roll(p2l[1], 5)
+    r = Refresher(table, lambda: state["cum"], p2l, 4, S(solver=solver))
+    try:
+        _feed(state, pop)
+        assert r.step() == "published"
+        pid = getattr(r.solver, "pid", None)
+        res = {}
+        _feed(state, pop, seed=1)
+        th = threading.Thread(target=lambda: res.setdefault("out", r.step(delay_s=1.0)))
+        th.start()
+        time.sleep(0.3)
+        r.set_placement(new, 1)  # mid-solve
+        th.join(60)
+        assert res["out"] == "stale"
+        _feed(state, pop, seed=2)
+        assert r.step() == "published" and r.epoch == 1 and r.stats["placements"] == 1
+        phys = replica_map(new)
+        assert np.array_equal(r.phys[..., :phys.shape[-1]], phys)
+        table.validate()
+        assert np.all(table.prob[0, 1][..., :phys.shape[-1]][phys[1] < 0] == 0)  # mass only on the new replicas
+        assert getattr(r.solver, "pid", None) == pid and getattr(r.solver, "restarts", 0) == 0
+    finally:
+        r.stop()

@@ -2,6 +2,8 @@
 tables, counting and reset, rank-invariant uniforms, the version check and the hook bodies
 on stand-in objects."""
 import argparse
+import dataclasses
+import threading
 import types
 
 import numpy as np
@@ -60,25 +62,27 @@ def test_rebalance_updates_every_kernel_tensor_in_place_chunk_by_chunk():
         ptrs = {n: getattr(rt, n).data_ptr() for n in ("phys", "prob", "counts")}
         publisher = rt._publisher
         _wait_published(rt)
-        assert torch.allclose(rt.prob[0].sum(-1), torch.ones(4))
-        assert rt.prob[0, 0, 0] != 0.5  # a solved table, not the uniform split
+        assert torch.allclose(rt.prob[0, 0].sum(-1), torch.ones(4))
+        assert rt.prob[0, 0, 0, 0] != 0.5  # a solved table, not the uniform split
         old_phys, old_prob, counts = rt.phys.clone(), rt.prob.clone(), rt.counts.clone()
         new = np.array([[0, 1, 2, 3, 2, 3], [0, 1, 2, 3, 1, 1]])
         rt.update_layers(new, [1])  # first chunk: layer 1 only
         assert {n: getattr(rt, n).data_ptr() for n in ptrs} == ptrs and rt._publisher is publisher
         want = padded_replica_map(new, 4, 3)
         assert rt.phys[1].tolist() == want[1].tolist() and rt.phys[1, 1].tolist() == [1, 4, 5]
-        assert torch.equal(rt.phys[0], old_phys[0]) and torch.equal(rt.prob[0], old_prob[0])  # not moved yet
-        assert rt.prob[1, 1].tolist() == pytest.approx([1 / 3] * 3) and rt.prob[1, 0].tolist() == [1, 0, 0]
+        assert torch.equal(rt.phys[0], old_phys[0]) and torch.equal(rt.prob[0, 0], old_prob[0, 0])  # not moved yet
+        assert rt.prob[0, 1, 1].tolist() == pytest.approx([1 / 3] * 3) and rt.prob[0, 1, 0].tolist() == [1, 0, 0]
         assert torch.equal(rt.counts, counts)  # the counters keep running (new baseline, no reset)
         out = rt.dispatch(1, torch.tensor([[1, 2]] * 300))  # the kernel reads the new rows
         assert set(out[:, 0].tolist()) == {1, 4, 5} and set(out[:, 1].tolist()) == {2}
         rt.update_layers(new, [0])  # second chunk
         assert {n: getattr(rt, n).data_ptr() for n in ptrs} == ptrs
         assert rt.phys.tolist() == want.tolist() and rt.p2l.tolist() == new.tolist()
-        assert rt.refresher is not None and rt.refresher.solver.alive()
-        _wait_published(rt, 1)  # the new refresher solves the new placement
-        assert set(np.flatnonzero(rt.prob[0, 2].numpy() > 0)) <= {0, 1}  # expert 2 has two replicas now
+        assert rt.refresher is not None and rt.refresher.solver.alive() and rt.refresher.solver.restarts == 0
+        before = rt.refresher.stats["published"]
+        _wait_published(rt, before + 1)  # the same refresher, same worker, solves the new placement
+        assert rt.refresher.stats["placements"] >= 1 and rt.stats["rebalance_chunks"] == 2
+        assert set(np.flatnonzero(rt.prob[0, 0, 2].numpy() > 0)) <= {0, 1}  # expert 2 has two replicas now
         with pytest.raises(ValueError, match="no physical replica"):  # rejected before anything changes
             rt.update_layers(np.array([[0, 0, 0, 0, 1, 2], [0, 1, 2, 3, 1, 1]]), [0])
         assert rt.phys.tolist() == want.tolist()
@@ -94,7 +98,7 @@ def test_window_priced_per_forward_step(monkeypatch):
     from tempo.serving.solver import TableSolver
 
     seen = []
-    rt = TempoRuntime(P2L, 2, settings=ServingSettings(in_thread=True, deadline_ms=60000), start=False)
+    rt = TempoRuntime(P2L, 2, settings=ServingSettings(solver="thread", deadline_ms=60000), start=False)
     rt.start()
     rt.refresher.stop()  # drive it by hand
     rt.refresher.on_publish = lambda new, window: seen.append((new.copy(), window.copy()))
@@ -111,7 +115,7 @@ def test_window_priced_per_forward_step(monkeypatch):
     assert np.allclose(per_step, solver.solve(window // 4))
     # per step, experts 0 and 1 are cheaper on one GPU each (weight-bound); the 4-step window
     # priced as one batch would split them evenly (token-bound)
-    assert np.allclose(per_step[0, :2], [[0, 1], [1, 0]]) and np.allclose(solver.solve(window)[0, :2], 0.5)
+    assert np.allclose(per_step[0, 0, :2], [[0, 1], [1, 0]]) and np.allclose(solver.solve(window)[0, 0, :2], 0.5)
 
 
 def test_settings_parse_once_and_name_the_variable():
@@ -139,11 +143,11 @@ def test_settings_parse_once_and_name_the_variable():
 
 @pytest.mark.needs("torch")
 def test_noop_runtime_keeps_uniform_table():
-    rt = sp.TempoRuntime(P2L, 2, noop=True, settings=FAST)
+    rt = sp.TempoRuntime(P2L, 2, settings=dataclasses.replace(FAST, solver="noop"))
     try:
         rt.dispatch(0, torch.zeros(64, 2, dtype=torch.int64))
-        assert rt.refresher.step() == "noop" and rt.refresher.solver is None
-        assert torch.allclose(rt.prob[0, 0], torch.tensor([0.5, 0.5, 0.0]))
+        assert rt.refresher.step() == "noop" and rt.refresher.kind == "noop"
+        assert torch.allclose(rt.prob[0, 0, 0], torch.tensor([0.5, 0.5, 0.0]))
     finally:
         rt.close()
 
@@ -306,11 +310,102 @@ def test_tempo_params_takes_a_calibration_fit(tmp_path, monkeypatch):
 
     class Recorder:
         def __init__(self, *a, **k):
-            got.update(k)
+            got.update(settings=a[4])
 
         def start(self):
             pass
 
     monkeypatch.setattr("tempo.serving.refresher.Refresher", Recorder)
     TempoRuntime(P2L, 2, settings=ServingSettings(params=str(rec)))
-    assert got["model"] == m
+    assert got["settings"].cost_model() == m
+
+
+@pytest.mark.needs("torch")
+def test_graph_capture_hooks_hold_the_lock_from_begin_to_end(monkeypatch):
+    """Issue 25 item 4: the torch-level capture hooks (every CUDAGraph capture, whatever SGLang
+    code starts it) hold the runtime's device lock from capture_begin to capture_end, release
+    it when capture_begin fails and when capture_end fails, and do nothing without a runtime."""
+    rt = TempoRuntime(P2L, 2, start=False)
+    graph = types.SimpleNamespace()
+    held = []
+    monkeypatch.setattr(sp, "_RUNTIME", None)
+    sp.hook_graph_capture_begin(lambda g, **k: held.append(rt.device_lock._is_owned()), graph)
+    assert held == [False] and not hasattr(graph, "_tempo_guard")
+    monkeypatch.setattr(sp, "_RUNTIME", rt)
+    sp.hook_graph_capture_begin(lambda g, **k: held.append(rt.device_lock._is_owned()), graph,
+                                capture_error_mode="global")
+    assert held[-1] and rt.device_lock._is_owned()
+    other = threading.Thread(target=lambda: held.append(rt.device_lock.acquire(timeout=0.2)))
+    other.start()
+    other.join()
+    assert held[-1] is False  # the refresher cannot snapshot or publish mid-capture
+    sp.hook_graph_capture_end(lambda g: held.append(rt.device_lock._is_owned()), graph)
+    assert held[-1] and not rt.device_lock._is_owned()  # held through the original, released after
+    with pytest.raises(RuntimeError):
+        sp.hook_graph_capture_begin(lambda g: (_ for _ in ()).throw(RuntimeError("capture failed")), graph)
+    assert not rt.device_lock._is_owned()
+    sp.hook_graph_capture_begin(lambda g: None, graph)
+    with pytest.raises(RuntimeError):
+        sp.hook_graph_capture_end(lambda g: (_ for _ in ()).throw(RuntimeError("invalidated")), graph)
+    assert not rt.device_lock._is_owned()
+
+
+@pytest.mark.needs("torch")
+def test_invalid_pairs_are_counted_logged_and_reported(caplog):
+    """Issue 25 item 4 (review N8): the runtime always passes the invalid-pair counter; a logical
+    id >= E routes as a masked slot (-1), is not counted, never raises in the forward pass, and
+    the snapshot reads the counter into the stats with a log line."""
+    import logging
+
+    rt = TempoRuntime(P2L, 2, start=False)
+    out = rt.dispatch(0, torch.tensor([[0, 4], [7, 1], [2, 3]]), torch.tensor(2))  # row 2 is padding
+    assert out[0, 1] == -1 and out[1, 0] == -1 and rt.invalid.tolist() == [2]
+    assert rt.counts[0].tolist() == [1, 1, 0, 0]
+    with caplog.at_level(logging.WARNING, logger="tempo.serving"):
+        rt._snapshot()
+        rt._snapshot()  # unchanged: no second line
+    assert rt.stats["invalid_pairs"] == 2 and caplog.text.count("logical id >= E") == 1
+
+
+@pytest.mark.needs("torch")
+def test_update_layers_keeps_the_refresher_and_refuses_stale_tables():
+    """Issue 25 items 1 and 3: a rebalance chunk neither stops the refresher thread nor restarts
+    its solver; a table published for the old placement afterwards is refused; the stats count
+    the chunks and the placements."""
+    rt = TempoRuntime(P2L, 2, settings=ServingSettings(solver="thread", refresh_ms=20, deadline_ms=20000))
+    try:
+        thread, solver = rt.refresher._thread, rt.refresher.solver
+        new = np.array([[0, 1, 2, 3, 2, 3], [0, 1, 2, 3, 1, 1]])
+        table = np.full(tuple(rt.prob.shape), 0.0, np.float32)
+        table[..., 0] = 1.0
+        rt.update_layers(new, [0])
+        assert rt.epoch == 1 and rt._publish(table, epoch=0) is False  # solved before the rebalance
+        rt.update_layers(new, [1])
+        assert rt.refresher._thread is thread and thread.is_alive() and rt.refresher.solver is solver
+        assert rt._publish(table, epoch=2) is True and float(rt.prob[0, 0, 0, 0]) == 1.0
+        _wait_published(rt)
+        st = rt.stats
+        assert st["rebalance_chunks"] == 2 and st["placements"] >= 1 and st["refresher_running"] == 1
+        assert st["published"] >= 1 and st["solver_restarts"] == 0
+    finally:
+        rt.close()
+    assert rt.stats["refresher_published"] >= 1 and rt.stats["refresher_running"] == 0
+
+
+def test_solver_kind_settings():
+    """Issue 25 item 6: the solver backend is one setting (TEMPO_SOLVER), not flags;
+    TEMPO_IN_THREAD=1 still means the thread backend."""
+    assert ServingSettings().solver == "process"
+    assert ServingSettings.from_env({"TEMPO_SOLVER": "noop"}).solver == "noop"
+    assert ServingSettings.from_env({"TEMPO_IN_THREAD": "1"}).solver == "thread"
+    assert ServingSettings.from_env({"TEMPO_IN_THREAD": "0"}).solver == "process"
+    with pytest.raises(ValueError, match="TEMPO_SOLVER"):
+        ServingSettings.from_env({"TEMPO_SOLVER": "gpu"})
+    with pytest.raises(ValueError, match="contradicts"):
+        ServingSettings.from_env({"TEMPO_SOLVER": "noop", "TEMPO_IN_THREAD": "1"})
+    assert ServingSettings(in_thread=True).solver == "thread"
+    assert ServingSettings.from_env({"TEMPO_STALE_WINDOWS": "5"}).stale_windows == 5
+    with pytest.raises(ValueError, match="TEMPO_STALE_WINDOWS"):
+        ServingSettings.from_env({"TEMPO_STALE_WINDOWS": "0"})
+    with pytest.raises(TypeError, match="ServingSettings"):
+        TempoRuntime(P2L, 2, settings={"solver": "noop"}, start=False)

@@ -1,5 +1,9 @@
-"""Issue #16: the compiled solver against its numpy oracle, exactness of the token LP and the
-MILP, int64 counts, the lower bound, LLEP-R after LLEP's code, and quality on the family grid."""
+"""Issues #16 and #22: the compiled solver against its numpy oracle (tests/oracle_tempo.py) and the
+MILP, pricing written once, exactness of the token LP and the MILP, int64 counts, the lower bound,
+LLEP-R after LLEP's code, and quality on the family grid."""
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,6 +13,7 @@ from tempo.policies import exact
 from tempo.policies.tempo_fast import solve_layers, tempo_fast
 
 from conftest import random_instance, random_model
+from oracle_tempo import _State, tempo_oracle
 
 
 def _random_case(rng):
@@ -21,38 +26,96 @@ def _random_case(rng):
 
 
 # ------------------------------------------------------------------ compiled vs numpy oracle
-@pytest.mark.parametrize("options", [{}, {"ensemble": False}, {"seed": "whole", "chain_depth": 2},
-                                     {"partial": False}, {"chains": False}, {"seed": "static"}])
-def test_compiled_agrees_with_numpy_reference(options):
+ORACLE_OPTIONS = [{}, "paper", {"restarts": False}, {"ensemble": False}, {"seed": "whole", "chain_depth": 2},
+                  {"partial": False}, {"chains": False}, {"seed": "static"}, {"lp_variants": ("vertex",)},
+                  {"chain_depth": 3, "fanout": 1}]
+
+
+def _run(fn, inst, m, options):
+    if isinstance(options, str):
+        return fn(inst, m, options)
+    return fn(inst, m, **options)
+
+
+@pytest.mark.parametrize("options", ORACLE_OPTIONS, ids=str)
+def test_compiled_agrees_with_numpy_oracle(options):
+    """The compiled solver against the numpy oracle (tests/oracle_tempo.py) on the default path
+    and its variants, restarts and the exchange pass included.  Measured: identical shares on
+    all 60 instances of every option set; asserted with a margin."""
     rng = np.random.default_rng(11)
-    same = 0
+    same = same_shares = 0
     n = 60
     for _ in range(n):
         inst, m = _random_case(rng)
-        c = tempo_fast(inst, m, restarts=False, **options).validate(inst)
-        r = tempo_fast(inst, m, backend="numpy", **options)
+        c = _run(tempo_fast, inst, m, options).validate(inst)
+        r = _run(tempo_oracle, inst, m, options).validate(inst)
         mc, mr = m.makespan(inst, c), m.makespan(inst, r)
         assert c.meta["makespan"] == pytest.approx(mc, rel=1e-12)
         same += abs(mc - mr) <= 1e-9 * max(1.0, mr)
+        same_shares += np.array_equal(c.shares, r.shares)
         # where they differ it is an optimal token-LP vertex or a chain tie broken differently;
         # both keep Proposition 1, so neither is more than tau worse than the other's candidates
         assert mc <= mr * 1.02 + 1e-9
+    assert same >= 0.95 * n and same_shares >= 0.9 * n
+
+
+def test_default_path_agrees_with_oracle_on_large_instances():
+    """Default options on larger instances (E up to 512, g up to 64, EPLB and random replica
+    sets, huge counts): measured identical shares on all 40."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import solver_fingerprint as F
+
+    named = F._named()
+    rng = np.random.default_rng(2)
+    n = same = 0
+    while n < 40:
+        inst, _ = F._instance(rng)
+        m = F._model(rng, named)
+        if not 256 <= inst.n_experts * inst.n_gpus <= 4096:
+            continue
+        n += 1
+        c, r = tempo_fast(inst, m), tempo_oracle(inst, m)
+        same += np.array_equal(c.shares, r.shares)
+        assert m.makespan(inst, c) <= m.makespan(inst, r) * 1.02 + 1e-9
     assert same >= 0.9 * n
 
 
+def test_default_path_against_the_milp():
+    """The default path (restarts and exchange included) and its oracle against the MILP's
+    proven optimum on 100 small random instances (g <= 4, E <= 9, a third with tiles or
+    traffic).  Measured at the house refactor: all 100 proven; tempo at the optimum on 96, mean
+    ratio 1.0007, max 1.055; the oracle's makespan identical on all 100."""
+    rng = np.random.default_rng(21)
+    ratios, same = [], 0
+    for _ in range(100):
+        inst = random_instance(rng, max_gpus=4, max_experts=9, max_slots=3)
+        m = random_model(rng, tiles=rng.random() < 0.3)
+        if rng.random() < 0.3:
+            m = CostModel(a=m.a, b=m.b, c=m.c, beta=m.beta, b2=m.b2, c2=float(rng.uniform(0, 30)),
+                          gamma=float(rng.uniform(0.01, 0.3)))
+        t = m.makespan(inst, tempo.solve(inst, m))
+        same += t == m.makespan(inst, tempo_oracle(inst, m))
+        opt = tempo.solve(inst, m, "milp", time_limit=30)
+        assert opt.meta["optimal"]
+        ratios.append(t / opt.meta["objective"] if opt.meta["objective"] > 0 else 1.0)
+    r = np.array(ratios)
+    assert same == 100
+    assert (r >= 1 - 1e-6).all()  # the MILP's optimum is a true optimum
+    assert np.mean(r <= 1 + 1e-9) >= 0.95 and r.mean() <= 1.002 and r.max() <= 1.06, (r.mean(), r.max())
+
+
 def test_compiled_seed_matches_reference_exactly():
+    from tempo.core.pricing import Pricer
     from tempo.policies import _compiled as C
-    from tempo.policies.tempo_fast import _State
 
     rng = np.random.default_rng(3)
     for _ in range(80):
         inst, m = _random_case(rng)
         st = _State(inst, m)
         st.seed()
-        pe, pr, pgpu, ptr, *_ = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
-        x = np.zeros(pe.size)
-        G, N, T = np.zeros(inst.n_gpus), np.zeros(inst.n_gpus), np.zeros(inst.n_gpus)
-        C.seed(C.params(m), inst.counts, pe, pgpu, ptr, x, G, N, T, inst.n_gpus, True)
+        pairs = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
+        x = np.zeros(pairs.pe.size)
+        C.seed(Pricer.of(m), inst.counts, pairs, x, C.new_loads(inst.n_gpus), True)
         np.testing.assert_array_equal(x, st.x)
 
 
@@ -68,16 +131,72 @@ def test_compiled_token_lp_equals_scipy_maxflow():
         assert N.max() <= z * (1 + 1e-12) + 1e-9
 
 
-def test_compiled_lower_bound_mirrors_cost_model():
+def test_compiled_lower_bound_is_the_cost_models():
+    from tempo.core.pricing import Pricer
     from tempo.policies import _compiled as C
 
     rng = np.random.default_rng(5)
     for _ in range(50):
         inst, m = _random_case(rng)
         m = m.without("tiles")
-        pe, pr, pgpu, ptr, gptr, gpairs, first = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
-        lb = C.lower_bound(C.params(m), inst.counts, pgpu, ptr, first, inst.n_gpus)
-        assert lb == pytest.approx(m.lower_bound(inst), rel=1e-12)
+        pairs = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
+        assert C.lower_bound(Pricer.of(m), inst.counts, pairs, inst.n_gpus) == m.lower_bound(inst)
+
+
+def test_pricing_is_bit_identical_compiled_and_numpy():
+    """Eq. 1/2/4 is written once (tempo.core.pricing); compiled (scalars) and numpy (arrays, the
+    CostModel itself as the record) give the same float64 bits."""
+    from tempo.core.pricing import Pricer, activation_time, gpu_time, token_time
+    from tempo.policies import _compiled as C
+
+    rng = np.random.default_rng(14)
+    models = [CostModel.named(n) for n in ("dsv3-offline", "proxy-serving", "dsv3-testbedb-tile")]
+    models += [CostModel(a=0, b=0, c=0, beta=0), CostModel(a=1.5, b=2.0, c=0.0, beta=0.3, c2=7.0, gamma=0.0)]
+    G = rng.integers(0, 40, 200).astype(float)
+    T = G + rng.integers(0, 30, 200)
+    N = np.r_[rng.uniform(0, 5000, 150), rng.uniform(-1e-9, 1e-9, 25), rng.uniform(1e9, 1e15, 25)]
+    for m in models:
+        p = Pricer.of(m)
+        want = m.time(G, N, T)
+        np.testing.assert_array_equal(gpu_time(m, G, N, T), want)
+        np.testing.assert_array_equal(gpu_time(p, G, N, T), want)
+        got = np.array([C.gpu_time(p, g_, n_, t_) for g_, n_, t_ in zip(G, N, T)])
+        assert got.tobytes() == want.tobytes()
+        got = np.array([C.activation_time(p, g_, t_) for g_, t_ in zip(G, T)])
+        assert got.tobytes() == activation_time(m, G, T).tobytes()
+        got = np.array([C.token_time(p, n_) for n_ in N])
+        assert got.tobytes() == np.asarray(token_time(m, N), dtype=float).tobytes()
+
+
+def test_compiled_records_are_typed():
+    """The compiled interface takes named records, not positional arrays and codes."""
+    from tempo.core.pricing import Pricer
+    from tempo.policies import _compiled as C
+    from tempo.policies.tempo_fast import TempoOptions, _options
+
+    p = Pricer.of(CostModel.named("proxy-serving"))
+    assert p.has_traffic and (p.c2, p.gamma) == (25.0, 0.1) and p.tile == 128.0
+    assert Pricer.of(CostModel.named("dsv3-offline")) == (0.0, 14.78, 0.0, 0.0945, 0.0, 128.0, 0.0, 0.0, False)
+    o = _options(TempoOptions.preset("paper"), vertex=True, even=True)
+    assert (o.seed, o.chain_depth, o.restarts, o.lp_even) == (C.SEED_WHOLE, 2, False, True)
+    assert _options(TempoOptions(), True, False).chain_depth == C.UNLIMITED
+    inst = Instance.full_replication([600, 30, 30, 30, 30, 30, 30], 2)
+    shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, 2, Pricer.of(CostModel(a=0, b=15, c=0, beta=0.1)),
+                                     _options(TempoOptions(), True, True), np.zeros((0, 0)))
+    assert isinstance(st, C.Stages) and st.seed >= st.chains >= st.local_search and not st.shortcut
+    assert C.CHOSEN[chosen] in C.CHOSEN and shares.shape == (7, 2)
+
+
+def test_restricted_even_split_is_scored_by_the_compiled_ensemble():
+    """lp_variants with "even" on restricted replica sets: the QP split is built in Python and
+    scored by the compiled ensemble (the numpy path used to run); same makespans as the oracle."""
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        inst = random_instance(rng, full=False, max_gpus=6, max_experts=12, max_slots=3)
+        m = random_model(rng)
+        for lv in (("even",), ("vertex", "even")):
+            c = tempo.solve(inst, m, "tempo", lp_variants=lv)
+            assert m.makespan(inst, c) == pytest.approx(m.makespan(inst, tempo_oracle(inst, m, lp_variants=lv)), rel=1e-12)
 
 
 def test_solve_layers_equals_per_layer_solves():
@@ -376,7 +495,10 @@ def test_family_grid_quality():
 
 
 @pytest.mark.parametrize("batch_tokens", [None, 512])
-def test_table_solver_batched_tables_equal_per_layer_tables(batch_tokens):
+def test_table_solver_batched_tables_equal_per_layer_tables(batch_tokens, monkeypatch):
+    """The serving solver's door (tempo.policies.solve_batch): tempo's batched compiled path
+    and the layer-by-layer tempo.solve path give the same tables, bit for bit."""
+    from tempo.policies import batch
     from tempo.world.placement import eplb_placement
     from tempo.serving.solver import TableSolver
     from tempo.world.workloads import sample_counts, zipf_popularity
@@ -385,13 +507,50 @@ def test_table_solver_batched_tables_equal_per_layer_tables(batch_tokens):
     pops = [np.roll(pop, layer) for layer in range(5)]
     p2l = np.stack([eplb_placement(p, 4, 1.25) for p in pops])
     m = CostModel.named("dsv3-offline")
-    fast = TableSolver(p2l, 4, m, batch_tokens=batch_tokens)
-    slow = TableSolver(p2l, 4, m, batch_tokens=batch_tokens)
-    assert fast._batched
-    slow._batched = False  # the per-layer Instance / Dispatch.probabilities path
     w = np.stack([sample_counts(p, 32, 8, 4, seed=layer)[0] for layer, p in enumerate(pops)])
     w[2, :7] = 0  # idle experts: uniform rows
-    np.testing.assert_array_equal(fast.solve(w), slow.solve(w))
+    calls = []
+    monkeypatch.setitem(batch.BATCHED, "tempo", lambda *a, **k: calls.append(1) or batch._tempo_layers(*a, **k))
+    fast = TableSolver(p2l, 4, m, batch_tokens=batch_tokens).solve(w)
+    wide = TableSolver(p2l, 4, m, batch_tokens=batch_tokens, width=9).solve(w)  # padding columns change nothing
+    assert len(calls) == 2
+    monkeypatch.delitem(batch.BATCHED, "tempo")  # the per-layer Instance / tempo.solve path
+    slow = TableSolver(p2l, 4, m, batch_tokens=batch_tokens).solve(w)
+    np.testing.assert_array_equal(fast, slow)
+    np.testing.assert_array_equal(wide[..., :fast.shape[-1]], fast)
+    assert not wide[..., fast.shape[-1]:].any()
+
+
+def test_solve_batch_validates_like_solve():
+    """solve_batch checks what solve checks (policy, model, options, counts) once for every
+    layer, and each layer's shares are solve's (full replication and proxies go layer by layer)."""
+    from tempo.policies import solve_batch
+
+    m = CostModel.named("dsv3-offline")
+    rep = np.array([[[0, 1], [1, -1], [0, -1]], [[0, 1], [0, 1], [0, 1]]])  # layer 1: full replication
+    counts = np.array([[50, 7, 3], [40, 30, 1]])
+    shares = solve_batch(counts, rep, 2, m)
+    for layer in range(2):
+        inst = Instance(counts[layer], rep[layer], 2)
+        np.testing.assert_array_equal(shares[layer], tempo.solve(inst, m, "tempo").shares)
+    uni = solve_batch(counts, rep, 2, policy="uniform")
+    np.testing.assert_allclose(uni.sum(axis=2), counts)
+    with pytest.raises(ValueError, match="unknown policy"):
+        solve_batch(counts, rep, 2, m, policy="nope")
+    with pytest.raises(ValueError, match="needs a cost model"):
+        solve_batch(counts, rep, 2)
+    with pytest.raises(TypeError, match="no option 'bogus'"):
+        solve_batch(counts, rep, 2, m, policy="uniform", bogus=1)
+    with pytest.raises(TypeError, match="integer"):
+        solve_batch(counts.astype(float), rep, 2, m)
+    with pytest.raises(ValueError, match="non-negative"):
+        solve_batch(-counts, rep, 2, m)
+    orphan = rep.copy()
+    orphan[0, 1] = -1
+    with pytest.raises(ValueError, match="layer 0 expert 1 has tokens but no replica"):
+        solve_batch(counts, orphan, 2, m)
+    with pytest.raises(ValueError, match=r"replica_gpu entries must lie in \[-1, n_gpus=2\)"):
+        solve_batch(counts, rep + 1, 2, m)
 
 
 # ------------------------------------------------------------------ the exchange neighbourhood

@@ -50,6 +50,7 @@ CASES = {
     "prob fp64": dict(prob_dtype="float64"),
     "prob not masked by phys (mass on -1 columns)": dict(holes=0.4, unmasked=True),
     "u at 0 and 1 - 2^-24": dict(u_edges=True),
+    "bad uniforms (NaN, < 0, > 1): counted as invalid": dict(bad_u=0.3, nv=("int", -5)),
     "tiny masses (1e-30)": dict(scale=1e-30),
     "R = 1": dict(R=1),
     "K = 1": dict(K=1),
@@ -67,7 +68,8 @@ CASE_NAMES = list(CASES)
 def make_case(torch, device, seed=0, T=48, K=4, E=13, R=4, ids_dtype="int64", phys_dtype="int64",
               counts_dtype="int64", prob_dtype="float32", nv=None, zero_rows=0.0, holes=0.0, empty_rows=0.0,
               neg_ids=0.0, oob_ids=0.0, nan=0.0, negative_p=0.0, inf=0.0, nan_rows=0.0, negative_rows=0.0,
-              unmasked=False, u_edges=False, scale=1.0, block=256, twice=False, randomize=False, row_mask=None):
+              unmasked=False, u_edges=False, scale=1.0, block=256, twice=False, randomize=False, row_mask=None,
+              bad_u=0.0):
     """Tensors for one comparison (all on ``device``), deterministic in ``seed``."""
     g = torch.Generator().manual_seed(seed)
 
@@ -103,6 +105,11 @@ def make_case(torch, device, seed=0, T=48, K=4, E=13, R=4, ids_dtype="int64", ph
     if u_edges and T * K:
         u[::2] = 0.0
         u[1::2] = 1.0 - 2.0 ** -24
+    if bad_u:
+        pick_u = rnd(T * K)
+        u[pick_u < bad_u / 3] = float("nan")
+        u[(pick_u >= bad_u / 3) & (pick_u < 2 * bad_u / 3)] = -0.5
+        u[(pick_u >= 2 * bad_u / 3) & (pick_u < bad_u)] = 1.5
     nv_val = None
     if nv is not None:
         kind, off = nv
@@ -124,37 +131,52 @@ def oracle_inputs(torch, ids, E):
     return torch.where(ids >= E, torch.full_like(ids, -1), ids)
 
 
-def n_invalid(torch, ids, E, nv, rv=None):
-    """Real (non-padding) pairs with an id ``>= E``: what the kernel's ``invalid`` counter holds."""
+def oracle_uniforms(torch, u):
+    """The reference's view of the uniforms: one outside ``[0, 1]`` is an error for it; the
+    kernel takes it clamped (NaN as 1) and tallies it in ``invalid``."""
+    return torch.nan_to_num(u.clamp(0, 1), nan=1.0)
+
+
+def n_invalid(torch, ids, E, nv, rv=None, u=None):
+    """Real (non-padding) pairs with an id ``>= E`` or a uniform outside ``[0, 1]``: what the
+    kernel's ``invalid`` counter holds."""
     T, K = ids.shape
     n = T if nv is None else int(nv)
     real = torch.arange(T) < n
     if rv is not None:
         real &= rv.cpu().bool()
-    return int((ids[real] >= E).sum())
+    bad = ids >= E
+    if u is not None:
+        uu = u.cpu().reshape(T, K)
+        bad |= ~((uu >= 0) & (uu <= 1))
+    return int(bad[real].sum())
 
 
 def run_case(torch, ref_fn, tri_fn, device, name):
     c = make_case(torch, device, **CASES[name])
-    c_ref, c_tri = c["counts"].clone(), c["counts"].clone()
+    c_ref, c_tri, c_cnt = c["counts"].clone(), c["counts"].clone(), c["counts"].clone()
     E = c["phys"].shape[0]
     ref_ids = oracle_inputs(torch, c["ids"], E)
     invalid = torch.zeros(1, dtype=torch.int64, device=c["ids"].device)
+    ref_invalid = torch.zeros(1, dtype=torch.int64, device=c["ids"].device)
     res = {"ok": False, "pairs": int(c["ids"].numel()) * c["calls"], "out_mismatch": None, "counts_equal": None,
            "dtype_ok": None, "error": None}
     try:
         mism, dtype_ok = 0, True
         for _ in range(c["calls"]):
-            ref = ref_fn(ref_ids, c["prob"], c["phys"], c_ref, c["u"], c["nv"], row_valid=c["rv"])
+            ref = ref_fn(ref_ids, c["prob"], c["phys"], c_ref, oracle_uniforms(torch, c["u"]), c["nv"], row_valid=c["rv"])
             tri = tri_fn(c["ids"], c["prob"], c["phys"], c_tri, c["u"], c["nv"], row_valid=c["rv"], block=c["block"],
                          invalid=invalid)
+            # the reference with its own invalid-pair counter takes the raw ids, as the runtime calls it
+            cnt = ref_fn(c["ids"], c["prob"], c["phys"], c_cnt, c["u"], c["nv"], row_valid=c["rv"], invalid=ref_invalid)
             if device == "cuda":
                 torch.cuda.synchronize()
-            mism += int((ref.cpu() != tri.cpu()).sum())
+            mism += int((ref.cpu() != tri.cpu()).sum()) + int((cnt.cpu() != tri.cpu()).sum())
             dtype_ok &= tri.dtype == ref.dtype == c["ids"].dtype and tri.shape == ref.shape
-        want_invalid = c["calls"] * n_invalid(torch, c["ids"].cpu(), E, c["nv"], c["rv"])
+        want_invalid = c["calls"] * n_invalid(torch, c["ids"].cpu(), E, c["nv"], c["rv"], c["u"])
         res.update(out_mismatch=mism, counts_equal=bool(torch.equal(c_ref.cpu(), c_tri.cpu()))
-                   and c_tri.dtype == c["counts"].dtype and int(invalid.item()) == want_invalid,
+                   and bool(torch.equal(c_cnt.cpu(), c_tri.cpu())) and c_tri.dtype == c["counts"].dtype
+                   and int(invalid.item()) == want_invalid == int(ref_invalid.item()),
                    dtype_ok=bool(dtype_ok))
         res["ok"] = mism == 0 and res["counts_equal"] and res["dtype_ok"]
     except Exception as exc:  # reported per case, the test shows it

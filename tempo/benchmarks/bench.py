@@ -23,6 +23,7 @@ import pandas as pd
 from ..core.cost import CostModel
 from ..core.instance import Instance
 from ..policies import select, solve, spec, variant
+from ..serving.settings import STARTUP_TIMEOUT_S
 from ..world.placement import eplb_placement
 from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 
@@ -276,7 +277,7 @@ def model_refresh(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens:
     p2l = np.stack([eplb_placement(np.roll(loads, l), n_gpus, 1.25) for l in range(layers)])
     model = CostModel.named("dsv3-offline")
     solver = TableSolver(p2l, n_gpus, model)
-    rep = np.stack(solver.layouts)
+    rep = solver.rep
     valid = rep >= 0
     windows = [np.stack([sample_counts(p, tokens, 8, n_gpus, seed=seed + 100 * i + l)[0] for l, p in enumerate(pops)])
                for i in range(reps + 1)]
@@ -324,6 +325,7 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
     throughput (torch CPU; skipped without torch)."""
     from ..serving import DispatchTable
     from ..serving.refresher import Refresher
+    from ..serving.settings import ServingSettings
 
     pop = zipf_popularity(experts, 1.0, seed=seed)
     pops = [np.roll(pop, l) for l in range(layers)]  # each layer its own hot experts, placed by EPLB
@@ -333,7 +335,8 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
     for workers in (1, 2):
         table = DispatchTable.from_placement(p2l)
         cum = {"c": np.zeros((layers, experts), np.int64)}
-        r = Refresher(table, lambda: cum["c"], p2l, n_gpus, deadline_s=30, workers=workers)
+        r = Refresher(table, lambda: cum["c"], p2l, n_gpus,
+                      ServingSettings(deadline_ms=30e3, solver_workers=workers))
         times = []
         try:
             for i in range(refreshes + 1):
@@ -357,7 +360,7 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
         from ..serving.kernels import dispatch_and_count_reference
 
         T, K = 4096, 8
-        prob = torch.tensor(table.prob[0])
+        prob = torch.tensor(table.prob[0, 0])
         phys = torch.tensor(table.phys[0])
         ids = torch.randint(0, experts, (T, K))
         counts = torch.zeros(experts, dtype=torch.int64)
@@ -372,6 +375,158 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
                      f"{1e3 * dt:.2f} ms per call, {T * K / dt / 1e6:.1f} M pairs/s")
     except ImportError:
         lines.append("serving: torch not installed, reference kernel not timed")
+    return "\n".join(lines)
+
+
+#: The commit before issue 25 (the refresher restarted on every rebalance chunk, a gloo
+#: all-reduce on the scheduler thread every few steps): the "before" of :func:`scheduler_thread`.
+SERVING_BASELINE = "c3dadd0"
+
+_SCHED_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+import torch
+import torch.distributed as dist
+from tempo.serving.runtime import TableSync, TempoRuntime
+from tempo.serving.settings import ServingSettings
+from tempo.world.placement import eplb_placement
+from tempo.world.workloads import expected_loads, zipf_popularity
+
+rank, world, port, steps, chunk, rebalances = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]),
+                                               int(sys.argv[5]), int(sys.argv[6]))
+layers, experts, g = int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+bcast, agree = dist.new_group(backend="gloo"), dist.new_group(backend="gloo")
+pop = zipf_popularity(experts, 1.0, seed=0)
+loads = expected_loads(pop, 8)
+maps = [np.stack([eplb_placement(np.roll(loads, l + 7 * k), g, 1.125) for l in range(layers)]) for k in range(rebalances + 1)]
+settings = ServingSettings(refresh_ms=200, deadline_ms=2000)
+shape = tuple(TempoRuntime(maps[0], g, settings=settings, start=False).prob.shape)
+rt = TempoRuntime(maps[0], g, settings=settings, rank_invariant=True,
+                  sync=TableSync(rank, world, shape, bcast, agree, settings.agree_every))
+if rt.refresher is not None:
+    rt.refresher.solver.wait_ready(900)   # a cold compile is not a forward step
+dist.barrier()
+rng = np.random.default_rng(1)
+tick = torch.zeros(1)
+chunks = [list(range(a, min(a + chunk, layers))) for a in range(0, layers, chunk)]
+plan = {}
+for k in range(rebalances):
+    for c, ids in enumerate(chunks):
+        plan[steps // 4 + k * (steps // (2 * rebalances)) + 3 * c] = (k + 1, ids)
+step_s, chunk_s, switched = [], [], []
+for step in range(steps):
+    if step in plan:
+        k, ids = plan[step]
+        t0 = time.perf_counter()
+        rt.update_layers(maps[k], ids)
+        chunk_s.append(time.perf_counter() - t0)
+    before = rt.sync.applied
+    t0 = time.perf_counter()
+    rt.on_forward()
+    step_s.append(time.perf_counter() - t0)
+    switched.append(rt.sync.applied != before)
+    rt.counts += torch.from_numpy(rng.poisson(pop * 64, size=(layers, experts)))  # the step's routed tokens
+    dist.all_reduce(tick)   # the forward pass's collectives keep the ranks in step
+    time.sleep(0.004)
+applied = rt.sync.applied
+dist.barrier()
+rt.close()
+print(json.dumps({"rank": rank, "step_s": step_s, "chunk_s": chunk_s, "applied": applied, "switched": switched}))
+"""
+
+
+def _tree(rev: str):
+    """A persistent copy of ``tempo`` and ``data/params`` at commit ``rev`` under
+    ``build/bench-baseline/`` (its numba cache survives between runs), or None."""
+    import subprocess
+
+    from ..core.paths import ROOT
+
+    if not rev or rev.startswith("-") or "/" in rev or ".." in rev:
+        print(f"bench: {rev!r} is not a commit name", file=sys.stderr)
+        return None
+    dest = ROOT / "build" / "bench-baseline" / rev
+    if (dest / "tempo" / "__init__.py").is_file():
+        return dest
+    arc = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, "--", "tempo", "data/params"],
+                         capture_output=True)
+    if arc.returncode:
+        print(f"bench: cannot archive {rev} ({arc.stderr.decode().strip()})", file=sys.stderr)
+        return None
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=arc.stdout, check=True)
+    return dest
+
+
+def _sched_run(tree, world: int, steps: int, chunk: int, rebalances: int, layers: int, experts: int,
+               n_gpus: int) -> list | None:
+    import json
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(tree))
+    if tree is not None and "bench-baseline" in str(tree):
+        env["TEMPO_ROOT"] = str(tree)
+    args = [str(a) for a in (world, port, steps, chunk, rebalances, layers, experts, n_gpus)]
+    procs = [subprocess.Popen([sys.executable, "-c", _SCHED_SCRIPT, str(r), *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=str(tree)) for r in range(world)]
+    outs = [p.communicate(timeout=1800) for p in procs]
+    if any(p.returncode for p in procs):
+        print("bench: scheduler-thread run failed:\n" + "\n".join(o[1][-2000:] for o in outs), file=sys.stderr)
+        return None
+    return [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+
+
+def scheduler_thread(world: int = 2, steps: int = 600, chunk: int = 8, rebalances: int = 3, layers: int = 58,
+                     experts: int = 256, n_gpus: int = 8, baseline: str | None = SERVING_BASELINE) -> str:
+    """Scheduler-thread time TEMPO adds per forward step (``on_forward``: the agreed table
+    switch of ``--moe-a2a-backend none``) and per EPLB rebalance chunk (``update_layers``), on
+    ``world`` gloo ranks with a DSv3-sized model (58 layers x 256 experts, EP8 at 1.125x
+    replication), rank 0 solving in its worker process every 200 ms: this tree against
+    ``baseline`` (the code before issue 25, run from ``git archive`` in the same run)."""
+    from ..core.paths import ROOT
+
+    def shape_of(L, E, g):  # the table's [N, L, E, R]: the width is P - E + 1 at 1.125x replication
+        return (1, L, E, int(np.ceil(1.125 * E / g - 1e-9)) * g - E + 1)
+
+    def summary(res):
+        steps_ms = 1e3 * np.concatenate([r["step_s"] for r in res])
+        switched = np.concatenate([r["switched"] for r in res]).astype(bool)
+        chunks_ms = 1e3 * np.array(res[0]["chunk_s"])  # rank 0: the rank that runs the refresher
+        return {"step_mean": steps_ms.mean(), "step_median": np.median(steps_ms),
+                "step_p99": np.percentile(steps_ms, 99), "step_max": steps_ms.max(),
+                "step_plain": steps_ms[~switched].mean(), "step_switch": steps_ms[switched].mean() if switched.any()
+                else float("nan"), "chunk_mean": chunks_ms.mean(), "chunk_median": np.median(chunks_ms),
+                "chunk_max": chunks_ms.max(), "chunks": len(chunks_ms), "applied": res[0]["applied"]}
+
+    runs = {}
+    if baseline:
+        tree = _tree(baseline)
+        res = _sched_run(tree, world, steps, chunk, rebalances, layers, experts, n_gpus) if tree else None
+        if res is not None:
+            runs[baseline] = summary(res)
+    res = _sched_run(ROOT, world, steps, chunk, rebalances, layers, experts, n_gpus)
+    if res is not None:
+        runs["this tree"] = summary(res)
+    head = (f"serving: scheduler-thread time ({world} gloo ranks, a2a none, {layers} layers x {experts} experts, "
+            f"EP{n_gpus}, {steps} forward steps, {rebalances} rebalances in chunks of {chunk} layers; targets "
+            f"<= 0.1 ms per step, <= 1 ms per chunk)")
+    lines = [head]
+    for name, m in runs.items():
+        lines.append(f"serving:   {name}: per forward step mean {m['step_mean']:.3f} ms (median {m['step_median']:.3f}, "
+                     f"p99 {m['step_p99']:.2f}, max {m['step_max']:.1f}; mean {m['step_plain']:.3f} without a table "
+                     f"switch, {m['step_switch']:.2f} at the {m['applied']} switches, each a {np.prod(shape_of(layers, experts, n_gpus)) * 4 / 2**20:.1f} MiB host copy "
+                     f"on CPU); per rebalance chunk (rank 0) mean {m['chunk_mean']:.2f} ms (median "
+                     f"{m['chunk_median']:.2f}, max {m['chunk_max']:.1f}) over {m['chunks']}")
+    if len(runs) == 2:
+        old, new = runs[baseline], runs["this tree"]
+        lines.append(f"serving:   ratio {baseline} / this tree (means): per step {old['step_mean'] / new['step_mean']:.0f}x, "
+                     f"per chunk {old['chunk_mean'] / new['chunk_mean']:.0f}x")
     return "\n".join(lines)
 
 
@@ -390,9 +545,16 @@ def main(argv=None):
     ap.add_argument("--families", type=int_range(0), default=6, help="instances per quality family (0 skips the family grid)")
     ap.add_argument("--cold-compile", action="store_true", help="also time a from-scratch numba compile")
     ap.add_argument("--serving-only", action="store_true", help="only the serving-runtime figures")
+    ap.add_argument("--serving-baseline", default=SERVING_BASELINE,
+                    help="commit whose serving runtime the scheduler-thread times are compared with ('' skips it)")
     args = ap.parse_args(argv)
     if args.serving_only:
         print(serving())
+        print(scheduler_thread(baseline=args.serving_baseline or None))
+        if args.cold_compile:
+            print(f"first call compiling from scratch (empty numba cache): {first_call_seconds(cold=True):.1f} s "
+                  f"(the solver worker's start-up timeout, TEMPO_STARTUP_TIMEOUT_S, defaults to "
+                  f"{STARTUP_TIMEOUT_S:.0f} s)")
         return
     df = run(args.eps, args.experts, args.tokens, reps=args.reps, milp_limit=args.milp_limit, params=args.params,
              baseline=args.baseline or None)
@@ -413,7 +575,10 @@ def main(argv=None):
     print(f"first call in a fresh process (import tempo + first solve), numba cache on disk: "
           f"{first_call_seconds():.2f} s")
     if args.cold_compile:
-        print(f"first call compiling from scratch (empty numba cache): {first_call_seconds(cold=True):.1f} s")
+        print(f"first call compiling from scratch (empty numba cache): {first_call_seconds(cold=True):.1f} s "
+              f"(the solver worker's start-up timeout, TEMPO_STARTUP_TIMEOUT_S, defaults to "
+              f"{STARTUP_TIMEOUT_S:.0f} s)")
     print(serving())
+    print(scheduler_thread(baseline=args.serving_baseline or None))
     if args.csv:
         df.to_csv(args.csv, index=False)

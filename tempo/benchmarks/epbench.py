@@ -4,30 +4,38 @@ One process per EP rank (``torch.distributed``: NCCL on GPUs, gloo on CPU proces
 step, all ranks draw the same routed batch (same seed), every policy dispatches it, and each
 policy runs back-to-back on that batch, in an order shuffled per step (seeded, the same on
 every rank, recorded in the rows) so no policy always runs first: dispatch all-to-all of the
-hidden states, the rank's expert FFNs for the tokens its replicas received, combine
-all-to-all.  The layer time is measured around the three phases (wall clock after a barrier
-and a device synchronise); the expert time around the expert FFNs alone, after the dispatch
-all-to-all has completed (CUDA events with a spin kernel queued ahead of the start event on
-GPU, as in :class:`tempo.calib.backends.GraphTimer`; ``perf_counter`` on CPU).  Each is the
-all-reduce MAX over ranks (device tensors on NCCL); the table reports medians over the steps.
+hidden states, the rank's expert region for the tokens its replicas received, combine
+all-to-all.  The layer time is the wall clock of the three phases (after a barrier and a device
+synchronise; nothing else in between: no spin, no events).  The expert time is the rank's
+expert region timed alone, right after, as the calibration timer times a cell: by default
+(``--timing graph``) the region captured in a CUDA graph once per weight copy and replayed
+behind a spin kernel, between CUDA events -- device time only, the host's launches outside
+(``--timing eager --spin-us S`` launches it eagerly behind a spin of S us instead; the old
+30 us spin left the host's launch time inside, see the hardware review's N3); ``perf_counter``
+on CPU.  Each is the all-reduce MAX over ranks (device tensors on NCCL); the table reports
+medians over the steps.
 
 Tokens originate evenly from all ranks (each rank routes ``tokens`` tokens, top-k), so the
-all-to-all sends rank i's share of every replica's tokens to the replica's rank.  Expert work
-is the FFN of the chosen shape (gate/up, SiLU-and-mul, down).  ``--expert-kernel auto`` (the
-default) uses DeepGEMM's fp8 masked grouped GEMM on a GPU where ``deep_gemm`` imports -- the
-calibration backend's kernel and layout, one group per local physical slot with ``masked_m`` =
-its tokens (activation quantisation into the layout is not timed: SGLang fuses it into the
-dispatch) -- and otherwise a loop over the active local experts, bf16 on GPU and float32 on
-CPU (``--expert-kernel loop``).
+all-to-all sends rank i's share of every replica's tokens to the replica's rank.  The expert
+region is a calibration backend's (:mod:`tempo.calib.backends`, the same interface and code the
+calibration grid times): ``--expert-kernel auto`` (the default) is DeepGEMM's fp8 masked grouped
+GEMM on a GPU where it runs -- one group per local physical slot with ``masked_m`` = its tokens
+(idle slots 0), gate/up GEMM, SiLU-and-mul with fp8 quantisation over the real rows only, down
+GEMM, and ``expected_m`` fixed for the run as SGLang sets it (:func:`sglang_expected_m`);
+activation quantisation of the input is not timed (SGLang fuses it into the dispatch) -- and
+otherwise a loop over the active local experts, bf16 on GPU and float32 on CPU (``loop``).
 
 ``--emulate`` runs the EP ranks one after another on one device (no collectives): each rank's
-expert work is timed alone and the makespan is the max -- what one GPU can say about whether
-the model's ranking of policies transfers to measured time (Section 5.2: pairwise ranking
-agreement and gain-transfer error against the model's prediction).
+expert region is timed alone, on its own weight copy (so no rank finds another's weights in
+L2), and the makespan is the max -- what one GPU can say about whether the model's ranking of
+policies transfers to measured time (Section 5.2: pairwise ranking agreement and gain-transfer
+error against the model's prediction).  :func:`compare_with_fit` sets the measured expert time
+beside a calibrated fit's prediction for the same loads (gpu-check does, with its own grid).
 """
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import socket
 import sys
@@ -76,125 +84,69 @@ def rank_loads(inst, shares_int: np.ndarray, world: int) -> list[list[int]]:
     return loads
 
 
-class ExpertWork:
-    """The FFN of ``n`` tokens on each of a rank's active experts, as a loop (weights rotated
-    across ``copies`` sets so consecutive calls do not hit the same cache lines).
-    ``run(loads, per_slot)`` takes the tokens of each active (slot, tokens) pair."""
-
-    kernel = "loop"
-
-    def __init__(self, shape, max_experts: int, device: str, copies: int = 2, seed: int = 0):
-        import torch
-
-        self.torch = torch
-        self.dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-        g = torch.Generator().manual_seed(seed)
-        d, f = shape.d_model, shape.d_ff
-        self.f = f
-        self.w13 = (torch.randn(copies, max_experts, 2 * f, d, generator=g) / d ** 0.5).to(device, self.dtype)
-        self.w2 = (torch.randn(copies, max_experts, d, f, generator=g) / f ** 0.5).to(device, self.dtype)
-        self.copies, self.i, self.device, self.d = copies, 0, device, d
-
-    def __call__(self, x_per_expert: list) -> None:
-        torch = self.torch
-        self.i = (self.i + 1) % self.copies
-        for j, x in enumerate(x_per_expert):
-            h = x @ self.w13[self.i, j].T
-            a = torch.nn.functional.silu(h[:, :self.f]) * h[:, self.f:]
-            a @ self.w2[self.i, j].T
-
-    def prepare(self, parts: list, slots: list):
-        return parts
-
-    def run(self, prepared) -> None:
-        self(prepared)
+#: ``--expert-kernel`` names beside the registered backends: ``auto`` (the best backend that
+#: runs on the device), ``loop`` (the per-expert loop: ``torch_bf16`` on a GPU, ``cpu`` on CPU),
+#: ``fp8`` (DeepGEMM: ``deep_gemm``)
+KERNEL_ALIASES = ("auto", "loop", "fp8")
 
 
-class Fp8ExpertWork:
-    """DeepGEMM's fp8 masked grouped GEMM over a rank's ``max_experts`` physical slots (the
-    calibration backend's capacity layout, :class:`tempo.calib.backends.DeepGemmBackend`):
-    ``masked_m[slot]`` = tokens the slot received (0 for idle slots), ``expected_m`` = the
-    largest of them; gate/up GEMM, SiLU-and-mul on the capacity rows, down GEMM."""
+def expert_backend_name(kind: str, device: str) -> str:
+    """The calibration backend (:mod:`tempo.calib.backends`) that runs ``--expert-kernel kind``
+    on ``device``; raises naming why it cannot run there."""
+    from ..calib.backends import backend_class, backend_names, backend_status
 
-    kernel = "deep_gemm_fp8_masked"
-
-    def __init__(self, shape, max_experts: int, max_tokens: int, device: str = "cuda", seed: int = 0,
-                 deep_gemm_module=None):
-        import torch
-
-        from ..calib.backends import DeepGemmBackend
-
-        self.torch = torch
-        self.be = DeepGemmBackend(shape, max_experts, max(1, max_tokens), replays=1, seed=seed, l2_factor=0.01,
-                                  device=device, deep_gemm_module=deep_gemm_module)
-        self.G = max_experts
-        self.device = device
-
-    def prepare(self, parts: list, slots: list):
-        """``parts``: received hidden states per active slot (only their row counts are used);
-        ``slots``: the local slot index of each part."""
-        import torch
-
-        m = [0] * self.G
-        for x, j in zip(parts, slots):
-            m[j] = int(x.shape[0])
-        if max(m) > self.be.cap:
-            raise ValueError(f"a slot received {max(m)} tokens, more than the layout's capacity {self.be.cap}")
-        return torch.tensor(m, dtype=torch.int32, device=self.device), max(1, max(m))
-
-    def run(self, prepared) -> None:
-        masked_m, expected = prepared
-        be = self.be
-        be.gemm(be.a_up, be.up[0], be.out_up, masked_m, expected)
-        f = be.shape.d_ff
-        h = be.out_up
-        self.torch.nn.functional.silu(h[..., :f]) * h[..., f:]  # activation on the capacity rows
-        be.gemm(be.a_down, be.down[0], be.out_down, masked_m, expected)
+    names = backend_names()
+    if kind not in KERNEL_ALIASES and kind not in names:
+        raise ValueError(f"expert kernel must be auto, loop or fp8 (or a backend: {', '.join(names)}), got {kind!r}")
+    gpu = device != "cpu"
+    if kind == "loop":
+        return "torch_bf16" if gpu else "cpu"
+    if kind == "fp8":
+        kind = "deep_gemm"
+    if kind == "auto":
+        if not gpu:
+            return "cpu"
+        st = backend_status()
+        runs = [n for n in names if backend_class(n).gpu and st[n][0]]  # best first
+        return runs[0] if runs else "torch_bf16"
+    cls = backend_class(kind)
+    if cls.gpu != gpu:
+        raise RuntimeError(f"--expert-kernel {kind} needs --device {'cuda' if cls.gpu else 'cpu'}")
+    ok, why = backend_status()[kind]
+    if not ok:
+        raise RuntimeError(f"--expert-kernel {kind}: {why}")
+    return kind
 
 
-def make_expert_work(kind: str, shape, max_experts: int, max_tokens: int, device: str, seed: int = 0):
-    """``kind``: ``loop``, ``fp8`` (DeepGEMM; raises naming why it cannot run) or ``auto``
-    (fp8 on a GPU where deep_gemm imports, else the loop)."""
-    if kind not in ("auto", "loop", "fp8"):
-        raise ValueError(f"expert kernel must be auto, loop or fp8, got {kind!r}")
-    if kind != "loop" and device != "cpu":
-        from ..calib.backends import backend_status
+def make_expert_backend(kind: str, shape, max_experts: int, max_tokens: int, device: str, seed: int = 0,
+                        copies: int | None = None):
+    """The backend that times a rank's expert region: ``max_experts`` slots (one group per
+    local physical slot, ``masked_m`` = its tokens, idle slots 0), up to ``max_tokens`` tokens
+    each, at least ``copies`` weight copies (one per emulated rank)."""
+    from ..calib.backends import make_backend
 
-        ok, why = backend_status()["deep_gemm"]
-        if ok:
-            return Fp8ExpertWork(shape, max_experts, max_tokens, device, seed)
-        if kind == "fp8":
-            raise RuntimeError(f"--expert-kernel fp8: {why}")
-    elif kind == "fp8":
-        raise RuntimeError("--expert-kernel fp8 needs --device cuda")
-    return ExpertWork(shape, max_experts, device, seed=seed)
+    if kind in ("fp8", "deep_gemm") and device == "cpu":
+        raise RuntimeError(f"--expert-kernel {kind} needs --device cuda")
+    name = expert_backend_name(kind, device)
+    kw = {"seed": seed}
+    if copies:
+        kw["copies"] = int(copies)
+    return make_backend(name, shape, max(1, int(max_experts)), max(1, int(max_tokens)), **kw)
 
 
-class ExpertTimer:
-    """Device time of the expert phase alone: CUDA events with a spin kernel queued ahead (the
-    host launch stays outside), ``perf_counter`` on CPU."""
+def sglang_expected_m(tokens: int, world: int, top_k: int, n_physical: int) -> int:
+    """DeepGEMM's ``expected_m`` as SGLang 0.5.23 sets it for DeepEP's low-latency dispatch
+    (``token_dispatcher/deepep.py``, ``dispatch_a``): ``(tokens * group_size * top_k +
+    num_experts) // num_experts`` -- the mean tokens per expert slot, fixed by the batch size,
+    whatever the routing."""
+    return max(1, (int(tokens) * int(world) * int(top_k) + int(n_physical)) // int(n_physical))
 
-    def __init__(self, device: str, spin_us: float = 30.0):
-        self.device, self.spin_us = device, spin_us
-        if device != "cpu":
-            from ..calib.backends import CudaApi
 
-            self.api = CudaApi()
-
-    def __call__(self, fn) -> float:
-        if self.device == "cpu":
-            t0 = time.perf_counter()
-            fn()
-            return 1e6 * (time.perf_counter() - t0)
-        api = self.api
-        api.synchronize()  # the dispatch all-to-all (and anything before) is complete
-        s, e = api.event(), api.event()
-        api.spin(self.spin_us)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        return 1e3 * s.elapsed_time(e)
+def slot_loads(loads_r: list, per_gpu: int) -> list:
+    """A rank's active pair loads laid out over its ``per_gpu`` slots (idle slots 0)."""
+    if len(loads_r) > per_gpu:
+        raise ValueError(f"a rank has {len(loads_r)} active pairs, more than its {per_gpu} slots")
+    return list(loads_r) + [0] * (per_gpu - len(loads_r))
 
 
 def policy_order(policies, seed: int, step: int) -> list:
@@ -231,12 +183,14 @@ def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
         placement, counts = plan_steps(args["experts"] or sh.n_experts, world, args["tokens"], args["top_k"],
                                        args["steps"] + args["warmup"], args["skew"], args["replication"], args["seed"])
         per_gpu = placement.size // world
-        work = make_expert_work(args.get("expert_kernel", "auto"), sh, per_gpu, int(counts.max()), device,
-                                seed=args["seed"] + rank)
-        timer = ExpertTimer(device)
+        be = make_expert_backend(args.get("expert_kernel", "auto"), sh, per_gpu, int(counts.max()),
+                                 "cpu" if device == "cpu" else "cuda", seed=args["seed"] + rank)
+        em = sglang_expected_m(args["tokens"], world, args["top_k"], placement.size)
+        mode, spin = args.get("timing", "graph"), args.get("spin_us")
         sync = (lambda: torch.cuda.synchronize()) if device != "cpu" else (lambda: None)
         d = sh.d_model
         rows = []
+        sample = 0
         for step, c in enumerate(counts):
             inst = Instance.from_placement(c, placement, world)
             plans = _policies_dispatch(inst, model, args["policies"])
@@ -253,18 +207,24 @@ def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
                 xs = torch.randn(int(send.sum()), d, dtype=torch.bfloat16 if device != "cpu" else torch.float32,
                                  device=device)
                 xr = torch.empty(int(recv.sum()), d, dtype=xs.dtype, device=device)
+                yb = torch.empty(int(send.sum()), d, dtype=xs.dtype, device=device)
+                # the even source split sums exactly to this rank's load; the region reads the loads
+                # (graphs captured once per weight copy, masked_m uploaded here, outside both timings).
+                # The layer pass and the timed region use different weight copies, so neither finds
+                # the other's weights in L2.
+                slots = slot_loads(loads[rank], per_gpu)
+                run = be.prepare(slots, copy=2 * sample, expected_m=em, mode=mode)
+                timed = be.prepare(slots, copy=2 * sample + 1, expected_m=em, mode=mode)
+                sample += 1
                 dist.barrier()
                 sync()
-                t0 = time.perf_counter()
+                t0 = time.perf_counter()  # the layer: dispatch a2a, the region, combine a2a; no spin, no events
                 dist.all_to_all_single(xr, xs, recv.tolist(), send.tolist())
-                mine = loads[rank]
-                parts = list(torch.split(xr, mine))  # the even source split sums exactly to each rank's load
-                prepared = work.prepare(parts, list(range(len(parts))))
-                expert_us = timer(lambda: work.run(prepared))  # synchronises first: the a2a is not inside
-                yb = torch.empty(int(send.sum()), d, dtype=xs.dtype, device=device)
+                run()
                 dist.all_to_all_single(yb, xr, send.tolist(), recv.tolist())
                 sync()
                 t1 = time.perf_counter()
+                expert_us = be.time_prepared(timed, spin)  # the region alone: device time behind the spin
                 mx = torch.tensor([1e6 * (t1 - t0), expert_us], dtype=torch.float64 if device == "cpu" else torch.float32,
                                   device=device)
                 dist.all_reduce(mx, op=dist.ReduceOp.MAX)
@@ -272,7 +232,8 @@ def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
                     rows.append({"step": step - args["warmup"], "policy": pol, "order": pos,
                                  "layer_us": float(mx[0]), "expert_us": float(mx[1]),
                                  "model_us": model.makespan(inst, sh_int.astype(float)),
-                                 "kernel": work.kernel, "order_seed": args["seed"]})
+                                 "kernel": be.kernel, "backend": be.name, "timing": mode, "expected_m": em,
+                                 "order_seed": args["seed"], "loads": json.dumps(loads)})
         if rank == 0:
             pd.DataFrame(rows).to_csv(out_path, index=False)
     finally:
@@ -305,10 +266,14 @@ def run_distributed(args: dict) -> pd.DataFrame:
         return pd.read_csv(out)
 
 
-def run_emulated(args: dict) -> pd.DataFrame:
-    """Single-device mode: each rank's expert work timed alone, makespan = max over ranks."""
-    import torch
-
+def run_emulated(args: dict, backend=None) -> pd.DataFrame:
+    """Single-device mode: each rank's expert region timed alone (its own weight copy, so no rank
+    finds another's weights in L2), makespan = max over ranks.  ``args["timing"]``: ``graph``
+    (default: the region captured once per rank and replayed, device time only) or ``eager``
+    (host launches behind a spin of ``args["spin_us"]``); ``backend``: a prepared
+    :class:`~tempo.calib.backends.ExpertBackend` (gpu-check reuses one; tests pass a fake).
+    Rows: step, policy, order, layer_us = expert_us (the makespan), rank_us (per rank), model_us,
+    kernel, backend, timing, expected_m, order_seed, loads (per rank, JSON)."""
     from ..core.cost import CostModel
     from ..core.instance import Instance
     from ..calib.shapes import shape as get_shape
@@ -319,26 +284,85 @@ def run_emulated(args: dict) -> pd.DataFrame:
     model = CostModel.named(args["params"])
     placement, counts = plan_steps(args["experts"] or sh.n_experts, world, args["tokens"], args["top_k"],
                                    args["steps"] + args["warmup"], args["skew"], args["replication"], args["seed"])
-    work = make_expert_work(args.get("expert_kernel", "auto"), sh, placement.size // world, int(counts.max()),
-                            device, seed=args["seed"])
-    timer = ExpertTimer(device)
-    dtype = torch.bfloat16 if device != "cpu" else torch.float32
+    per_gpu = placement.size // world
+    be = backend if backend is not None else make_expert_backend(
+        args.get("expert_kernel", "auto"), sh, per_gpu, int(counts.max()), device, seed=args["seed"], copies=world)
+    em = sglang_expected_m(args["tokens"], world, args["top_k"], placement.size)
+    mode, spin = args.get("timing", "graph"), args.get("spin_us")
     rows = []
     for step, c in enumerate(counts):
         inst = Instance.from_placement(c, placement, world)
         plans = _policies_dispatch(inst, model, args["policies"])
         for pos, pol in enumerate(policy_order(args["policies"], args["seed"], step)):
             loads = rank_loads(inst, plans[pol], world)
-            times = []
-            for r in range(world):
-                xs = [torch.randn(n, sh.d_model, dtype=dtype, device=device) for n in loads[r]]
-                prepared = work.prepare(xs, list(range(len(xs))))
-                times.append(timer(lambda: work.run(prepared)))
+            times = [be.time_loads(slot_loads(loads[r], per_gpu), copy=r, expected_m=em, mode=mode, spin_us=spin)
+                     for r in range(world)]
             if step >= args["warmup"]:
                 rows.append({"step": step - args["warmup"], "policy": pol, "order": pos, "layer_us": max(times),
-                             "expert_us": max(times), "model_us": model.makespan(inst, plans[pol].astype(float)),
-                             "kernel": work.kernel, "order_seed": args["seed"]})
+                             "expert_us": max(times), "rank_us": json.dumps([round(t, 3) for t in times]),
+                             "model_us": model.makespan(inst, plans[pol].astype(float)),
+                             "kernel": be.kernel, "backend": be.name, "timing": mode, "expected_m": em,
+                             "order_seed": args["seed"], "loads": json.dumps(loads)})
     return pd.DataFrame(rows)
+
+
+def rank_features(loads_r: list, tile: int = 128) -> tuple[int, int, int]:
+    """``(G, N, T)`` of one rank's active pair loads: activated pairs, tokens, 128-row tiles."""
+    live = [int(x) for x in loads_r if int(x) > 0]
+    return len(live), sum(live), sum(-(-x // tile) for x in live)
+
+
+def fit_prediction(loads: list, model) -> list:
+    """The fitted cost model's time (us) of each rank's loads (:func:`rank_features`)."""
+    return [float(model.time(*rank_features(l, model.tile))) for l in loads]
+
+
+def compare_with_fit(df: pd.DataFrame, model, tol: float = 0.15) -> dict:
+    """epbench's measured expert time beside a calibrated fit's prediction for the same loads.
+
+    ``df``: rows of :func:`run_emulated` (columns ``loads``, ``expert_us`` and, when present,
+    ``rank_us``); ``model``: the :class:`~tempo.core.cost.CostModel` fitted to the same
+    backend and shape (gpu-check: its own grid section).  Returns the median measured and
+    predicted makespans, the median and 10-90% range of the per-row ratio measured/predicted,
+    the per-rank median ratio and correlation (with ``rank_us``), and ``disagree`` -- the median
+    makespan ratio more than ``tol`` away from 1."""
+    if not 0 < tol < 1:
+        raise ValueError(f"tol must lie in (0, 1), got {tol}")
+    if df.empty or "loads" not in df:
+        raise ValueError("df must hold epbench rows with a 'loads' column (run_emulated)")
+    per_rank_fit = [fit_prediction(json.loads(s), model) for s in df["loads"]]
+    fit = np.array([max(p) for p in per_rank_fit])
+    meas = df["expert_us"].to_numpy(dtype=float)
+    ratio = meas / fit
+    out = {"rows": int(len(df)), "expert_us_median": float(np.median(meas)), "fit_us_median": float(np.median(fit)),
+           "ratio_median": float(np.median(ratio)), "ratio_p10": float(np.quantile(ratio, 0.1)),
+           "ratio_p90": float(np.quantile(ratio, 0.9)), "tol": tol}
+    if "rank_us" in df:
+        rm = np.concatenate([json.loads(s) for s in df["rank_us"]]).astype(float)
+        rf = np.concatenate(per_rank_fit)
+        live = rf > 0
+        out["rank_ratio_median"] = float(np.median(rm[live] / rf[live])) if live.any() else float("nan")
+        out["rank_corr"] = float(np.corrcoef(rm, rf)[0, 1]) if len(rm) > 2 and rm.std() > 0 and rf.std() > 0 \
+            else float("nan")
+    out["disagree"] = bool(abs(out["ratio_median"] - 1) > tol)
+    return out
+
+
+def time_three_ways(be, loads_rows: list, expected_m: int, spins=(30.0, 2000.0)) -> pd.DataFrame:
+    """The same expert regions timed three ways (N3 of the hardware review): eagerly behind a
+    30 us spin (the old method: the host's launches fall inside the events), eagerly behind a
+    2 ms spin (longer than any launch sequence), and as a captured graph.  ``loads_rows``: per
+    row, the per-rank loads (``json.loads`` of a ``loads`` cell); each rank on its own weight
+    copy.  One row per (row, way): the makespan over ranks."""
+    out = []
+    for i, loads in enumerate(loads_rows):
+        slots = [slot_loads(l, be.max_G) for l in loads]
+        ways = [(f"eager, spin {s:g} us", "eager", s) for s in spins] + [("graph", "graph", None)]
+        for label, mode, spin in ways:
+            t = [be.time_loads(sl, copy=r, expected_m=expected_m, mode=mode, spin_us=spin) for r, sl in enumerate(slots)]
+            out.append({"row": i, "way": label, "expert_us": max(t), "rank_us": json.dumps([round(x, 3) for x in t]),
+                        "loads": json.dumps(loads)})
+    return pd.DataFrame(out)
 
 
 def summarize(df: pd.DataFrame, reference: str = "static") -> pd.DataFrame:
@@ -417,8 +441,13 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
     ap.add_argument("--emulate", action="store_true", help="run the ranks one after another on one device")
     ap.add_argument("--threads", type=positive_int, default=1, help="torch threads per CPU rank")
-    ap.add_argument("--expert-kernel", default="auto", choices=["auto", "loop", "fp8"],
-                    help="expert FFN: DeepGEMM fp8 masked grouped GEMM (fp8), a per-expert loop, or auto")
+    ap.add_argument("--expert-kernel", default="auto",
+                    help="expert region: auto, fp8 (DeepGEMM's masked grouped GEMM), loop (a per-expert loop), or a "
+                         "calibration backend's name")
+    ap.add_argument("--timing", default="graph", choices=["graph", "eager"],
+                    help="expert time: the region as a replayed CUDA graph (default) or launched eagerly behind --spin-us")
+    ap.add_argument("--spin-us", type=nonneg_float, default=None,
+                    help="spin kernel ahead of the start event, us (default: the calibration timer's 50)")
     ap.add_argument("--seed", type=nonneg_int, default=0, help="routing, weights and the per-step policy order")
     ap.add_argument("--csv", type=output_file, help="write the per-step rows here")
     a = ap.parse_args(argv)
@@ -445,7 +474,14 @@ def main(argv=None) -> int:
     args = {"device": a.device, "world_size": a.world_size, "shape": a.shape, "experts": a.experts,
             "top_k": a.top_k or sh.top_k, "tokens": a.tokens, "steps": a.steps, "warmup": a.warmup, "skew": a.skew,
             "replication": a.replication, "params": a.params, "policies": pols,
-            "seed": a.seed, "threads": a.threads, "expert_kernel": a.expert_kernel}
+            "seed": a.seed, "threads": a.threads, "expert_kernel": a.expert_kernel, "timing": a.timing,
+            "spin_us": a.spin_us}
+    try:
+        expert_backend_name(a.expert_kernel, a.device)
+    except ValueError as exc:
+        ap.fail("--expert-kernel", str(exc))
+    except RuntimeError as exc:
+        ap.fail("--expert-kernel", str(exc))
     t0 = time.time()
     df = run_emulated(args) if a.emulate else run_distributed(args)
     s = summarize(df)

@@ -34,6 +34,7 @@ def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int =
     from ..world.workloads import expected_loads, route_tokens, zipf_popularity
     from ..serving.kernels import dispatch_and_count_reference as kernel
     from ..serving.refresher import Refresher
+    from ..serving.settings import ServingSettings
     from ..serving.tables import DispatchTable, effective_probabilities
 
     model = CostModel.named(params)
@@ -57,8 +58,9 @@ def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int =
         if on_publish is not None:
             on_publish(new, window)
 
-    r = Refresher(table, snapshot, p2l, n_gpus, model=model, interval_s=interval_s, deadline_s=deadline_s,
-                  on_publish=publish_hook, batch_tokens=tokens * top_k * n_gpus)
+    settings = ServingSettings(params=params, refresh_ms=interval_s * 1e3, deadline_ms=deadline_s * 1e3,
+                               pricing="fixed", batch_tokens=tokens * top_k * n_gpus)
+    r = Refresher(table, snapshot, p2l, n_gpus, settings, on_publish=publish_hook)
     holders = [[set(phys[l, e][phys[l, e] >= 0].tolist()) for e in range(n_experts)] for l in range(layers)]
     rows, t0 = [], time.monotonic()
     r.start()
@@ -74,7 +76,7 @@ def live_run(seconds: float, n_experts: int = 256, n_gpus: int = 8, top_k: int =
             ids = torch.tensor(route_tokens(p, tokens * n_gpus, top_k, rng))  # top-k distinct experts per token
             n = np.bincount(ids.flatten().numpy(), minlength=n_experts)
             for l in range(layers):
-                live = table.prob[l].copy()  # what the kernel reads for this batch
+                live = table.prob[0, l].copy()  # what the kernel reads for this batch
                 c = counts[l].clone()
                 out = kernel(ids, torch.tensor(live), torch.tensor(phys[l]), c, torch.rand(ids.numel()))
                 with lock:

@@ -55,7 +55,7 @@ POLICIES = {
     "tempo_tokenlp": ("tempo", {"TEMPO_POLICY": "token_lp"}),
     "tempo_hier": ("tempo", {"TEMPO_TOPOLOGY": "hier"}),
     "tempo_flat": ("tempo", {"TEMPO_TOPOLOGY": "flat"}),
-    "tempo_inthread": ("tempo", {"TEMPO_IN_THREAD": "1"}),
+    "tempo_inthread": ("tempo", {"TEMPO_SOLVER": "thread"}),
 }
 METRICS = ["output_throughput", "request_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms",
            "median_itl_ms", "p99_itl_ms"]

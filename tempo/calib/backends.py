@@ -1,19 +1,55 @@
 """Microbenchmark backends (paper Appendix B): time one GPU's routed-expert work -- ``G``
-activated experts with ``n`` tokens each -- for the calibration grid.
+activated experts with ``n`` tokens each -- for the calibration grid, and the same work for any
+per-expert token counts for the EP microbenchmark.
+
+**The backend interface** (:class:`ExpertBackend`; ARCHITECTURE.md, "A GPU backend"), used by
+calibration (:mod:`tempo.calib.record`), ``gpu-check`` and ``epbench`` alike:
+
+* class attributes: ``name``, ``preference`` (``auto`` picks the highest that can run),
+  ``gpu``, ``bytes_per_param`` (weight bytes per parameter: roofline, L2 rotation),
+  ``dtype``, ``kernel`` (the label epbench rows carry), ``numerics_tol`` and ``checks`` (the
+  shapes and ``G`` values of gpu-check's short grids);
+* ``status()`` (classmethod): ``(ok, reason)`` -- can it run here; never raises;
+* construction with ``(shape, max_G, max_n, **options)``; every backend takes ``copies``, the
+  least number of weight copies to hold (epbench: one per emulated rank);
+* ``region(loads, expected_m=None)``: a function ``fn(c)`` that enqueues the expert work for
+  per-slot token counts ``loads`` on weight copy ``c`` -- the one thing a new backend writes;
+* ``measure(G, n)``: a calibration cell (median device time, us);
+* ``time_loads(loads, copy, expected_m, mode, spin_us)``: epbench's timed call -- one sample
+  of the region, graph-captured (``mode="graph"``) or launched eagerly (``"eager"``) behind a
+  spin kernel; ``prepare(...)`` returns the callable untimed (epbench's layer pass runs it with
+  no spin and no events) and ``time_prepared(run)`` times it;
+* ``check_numerics(G, n)``: relative error against a float32 reference; ``info()``.
+
+A backend registers itself with :func:`register_backend`; :func:`backend_status`,
+:func:`require`, :func:`make_backend`, gpu-check's sections and epbench's ``--expert-kernel``
+enumerate the registry, so adding one is one class plus its test.
+
+The backends:
 
 * ``deep_gemm``: DeepGEMM's fp8 masked grouped GEMM (``sgl-deep-gemm``), the kernel SGLang
-  runs for decode with DeepEP's low-latency layout: gate/up ``[G, cap, d] x [G, 2f, d]`` and
-  down ``[G, cap, f] x [G, d, f]``, per-token 1x128 activation scales and 128x128 weight block
-  scales.  The layout is SGLang's capacity layout: every group holds ``cap`` rows, a multiple
-  of DeepGEMM's 128-row M tile, of which ``masked_m = n`` are real, so the kernel's full-tile
-  stores never reach the next group's rows; outputs are whole ``[G, cap, N]`` tensors
-  (contiguous along the group dimension, as DeepGEMM asserts); the activation scales are put
-  in the MN-major TMA-aligned layout once per backend, outside every timed graph (otherwise
-  DeepGEMM transposes them inside each call); ``expected_m = n`` per cell and a warm-up call
-  before capture, so DeepGEMM's JIT compiler never runs inside a timed region.
+  runs for decode with DeepEP's low-latency layout: gate/up ``[G, cap, d] x [G, 2f, d]``, the
+  masked SiLU-and-mul with the fp8 quantisation of its output over the real rows only
+  (:mod:`tempo.calib.act`), and down ``[G, cap, f] x [G, d, f]``; per-token 1x128 activation
+  scales and 128x128 weight block scales.  The layout is SGLang's capacity layout: every group
+  holds ``cap`` rows, a multiple of DeepGEMM's 128-row M tile, of which ``masked_m[g]`` are
+  real, so the kernel's full-tile stores never reach the next group's rows; outputs are whole
+  ``[G, cap, N]`` tensors (contiguous along the group dimension, as DeepGEMM asserts); the
+  activation scales are put in the MN-major TMA-aligned layout once, outside every timed graph
+  (otherwise DeepGEMM transposes them inside each call); ``masked_m`` lives on the device and a
+  captured region reads it at replay; ``expected_m`` (the tuner's key) is ``n`` per
+  calibration cell and fixed per epbench run, and a warm-up call precedes every capture, so
+  DeepGEMM's JIT compiler never runs inside a timed region.  SM90 only: on SM100 DeepGEMM
+  packs float scales to UE8M0 by truncation inside every call, so :meth:`DeepGemmBackend.status`
+  refuses it, naming why (see GPU.md).
 * ``torch_bf16``: bf16 on GPU, a loop over the experts (Table 6's "bf16 loop").
 * ``cpu``: the same expert FFN (gate/up, SiLU-and-mul, down) in float32 torch on CPU, so the
   whole pipeline runs and is tested on a machine without a GPU.
+
+``import deep_gemm`` happens only in :func:`import_deep_gemm`, which first points DeepGEMM's
+JIT at an nvcc >= 12.9 in this process (:func:`tempo.calib.cuda_env.ensure_cuda_home`: the
+pip-installed toolkit when nothing better is found) -- every entry that uses DeepGEMM
+(calibrate, gpu-check, epbench, ``require`` for notebook 05) goes through it.
 
 GPU timing (:class:`GraphTimer`): each cell is captured in CUDA graphs, one per weight copy,
 and replayed round-robin; each sample is bracketed by CUDA events, with a spin kernel queued
@@ -29,44 +65,72 @@ from __future__ import annotations
 import math
 import platform
 import statistics
+import sys
 import time
 
 from .shapes import ExpertShape
 
 L2_BYTES_DEFAULT = 60 * 2**20  # when the device does not say: H100/H200 L2 is 50-60 MB
-BACKENDS = ("deep_gemm", "torch_bf16", "cpu")
+
+#: name -> backend class, filled by :func:`register_backend`
+_REGISTRY: dict[str, type] = {}
+
+
+def register_backend(cls):
+    """Class decorator: make a :class:`ExpertBackend` subclass known by its ``name`` to
+    :func:`backend_status`, :func:`make_backend`, :func:`require`, gpu-check and epbench."""
+    name = getattr(cls, "name", "")
+    if not isinstance(name, str) or not name or name in ("auto", "cuda"):
+        raise ValueError(f"a backend needs a name other than 'auto' and 'cuda', got {name!r}")
+    for attr in ("status", "region", "measure", "time_loads", "check_numerics", "info"):
+        if not callable(getattr(cls, attr, None)):
+            raise TypeError(f"backend {name!r} lacks {attr}() of the backend interface")
+    if not (isinstance(cls.bytes_per_param, (int, float)) and cls.bytes_per_param > 0):
+        raise ValueError(f"backend {name!r}: bytes_per_param must be positive, got {cls.bytes_per_param!r}")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def unregister_backend(name: str) -> None:
+    """Remove a registered backend (tests that register a toy one)."""
+    _REGISTRY.pop(name, None)
+
+
+def backend_names() -> tuple[str, ...]:
+    """Registered backends, best first (highest ``preference``)."""
+    return tuple(sorted(_REGISTRY, key=lambda n: -_REGISTRY[n].preference))
+
+
+def backend_class(name: str) -> type:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(backend_names())} or 'auto'")
+    return _REGISTRY[name]
+
+
+def gpu_backends() -> list[str]:
+    """Registered backends that run on a GPU, best first."""
+    return [n for n in backend_names() if _REGISTRY[n].gpu]
 
 
 def backend_status() -> dict:
-    """Whether each backend can run here: ``{name: (ok, reason)}``.
+    """Whether each backend can run here: ``{name: (ok, reason)}``, best first.
 
     Never raises: an import of ``deep_gemm`` can fail with ``ImportError`` (not installed),
     ``OSError`` (a build against another torch: undefined symbols; a missing CUDA runtime) or
     ``AssertionError`` (no CUDA home for its JIT compiler); each is reported as the reason."""
-    out = {}
     try:
-        import torch
+        import torch  # noqa: F401
     except Exception as exc:  # noqa: BLE001 -- any import failure means "not here"
         why = f"torch does not import ({type(exc).__name__}: {exc})"
-        return {b: (False, why) for b in BACKENDS}
-    out["cpu"] = (True, f"torch {torch.__version__} on CPU")
-    try:
-        cuda = bool(torch.cuda.is_available())
-        why_cuda = "" if cuda else f"torch {torch.__version__} sees no CUDA GPU (CUDA build: {torch.version.cuda})"
-    except Exception as exc:  # noqa: BLE001
-        cuda, why_cuda = False, f"CUDA query failed ({type(exc).__name__}: {exc})"
-    out["torch_bf16"] = (True, f"torch {torch.__version__}, CUDA {torch.version.cuda}") if cuda else (False, why_cuda)
-    if not cuda:
-        out["deep_gemm"] = (False, why_cuda)
-    else:
+        return {b: (False, why) for b in backend_names()}
+    out = {}
+    for b in backend_names():
         try:
-            import deep_gemm
-
-            gemm_fn(deep_gemm)
-            out["deep_gemm"] = (True, f"deep_gemm {deep_gemm_version(deep_gemm)}")
-        except Exception as exc:  # noqa: BLE001
-            out["deep_gemm"] = (False, f"import deep_gemm failed: {type(exc).__name__}: {str(exc)[:300]}")
-    return {b: out[b] for b in BACKENDS}
+            ok, why = _REGISTRY[b].status()
+        except Exception as exc:  # noqa: BLE001 -- a status() that raises is a reason too
+            ok, why = False, f"status check failed: {type(exc).__name__}: {exc}"
+        out[b] = (bool(ok), str(why))
+    return out
 
 
 def available_backends() -> list[str]:
@@ -79,45 +143,74 @@ def require(backend: str) -> None:
 
     ``PROFILE=gpu`` must measure what the paper measured or stop: a missing ``deep_gemm`` is an
     error, never a quiet fallback to ``torch_bf16`` (Section 2.2 fits the fp8 grouped GEMM).
-    ``backend``: ``cpu`` (torch), ``cuda`` or ``torch_bf16`` (torch with a CUDA GPU), ``deep_gemm``
-    (that, plus the ``deep_gemm`` module of ``sgl-deep-gemm``)."""
-    if backend not in ("cpu", "cuda", "torch_bf16", "deep_gemm"):
-        raise ValueError(f"backend must be cpu, cuda, torch_bf16 or deep_gemm, got {backend!r}")
+    ``backend``: ``cuda`` (torch with a CUDA GPU) or a registered backend (``cpu``: torch;
+    ``torch_bf16``: torch with a CUDA GPU; ``deep_gemm``: that, plus the ``deep_gemm`` module of
+    ``sgl-deep-gemm`` on an SM90 GPU)."""
+    names = backend_names()
+    if backend != "cuda" and backend not in names:
+        raise ValueError(f"backend must be cuda or one of {', '.join(names)}, got {backend!r}")
     try:
         import torch
     except ImportError as err:
         raise RuntimeError(f"backend {backend!r} needs torch, which is not importable here ({err}); "
                            "use the GPU environment: conda env create -f environment.yml") from err
-    if backend == "cpu":
-        return
-    if not torch.cuda.is_available():
+    gpu = backend == "cuda" or _REGISTRY[backend].gpu
+    if gpu and not torch.cuda.is_available():
         raise RuntimeError(f"backend {backend!r} needs a CUDA GPU, and torch {torch.__version__} sees none "
                            f"(torch.version.cuda={torch.version.cuda}); check the driver and CUDA_VISIBLE_DEVICES")
-    if backend == "deep_gemm":
-        try:
-            import deep_gemm  # noqa: F401
-        except Exception as err:  # an ImportError, or a JIT/ABI failure raised while loading
-            raise RuntimeError(f"backend 'deep_gemm' needs DeepGEMM (pip: sgl-deep-gemm, see requirements-gpu.txt), "
-                               f"which failed to import: {type(err).__name__}: {err}") from err
+    if backend == "cuda":
+        return
+    ok, why = _REGISTRY[backend].status()
+    if not ok:
+        raise RuntimeError(f"backend {backend!r} cannot run here: {why}")
 
 
 def detect_backend() -> str:
     found = available_backends()
     if not found:
-        raise RuntimeError("no calibration backend: " + backend_status()["cpu"][1] +
+        raise RuntimeError("no calibration backend: " + backend_status().get("cpu", (False, "none registered"))[1] +
                            "; install torch (pip install torch==2.13.0 for CPU)")
     return found[0]
 
 
 def make_backend(name: str, shape: ExpertShape, max_G: int, max_n: int, **kw):
-    classes = {"cpu": CpuBackend, "torch_bf16": TorchBf16Backend, "deep_gemm": DeepGemmBackend}
+    """Construct backend ``name`` (``auto``: :func:`detect_backend`) for cells up to ``max_G``
+    experts and ``max_n`` tokens each; ``kw`` are the backend's options."""
     if name == "auto":
         name = detect_backend()
-    if name not in classes:
-        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(classes)} or 'auto'")
+    cls = backend_class(name)
     if int(max_G) < 1 or int(max_n) < 1:
         raise ValueError(f"max_G and max_n must be >= 1, got {max_G}, {max_n}")
-    return classes[name](shape, int(max_G), int(max_n), **kw)
+    return cls(shape, int(max_G), int(max_n), **kw)
+
+
+# ---------------------------------------------------------------------------------- DeepGEMM import
+_CUDA_HOME_SETUP: dict | None = None
+
+
+def import_deep_gemm():
+    """``import deep_gemm``, after pointing its JIT compiler at an nvcc >= 12.9 in this process.
+
+    ``deep_gemm`` reads ``CUDA_HOME`` (else ``CUDA_PATH``, the nvcc on ``PATH``,
+    ``/usr/local/cuda``) once, at import, and never finds the pip-installed toolkit of the GPU
+    lock; :func:`tempo.calib.cuda_env.ensure_cuda_home` sets ``os.environ["CUDA_HOME"]`` to it
+    when DeepGEMM's own search would find no usable nvcc.  Runs once per process, before the
+    first import (:func:`cuda_home_setup` returns what it found); every ``deep_gemm`` import in
+    tempo goes through here.  Raises what the import raises."""
+    global _CUDA_HOME_SETUP
+    if _CUDA_HOME_SETUP is None and sys.modules.get("deep_gemm") is None:
+        from .cuda_env import ensure_cuda_home
+
+        _CUDA_HOME_SETUP = ensure_cuda_home()
+    import deep_gemm
+
+    return deep_gemm
+
+
+def cuda_home_setup() -> dict | None:
+    """What :func:`import_deep_gemm`'s call of ``ensure_cuda_home`` found (None before the
+    first call): ``{"cuda_home", "nvcc", "source", "reason"}``."""
+    return _CUDA_HOME_SETUP
 
 
 def gemm_fn(deep_gemm):
@@ -140,6 +233,27 @@ def deep_gemm_version(deep_gemm) -> str:
         return version("sgl-deep-gemm")
     except Exception:  # noqa: BLE001
         return "unknown"
+
+
+def deep_gemm_arch_problem(capability) -> str | None:
+    """Why this backend's DeepGEMM path cannot run on a GPU of compute ``capability``
+    ``(major, minor)``, or None on SM90 (H100/H200/H20, the only architecture it supports).
+
+    SM100 (B200, GB200): DeepGEMM wants UE8M0-packed integer scales there and converts float32
+    scales inside every call by keeping their exponent bits (sgl-deep-gemm
+    ``csrc/apis/layout.hpp``, the SM100 branch of ``transform_sf_into_required_layout``;
+    ``smxx_layout.cuh``): the scales are rounded down to powers of two (wrong numerics) and the
+    conversion kernels run inside every timed graph.  This backend builds SM90 float32 scales,
+    so it refuses SM100 rather than time something else."""
+    major, minor = (int(x) for x in capability)
+    if major == 9:
+        return None
+    if major == 10:
+        return (f"the GPU is SM{major}{minor} (Blackwell): DeepGEMM wants UE8M0-packed scales there and would "
+                "truncate this backend's float32 scales to powers of two inside every call (wrong numerics, extra "
+                "kernels in the timed graph); this backend supports SM90 only -- use torch_bf16, or add an SM100 "
+                "backend that quantises with power-of-two scales and packs them once outside the graph")
+    return f"DeepGEMM's fp8 masked grouped GEMM has kernels for SM90 and SM100 only; this GPU is SM{major}{minor}"
 
 
 def cpu_model() -> str:
@@ -165,59 +279,15 @@ def gpu_driver() -> str:
         return "unknown"
 
 
-class CpuBackend:
-    """float32 expert FFN on CPU with torch (see module docstring)."""
+def _cuda_status() -> tuple[bool, str]:
+    import torch
 
-    name = "cpu"
-
-    def __init__(self, shape: ExpertShape, max_G: int, max_n: int, reps: int = 5, copies: int = 2,
-                 threads: int | None = None, seed: int = 0):
-        import torch
-
-        if threads:
-            torch.set_num_threads(threads)
-        self.shape, self.reps, self.copies = shape, reps, copies
-        g = torch.Generator().manual_seed(seed)
-        d, f = shape.d_model, shape.d_ff
-        self.w13 = torch.randn(copies, max_G, 2 * f, d, generator=g) / d ** 0.5
-        self.w2 = torch.randn(copies, max_G, d, f, generator=g) / f ** 0.5
-        self.max_G, self.max_n = max_G, max_n
-        self._gen = g
-        self._i = 0
-
-    def _run(self, x, c: int):
-        import torch
-
-        f = self.shape.d_ff
-        out = []
-        for e in range(x.shape[0]):
-            h = x[e] @ self.w13[c, e].T
-            a = torch.nn.functional.silu(h[:, :f]) * h[:, f:]
-            out.append(a @ self.w2[c, e].T)
-        return out
-
-    def measure(self, G: int, n: int) -> float:
-        """Median microseconds for ``G`` experts with ``n`` tokens each."""
-        import torch
-
-        if not (1 <= G <= self.max_G and 1 <= n <= self.max_n):
-            raise ValueError(f"cell (G={G}, n={n}) outside the prepared range G<={self.max_G}, n<={self.max_n}")
-        x = torch.randn(G, n, self.shape.d_model, generator=self._gen)
-        with torch.inference_mode():
-            self._run(x, 0)  # warm-up
-            times = []
-            for _ in range(self.reps):
-                self._i = (self._i + 1) % self.copies
-                t0 = time.perf_counter()
-                self._run(x, self._i)
-                times.append(time.perf_counter() - t0)
-        return 1e6 * statistics.median(times)
-
-    def info(self) -> dict:
-        import torch
-
-        return {"device": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                "dtype": "float32", "timing": f"wall-clock median of {self.reps}, {self.copies} weight copies rotated"}
+    try:
+        if torch.cuda.is_available():
+            return True, f"torch {torch.__version__}, CUDA {torch.version.cuda}"
+        return False, f"torch {torch.__version__} sees no CUDA GPU (CUDA build: {torch.version.cuda})"
+    except Exception as exc:  # noqa: BLE001
+        return False, f"CUDA query failed ({type(exc).__name__}: {exc})"
 
 
 # ---------------------------------------------------------------------------------- GPU timing
@@ -323,6 +393,32 @@ class GraphTimer:
         finally:
             del graphs
 
+    def capture_copy(self, fn, c: int):
+        """One graph of ``fn`` on weight copy ``c``: warmed up eagerly (JIT compilation and
+        autotuning happen here), captured, replayed once (upload)."""
+        api = self.api
+        api.warm(lambda _i: fn(c), 1, max(1, self.warmup))
+        g = api.capture(fn, c)
+        g.replay()
+        api.synchronize()
+        return g
+
+    def time_once(self, run, spin_us: float | None = None) -> float:
+        """One sample of ``run()`` (a graph's ``replay``, or an eager function that enqueues
+        work) in microseconds: the device is drained, a spin of ``spin_us`` is queued, then the
+        start event, ``run()``, the end event.  With a graph the sample is its device time; with
+        an eager function the host's launches fall inside unless the spin outlasts them."""
+        api = self.api
+        spin = self.spin_us if spin_us is None else float(spin_us)
+        api.synchronize()
+        s, e = api.event(), api.event()
+        api.spin(spin)
+        s.record()
+        run()
+        e.record()
+        e.synchronize()
+        return s.elapsed_time(e) * 1e3
+
     def back_to_back(self, graphs: list, k: int = 50) -> float:
         """Mean device time per replay over ``k`` back-to-back replays (round-robin)."""
         api = self.api
@@ -372,72 +468,6 @@ def _gpu_info(be, dtype: str, extra: dict | None = None) -> dict:
             "timing": (f"CUDA graphs, {be.timer.replays}-replay median, spin {be.timer.spin_us:g} us ahead of the "
                        f"start event, weight copies rotated over >= {be.l2_factor:g}x L2 "
                        f"({be.copies} copies allocated at G = 1)")}
-
-
-class TorchBf16Backend:
-    """bf16 expert FFN on GPU, a loop over the experts (Table 6 "bf16 loop")."""
-
-    name = "torch_bf16"
-
-    def __init__(self, shape: ExpertShape, max_G: int, max_n: int, replays: int = 30, seed: int = 0,
-                 spin_us: float = 50.0, l2_factor: float = 2.0, l2: int | None = None):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise RuntimeError("torch_bf16 needs a CUDA GPU: " + backend_status()["torch_bf16"][1])
-        self.shape, self.timer = shape, GraphTimer(replays, spin_us=spin_us)
-        self.max_G, self.max_n = max_G, max_n
-        self.l2, self.l2_factor = int(l2 or l2_bytes()), l2_factor
-        d, f = shape.d_model, shape.d_ff
-        self.expert_bytes = shape.bytes(2.0)
-        self.copies = copies_for(self.expert_bytes, self.l2, l2_factor)  # enough for G = 1
-        torch.manual_seed(seed)
-        self.w13 = torch.randn(self.copies, max_G, 2 * f, d, device="cuda", dtype=torch.bfloat16) / d ** 0.5
-        self.w2 = torch.randn(self.copies, max_G, d, f, device="cuda", dtype=torch.bfloat16) / f ** 0.5
-        self.x = torch.randn(max_G, max_n, d, device="cuda", dtype=torch.bfloat16)
-
-    def _fn(self, G: int, n: int, keep=None):
-        import torch
-
-        f = self.shape.d_ff
-        x = self.x[:G, :n]
-
-        def fn(c):
-            for e in range(G):
-                h = x[e] @ self.w13[c, e].T
-                a = torch.nn.functional.silu(h[:, :f]) * h[:, f:]
-                y = a @ self.w2[c, e].T
-                if keep is not None:
-                    keep.append(y)
-        return fn
-
-    def cell_copies(self, G: int) -> int:
-        return min(self.copies, copies_for(self.expert_bytes * G, self.l2, self.l2_factor))
-
-    def measure(self, G: int, n: int) -> float:
-        _check_cell(self, G, n)
-        return self.timer.time(self._fn(G, n), self.cell_copies(G))
-
-    def check_numerics(self, G: int, n: int) -> float:
-        """Relative error ``|out - ref| / |ref|`` of the bf16 FFN against float32 on the same
-        (bf16-rounded) inputs, over all ``G`` experts."""
-        import torch
-
-        _check_cell(self, G, n)
-        keep = []
-        self._fn(G, n, keep)(0)
-        f = self.shape.d_ff
-        num = den = 0.0
-        for e in range(G):
-            x = self.x[e, :n].float()
-            h = x @ self.w13[0, e].float().T
-            ref = (torch.nn.functional.silu(h[:, :f]) * h[:, f:]) @ self.w2[0, e].float().T
-            num += float(((keep[e].float() - ref) ** 2).sum())
-            den += float((ref ** 2).sum())
-        return math.sqrt(num / den) if den > 0 else float("nan")
-
-    def info(self) -> dict:
-        return _gpu_info(self, "bfloat16")
 
 
 def mn_major_tma_aligned(sf):
@@ -497,41 +527,353 @@ def random_fp8_activations(G: int, cap: int, k: int, device: str, seed: int):
     return q.view(G, cap, k), s.view(G, cap, -1)
 
 
-class DeepGemmBackend:
+# ---------------------------------------------------------------------------------- the interface
+class ExpertBackend:
+    """The backend interface (see the module docstring).  A subclass sets the class attributes,
+    implements ``status`` and ``region`` (and ``check_numerics``, ``info``), sets ``shape``,
+    ``max_G``, ``max_n`` and ``copies`` in its constructor (GPU backends also ``timer``, ``l2``,
+    ``l2_factor`` and ``expert_bytes``), and registers with :func:`register_backend`."""
+
+    name = ""
+    preference = 0          # auto picks the highest that can run
+    gpu = True
+    bytes_per_param = 2.0   # weight bytes per parameter
+    dtype = ""
+    kernel = ""             # the label epbench rows carry
+    numerics_tol: dict = {}  # part of check_numerics() -> largest acceptable relative error
+    checks: tuple = ()      # gpu-check short grids: ((shape name, (G values)), ...)
+
+    @classmethod
+    def status(cls) -> tuple[bool, str]:
+        raise NotImplementedError
+
+    def region(self, loads, expected_m: int | None = None):
+        """``fn(c)``: enqueue the expert work for per-slot token counts ``loads`` on weight copy
+        ``c``.  ``fn.key``, when set, says that a graph captured for ``fn`` stays valid for any
+        later ``region`` with the same key (the loads live in a device buffer it reads)."""
+        raise NotImplementedError
+
+    def check_numerics(self, G: int, n: int) -> dict:
+        raise NotImplementedError
+
+    def info(self) -> dict:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ shared machinery
+    @property
+    def max_load(self) -> int:
+        """The most tokens one slot of a region may hold."""
+        return self.max_n
+
+    def _check_loads(self, loads) -> list[int]:
+        try:
+            out = [int(x) for x in loads]
+        except (TypeError, ValueError):
+            raise TypeError(f"loads must be a sequence of token counts, got {loads!r}") from None
+        if not 1 <= len(out) <= self.max_G:
+            raise ValueError(f"loads must hold 1..{self.max_G} slots (max_G), got {len(out)}")
+        if min(out) < 0 or max(out) > self.max_load:
+            raise ValueError(f"loads must lie in [0, {self.max_load}] tokens per slot, got {min(out)}..{max(out)}")
+        return out
+
+    def cell_copies(self, G: int) -> int:
+        """Weight copies a cell of ``G`` experts rotates through: enough to span ``l2_factor`` x L2."""
+        return min(self.copies, copies_for(self.expert_bytes * G, self.l2, self.l2_factor))
+
+    def measure(self, G: int, n: int) -> float:
+        """Median device time (us) of ``G`` experts with ``n`` tokens each (a calibration cell)."""
+        _check_cell(self, G, n)
+        return self.timer.time(self.region([n] * int(G), expected_m=int(n)), self.cell_copies(G))
+
+    def _graph(self, fn, c: int):
+        key = getattr(fn, "key", None)
+        cache = self.__dict__.setdefault("_graphs", {})
+        if key is not None and (key, c) in cache:
+            return cache[(key, c)]
+        g = self.timer.capture_copy(fn, c)
+        if key is not None:
+            cache[(key, c)] = g
+        return g
+
+    def prepare(self, loads, copy: int = 0, expected_m: int | None = None, mode: str = "graph"):
+        """A callable that enqueues the region for per-slot ``loads`` on weight copy ``copy`` (modulo
+        ``copies``): a captured graph's ``replay`` (``mode="graph"``; captured once per key and
+        copy, after an eager warm-up) or the eager launches (``"eager"``, warmed up once per key
+        so JIT compilation stays outside every sample).  CPU backends: the eager function.  All
+        the host-side preparation (capture, the ``masked_m`` upload) happens here, not in the
+        callable's time."""
+        if mode not in ("graph", "eager"):
+            raise ValueError(f"mode must be 'graph' or 'eager', got {mode!r}")
+        c = int(copy) % self.copies
+        fn = self.region(loads, expected_m)
+        if not self.gpu:
+            return lambda: fn(c)
+        if mode == "eager":
+            key = (getattr(fn, "key", None) or tuple(self._check_loads(loads)) + (expected_m,), c)
+            warmed = self.__dict__.setdefault("_warmed", set())
+            if key not in warmed:
+                fn(c)
+                self.timer.api.synchronize()
+                warmed.add(key)
+            return lambda: fn(c)
+        return self._graph(fn, c).replay
+
+    def time_prepared(self, run, spin_us: float | None = None) -> float:
+        """One sample (us) of ``run`` (:meth:`prepare`): behind a spin of ``spin_us`` (default: the
+        timer's) between CUDA events -- device time only when the spin outlasts the host's
+        launching -- or, on CPU, the wall clock of one call."""
+        if not self.gpu:
+            t0 = time.perf_counter()
+            run()
+            return 1e6 * (time.perf_counter() - t0)
+        return self.timer.time_once(run, spin_us)
+
+    def time_loads(self, loads, copy: int = 0, expected_m: int | None = None, mode: str = "graph",
+                   spin_us: float | None = None) -> float:
+        """epbench's timed call: one sample (us) of the region for per-slot ``loads`` on weight
+        copy ``copy`` (:meth:`prepare`, then :meth:`time_prepared`)."""
+        return self.time_prepared(self.prepare(loads, copy, expected_m, mode), spin_us)
+
+
+@register_backend
+class CpuBackend(ExpertBackend):
+    """float32 expert FFN on CPU with torch (see module docstring)."""
+
+    name = "cpu"
+    preference = 0
+    gpu = False
+    bytes_per_param = 4.0
+    dtype = "float32"
+    kernel = "loop"
+    numerics_tol = {"ffn": 1e-4}
+
+    @classmethod
+    def status(cls):
+        import torch
+
+        return True, f"torch {torch.__version__} on CPU"
+
+    def __init__(self, shape: ExpertShape, max_G: int, max_n: int, reps: int = 5, copies: int = 2,
+                 threads: int | None = None, seed: int = 0):
+        import torch
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.shape, self.reps, self.copies = shape, reps, max(1, int(copies))
+        g = torch.Generator().manual_seed(seed)
+        d, f = shape.d_model, shape.d_ff
+        self.w13 = torch.randn(self.copies, max_G, 2 * f, d, generator=g) / d ** 0.5
+        self.w2 = torch.randn(self.copies, max_G, d, f, generator=g) / f ** 0.5
+        self.x = torch.randn(max_G, max_n, d, generator=g)
+        self.max_G, self.max_n = max_G, max_n
+        self._gen = g
+        self._i = 0
+
+    def region(self, loads, expected_m=None, keep=None):
+        import torch
+
+        loop = _ffn_loop(self, self._check_loads(loads), keep)
+
+        def fn(c):
+            with torch.inference_mode():
+                loop(c)
+        return fn
+
+    def measure(self, G: int, n: int) -> float:
+        """Median wall-clock microseconds of ``reps`` calls for ``G`` experts with ``n`` tokens
+        each, rotating the weight copies."""
+        _check_cell(self, G, n)
+        fn = self.region([n] * int(G))
+        fn(0)  # warm-up
+        times = []
+        for _ in range(self.reps):
+            self._i = (self._i + 1) % self.copies
+            t0 = time.perf_counter()
+            fn(self._i)
+            times.append(time.perf_counter() - t0)
+        return 1e6 * statistics.median(times)
+
+    def check_numerics(self, G: int, n: int) -> dict:
+        """``{"ffn": |out - ref| / |ref|}`` against float64 on the same inputs."""
+        import torch
+
+        _check_cell(self, G, n)
+        keep = []
+        self.region([n] * int(G), keep=keep)(0)
+        f = self.shape.d_ff
+        return {"ffn": _rel_err([(keep[e].double(), _ffn_ref(self.x[e, :n].double(), self.w13[0, e].double(),
+                                                             self.w2[0, e].double(), f, torch))
+                                 for e in range(int(G))])}
+
+    def info(self) -> dict:
+        import torch
+
+        return {"device": cpu_model(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                "dtype": "float32", "timing": f"wall-clock median of {self.reps}, {self.copies} weight copies rotated"}
+
+
+def _ffn_loop(be, loads: list, keep=None):
+    """``fn(c)``: the expert FFN (gate/up, SiLU-and-mul, down) of every slot with tokens, one expert
+    after another, on weight copy ``c`` of ``be.w13`` / ``be.w2`` and the rows of ``be.x``
+    (the loop backends); outputs appended to ``keep`` when given."""
+    import torch
+
+    f = be.shape.d_ff
+
+    def fn(c):
+        for e, n in enumerate(loads):
+            if n:
+                h = be.x[e, :n] @ be.w13[c, e].T
+                y = (torch.nn.functional.silu(h[:, :f]) * h[:, f:]) @ be.w2[c, e].T
+                if keep is not None:
+                    keep.append(y)
+    return fn
+
+
+def _ffn_ref(x, w13, w2, f, torch):
+    h = x @ w13.T
+    return (torch.nn.functional.silu(h[:, :f]) * h[:, f:]) @ w2.T
+
+
+def _rel_err(pairs) -> float:
+    """sqrt(sum |got - ref|^2 / sum |ref|^2) over ``(got, ref)`` pairs; inf when a value is
+    not finite (a row left unwritten)."""
+    import torch
+
+    num = den = 0.0
+    for got, ref in pairs:
+        got = got.double()
+        if not bool(torch.isfinite(got).all()):
+            return float("inf")
+        num += float(((got - ref.double()) ** 2).sum())
+        den += float((ref.double() ** 2).sum())
+    return math.sqrt(num / den) if den > 0 else float("nan")
+
+
+@register_backend
+class TorchBf16Backend(ExpertBackend):
+    """bf16 expert FFN on GPU, a loop over the experts (Table 6 "bf16 loop")."""
+
+    name = "torch_bf16"
+    preference = 1
+    bytes_per_param = 2.0
+    dtype = "bfloat16"
+    kernel = "loop"
+    numerics_tol = {"ffn": 1e-2}
+    checks = (("qwen3-30b", (1, 8)),)
+
+    @classmethod
+    def status(cls):
+        return _cuda_status()
+
+    def __init__(self, shape: ExpertShape, max_G: int, max_n: int, replays: int = 30, seed: int = 0,
+                 spin_us: float = 50.0, l2_factor: float = 2.0, l2: int | None = None, copies: int | None = None):
+        import torch
+
+        ok, why = _cuda_status()
+        if not ok:
+            raise RuntimeError("torch_bf16 needs a CUDA GPU: " + why)
+        self.shape, self.timer = shape, GraphTimer(replays, spin_us=spin_us)
+        self.max_G, self.max_n = max_G, max_n
+        self.l2, self.l2_factor = int(l2 or l2_bytes()), l2_factor
+        d, f = shape.d_model, shape.d_ff
+        self.expert_bytes = shape.bytes(self.bytes_per_param)
+        self.copies = max(copies_for(self.expert_bytes, self.l2, l2_factor), int(copies or 1))  # enough for G = 1
+        torch.manual_seed(seed)
+        self.w13 = torch.randn(self.copies, max_G, 2 * f, d, device="cuda", dtype=torch.bfloat16) / d ** 0.5
+        self.w2 = torch.randn(self.copies, max_G, d, f, device="cuda", dtype=torch.bfloat16) / f ** 0.5
+        self.x = torch.randn(max_G, max_n, d, device="cuda", dtype=torch.bfloat16)
+
+    def region(self, loads, expected_m=None, keep=None):
+        return _ffn_loop(self, self._check_loads(loads), keep)
+
+    def check_numerics(self, G: int, n: int) -> dict:
+        """``{"ffn": |out - ref| / |ref|}``: the bf16 FFN against float32 on the same (bf16-rounded)
+        inputs, over all ``G`` experts."""
+        import torch
+
+        _check_cell(self, G, n)
+        keep = []
+        self.region([n] * int(G), keep=keep)(0)
+        f = self.shape.d_ff
+        return {"ffn": _rel_err([(keep[e].float(), _ffn_ref(self.x[e, :n].float(), self.w13[0, e].float(),
+                                                            self.w2[0, e].float(), f, torch)) for e in range(int(G))])}
+
+    def info(self) -> dict:
+        return _gpu_info(self, "bfloat16")
+
+
+@register_backend
+class DeepGemmBackend(ExpertBackend):
     """DeepGEMM fp8 masked grouped GEMM (see module docstring)."""
 
     name = "deep_gemm"
+    preference = 2
+    bytes_per_param = 1.0
+    dtype = "fp8 e4m3 (1x128 / 128x128 scales), masked capacity layout"
+    kernel = "deep_gemm_fp8_masked"
+    # the GEMMs: fp32 accumulation of exact fp8 products, bf16 output (1.7e-3 measured on an H200);
+    # the activation: e4m3 rounding of SiLU-and-mul (3 mantissa bits: a few % RMS)
+    numerics_tol = {"up": 1e-2, "act": 6e-2, "down": 1e-2}
+    checks = (("dsv3", (1, 8, 16)), ("qwen3-30b", (1, 8, 16)))
+
+    @classmethod
+    def status(cls):
+        ok, why = _cuda_status()
+        if not ok:
+            return False, why
+        import torch
+
+        problem = deep_gemm_arch_problem(torch.cuda.get_device_capability())
+        if problem:
+            return False, problem
+        try:
+            dg = import_deep_gemm()
+            gemm_fn(dg)
+        except Exception as exc:  # noqa: BLE001 -- ImportError, OSError (ABI), AssertionError (no CUDA home)
+            return False, (f"needs DeepGEMM (pip: sgl-deep-gemm, see requirements-gpu.txt), which failed to import: "
+                           f"{type(exc).__name__}: {str(exc)[:300]}")
+        return True, f"deep_gemm {deep_gemm_version(dg)}"
 
     def __init__(self, shape: ExpertShape, max_G: int, max_n: int, replays: int = 30, seed: int = 0,
                  spin_us: float = 50.0, l2_factor: float = 2.0, l2: int | None = None, device: str = "cuda",
-                 deep_gemm_module=None):
+                 deep_gemm_module=None, copies: int | None = None, act: bool = True):
         import torch
 
+        if str(device).startswith("cuda"):
+            problem = deep_gemm_arch_problem(torch.cuda.get_device_capability())
+            if problem:
+                raise RuntimeError(f"deep_gemm backend unavailable: {problem}")
         if deep_gemm_module is None:
-            ok, why = backend_status()["deep_gemm"]
+            ok, why = self.status()
             if not ok:
                 raise RuntimeError(f"deep_gemm backend unavailable: {why}")
-            import deep_gemm as deep_gemm_module
-        self.device = device
+            deep_gemm_module = import_deep_gemm()
+        self.device, self.act = device, bool(act)
         self.dg, self.gemm = deep_gemm_module, gemm_fn(deep_gemm_module)
         self.shape, self.timer = shape, GraphTimer(replays, spin_us=spin_us)
         self.max_G, self.max_n = max_G, max_n
-        self.l2 = int(l2 or (l2_bytes() if device == "cuda" else L2_BYTES_DEFAULT))
+        self.l2 = int(l2 or (l2_bytes() if device != "cpu" else L2_BYTES_DEFAULT))
         self.l2_factor = l2_factor
         d, f = shape.d_model, shape.d_ff
         self.cap = capacity(max_n)
-        self.expert_bytes = shape.bytes(1.0)
-        self.copies = copies_for(self.expert_bytes, self.l2, l2_factor)
+        self.expert_bytes = shape.bytes(self.bytes_per_param)
+        self.copies = max(copies_for(self.expert_bytes, self.l2, l2_factor), int(copies or 1))
         self.up = [random_fp8_weights(max_G, 2 * f, d, device, seed + c) for c in range(self.copies)]
         self.down = [random_fp8_weights(max_G, d, f, device, seed + 1000 + c) for c in range(self.copies)]
         to_mn = getattr(self.dg, "get_mn_major_tma_aligned_tensor", None) or mn_major_tma_aligned
         q, s = random_fp8_activations(max_G, self.cap, d, device, seed + 7)
         self.a_up = (q, to_mn(s))
         q, s = random_fp8_activations(max_G, self.cap, f, device, seed + 8)
-        self.a_down = (q, to_mn(s))
+        self.a_down = (q, to_mn(s))  # the activation step overwrites the real rows of each group
         self.out_up = torch.empty(max_G, self.cap, 2 * f, device=device, dtype=torch.bfloat16)
         self.out_down = torch.empty(max_G, self.cap, d, device=device, dtype=torch.bfloat16)
+        self._masked: dict = {}
         self._sync()
+
+    @property
+    def max_load(self) -> int:
+        return self.cap
 
     def _sync(self):
         if self.device != "cpu":
@@ -539,35 +881,55 @@ class DeepGemmBackend:
 
             torch.cuda.synchronize()
 
-    def _fn(self, G: int, n: int):
+    def _act(self, h, a, masked_m):
+        from .act import silu_mul_quant, silu_mul_quant_reference
+
+        (silu_mul_quant_reference if self.device == "cpu" else silu_mul_quant)(h, a[0], a[1], masked_m)
+
+    def region(self, loads, expected_m: int | None = None):
+        """Gate/up GEMM, the masked SiLU-and-mul with fp8 quantisation (``act``), down GEMM, for
+        ``masked_m = loads`` (one group per slot, idle slots 0).  ``expected_m`` (DeepGEMM's tuning
+        key): default the mean of the non-zero loads.  ``masked_m`` is a device buffer per
+        ``(G, expected_m)``, rewritten here, so a graph captured for one region replays any
+        later loads of the same key."""
         import torch
 
-        masked_m = torch.full((G,), n, device=self.device, dtype=torch.int32)
+        ls = self._check_loads(loads)
+        G = len(ls)
+        live = [x for x in ls if x]
+        em = int(expected_m) if expected_m is not None else max(1, -(-sum(live) // max(1, len(live))))
+        if em < 1:
+            raise ValueError(f"expected_m must be >= 1, got {expected_m}")
+        key = (G, em)
+        mm = self._masked.get(key)
+        if mm is None:
+            mm = self._masked[key] = torch.zeros(G, device=self.device, dtype=torch.int32)
+        mm.copy_(torch.tensor(ls, dtype=torch.int32))  # before the spin: never inside a sample
         a1 = (self.a_up[0][:G], self.a_up[1][:G])
         a2 = (self.a_down[0][:G], self.a_down[1][:G])
         o1, o2 = self.out_up[:G], self.out_down[:G]
 
         def fn(c):
-            up = (self.up[c][0][:G], self.up[c][1][:G])
-            down = (self.down[c][0][:G], self.down[c][1][:G])
-            self.gemm(a1, up, o1, masked_m, n)  # expected_m = n: the tuner's key, fixed per cell
-            self.gemm(a2, down, o2, masked_m, n)
-        fn.masked_m = masked_m
+            self.gemm(a1, (self.up[c][0][:G], self.up[c][1][:G]), o1, mm, em)
+            if self.act:
+                self._act(o1, a2, mm)
+            self.gemm(a2, (self.down[c][0][:G], self.down[c][1][:G]), o2, mm, em)
+        fn.key = ("masked", G, em)
+        fn.masked_m = mm
         return fn
-
-    def cell_copies(self, G: int) -> int:
-        return min(self.copies, copies_for(self.expert_bytes * G, self.l2, self.l2_factor))
 
     def measure(self, G: int, n: int) -> float:
         _check_cell(self, G, n)
-        fn = self._fn(G, n)
+        fn = self.region([n] * int(G), expected_m=int(n))  # expected_m = n: the tuner's key, fixed per cell
         fn(0)  # JIT compile / tune outside the timed region
         self._sync()
         return self.timer.time(fn, self.cell_copies(G))
 
-    def check_numerics(self, G: int, n: int) -> float:
-        """Relative error of both GEMMs' real rows (``n`` per group, every group) against the
-        float32 product of the dequantised operands."""
+    def check_numerics(self, G: int, n: int) -> dict:
+        """Relative errors over every group's real rows (``n`` each): ``up`` and ``down``, each
+        GEMM against the float32 product of its dequantised operands; ``act``, the fp8 output of
+        the activation step (dequantised) against SiLU-and-mul of the up GEMM's output in
+        float32 (with ``act`` off, the down GEMM reads the fixed random activations)."""
         import torch
 
         from .fp8 import dequant_per_block, dequant_per_token
@@ -575,21 +937,28 @@ class DeepGemmBackend:
         _check_cell(self, G, n)
         self.out_up.fill_(float("nan"))
         self.out_down.fill_(float("nan"))
-        self._fn(G, n)(0)
+        self.region([n] * int(G), expected_m=int(n))(0)
         self._sync()
-        num = den = 0.0
-        for a, (bq, bs), out in ((self.a_up, self.up[0], self.out_up), (self.a_down, self.down[0], self.out_down)):
-            for g in range(G):
+        f = self.shape.d_ff
+        out = {}
+        for part, a, (bq, bs), o in (("up", self.a_up, self.up[0], self.out_up),
+                                     ("down", self.a_down, self.down[0], self.out_down)):
+            pairs = []
+            for g in range(int(G)):
                 x = dequant_per_token(a[0][g, :n], a[1][g, :n].contiguous())
-                w = dequant_per_block(bq[g], bs[g])
-                ref = x @ w.T
-                got = out[g, :n].float()
-                if not torch.isfinite(got).all():
-                    return float("inf")  # a real row was not written
-                num += float(((got - ref) ** 2).sum())
-                den += float((ref ** 2).sum())
-        return math.sqrt(num / den) if den > 0 else float("nan")
+                pairs.append((o[g, :n].float(), x @ dequant_per_block(bq[g], bs[g]).T))
+            out[part] = _rel_err(pairs)
+        if self.act:
+            pairs = []
+            for g in range(int(G)):
+                h = self.out_up[g, :n].float()
+                pairs.append((dequant_per_token(self.a_down[0][g, :n], self.a_down[1][g, :n].contiguous()),
+                              torch.nn.functional.silu(h[:, :f]) * h[:, f:]))
+            out["act"] = _rel_err(pairs)
+        return out
 
     def info(self) -> dict:
-        return _gpu_info(self, "fp8 e4m3 (1x128 / 128x128 scales), masked capacity layout",
-                         {"deep_gemm": deep_gemm_version(self.dg), "capacity_rows": self.cap})
+        region = ("gate/up GEMM, masked SiLU-and-mul with fp8 quantisation of the real rows, down GEMM" if self.act
+                  else "gate/up GEMM, down GEMM (no activation step)")
+        return _gpu_info(self, self.dtype, {"deep_gemm": deep_gemm_version(self.dg), "capacity_rows": self.cap,
+                                            "region": region})

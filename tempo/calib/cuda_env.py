@@ -87,3 +87,22 @@ def ensure_cuda_home(environ=None, candidates=None, which=shutil.which, default:
                     "reason": why + f"; CUDA_HOME set to the pip toolkit {cand}"}
     return {"cuda_home": None, "nvcc": None, "source": None,
             "reason": why + "; no pip toolkit with nvcc >= 12.9 (pip install 'cuda-toolkit[nvcc,cccl,crt]==13.0.3')"}
+
+
+def main(argv=None) -> int:
+    """``python -m tempo.calib.cuda_env``: print the CUDA home DeepGEMM should use (after
+    :func:`ensure_cuda_home`), the reason on stderr; exit 1 when there is none.  For shells and
+    scripts outside tempo: ``export CUDA_HOME=$(python -m tempo.calib.cuda_env)``.  (tempo's own
+    entries need nothing: they call it in-process before ``import deep_gemm``.)"""
+    import sys
+
+    r = ensure_cuda_home(dict(os.environ))
+    print(r["reason"] + (f" (nvcc {r['nvcc']}, {r['source']})" if r["cuda_home"] else ""), file=sys.stderr)
+    if r["cuda_home"] is None:
+        return 1
+    print(r["cuda_home"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -164,6 +164,20 @@ def fit_all(samples: pd.DataFrame, name: str = "") -> dict:
     return out
 
 
+def fit_model(fits: dict, form: str = "max_affine"):
+    """The :class:`~tempo.core.cost.CostModel` of one fitted ``form`` of a ``fit.json``-style dict
+    (:func:`fit_all`): ``max_affine`` (Eq. 1), ``max_affine_no_intercept`` (Table 6's form),
+    ``tile`` (Eq. 2) or ``three_term`` (Eq. 4)."""
+    from ..core.cost import CostModel
+
+    if not isinstance(fits, dict) or not isinstance(fits.get(form), dict) or "params" not in fits[form]:
+        have = [k for k, v in (fits or {}).items() if isinstance(v, dict) and "params" in v]
+        raise ValueError(f"fits has no fitted form {form!r}; it has {', '.join(have) or 'none'}")
+    p = fits[form]["params"]
+    return CostModel(a=p.get("a", 0.0), b=p["b"], c=p.get("c", 0.0), beta=p["beta"], b2=p.get("b2", 0.0),
+                     c2=p.get("c2"), gamma=p.get("gamma"), name=form)
+
+
 def _params(m) -> dict:
     d = {"a": m.a, "b": m.b, "c": m.c, "beta": m.beta, "n_star": m.n_star}
     if m.b2:
@@ -322,12 +336,12 @@ def recording_fits(recs: pd.DataFrame) -> pd.DataFrame:
 def main(argv=None) -> int:
 
     from ..core.argtypes import ArgumentParser, nonneg_float, output_dir, positive_int
-    from .backends import available_backends
+    from .backends import available_backends, backend_names
     from .shapes import SHAPES
 
     ap = ArgumentParser(prog="python -m tempo calibrate",
                         description="measure expert time on this machine and fit the cost models")
-    ap.add_argument("--backend", default="auto", help="deep_gemm | torch_bf16 | cpu | auto (default)")
+    ap.add_argument("--backend", default="auto", help=" | ".join(backend_names()) + " | auto (default)")
     ap.add_argument("--shape", default="qwen3-30b", choices=sorted(SHAPES))
     ap.add_argument("--G", type=positive_int, nargs="+", help="activated-expert ladder (default 1..40 ladder)")
     ap.add_argument("--n-max", type=positive_int, default=4096, help="largest tokens per expert")
@@ -338,20 +352,28 @@ def main(argv=None) -> int:
     ap.add_argument("--fresh", action="store_true", help="delete a partial run of the same recording and start over")
     ap.add_argument("--max-seconds", type=nonneg_float, help="stop starting new cells after this long; fit what was "
                                                              "measured, keep the partial so a rerun completes it")
+    ap.add_argument("--date", help="the recording's date, YYYY-MM-DD (default today): resume a partial recording "
+                                   "started on another day")
     a = ap.parse_args(argv)
     here = available_backends()
     if a.backend == "auto" and not here:
         ap.fail("--backend", "no calibration backend can run here: install torch (pip install torch==2.13.0 for CPU)")
     if a.backend != "auto" and a.backend not in here:
-        if a.backend not in ("deep_gemm", "torch_bf16", "cpu"):
-            ap.fail("--backend", f"unknown backend {a.backend!r}; choose from auto, deep_gemm, torch_bf16, cpu")
+        if a.backend not in backend_names():
+            ap.fail("--backend", f"unknown backend {a.backend!r}; choose from auto, {', '.join(backend_names())}")
         ap.fail("--backend", f"{a.backend!r} cannot run on this machine; available: {', '.join(here) or 'none'}")
     kw = {} if a.G is None else {"G": sorted(set(a.G))}
     grid = plan_grid(n_max=a.n_max, per_octave=a.per_octave, fine=not a.no_tile_sweep, max_tokens=a.max_tokens, **kw)
     if grid.empty:
         ap.fail("--max-tokens", f"{a.max_tokens} leaves no cell to measure")
     a.out = None if a.out is None else str(a.out)
+    if a.date is not None:
+        try:
+            a.date = dt.date.fromisoformat(a.date).isoformat()
+        except ValueError:
+            ap.fail("--date", f"must be a date YYYY-MM-DD, got {a.date!r}")
     folder = calibrate(a.backend, a.shape, grid, out_root=a.out, resume=not a.fresh, max_seconds=a.max_seconds,
+                       date=a.date,
                        command="python -m tempo calibrate " + " ".join(argv if argv is not None else sys.argv[2:]))
     _, fits, man = load_recording(folder)
     print(f"wrote {folder} ({man['cells']} cells, {man['duration_s']} s on {man['device']})")

@@ -9,7 +9,8 @@ tiles on the GPU::
 * Eq. 2 (tile-aware): ``b2 > 0``; ``T = sum over activated pairs of ceil(x / tile)``.
 * Eq. 4 (communication-aware): the third piece ``c2 + gamma*N`` (all-to-all traffic).
 
-The layer time is the makespan, the largest per-GPU time (Section 2.1).
+The layer time is the makespan, the largest per-GPU time (Section 2.1).  The formula is written
+once, in :mod:`tempo.core.pricing`; the compiled solver prices with the same functions.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .instance import EPS_TOKENS, Dispatch, Instance, check_shares
+from .pricing import gpu_time
 
 
 @dataclass(frozen=True)
@@ -153,17 +155,11 @@ class CostModel:
 
     # ------------------------------------------------------------------ pricing
     def time(self, G, N, T=None):
-        """Per-GPU time for arrays of activated pairs ``G``, tokens ``N`` and tiles ``T``
-        (``T`` defaults to ``G``: one tile per activation)."""
+        """Per-GPU time (Eq. 1/2/4, :func:`tempo.core.pricing.gpu_time`) for arrays of activated
+        pairs ``G``, tokens ``N`` and tiles ``T`` (``T`` defaults to ``G``: one tile per activation)."""
         G = np.asarray(G, dtype=np.float64)
         N = np.asarray(N, dtype=np.float64)
-        flat = self.a + self.b * G
-        if self.b2 > 0 and T is not None:
-            flat = flat + self.b2 * (np.asarray(T, dtype=np.float64) - G)
-        t = np.maximum(flat, self.c + self.beta * N)
-        if self.c2 is not None:
-            t = np.maximum(t, self.c2 + self.gamma * N)
-        return t
+        return gpu_time(self, G, N, G if T is None else np.asarray(T, dtype=np.float64))
 
     def expert_time(self, n):
         """Time of one expert alone on a GPU with ``n`` tokens (the curve of Fig. 1a/2a)."""
@@ -187,7 +183,7 @@ class CostModel:
     def lower_bound(self, inst: Instance) -> float:
         """A lower bound on every dispatch's makespan (Section 3.1, Appendix A.4), valid for
         any replica sets and any ``b2 >= 0``; the single definition the solvers share
-        (``tempo.policies._compiled.lower_bound`` mirrors it without the tile term).
+        (``tempo.policies._compiled.lower_bound`` is it without the tile term).
 
         * activations: every live expert activates a replica, so some GPU has
           ``ceil(E_live / g)``: ``a + b*ceil(E_live/g)``;
@@ -209,9 +205,8 @@ class CostModel:
         has[e, inst.replica_gpu[e, r]] = True
         n = inst.counts[live]
         z = max(inst.total_tokens / g, float((n / has[live].sum(axis=1)).max()))
-        lb = max(self.a + self.b * math.ceil(L / g), self.c + self.beta * z)
-        if self.c2 is not None:
-            lb = max(lb, self.c2 + self.gamma * z)
+        busiest = math.ceil(L / g)  # activations on the busiest GPU, one tile each
+        lb = gpu_time(self, busiest, z, busiest)
         if self.b2 > 0:
             tiles = np.ceil(n / self.tile - 1e-9)
             m = np.ones_like(tiles) if self.b2 <= self.b else np.minimum(inst.n_replicas[live], tiles)

@@ -12,6 +12,8 @@ enumerate the registry instead of keeping their own lists:
 * :func:`select` lists the names with given properties (``servable=True``: what the serving
   settings accept; ``family="proxy"``: what ``make bench`` compares tempo against; every
   colour of :func:`tempo.book.figures.policy_colors`), in the documented order;
+* :func:`solve_batch` solves every layer of a model in one call with the same checks as
+  :func:`solve` (the serving solver's door; tempo runs batched, compiled);
 * :func:`check_names` checks a study's own ordered comparison set (the paper's Table 1 or
   Fig. 6 policies, say) against the registry, so a typo or a removed policy fails at import.
 
@@ -31,3 +33,4 @@ from .registry import (FAMILIES, REGISTRY, PolicySpec, available, available_poli
                        select, solve, spec, unregister, variant)
 
 from . import exact, milp, proxies, tempo_fast  # noqa: E402,F401  (registration side effects)
+from .batch import solve_batch  # noqa: E402  (every layer of a model through the same checks)

@@ -1,53 +1,211 @@
-"""Compiled (numba) hot path of tempo_fast (paper Section 4.2) and of the max-flow token LP.
+"""The tempo_fast solver (paper Section 4.2) and the max-flow token LP (Lemma 1), compiled with numba.
 
-Everything here works on the flat *pair* layout of :class:`tempo.policies.tempo_fast._State`:
-one pair per (live expert, valid replica slot), experts in id order, slots in slot order, so
-``ptr[e]:ptr[e+1]`` are expert ``e``'s pairs.  Shares ``x[P]`` are float64 (exact integers up
-to 2^53 tokens); counts, capacities and flows are int64 throughout.
+This is the only implementation of the solver's stages; :mod:`tempo.policies.tempo_fast` builds
+the records below, calls :func:`solve` and adds the exchange pass.  (The numpy reference it
+was checked against lives in ``tests/oracle_tempo.py``.)
 
-The numpy implementation in :mod:`tempo.policies.tempo_fast` (``backend="numpy"``) is kept as
-the test oracle: the stages below follow it move for move (same candidate deltas, same
-acceptance rule, same tie-breaks for the seed and single moves), so the two agree on most
-instances and differ only where ties among chain moves or among optimal token-LP vertices
-are broken differently.
+Records
+-------
+Everything is passed as typed records (numba namedtuples, passed by value; ``cache=True``
+keeps the machine code on disk, so only the first process on a machine pays the compile):
 
-numba is imported here, not by ``import tempo``; ``cache=True`` keeps the machine code on disk
-(``__pycache__``) so only the first process on a machine pays the compile.
+* :class:`~tempo.core.pricing.Pricer` ``p``: the cost model's coefficients;
+* :class:`Pairs`: the flat *pair* layout, one pair per (live expert, valid replica slot),
+  experts in id order and slots in slot order, so ``ptr[e]:ptr[e+1]`` are expert ``e``'s pairs;
+* :class:`Loads`: per-GPU activated pairs ``G``, tokens ``N`` and M-tiles ``T``;
+* :class:`Options`: the stage switches of :class:`~tempo.policies.tempo_fast.TempoOptions`;
+* :class:`Stages`: the makespan after each stage, and which shortcut was taken.
+
+Shares ``x[P]`` are float64 (exact integers up to 2^53 tokens); counts, capacities and flows are
+int64.  Every time is priced by :func:`tempo.core.pricing.gpu_time` (Eq. 1/2/4), compiled here.
+
+numba is imported here, not by ``import tempo``.  numba's cache does not see changes in other
+files (numba#1833): :func:`_forget_stale_machine_code` drops this module's cached machine code
+when ``tempo/core/pricing.py`` changes.
 """
 from __future__ import annotations
 
+import hashlib
 import math
+import types
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-EPS = 1e-9  # tempo.core.instance.EPS_TOKENS
-REL = 1e-9  # tempo_fast._REL
+from ..core import pricing as _pricing
+from ..core.pricing import Pricer  # noqa: F401  (the record every function takes as ``p``)
 
-# prm layout: a, b, c, beta, b2, tile, c2, gamma, traffic(0/1)
+EPS = 1e-9  # tempo.core.instance.EPS_TOKENS: a share at or below it is empty
+REL = 1e-9  # a move must beat the bottleneck by this relative margin
+
+# Stage 1 seeds (Options.seed)
+SEED_GREEDY, SEED_WHOLE, SEED_STATIC = 0, 1, 2
+SEEDS = {"greedy": SEED_GREEDY, "whole": SEED_WHOLE, "static": SEED_STATIC}
+# Options.chain_depth: no limit on the augmenting path's length
+UNLIMITED = -1
+# the candidate a solve returns (solve's ``chosen``), named by CHOSEN
+LOCAL_SEARCH, TOKEN_LP_VERTEX, TOKEN_LP_EVEN, ROUND_ROBIN, RESTART_WRAP_AROUND, RESTART_APPORTION, EXCHANGE = range(7)
+CHOSEN = ("local_search", "token_lp_vertex", "token_lp_even", "round_robin", "restart_wrap_around",
+          "restart_apportion", "exchange")
+
+
+class Pairs(NamedTuple):
+    """The flat pair layout of an instance (:func:`pairs_of`); ``P`` pairs, ``E`` experts, ``g`` GPUs.
+
+    Fields
+    ------
+    pe, pr, pgpu : int64[P]
+        Each pair's expert, replica slot and GPU.
+    ptr : int64[E + 1]
+        ``ptr[e]:ptr[e+1]`` are expert ``e``'s pairs (empty for an idle expert).
+    gptr : int64[g + 1], gpairs : int64[P]
+        ``gpairs[gptr[h]:gptr[h+1]]`` are GPU ``h``'s pairs, in pair order.
+    first : bool[P]
+        The first pair of its expert on its GPU (the token LP's deduplicated expert-GPU edges).
+    """
+
+    pe: np.ndarray
+    pr: np.ndarray
+    pgpu: np.ndarray
+    ptr: np.ndarray
+    gptr: np.ndarray
+    gpairs: np.ndarray
+    first: np.ndarray
+
+
+class Loads(NamedTuple):
+    """Per-GPU features of a dispatch (:func:`features`): ``G``, ``N``, ``T`` each float64[g]
+    (activated pairs, tokens, M-tiles), updated in place."""
+
+    G: np.ndarray
+    N: np.ndarray
+    T: np.ndarray
+
+
+class Options(NamedTuple):
+    """The solver's switches (built from :class:`~tempo.policies.tempo_fast.TempoOptions`).
+
+    Fields
+    ------
+    seed : int
+        ``SEED_GREEDY`` (whole experts, water-filled over replica GPUs when that is cheaper),
+        ``SEED_WHOLE`` (whole experts, the paper's greedy) or ``SEED_STATIC`` (first replica).
+    chains : bool
+        Stage 2 and the chain moves of stage 3.
+    chain_depth : int
+        Longest augmenting path after the 2-step chains, or ``UNLIMITED``.
+    local_search, partial, ensemble : bool
+        Stage 3, its partial moves, stage 4.
+    tau : float
+        The ensemble's switching tolerance (Proposition 1).
+    max_iter : int
+        Accepted moves per stage, at most.
+    fanout : int
+        2-step chains: cheapest destination GPUs kept per first move (0: all).
+    lp_vertex : bool
+        Score the max-flow token-LP vertex (and allow the compute-regime shortcut).
+    lp_even : bool
+        Under full replication, score the even token-LP split (total/g per GPU).
+    restarts : bool
+        Under full replication, restart the local search from the wrap-around and
+        apportionment seeds.
+    chain_cap : int
+        Bound on the 2-step chain search: first moves kept, and second moves per GPU.
+    """
+
+    seed: int
+    chains: bool
+    chain_depth: int
+    local_search: bool
+    partial: bool
+    ensemble: bool
+    tau: float
+    max_iter: int
+    fanout: int
+    lp_vertex: bool
+    lp_even: bool
+    restarts: bool
+    chain_cap: int
+
+
+class Stages(NamedTuple):
+    """What a solve did: the makespan after each stage (NaN where the stage did not run) and
+    which exact shortcut it took."""
+
+    seed: float
+    chains: float
+    local_search: float
+    ensemble: float
+    shortcut: bool  # the token-LP vertex attained the lower bound after stage 2: returned at once
+    pruned: bool    # the lower bound ruled out a switch: the ensemble's candidates were not built
+
+
+# ---------------------------------------------------------------------------- pricing (Eq. 1/2/4)
+def _forget_stale_machine_code():
+    """Drop this module's cached machine code when ``tempo/core/pricing.py`` changed since it was
+    compiled: the compiled functions inline its functions, and numba checks only the stamp of
+    the file a function is defined in.  A stamp file holds the digest of pricing.py."""
+    cache = Path(__file__).parent / "__pycache__"
+    try:
+        digest = hashlib.sha256(Path(_pricing.__file__).read_bytes()).hexdigest()[:16]
+        stamp = cache / f"_compiled.pricing-{digest}.stamp"
+        if cache.is_dir() and not stamp.exists():
+            for f in [*cache.glob("_compiled.*.nbi"), *cache.glob("_compiled.*.nbc"),
+                      *cache.glob("_compiled.pricing-*.stamp")]:
+                f.unlink(missing_ok=True)
+            stamp.touch()
+    except OSError:  # a read-only install: nothing to refresh there
+        pass
+
+
+def _compile_pricing():
+    """tempo.core.pricing's functions compiled for nopython code: each is re-created over a copy
+    of that module's namespace in which the functions it calls are their compiled versions."""
+    ns = dict(vars(_pricing))
+    for name in ("activation_time", "token_time", "gpu_time"):  # callees first
+        fn = getattr(_pricing, name)
+        ns[name] = njit(cache=True)(types.FunctionType(fn.__code__, ns, name, fn.__defaults__))
+    return ns["activation_time"], ns["token_time"], ns["gpu_time"]
+
+
+_forget_stale_machine_code()
+activation_time, token_time, gpu_time = _compile_pricing()
 
 
 @njit(cache=True)
-def _cost(p, G, N, T):
-    t = max(p[0] + p[1] * G + p[4] * (T - G), p[2] + p[3] * N)
-    if p[8] > 0:
-        t = max(t, p[6] + p[7] * N)
-    return t
+def piece_tiles(p, v):
+    """M-tiles of a non-empty share of ``v`` tokens (Eq. 2): ``max(1, ceil(v / tile))``; 1
+    without the tile term."""
+    return max(1.0, math.ceil(v / p.tile - 1e-9)) if p.b2 != 0 else 1.0
 
 
 @njit(cache=True)
-def _tl(p, v):
+def tiles(p, v):
+    """M-tiles of a share of ``v`` tokens (Eq. 2): 0 when empty, else :func:`piece_tiles`."""
     if v <= EPS:
         return 0.0
-    if p[4] == 0:
-        return 1.0
-    return max(1.0, math.ceil(v / p[5] - 1e-9))
+    return piece_tiles(p, v)
 
 
+# ---------------------------------------------------------------------------- the pair layout
 @njit(cache=True)
 def pairs_of(counts, replica_gpu, n_gpus):
-    """Flat pair layout: (pe, pr, pgpu, ptr, gptr, gpairs, first) where ``first[p]`` marks the
-    first pair of its expert on its GPU (the token LP's deduplicated expert-GPU edges)."""
+    """The flat pair layout of an instance.
+
+    Parameters
+    ----------
+    counts : int64[E]
+    replica_gpu : int64[E, R]
+        GPU of each replica slot, -1 for an unused slot.
+    n_gpus : int
+
+    Returns
+    -------
+    Pairs
+        One pair per (expert with tokens, valid slot).
+    """
     E, R = replica_gpu.shape
     P = 0
     for e in range(E):
@@ -86,12 +244,28 @@ def pairs_of(counts, replica_gpu, n_gpus):
     for q in range(P):  # pair order within a GPU (stable, as numpy's argsort)
         gpairs[fill[pgpu[q]]] = q
         fill[pgpu[q]] += 1
-    return pe, pr, pgpu, ptr, gptr, gpairs, first
+    return Pairs(pe, pr, pgpu, ptr, gptr, gpairs, first)
 
 
 @njit(cache=True)
-def features(p, x, pgpu, g, G, N, T):
-    for h in range(g):
+def new_loads(g):
+    """Zeroed :class:`Loads` (Eq. 1/2's G, N, T, each float64[g]) for ``g`` GPUs."""
+    return Loads(np.zeros(g), np.zeros(g), np.zeros(g))
+
+
+@njit(cache=True)
+def features(p, x, pgpu, L):
+    """Per-GPU features of shares ``x`` (Eq. 1/2's G, N, T), written into ``L``.
+
+    Parameters
+    ----------
+    p : Pricer
+    x : float64[P]
+    pgpu : int64[P]
+    L : Loads
+    """
+    G, N, T = L
+    for h in range(G.size):
         G[h] = 0.0
         N[h] = 0.0
         T[h] = 0.0
@@ -101,27 +275,37 @@ def features(p, x, pgpu, g, G, N, T):
             h = pgpu[q]
             G[h] += 1.0
             N[h] += v
-            T[h] += _tl(p, v)
+            T[h] += tiles(p, v)
 
 
 @njit(cache=True)
 def makespan(p, x, pgpu, g):
-    G = np.zeros(g)
-    N = np.zeros(g)
-    T = np.zeros(g)
-    features(p, x, pgpu, g, G, N, T)
+    """The largest per-GPU time (Eq. 3's objective) of shares ``x : float64[P]`` on ``g`` GPUs."""
+    L = new_loads(g)
+    features(p, x, pgpu, L)
     best = 0.0
     for h in range(g):
-        t = _cost(p, G[h], N[h], T[h])
+        t = gpu_time(p, L.G[h], L.N[h], L.T[h])
         if h == 0 or t > best:
             best = t
     return best
 
 
 @njit(cache=True)
-def lower_bound(p, counts, pgpu, ptr, first, g):
-    """:meth:`CostModel.lower_bound` without its tile term: ``max(a + b*ceil(L/g), c + beta*z,
-    c2 + gamma*z)`` with ``z = max(total/g, max_e n_e/|distinct replica GPUs of e|)``."""
+def lower_bound(p, counts, pairs, g):
+    """:meth:`CostModel.lower_bound` (Section 3.1, Appendix A.4) without its tile term.
+
+    ``gpu_time(ceil(L/g), z, ceil(L/g))`` with ``L`` live experts and ``z = max(total/g,
+    max_e n_e / |distinct replica GPUs of e|)``; ``max(a, c)`` for a layer without tokens.
+
+    Parameters
+    ----------
+    p : Pricer
+    counts : int64[E]
+    pairs : Pairs
+    g : int
+    """
+    ptr, first = pairs.ptr, pairs.first
     L = 0
     total = 0.0
     zmax = 0.0
@@ -135,21 +319,37 @@ def lower_bound(p, counts, pgpu, ptr, first, g):
                     d += 1
             zmax = max(zmax, counts[e] / d)
     if L == 0:
-        return max(p[0], p[2])
+        return max(p.a, p.c)
     z = max(total / g, zmax)
-    lb = max(p[0] + p[1] * math.ceil(L / g), p[2] + p[3] * z)
-    if p[8] > 0:
-        lb = max(lb, p[6] + p[7] * z)
-    return lb
+    m = math.ceil(L / g)
+    return gpu_time(p, m, z, m)
 
 
-# ---------------------------------------------------------------------------- stage 1
+# ---------------------------------------------------------------------------- stage 1: the seed
 @njit(cache=True)
-def seed(p, counts, pe, pgpu, ptr, x, G, N, T, g, split):
-    """Cost-aware greedy seed (tempo_fast._State.seed): forced experts first, then the others
-    by descending tokens, each whole to the replica GPU of least resulting time (ties: smaller
-    increase, lower GPU id) or, with ``split``, water-filled over its k least-loaded replica
-    GPUs when some k >= 2 beats the whole placement."""
+def seed(p, counts, pairs, x, L, split):
+    """Cost-aware greedy seeding (Section 4.2, stage 1), written into ``x`` and ``L``.
+
+    Experts with a single replica GPU are placed first (they have no choice); then the others
+    by descending tokens, each whole on the replica GPU of least resulting time (ties: smaller
+    increase, then lower GPU id) or, with ``split``, water-filled over its k least-loaded
+    replica GPUs when some k >= 2 beats the whole placement.
+
+    Parameters
+    ----------
+    p : Pricer
+    counts : int64[E]
+    pairs : Pairs
+    x : float64[P]
+        Output shares.
+    L : Loads
+        Output per-GPU features.
+    split : bool
+        Allow the water-filling split (the default seed; the paper's seed places whole experts).
+    """
+    pgpu, ptr = pairs.pgpu, pairs.ptr
+    G, N, T = L
+    g = G.size
     E = counts.size
     x[:] = 0.0
     nchoice = 0
@@ -166,7 +366,7 @@ def seed(p, counts, pe, pgpu, ptr, x, G, N, T, g, split):
                 x[ptr[e]] = counts[e]
             else:
                 nchoice += 1
-    features(p, x, pgpu, g, G, N, T)
+    features(p, x, pgpu, L)
     choice = np.empty(nchoice, np.int64)
     k = 0
     for e in range(E):
@@ -177,26 +377,20 @@ def seed(p, counts, pe, pgpu, ptr, x, G, N, T, g, split):
     for i in range(nchoice):
         neg[i] = -counts[choice[i]]
     choice = choice[np.argsort(neg, kind="mergesort")]
-    a, b, c, beta, b2, tile = p[0], p[1], p[2], p[3], p[4], p[5]
-    c2, gamma, traffic = p[6], p[7], p[8] > 0
     cand_h = np.empty(g, np.int64)
     cand_p = np.empty(g, np.int64)
     stamp = np.full(g, -1, np.int64)
     for e in choice:
         n = float(counts[e])
-        nt = max(1.0, math.ceil(n / tile - 1e-9)) if b2 != 0 else 1.0
+        nt = piece_tiles(p, n)
         bnew = np.inf
         binc = np.inf
         bh = -1
         bp = -1
         for q in range(ptr[e], ptr[e + 1]):
             h = pgpu[q]
-            Gh, Nh, Th = G[h], N[h], T[h]
-            old = max(a + b * Gh + b2 * (Th - Gh), c + beta * Nh)
-            new = max(a + b * (Gh + 1) + b2 * (Th + nt - Gh - 1), c + beta * (Nh + n))
-            if traffic:
-                old = max(old, c2 + gamma * Nh)
-                new = max(new, c2 + gamma * (Nh + n))
+            old = gpu_time(p, G[h], N[h], T[h])
+            new = gpu_time(p, G[h] + 1, N[h] + n, T[h] + nt)
             inc = new - old
             if (new < bnew) or (new == bnew and (inc < binc or (inc == binc and h < bh))):
                 bnew, binc, bh, bp = new, inc, h, q
@@ -204,13 +398,12 @@ def seed(p, counts, pe, pgpu, ptr, x, G, N, T, g, split):
         level = 0.0
         m = 0
         if split and ptr[e + 1] - ptr[e] > 1 and n > 1:
-            # _waterfill: one pair per distinct GPU, GPUs by (tokens, id)
+            # water-filling: one pair per distinct GPU, GPUs by (tokens, id)
             for q in range(ptr[e], ptr[e + 1]):
                 h = pgpu[q]
                 if stamp[h] != e:
                     stamp[h] = e
-                    # insertion by (N[h], h)
-                    j = m
+                    j = m  # insertion by (N[h], h)
                     while j > 0 and (N[cand_h[j - 1]] > N[h] or (N[cand_h[j - 1]] == N[h] and cand_h[j - 1] > h)):
                         cand_h[j] = cand_h[j - 1]
                         cand_p[j] = cand_p[j - 1]
@@ -225,17 +418,12 @@ def seed(p, counts, pe, pgpu, ptr, x, G, N, T, g, split):
                 if kk == 1:
                     continue
                 lev = (acc + n) / kk
-                if lev <= N[cand_h[kk - 1]]:
+                if lev <= N[cand_h[kk - 1]]:  # the kk-th GPU would receive nothing
                     break
                 worst = 0.0
                 for jj in range(kk):
                     h = cand_h[jj]
-                    amount = lev - N[h]
-                    ntt = max(1.0, math.ceil(amount / tile - 1e-9)) if b2 != 0 else 1.0
-                    t = max(a + b * (G[h] + 1) + b2 * (T[h] + ntt - G[h] - 1), c + beta * lev)
-                    if traffic:
-                        t = max(t, c2 + gamma * lev)
-                    worst = max(worst, t)
+                    worst = max(worst, gpu_time(p, G[h] + 1, lev, T[h] + piece_tiles(p, lev - N[h])))
                 if worst < bworst:
                     bworst = worst
                     kbest = kk
@@ -248,7 +436,7 @@ def seed(p, counts, pe, pgpu, ptr, x, G, N, T, g, split):
             N[bh] += n
             T[bh] += nt
         else:
-            # amounts from the levels before any update (plan built first, as in numpy)
+            # amounts from the levels before any update (the plan is built first)
             amounts = np.empty(kbest)
             for jj in range(kbest):
                 amounts[jj] = level - N[cand_h[jj]]
@@ -258,24 +446,42 @@ def seed(p, counts, pe, pgpu, ptr, x, G, N, T, g, split):
                 x[cand_p[jj]] = amount
                 G[h] += 1.0
                 N[h] += amount
-                T[h] += max(1.0, math.ceil(amount / tile - 1e-9)) if b2 != 0 else 1.0
+                T[h] += piece_tiles(p, amount)
 
 
-# ---------------------------------------------------------------------------- moves
+# ---------------------------------------------------------------------------- moves (stages 2 and 3)
 @njit(cache=True)
-def _eval(p, x, G, N, T, pgpu, gb, i, j, whole_only, i2, j2):
-    """Best delta and resulting max time of moving a share of pair i (on gb) to pair j, then
-    (i2 >= 0) all of pair i2 (on j's GPU) to pair j2 (tempo_fast._State._evaluate)."""
-    a, b, c, beta, b2, tile = p[0], p[1], p[2], p[3], p[4], p[5]
-    c2, gamma, traffic = p[6], p[7], p[8] > 0
-    if not traffic:
-        c2 = 0.0
-        gamma = 0.0
+def _eval(p, x, L, pgpu, gb, i, j, whole_only, i2, j2):
+    """The best share of pair ``i`` (on the bottleneck ``gb``) to move to pair ``j`` (GPU h), then,
+    when ``i2 >= 0``, all of pair ``i2`` (on h) to pair ``j2`` (GPU k): a 2-step chain.
+
+    The objective restricted to the moved share ``delta`` is a max of affine pieces of Eq. 1/4,
+    so its minimum lies where two pieces cross: every crossing is a candidate (with the tile
+    term, each is also snapped to the neighbouring tile boundaries, Eq. 2), plus half the token
+    gap and the whole share; ``whole_only`` tries the whole share only.
+
+    Parameters
+    ----------
+    p : Pricer
+    x : float64[P]
+    L : Loads
+    pgpu : int64[P]
+    gb, i, j, i2, j2 : int
+    whole_only : bool
+
+    Returns
+    -------
+    (value, delta) : (float, float)
+        The largest time among the GPUs the move touches, and the share moved.
+    """
+    G, N, T = L
+    a, b, c, beta, b2, tile = p.a, p.b, p.c, p.beta, p.b2, p.tile
+    c2, gamma, traffic = p.c2, p.gamma, p.has_traffic
     h = pgpu[j]
     x1 = x[i]
     xj = x[j]
-    Gg0, Ng0, Tg0 = G[gb], N[gb], T[gb] - _tl(p, x1)
-    Gh0, Nh0, Th0 = G[h], N[h], T[h] - _tl(p, xj)
+    Gg0, Ng0, Tg0 = G[gb], N[gb], T[gb] - tiles(p, x1)
+    Gh0, Nh0, Th0 = G[h], N[h], T[h] - tiles(p, xj)
     if xj <= EPS:
         Gh0 += 1.0
     third = 0.0
@@ -285,22 +491,24 @@ def _eval(p, x, G, N, T, pgpu, gb, i, j, whole_only, i2, j2):
         k = pgpu[j2]
         Gh0 -= 1.0
         Nh0 -= x2
-        Th0 -= _tl(p, x2)
+        Th0 -= tiles(p, x2)
         addk = 1.0 if xk <= EPS else 0.0
-        dT = _tl(p, xk + x2) - _tl(p, xk)
+        dT = tiles(p, xk + x2) - tiles(p, xk)
         if k == gb:
             Gg0 += addk
             Ng0 += x2
             Tg0 += dT
         else:
-            third = _cost(p, G[k] + addk, N[k] + x2, T[k] + dT)
+            third = gpu_time(p, G[k] + addk, N[k] + x2, T[k] + dT)
     cand = np.empty(40)
     nc = 0
     if whole_only:
         cand[0] = x1
         nc = 1
     else:
-        Kflat = max(max(a + b * Gg0 + b2 * (Tg0 + 1 - Gg0), a + b * Gh0 + b2 * (Th0 + 1 - Gh0)), third)
+        # the flat level both GPUs keep (one tile each for the moved expert), and the token
+        # pieces' crossings with it and with each other
+        Kflat = max(max(activation_time(p, Gg0, Tg0 + 1), activation_time(p, Gh0, Th0 + 1)), third)
         cand[0] = (Ng0 - Nh0) / 2.0
         cand[1] = x1
         nc = 2
@@ -344,8 +552,8 @@ def _eval(p, x, G, N, T, pgpu, gb, i, j, whole_only, i2, j2):
             continue
         rem = x1 - d
         whole = rem <= tolw
-        tg = _cost(p, Gg0 - (1.0 if whole else 0.0), Ng0 - d, Tg0 + _tl(p, 0.0 if whole else rem))
-        th = _cost(p, Gh0, Nh0 + d, Th0 + _tl(p, xj + d))
+        tg = gpu_time(p, Gg0 - (1.0 if whole else 0.0), Ng0 - d, Tg0 + tiles(p, 0.0 if whole else rem))
+        th = gpu_time(p, Gh0, Nh0 + d, Th0 + tiles(p, xj + d))
         v = max(max(tg, th), third)
         if v < bval:
             bval = v
@@ -354,7 +562,10 @@ def _eval(p, x, G, N, T, pgpu, gb, i, j, whole_only, i2, j2):
 
 
 @njit(cache=True)
-def _apply(p, x, pgpu, g, G, N, T, i, j, delta, i2, j2):
+def _apply(p, x, pgpu, L, i, j, delta, i2, j2):
+    """Apply a move of Section 4.2 (stages 2 and 3) to ``x : float64[P]``: ``delta`` of pair ``i``
+    to pair ``j`` (the whole share when within EPS of it), then (``i2 >= 0``) all of pair ``i2``
+    to pair ``j2``; refresh ``L``."""
     if delta >= x[i] - EPS * max(1.0, x[i]):
         delta = x[i]
     x[i] -= delta
@@ -364,24 +575,53 @@ def _apply(p, x, pgpu, g, G, N, T, i, j, delta, i2, j2):
     if i2 >= 0:
         x[j2] += x[i2]
         x[i2] = 0.0
-    features(p, x, pgpu, g, G, N, T)
+    features(p, x, pgpu, L)
 
 
 @njit(cache=True)
-def _times(p, G, N, T, t):
+def _times(p, L, t):
+    """Each GPU's time (Eq. 1/2/4) into ``t : float64[g]``; returns the bottleneck (the first GPU
+    of largest time, Eq. 3)."""
     gb = 0
     for h in range(t.size):
-        t[h] = _cost(p, G[h], N[h], T[h])
+        t[h] = gpu_time(p, L.G[h], L.N[h], L.T[h])
         if t[h] > t[gb]:
             gb = h
     return gb
 
 
 @njit(cache=True)
-def _chain(p, x, pe, pgpu, ptr, G, N, T, g, gb, thresh, t, si, sj, sv, M, whole_only, fanout, cap):
-    """2-step chains from the bottleneck (tempo_fast._State._chain): first moves i -> j (GPU
-    h), at most ``cap`` by single-move value and ``fanout`` cheapest destinations per i; then
-    a whole other expert off h, to gb (a swap) or to its cheapest other replica GPU."""
+def _chain(p, x, pairs, L, gb, thresh, t, si, sj, sv, M, whole_only, fanout, cap):
+    """The best 2-step chain from the bottleneck ``gb`` (Section 4.2, stage 2), applied if it
+    brings every GPU it touches below ``thresh``.
+
+    First moves ``i -> j`` (GPU h) come from the single moves just evaluated (``si, sj, sv[:M]``:
+    pairs and values), at most ``cap`` of them by value and ``fanout`` cheapest destinations per
+    ``i``; second moves take a whole other expert off h, to ``gb`` (a swap) or to its cheapest
+    other replica GPU, at most ``cap`` smallest shares per GPU.
+
+    Parameters
+    ----------
+    p : Pricer
+    x : float64[P]
+    pairs : Pairs
+    L : Loads
+    gb : int
+    thresh : float
+    t : float64[g]
+        Current per-GPU times.
+    si, sj : int64[>= M], sv : float64[>= M]
+    M : int
+    whole_only : bool
+    fanout, cap : int
+
+    Returns
+    -------
+    bool
+        Whether a chain was applied.
+    """
+    pe, pgpu, ptr = pairs.pe, pairs.pgpu, pairs.ptr
+    g = t.size
     if M > cap:
         keep = np.argsort(sv[:M], kind="mergesort")[:cap]
         fi = si[keep]
@@ -497,18 +737,20 @@ def _chain(p, x, pe, pgpu, ptr, G, N, T, g, gb, thresh, t, si, sj, sv, M, whole_
             j2 = s_j2[r]
             if pe[i2] == pe[i] or j2 == i:
                 continue
-            v, d = _eval(p, x, G, N, T, pgpu, gb, i, j, whole_only, i2, j2)
+            v, d = _eval(p, x, L, pgpu, gb, i, j, whole_only, i2, j2)
             if v < bval:
                 bval, bdel = v, d
                 bI, bJ, bI2, bJ2 = i, j, i2, j2
     if not bval < thresh:
         return False
-    _apply(p, x, pgpu, g, G, N, T, bI, bJ, bdel, bI2, bJ2)
+    _apply(p, x, pgpu, L, bI, bJ, bdel, bI2, bJ2)
     return True
 
 
 @njit(cache=True)
 def _is_ancestor(w, u, gb, par_u):
+    """Whether GPU ``w`` lies on the augmenting path (Lemma 2) from ``gb`` to ``u``
+    (``par_u : int64[g]``: each GPU's parent on its path)."""
     v = u
     while v != gb:
         if v == w:
@@ -518,9 +760,46 @@ def _is_ancestor(w, u, gb, par_u):
 
 
 @njit(cache=True)
-def _augment(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, gb, thresh, depth):
-    """Breadth-first augmenting path of whole-expert moves (tempo_fast._State._augment):
-    label-correcting search, a GPU re-entered when a path brings it fewer tokens."""
+def _push(fv, fd, fl, nf, w, d, n_lab):
+    """Append (GPU, depth, label) to :func:`_augment`'s frontier (``int64[F]``, ``int64[F]``,
+    ``float64[F]``, ``nf`` used), doubling its arrays when full."""
+    if nf == fv.size:
+        fv2 = np.empty(2 * nf, np.int64)
+        fd2 = np.empty(2 * nf, np.int64)
+        fl2 = np.empty(2 * nf)
+        fv2[:nf], fd2[:nf], fl2[:nf] = fv[:nf], fd[:nf], fl[:nf]
+        fv, fd, fl = fv2, fd2, fl2
+    fv[nf], fd[nf], fl[nf] = w, d, n_lab
+    return fv, fd, fl, nf + 1
+
+
+@njit(cache=True)
+def _augment(p, x, pairs, L, gb, thresh, depth):
+    """A breadth-first augmenting path of whole-expert moves ``gb -> v1 -> ... -> vk`` (the
+    semi-matching augmenting path of Lemma 2, Section 4.2 stage 2, priced with the full model):
+    each intermediate GPU receives one expert and sends another, the last absorbs an
+    activation.  Label-correcting: a GPU is re-entered when a path brings it fewer tokens.
+
+    Parameters
+    ----------
+    p : Pricer
+    x : float64[P]
+    pairs : Pairs
+    L : Loads
+    gb : int
+    thresh : float
+        Every GPU on the path must end below it.
+    depth : int
+        Longest path, or ``UNLIMITED``.
+
+    Returns
+    -------
+    bool
+        Whether a path was applied.
+    """
+    pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
+    G, N, T = L
+    g = G.size
     has = np.zeros(g, np.bool_)
     lab = np.zeros(g)
     par_u = np.full(g, -1, np.int64)
@@ -548,47 +827,37 @@ def _augment(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, gb, thresh, depth):
     act = act[np.argsort(x[act], kind="mergesort")]
     for pp in act:
         xp = x[pp]
-        if _cost(p, G[gb] - 1, N[gb] - xp, T[gb] - _tl(p, xp)) >= thresh:
+        if gpu_time(p, G[gb] - 1, N[gb] - xp, T[gb] - tiles(p, xp)) >= thresh:
             continue
         e = pe[pp]
         for q in range(ptr[e], ptr[e + 1]):
             w = pgpu[q]
-            if w == gb:
-                continue
             if w == gb or (has[w] and lab[w] <= xp):
                 continue
             # u == gb: no ancestor check
             has[w] = True
             lab[w] = xp
             par_u[w], par_p[w], par_q[w] = gb, pp, q
-            if nf == cap_f:
-                cap_f *= 2
-                fv2 = np.empty(cap_f, np.int64)
-                fd2 = np.empty(cap_f, np.int64)
-                fl2 = np.empty(cap_f)
-                fv2[:nf], fd2[:nf], fl2[:nf] = fv[:nf], fd[:nf], fl[:nf]
-                fv, fd, fl = fv2, fd2, fl2
-            fv[nf], fd[nf], fl[nf] = w, 1, xp
-            nf += 1
+            fv, fd, fl, nf = _push(fv, fd, fl, nf, w, 1, xp)
     head = 0
     budget = 50 * g + nf
     while head < nf and head < budget:
         v, d, n_lab = fv[head], fd[head], fl[head]
         head += 1
-        if not (has[v] and lab[v] == n_lab):
+        if not (has[v] and lab[v] == n_lab):  # superseded by a better entry
             continue
         p_in, q_in = par_p[v], par_q[v]
         n_in = x[p_in]
         add = 1.0 if x[q_in] <= EPS else 0.0
-        dT = _tl(p, x[q_in] + n_in) - _tl(p, x[q_in])
-        if _cost(p, G[v] + add, N[v] + n_in, T[v] + dT) < thresh:
-            node = v
+        dT = tiles(p, x[q_in] + n_in) - tiles(p, x[q_in])
+        if gpu_time(p, G[v] + add, N[v] + n_in, T[v] + dT) < thresh:
+            node = v  # apply the path backwards from v
             while node != gb:
                 u, pp, q = par_u[node], par_p[node], par_q[node]
                 x[q] += x[pp]
                 x[pp] = 0.0
                 node = u
-            features(p, x, pgpu, g, G, N, T)
+            features(p, x, pgpu, L)
             return True
         if depth >= 0 and d >= depth:
             continue
@@ -601,7 +870,7 @@ def _augment(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, gb, thresh, depth):
             if e == e_in:
                 continue
             xp = x[pp]
-            if _cost(p, G[v] + add - 1, N[v] + n_in - xp, T[v] + dT - _tl(p, xp)) >= thresh:
+            if gpu_time(p, G[v] + add - 1, N[v] + n_in - xp, T[v] + dT - tiles(p, xp)) >= thresh:
                 continue
             for q in range(ptr[e], ptr[e + 1]):
                 w = pgpu[q]
@@ -614,32 +883,47 @@ def _augment(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, gb, thresh, depth):
                 has[w] = True
                 lab[w] = xp
                 par_u[w], par_p[w], par_q[w] = v, pp, q
-                if nf == cap_f:
-                    cap_f *= 2
-                    fv2 = np.empty(cap_f, np.int64)
-                    fd2 = np.empty(cap_f, np.int64)
-                    fl2 = np.empty(cap_f)
-                    fv2[:nf], fd2[:nf], fl2[:nf] = fv[:nf], fd[:nf], fl[:nf]
-                    fv, fd, fl = fv2, fd2, fl2
-                fv[nf], fd[nf], fl[nf] = w, d + 1, xp
-                nf += 1
+                fv, fd, fl, nf = _push(fv, fd, fl, nf, w, d + 1, xp)
     return False
 
 
 @njit(cache=True)
-def improve(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, lb, whole_only, chains, max_iter, fanout,
-            depth, cap):
-    """Bottleneck local search (tempo_fast._State.improve); returns the accepted moves."""
-    t = np.empty(g)
+def improve(p, x, pairs, L, lb, whole_only, chains, o):
+    """Bottleneck local search (Section 4.2, stages 2 and 3): repeatedly apply the best single
+    move off the bottleneck GPU; when none improves, the best 2-step chain (``chains``), then an
+    augmenting path (``o.chain_depth`` unlimited or > 2).  Stops at the lower bound, when
+    nothing improves, or after ``o.max_iter`` accepted moves.
+
+    Parameters
+    ----------
+    p : Pricer
+    x : float64[P]
+    pairs : Pairs
+    L : Loads
+    lb : float
+        Lower bound (:func:`lower_bound`).
+    whole_only : bool
+        Whole-expert moves only (stage 2, and stage 3 without partial moves).
+    chains : bool
+    o : Options
+
+    Returns
+    -------
+    int
+        Accepted moves.
+    """
+    pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
+    depth = o.chain_depth
+    t = np.empty(L.G.size)
     P = x.size
     si = np.empty(max(P * 4, 16), np.int64)
     sj = np.empty(max(P * 4, 16), np.int64)
     sv = np.empty(max(P * 4, 16))
     moves = 0
-    for _ in range(max_iter):
-        gb = _times(p, G, N, T, t)
+    for _ in range(o.max_iter):
+        gb = _times(p, L, t)
         tb = t[gb]
-        if tb <= lb * (1 + 1e-12):
+        if tb <= lb * (1 + 1e-12):  # provably optimal: nothing to gain
             break
         thresh = tb - REL * max(1.0, tb)
         M = 0
@@ -656,7 +940,7 @@ def improve(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, lb, whole_only, chain
             for j in range(ptr[e], ptr[e + 1]):
                 if pgpu[j] == gb:
                     continue
-                v, d = _eval(p, x, G, N, T, pgpu, gb, i, j, whole_only, -1, -1)
+                v, d = _eval(p, x, L, pgpu, gb, i, j, whole_only, -1, -1)
                 if M == si.size:
                     si2 = np.empty(2 * M, np.int64)
                     sj2 = np.empty(2 * M, np.int64)
@@ -670,14 +954,14 @@ def improve(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, lb, whole_only, chain
         if not anyA or M == 0:
             break
         if bval < thresh:
-            _apply(p, x, pgpu, g, G, N, T, si[bm], sj[bm], bdel, -1, -1)
+            _apply(p, x, pgpu, L, si[bm], sj[bm], bdel, -1, -1)
             moves += 1
             continue
         if not chains:
             break
-        found = _chain(p, x, pe, pgpu, ptr, G, N, T, g, gb, thresh, t, si, sj, sv, M, whole_only, fanout, cap)
-        if not found and (depth < 0 or depth > 2):
-            found = _augment(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, gb, thresh, depth)
+        found = _chain(p, x, pairs, L, gb, thresh, t, si, sj, sv, M, whole_only, o.fanout, o.chain_cap)
+        if not found and (depth == UNLIMITED or depth > 2):
+            found = _augment(p, x, pairs, L, gb, thresh, depth)
         if not found:
             break
         moves += 1
@@ -687,7 +971,22 @@ def improve(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, lb, whole_only, chain
 # ---------------------------------------------------------------------------- max-flow (Dinic)
 @njit(cache=True)
 def _maxflow(n, head, nxt_start, to, cap, s, t, flow, level, it, stack_v, stack_e):
-    """Dinic max-flow on a CSR residual graph (edges paired e, e^1); int64 capacities."""
+    """Dinic max-flow from ``s`` to ``t`` on a residual graph of ``n`` nodes, edges paired
+    ``(e, e ^ 1)``, ``head[nxt_start[v]:nxt_start[v+1]]`` the edges out of ``v``.
+
+    Parameters
+    ----------
+    to, cap, flow : int64[2m]
+        Edge targets, capacities and flows (updated in place).
+    level, it : int64[n]; stack_v, stack_e : int64[n + 1]
+        Work arrays; after the last, failed BFS ``level >= 0`` marks the source side of a
+        minimum cut.
+
+    Returns
+    -------
+    int
+        The flow's value.
+    """
     total = 0
     q = np.empty(n, np.int64)
     while True:
@@ -749,10 +1048,29 @@ def _maxflow(n, head, nxt_start, to, cap, s, t, flow, level, it, stack_v, stack_
 
 
 @njit(cache=True)
-def token_lp(counts, pe, pgpu, ptr, first, g, x):
-    """Exact min-max tokens per GPU (Lemma 1) by Dinkelbach iterations over max-flow cuts
-    (exact._token_lp): writes an optimal vertex into ``x`` (deduplicated first pairs) and
-    returns (W, k) with optimum W/k."""
+def token_lp(counts, pairs, g, x):
+    """Exact min-max tokens per GPU (Lemma 1) by Dinkelbach iterations over max-flow cuts.
+
+    The optimum is the densest GPU set's ``W/k`` (Hall's condition): starting from the larger
+    of ``total/g`` and each expert over its distinct GPUs, route every token with GPU
+    capacity ``W/k`` (capacities scaled by ``k``); when that fails, the min cut names a denser
+    set.  Used by :func:`tempo.policies.exact._token_lp` and by the ensemble of :func:`solve`.
+
+    Parameters
+    ----------
+    counts : int64[E]
+    pairs : Pairs
+    g : int
+    x : float64[P]
+        Output: an optimal max-flow vertex, on the first pair of each expert-GPU edge.
+
+    Returns
+    -------
+    (W, k) : (int, int)
+        The optimum is ``W / k`` tokens on the busiest GPU; ``(-1, 0)`` if the iteration made no
+        progress (a numerical guard).
+    """
+    pe, pgpu, ptr, first = pairs.pe, pairs.pgpu, pairs.ptr, pairs.first
     E = counts.size
     live = np.full(E, -1, np.int64)
     L = 0
@@ -860,136 +1178,10 @@ def token_lp(counts, pe, pgpu, ptr, first, g, x):
     return -1, 0
 
 
-# ---------------------------------------------------------------------------- the whole solver
-@njit(cache=True)
-def solve(counts, replica_gpu, g, p, seed_mode, chains, local_search, partial, ensemble, tau, max_iter,
-          fanout, depth, lp_vertex, lp_even, cap, restarts):
-    """tempo_fast end to end.  ``seed_mode`` 0 greedy (water-filling), 1 whole, 2 static.
-    Returns (shares[E, R], makespan, chosen, stages[5]) with chosen 0 local search, 1 token-LP
-    vertex, 2 token-LP even, 3 round robin, 4 / 5 local search restarted from the wrap-around /
-    apportionment seed (full replication, ``restarts``); stages = seed, chains, local search, ensemble
-    (NaN when skipped) and a flag (1 shortcut, 2 candidates pruned).  ``lp_even``: 0 no even
-    token-LP candidate, 1 or 2 ("auto") the closed-form even split under full replication."""
-    E, R = replica_gpu.shape
-    pe, pr, pgpu, ptr, gptr, gpairs, first = pairs_of(counts, replica_gpu, g)
-    P = pe.size
-    x = np.zeros(P)
-    G = np.zeros(g)
-    N = np.zeros(g)
-    T = np.zeros(g)
-    stages = np.full(5, np.nan)
-    stages[4] = 0.0
-    lb = lower_bound(p, counts, pgpu, ptr, first, g)
-    if seed_mode == 2:
-        for e in range(E):
-            if ptr[e + 1] > ptr[e]:
-                x[ptr[e]] = counts[e]
-        features(p, x, pgpu, g, G, N, T)
-    else:
-        seed(p, counts, pe, pgpu, ptr, x, G, N, T, g, seed_mode == 0)
-    t = np.empty(g)
-    gb = _times(p, G, N, T, t)
-    stages[0] = t[gb] if P else max(p[0], p[2])
-    if P and chains:
-        improve(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, lb, True, True, max_iter, fanout, depth, cap)
-        gb = _times(p, G, N, T, t)
-        stages[1] = t[gb]
-    # full replication: every live expert on every GPU
-    full = True
-    for e in range(E):
-        if ptr[e + 1] > ptr[e]:
-            d = 0
-            for q in range(ptr[e], ptr[e + 1]):
-                if first[q]:
-                    d += 1
-            if d < g:
-                full = False
-                break
-    xv = np.zeros(P)
-    have_v = False
-    ms_v = np.inf
-    if P and local_search and ensemble and lp_vertex:
-        gb = _times(p, G, N, T, t)
-        flat = p[0] + p[1] * G[gb] + p[4] * (T[gb] - G[gb])
-        if p[2] + p[3] * N[gb] >= flat or (p[8] > 0 and p[6] + p[7] * N[gb] >= flat):
-            W, k = token_lp(counts, pe, pgpu, ptr, first, g, xv)
-            have_v = W >= 0
-            if have_v:
-                ms_v = makespan(p, xv, pgpu, g)
-                if ms_v <= lb * (1 + 1e-9):
-                    stages[4] = 1.0
-                    return _scatter(xv, pe, pr, E, R), ms_v, 1, stages
-    if P and local_search:
-        improve(p, x, pe, pgpu, ptr, gptr, gpairs, G, N, T, g, lb, not partial, chains, max_iter, fanout, depth,
-                cap)
-        gb = _times(p, G, N, T, t)
-        stages[2] = t[gb]
-    best = makespan(p, x, pgpu, g) if P else max(p[0], p[2])
-    chosen = 0
-    if P and full and restarts and best > lb * (1 + 1e-12):
-        # Full replication: restart the local search from two structured seeds that the
-        # greedy cannot reach (few experts over many GPUs: 1.49x the optimum otherwise).
-        for kind in range(2):
-            if kind == 0:
-                xs = _wrap_around(counts, pe, pgpu, ptr, g)
-            else:
-                xs = _apportion(counts, pe, pgpu, ptr, g)
-                if xs.size == 0:
-                    continue
-            G2 = np.zeros(g)
-            N2 = np.zeros(g)
-            T2 = np.zeros(g)
-            features(p, xs, pgpu, g, G2, N2, T2)
-            if local_search:
-                improve(p, xs, pe, pgpu, ptr, gptr, gpairs, G2, N2, T2, g, lb, not partial, chains, max_iter, fanout,
-                        depth, cap)
-            ms = makespan(p, xs, pgpu, g)
-            if ms < best * (1 - 1e-12):
-                best, chosen = ms, 4 + kind
-                x = xs
-                G, N, T = G2, N2, T2
-    if ensemble and P:
-        if lb >= (1 - tau) * best and not have_v:
-            stages[4] = 2.0
-        else:
-            cbest = np.inf
-            cwho = 0
-            xc = np.zeros(P)
-            if lp_vertex:
-                if not have_v:
-                    W, k = token_lp(counts, pe, pgpu, ptr, first, g, xv)
-                    have_v = W >= 0
-                    if have_v:
-                        ms_v = makespan(p, xv, pgpu, g)
-                if have_v and ms_v < cbest:
-                    cbest, cwho = ms_v, 1
-            if lp_even > 0 and full:
-                xe = np.zeros(P)
-                for q in range(P):
-                    if first[q]:
-                        xe[q] = counts[pe[q]] / g
-                ms = makespan(p, xe, pgpu, g)
-                if ms < cbest:
-                    cbest, cwho = ms, 2
-                    xc[:] = xe
-            if full:
-                # round robin A3 (Theorem 2): descending tokens, rank r on GPU r mod g
-                xr = _round_robin(counts, pe, pgpu, ptr, first, g)
-                ms = makespan(p, xr, pgpu, g)
-                if ms < cbest:
-                    cbest, cwho = ms, 3
-                    xc[:] = xr
-            if cwho == 1:
-                xc[:] = xv
-            if cwho > 0 and cbest < (1 - tau) * best:
-                best, chosen = cbest, cwho
-                x = xc
-        stages[3] = best
-    return _scatter(x, pe, pr, E, R), best, chosen, stages
-
-
+# ---------------------------------------------------------------------------- structured dispatches
 @njit(cache=True)
 def _pair_on(pgpu, ptr, e, h):
+    """Expert ``e``'s first pair on GPU ``h`` (``pgpu : int64[P]``, ``ptr : int64[E + 1]``), or -1."""
     for q in range(ptr[e], ptr[e + 1]):
         if pgpu[q] == h:
             return q
@@ -998,7 +1190,7 @@ def _pair_on(pgpu, ptr, e, h):
 
 @njit(cache=True)
 def _by_tokens(counts, ptr):
-    """Live experts by descending tokens (ties: lower id)."""
+    """Live experts by descending tokens (ties: lower id), int64[live experts]."""
     E = counts.size
     nl = 0
     for e in range(E):
@@ -1016,16 +1208,19 @@ def _by_tokens(counts, ptr):
 
 
 @njit(cache=True)
-def _wrap_around(counts, pe, pgpu, ptr, g):
-    """McNaughton's wrap-around rule under full replication: experts by descending tokens laid
+def _wrap_around(counts, pairs, g):
+    """Restart seed of Section 4.2's local search (our addition, not in the paper).
+
+    McNaughton's wrap-around rule under full replication: experts by descending tokens laid
     end to end and cut into g segments of total/g tokens.  Token-optimal (every GPU gets
     total/g) with at most one split per GPU boundary, so far fewer activations than the even
-    split; a GPU holds 1 + (experts that end inside its segment) experts."""
+    split; a GPU holds 1 + (experts that end inside its segment) experts.  Returns float64[P]."""
+    pgpu, ptr = pairs.pgpu, pairs.ptr
     order = _by_tokens(counts, ptr)
     total = 0.0
     for e in order:
         total += counts[e]
-    xs = np.zeros(pe.size)
+    xs = np.zeros(pgpu.size)
     start = 0.0
     for e in order:
         end = start + counts[e]
@@ -1044,10 +1239,14 @@ def _wrap_around(counts, pe, pgpu, ptr, g):
 
 
 @njit(cache=True)
-def _apportion(counts, pe, pgpu, ptr, g):
-    """Under full replication with at most g live experts: give each expert k_e GPUs of its
+def _apportion(counts, pairs, g):
+    """Restart seed of Section 4.2's local search (our addition, not in the paper).
+
+    Under full replication with at most g live experts: give each expert k_e GPUs of its
     own (D'Hondt: the next GPU to the largest n_e / k_e), split it evenly over them.  One
-    activation per GPU, least largest piece.  Empty when more experts than GPUs."""
+    activation per GPU, least largest piece.  Returns float64[P], empty when more experts
+    than GPUs."""
+    pgpu, ptr = pairs.pgpu, pairs.ptr
     order = _by_tokens(counts, ptr)
     L = order.size
     if L == 0 or L > g:
@@ -1059,7 +1258,7 @@ def _apportion(counts, pe, pgpu, ptr, g):
             if counts[order[i]] * k[bi] > counts[order[bi]] * k[i]:
                 bi = i
         k[bi] += 1
-    xs = np.zeros(pe.size)
+    xs = np.zeros(pgpu.size)
     h = 0
     for i in range(L):
         e = order[i]
@@ -1070,23 +1269,13 @@ def _apportion(counts, pe, pgpu, ptr, g):
 
 
 @njit(cache=True)
-def _round_robin(counts, pe, pgpu, ptr, first, g):
-    E = counts.size
-    nl = 0
-    for e in range(E):
-        if ptr[e + 1] > ptr[e]:
-            nl += 1
-    live = np.empty(nl, np.int64)
-    neg = np.empty(nl, np.int64)
-    k = 0
-    for e in range(E):
-        if ptr[e + 1] > ptr[e]:
-            live[k] = e
-            neg[k] = -counts[e]
-            k += 1
-    order = live[np.argsort(neg, kind="mergesort")]
-    xr = np.zeros(pe.size)
-    for r in range(nl):
+def _round_robin(counts, pairs, g):
+    """The round-robin placement A3 of Theorem 2 under full replication: experts by descending
+    tokens, the r-th whole on GPU r mod g.  Returns float64[P]."""
+    pgpu, ptr = pairs.pgpu, pairs.ptr
+    order = _by_tokens(counts, ptr)
+    xr = np.zeros(pgpu.size)
+    for r in range(order.size):
         e = order[r]
         h = r % g
         for q in range(ptr[e], ptr[e + 1]):
@@ -1097,15 +1286,166 @@ def _round_robin(counts, pe, pgpu, ptr, first, g):
 
 
 @njit(cache=True)
-def _scatter(x, pe, pr, E, R):
+def _scatter(x, pairs, E, R):
+    """Pair shares ``x : float64[P]`` as slot shares float64[E, R] (a dispatch of Eq. 3)."""
     out = np.zeros((E, R))
     for q in range(x.size):
-        out[pe[q], pr[q]] = x[q]
+        out[pairs.pe[q], pairs.pr[q]] = x[q]
     return out
 
 
-def params(model) -> np.ndarray:
-    """The cost model as the float64[9] vector the compiled functions take."""
-    traffic = model.c2 is not None
-    return np.array([model.a, model.b, model.c, model.beta, model.b2, float(model.tile),
-                     model.c2 if traffic else 0.0, model.gamma if traffic else 0.0, 1.0 if traffic else 0.0])
+# ---------------------------------------------------------------------------- the whole solver
+@njit(cache=True)
+def solve(counts, replica_gpu, g, p, o, even_shares):
+    """tempo_fast end to end (Section 4.2): seed, augmenting chains, local search with partial
+    moves, restarts (full replication), and the ensemble with switching tolerance ``o.tau``
+    (Proposition 1).
+
+    Two exact shortcuts save time without changing the guarantee: when the bottleneck is
+    token-bound after stage 2 and the token-LP vertex attains the lower bound, it is returned
+    at once (it is optimal); the ensemble's candidates are not built when the lower bound
+    already rules out a switch.
+
+    Parameters
+    ----------
+    counts : int64[E]
+    replica_gpu : int64[E, R]
+    g : int
+    p : Pricer
+    o : Options
+    even_shares : float64[E, R] or float64[0, 0]
+        An even token-LP candidate computed by the caller (restricted replication: a QP), scored
+        by the ensemble; empty for none.
+
+    Returns
+    -------
+    (shares, makespan, chosen, stages) : (float64[E, R], float, int, Stages)
+        ``chosen`` indexes :data:`CHOSEN`.
+    """
+    E, R = replica_gpu.shape
+    pairs = pairs_of(counts, replica_gpu, g)
+    pgpu, ptr, first = pairs.pgpu, pairs.ptr, pairs.first
+    P = pgpu.size
+    nan = np.nan
+    lb = lower_bound(p, counts, pairs, g)
+    if P == 0:  # no tokens: nothing to place (lb = max(a, c))
+        return np.zeros((E, R)), lb, LOCAL_SEARCH, Stages(lb, nan, nan, nan, False, False)
+    x = np.zeros(P)
+    L = new_loads(g)
+    if o.seed == SEED_STATIC:  # every expert on its first replica slot
+        for e in range(E):
+            if ptr[e + 1] > ptr[e]:
+                x[ptr[e]] = counts[e]
+        features(p, x, pgpu, L)
+    else:
+        seed(p, counts, pairs, x, L, o.seed == SEED_GREEDY)
+    t = np.empty(g)
+    gb = _times(p, L, t)
+    s_seed, s_chains, s_local, s_ensemble, pruned = t[gb], nan, nan, nan, False
+    if o.chains:
+        improve(p, x, pairs, L, lb, True, True, o)
+        gb = _times(p, L, t)
+        s_chains = t[gb]
+    # full replication: every live expert on every GPU
+    full = True
+    for e in range(E):
+        if ptr[e + 1] > ptr[e]:
+            d = 0
+            for q in range(ptr[e], ptr[e + 1]):
+                if first[q]:
+                    d += 1
+            if d < g:
+                full = False
+                break
+    xv = np.zeros(P)
+    have_v = False
+    ms_v = np.inf
+    given_even = even_shares.shape[0] > 0
+    xg = np.zeros(P)
+    if given_even:
+        for q in range(P):
+            xg[q] = even_shares[pairs.pe[q], pairs.pr[q]]
+    tried_even = False
+    if o.local_search and o.ensemble and (o.lp_vertex or given_even):
+        # the compute-regime shortcut: a token-bound bottleneck, and the first token-LP
+        # candidate (the vertex, else the given even split) attains the lower bound
+        gb = _times(p, L, t)
+        if token_time(p, L.N[gb]) >= activation_time(p, L.G[gb], L.T[gb]):
+            if o.lp_vertex:
+                W, k = token_lp(counts, pairs, g, xv)
+                have_v = W >= 0
+                if have_v:
+                    ms_v = makespan(p, xv, pgpu, g)
+                    if ms_v <= lb * (1 + 1e-9):
+                        return (_scatter(xv, pairs, E, R), ms_v, TOKEN_LP_VERTEX,
+                                Stages(s_seed, s_chains, s_local, s_ensemble, True, False))
+            else:
+                tried_even = True
+                ms = makespan(p, xg, pgpu, g)
+                if ms <= lb * (1 + 1e-9):
+                    return (_scatter(xg, pairs, E, R), ms, TOKEN_LP_EVEN,
+                            Stages(s_seed, s_chains, s_local, s_ensemble, True, False))
+    if o.local_search:
+        improve(p, x, pairs, L, lb, not o.partial, o.chains, o)
+        gb = _times(p, L, t)
+        s_local = t[gb]
+    best = makespan(p, x, pgpu, g)
+    chosen = LOCAL_SEARCH
+    if full and o.restarts and best > lb * (1 + 1e-12):
+        # Full replication: restart the local search from two structured seeds that the
+        # greedy cannot reach (few experts over many GPUs: 1.49x the optimum otherwise).
+        for kind in range(2):
+            if kind == 0:
+                xs = _wrap_around(counts, pairs, g)
+            else:
+                xs = _apportion(counts, pairs, g)
+                if xs.size == 0:
+                    continue
+            L2 = new_loads(g)
+            features(p, xs, pgpu, L2)
+            if o.local_search:
+                improve(p, xs, pairs, L2, lb, not o.partial, o.chains, o)
+            ms = makespan(p, xs, pgpu, g)
+            if ms < best * (1 - 1e-12):
+                best, chosen = ms, RESTART_WRAP_AROUND + kind
+                x = xs
+                L = L2
+    if o.ensemble:
+        if lb >= (1 - o.tau) * best and not have_v and not tried_even:
+            pruned = True
+        else:
+            cbest = np.inf
+            cwho = LOCAL_SEARCH
+            xc = np.zeros(P)
+            if o.lp_vertex:
+                if not have_v:
+                    W, k = token_lp(counts, pairs, g, xv)
+                    have_v = W >= 0
+                    if have_v:
+                        ms_v = makespan(p, xv, pgpu, g)
+                if have_v and ms_v < cbest:
+                    cbest, cwho = ms_v, TOKEN_LP_VERTEX
+            if (o.lp_even and full) or given_even:
+                xe = xg
+                if not given_even:  # the closed form under full replication: total/g per GPU
+                    xe = np.zeros(P)
+                    for q in range(P):
+                        if first[q]:
+                            xe[q] = counts[pairs.pe[q]] / g
+                ms = makespan(p, xe, pgpu, g)
+                if ms < cbest:
+                    cbest, cwho = ms, TOKEN_LP_EVEN
+                    xc[:] = xe
+            if full:
+                xr = _round_robin(counts, pairs, g)
+                ms = makespan(p, xr, pgpu, g)
+                if ms < cbest:
+                    cbest, cwho = ms, ROUND_ROBIN
+                    xc[:] = xr
+            if cwho == TOKEN_LP_VERTEX:
+                xc[:] = xv
+            if cwho != LOCAL_SEARCH and cbest < (1 - o.tau) * best:
+                best, chosen = cbest, cwho
+                x = xc
+        s_ensemble = best
+    return _scatter(x, pairs, E, R), best, chosen, Stages(s_seed, s_chains, s_local, s_ensemble, False, pruned)

@@ -160,13 +160,13 @@ def _token_lp(inst: Instance):
         return 0.0, np.zeros(inst.replica_gpu.shape)
     from . import _compiled as C
 
-    pe, pr, pgpu, ptr, _, _, first = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
-    x = np.zeros(pe.size)
-    W, k = C.token_lp(inst.counts, pe, pgpu, ptr, first, inst.n_gpus, x)
+    pairs = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
+    x = np.zeros(pairs.pe.size)
+    W, k = C.token_lp(inst.counts, pairs, inst.n_gpus, x)
     if W < 0:
         raise RuntimeError("token LP max-flow iteration failed to make progress")
     shares = np.zeros(inst.replica_gpu.shape)
-    shares[pe, pr] = x
+    shares[pairs.pe, pairs.pr] = x
     return W / k, shares
 
 

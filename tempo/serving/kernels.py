@@ -19,7 +19,8 @@ anywhere torch does and is the oracle the tests compare it against.
 from __future__ import annotations
 
 
-def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None, row_valid=None):
+def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None, row_valid=None,
+                                 invalid=None):
     """Route logical expert ids to physical replicas by the table and count them.
 
     Parameters
@@ -40,6 +41,12 @@ def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_
         Rows ``t >= num_token_non_padded`` are padding (default: none).
     row_valid : bool[T] torch tensor, optional
         Rows with a false entry are padding too (default: none).
+    invalid : int[1] torch tensor, optional
+        A counter, as the Triton kernel's: with it, a logical id ``>= E`` or a uniform outside
+        ``[0, 1]`` (or NaN) is not an error -- the pair is routed as a masked slot (``-1``, not
+        counted) when its id is out of range, with its uniform clamped to ``[0, 1]`` (NaN as 1)
+        otherwise -- and every such pair of a real row adds one to ``invalid``.  The serving
+        runtime always passes it: nothing raises inside a forward pass.
 
     Returns
     -------
@@ -66,11 +73,16 @@ def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_
         raise ValueError(f"counts must be [E] = [{E}], got {tuple(counts.shape)}")
     if u.numel() != T * K:
         raise ValueError(f"u must hold T*K = {T * K} uniforms, got {u.numel()}")
-    if u.numel() and not bool(((u >= 0) & (u <= 1)).all()):  # NaN fails both comparisons
-        raise ValueError("u must hold uniforms in [0, 1]; got values outside it or NaN")
-    if topk_ids.numel() and int(topk_ids.max()) >= E:
-        raise ValueError(f"topk_ids has logical ids >= E = {E} (largest {int(topk_ids.max())}); "
-                         f"only negative ids mark masked slots")
+    if invalid is not None and (not isinstance(invalid, torch.Tensor) or invalid.numel() != 1
+                                or invalid.is_floating_point()):
+        raise ValueError("invalid must be a one-element integer counter tensor")
+    bad_u = ~((u >= 0) & (u <= 1))  # NaN fails both comparisons
+    if invalid is None:
+        if u.numel() and bool(bad_u.any()):
+            raise ValueError("u must hold uniforms in [0, 1]; got values outside it or NaN")
+        if topk_ids.numel() and int(topk_ids.max()) >= E:
+            raise ValueError(f"topk_ids has logical ids >= E = {E} (largest {int(topk_ids.max())}); "
+                             f"only negative ids mark masked slots")
     if row_valid is not None and (not isinstance(row_valid, torch.Tensor) or tuple(row_valid.shape) != (T,)):
         raise ValueError(f"row_valid must be a [T] = [{T}] tensor, got "
                          f"{tuple(row_valid.shape) if isinstance(row_valid, torch.Tensor) else type(row_valid).__name__}")
@@ -80,6 +92,10 @@ def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_
     if row_valid is not None:
         real = real & row_valid.to(torch.bool).reshape(T, 1).expand(T, K).reshape(-1)
     routed = (ids >= 0) & (ids < E)
+    if invalid is not None:
+        bad = real & ((ids >= E) | bad_u.reshape(-1))
+        invalid += bad.sum().to(invalid.dtype)
+        u = torch.nan_to_num(u.reshape(-1).clamp(0, 1), nan=1.0)
     e = ids.clamp(0, E - 1)
     ph = phys_map[e].long()                                # [T*K, R]
     valid = ph >= 0

@@ -1,22 +1,33 @@
 """The refresher (paper Section 4.4): a thread in the server process that, every refresh
 period, snapshots the cumulative counters, recovers the window by wrap-safe differencing,
-aggregates it across ranks, hands it to the solver process and publishes the returned table
+aggregates it across ranks, hands it to the solver backend and publishes the returned table
 with one copy into the live table.
+
+It lives as long as the server: an EPLB rebalance hands it the new placement
+(:meth:`Refresher.set_placement`, a cheap call from the scheduler thread), which the refresher
+thread passes to the solver with its next request -- no thread, process or aggregation round
+is restarted.  A table solved for an older placement is never published (``stale``).
 
 Failure behaviour (each case keeps the last good table live):
 
-* malformed counts (wrong shape, negative, non-integer): rejected, logged, never solved;
+* malformed counts (wrong shape, negative, not integers): rejected, logged, never solved;
 * a solve that misses its deadline: abandoned; its late reply is dropped, never applied;
 * the worker process dies: its death is confirmed (joined), it is restarted, the refresh
   resumes on the next period;
-* the worker misses ``max_misses`` deadlines in a row (stopped, wedged in native code):
-  killed and replaced at the next period;
+* the worker misses ``max_misses`` deadlines in a row (stopped, wedged in native code) or
+  does not come up within ``startup_timeout_s``: killed and replaced at the next period;
 * a reply that is not a valid table (shape, NaN, negative, mass on a padding column):
-  rejected and logged.
+  rejected and logged;
+* nothing published for ``stale_windows`` windows with traffic in a row: a warning (and a
+  ``stale_warnings`` count in the stats) every as many windows again;
+* a peer rank's refresher stopped (summed windows, :class:`~tempo.serving.runtime.GlooAggregator`):
+  this one stops after the same round and says so in the log.
 
-Variants (Sections 5.11-5.15): ``tempo`` and ``token_lp`` solve in the worker; ``noop`` runs
-the whole data path (counting, snapshots, aggregation) but never solves, so the table stays
-uniform over replicas; ``topology="hier"`` publishes one table per source node.
+Variants (Sections 5.11-5.15) are solver backends (:func:`~tempo.serving.solver.make_solver`):
+``process`` (the paper's design), ``thread`` (the in-thread control) and ``noop`` (the whole
+data path -- counting, snapshots, aggregation -- but never a solve, so the table stays
+uniform over replicas); ``topology="hier"`` publishes one table per source node.  Tables are
+``float32[N, L, E, R]`` throughout (:mod:`tempo.serving.tables`).
 """
 from __future__ import annotations
 
@@ -31,10 +42,14 @@ import numpy as np
 
 from .counters import CumulativeCounts
 from .errors import PeerStopped
-from .solver import SolverProcess, TableSolver, check_counts, policies
-from .tables import DispatchTable, validate_table
+from .settings import ServingSettings
+from .solver import check_counts, make_solver
+from .tables import DispatchTable, padded_replica_map, validate_table
 
 log = logging.getLogger("tempo.serving")
+
+#: outcomes that mean a window with traffic produced no table
+_NO_TABLE = ("dropped", "rejected", "died", "error", "stale")
 
 
 class NumpyPublisher:
@@ -43,14 +58,17 @@ class NumpyPublisher:
     def __init__(self, live: np.ndarray):
         self.live = live
 
-    def __call__(self, new: np.ndarray) -> None:
+    def __call__(self, new: np.ndarray, epoch: int | None = None) -> bool:
         np.copyto(self.live, new)
+        return True
 
 
 class TorchPublisher:
     """Publish into a torch live table (on GPU): stage in pinned host memory, then one
     non-blocking host-to-device copy on ``stream`` (a side stream, so the copy never waits
-    behind the decode graph)."""
+    behind the decode graph).  ``after``, a CUDA event or None, is waited for on the stream
+    first (the runtime records it after rewriting rows in place, so a publication is never
+    overtaken by an older rebalance's copies)."""
 
     def __init__(self, live, stream=None):
         import torch
@@ -59,18 +77,22 @@ class TorchPublisher:
         pin = live.is_cuda and torch.cuda.is_available()
         self.staging = torch.empty(live.shape, dtype=live.dtype, pin_memory=pin)
         self.stream = stream
+        self.after = None
 
-    def __call__(self, new: np.ndarray) -> None:
+    def __call__(self, new: np.ndarray, epoch: int | None = None) -> bool:
         import torch
 
         self.staging.copy_(torch.from_numpy(np.ascontiguousarray(new)).to(self.staging.dtype))
         if self.live.is_cuda:
             with torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext():
+                if self.after is not None:
+                    torch.cuda.current_stream().wait_event(self.after)
                 self.live.copy_(self.staging, non_blocking=True)
             # the staging buffer is reused: the copy must be done before the next publication
             (self.stream or torch.cuda.current_stream()).synchronize()
         else:
             self.live.copy_(self.staging)
+        return True
 
 
 class Refresher:
@@ -79,79 +101,103 @@ class Refresher:
     Parameters
     ----------
     table : DispatchTable
-        The live table; its ``prob`` is what the dispatch kernel reads.
+        The live table (``prob [N, L, E, R]``, ``phys [L, E, R]``); its ``prob`` is what the
+        default publication writes.  The width ``R`` is the one every table has.
     snapshot : callable
         Returns the cumulative counter ``[L, E]`` (numpy or torch).
     physical_to_logical_map : int[L, P]
     n_gpus : int
-    model : CostModel or name
-    policy : "tempo", "token_lp" or "noop"
-    topology : "flat" or "hier" (needs ``gpus_per_node``; ``table.prob`` then [n_nodes, L, E, R])
-    interval_s, deadline_s : float
-        Refresh period (paper default 200 ms) and the most a solve may take.
+    settings : ServingSettings
+        Everything configurable, passed whole: the policy and cost model, the solver backend
+        (``process``, ``thread``, ``noop``), the refresh period and deadline, the pricing, the
+        topology, the worker count, the misses and start-up limits, the stale-window warning.
     aggregate : callable, optional
         ``window [L, E] -> window`` summed over ranks (a gloo all-reduce in SGLang).
     publish : callable, optional
-        ``new_prob -> None``; default copies into ``table.prob``.
+        ``(new_prob, epoch) -> bool`` (False: the placement moved on, nothing published);
+        default copies into ``table.prob``.
     on_publish : callable, optional
         Called with ``(new_prob, window)`` after each publication (monitoring, tests).
-    batch_tokens : int, optional
-        Rescale each layer's window to this many token-expert pairs before solving.
-    workers : int
-        Solver processes; layers are split among them (default 1).
-    in_thread : bool
-        Solve inside the refresher thread instead of a worker process: the paper's v1
-        integration, kept as the control of Section 5.11 (it competes with the server for the
-        GIL).  A solve that overruns the deadline is still dropped, after the fact.
-    max_misses : int
-        A worker that misses this many deadlines in a row is killed and replaced.
     steps : callable, optional
-        Returns the cumulative count of forward steps; each window is then priced per forward
-        step (its counts divided by the steps it spans).  Ignored with ``batch_tokens``.
+        Returns the cumulative count of forward steps; with ``settings.pricing == "step"``
+        each window is priced per forward step (its counts divided by the steps it spans).
+    solver : optional
+        A solver backend (default :func:`~tempo.serving.solver.make_solver` of ``settings``).
     """
 
     def __init__(self, table: DispatchTable, snapshot: Callable, physical_to_logical_map, n_gpus: int,
-                 model="proxy-serving", policy: str = "tempo", topology: str = "flat",
-                 gpus_per_node: int | None = None, interval_s: float = 0.2, deadline_s: float = 0.15,
-                 aggregate: Callable | None = None, publish: Callable | None = None,
-                 on_publish: Callable | None = None, batch_tokens: int | None = None, workers: int = 1,
-                 in_thread: bool = False, max_misses: int = 3, steps: Callable | None = None):
-        if policy not in policies():
-            raise ValueError(f"policy must be one of {policies()}, got {policy!r}")
-        if interval_s <= 0 or deadline_s <= 0:
-            raise ValueError("interval_s and deadline_s must be positive")
+                 settings: ServingSettings | None = None, *, aggregate: Callable | None = None,
+                 publish: Callable | None = None, on_publish: Callable | None = None,
+                 steps: Callable | None = None, solver=None):
+        self.settings = s = settings if settings is not None else ServingSettings()
+        if not isinstance(s, ServingSettings):
+            raise TypeError(f"settings must be a ServingSettings, got {type(s).__name__}")
         self.table = table
+        self.n_logical, self.width = table.phys.shape[1], table.phys.shape[2]
+        self.n_nodes = table.n_nodes
+        self.phys = np.array(table.phys, copy=True)  # the placement this refresher solves for
         self.counts = CumulativeCounts(snapshot)
-        self.steps = steps if batch_tokens is None else None
+        self.steps = steps if s.pricing == "step" else None
         self._last_steps = steps() if self.steps is not None else None
         self.shape = table.phys.shape[:2]
-        self.policy = policy
-        self.interval_s, self.deadline_s = float(interval_s), float(deadline_s)
+        self.interval_s, self.deadline_s = s.interval_s, s.deadline_s
         self.aggregate = aggregate
         self.publish = publish or NumpyPublisher(table.prob)
         self.on_publish = on_publish
         self.stats: Counter = Counter()
         self.last_error: str | None = None
         self.last_solve_s: float | None = None
+        self.epoch = 0
+        self._placement = None            # (p2l, epoch) handed over by the scheduler thread
+        self._placement_lock = threading.Lock()
+        self._dry = 0                     # windows with traffic and no table, in a row
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.solver = None
-        self.in_thread = None
-        if policy != "noop" and in_thread:
-            self.in_thread = TableSolver(np.asarray(physical_to_logical_map), n_gpus, model, policy, topology,
-                                         gpus_per_node, batch_tokens)
-        elif policy != "noop":
-            self.solver = SolverProcess(np.asarray(physical_to_logical_map), n_gpus, model, policy, topology,
-                                        gpus_per_node, batch_tokens, workers, max_misses=max_misses)
+        self.solver = solver if solver is not None else make_solver(s, physical_to_logical_map, n_gpus,
+                                                                    width=self.width, n_logical=self.n_logical)
+
+    @property
+    def kind(self) -> str:
+        """The solver backend: ``process``, ``thread`` or ``noop``."""
+        return self.solver.kind
+
+    # ------------------------------------------------------------------ placement
+    def set_placement(self, physical_to_logical_map, epoch: int) -> None:
+        """A rebalance moved experts (called from the scheduler thread: one copy of the map, no
+        other work): the next refresh solves for ``physical_to_logical_map`` (checked by the
+        caller) and publishes with ``epoch``."""
+        p2l = np.array(physical_to_logical_map, copy=True)
+        with self._placement_lock:
+            self._placement = (p2l, int(epoch))
+
+    def _take_placement(self) -> None:
+        with self._placement_lock:
+            moved, self._placement = self._placement, None
+        if moved is not None:
+            p2l, epoch = moved
+            self.phys = padded_replica_map(p2l, self.n_logical, self.width)
+            self.solver.set_placement(p2l)
+            self.epoch = epoch
+            self.stats["placements"] += 1
 
     # ------------------------------------------------------------------ one refresh
     def step(self, **solve_opts) -> str:
-        """One refresh; returns its outcome: ``published``, ``noop``, ``idle``,
-        ``rejected``, ``dropped``, ``died``, ``error``, ``cancelled`` (:meth:`stop` was
-        called while waiting for the solver) or ``stopped`` (a peer rank's refresher stopped);
-        also counted in ``stats``."""
+        """One refresh; returns its outcome: ``published``, ``noop``, ``idle``, ``rejected``,
+        ``dropped``, ``died``, ``error``, ``stale`` (solved for a placement a rebalance has
+        replaced), ``cancelled`` (:meth:`stop` was called while waiting for the solver) or
+        ``stopped`` (a peer rank's refresher stopped); also counted in ``stats``."""
         outcome = self._step(**solve_opts)
         self.stats[outcome] += 1
+        if outcome == "published":
+            self._dry = 0
+        elif outcome in _NO_TABLE:
+            self._dry += 1
+            if self._dry % self.settings.stale_windows == 0:
+                self.stats["stale_warnings"] += 1
+                log.warning("tempo refresher: no table published for %d windows with traffic (last: %s); the live "
+                            "table is %s. Raise TEMPO_DEADLINE_MS if solves are dropped, check the solver otherwise",
+                            self._dry, self.last_error or outcome,
+                            "uniform" if self.stats["published"] == 0 else "the last one published")
         return outcome
 
     def _fail(self, outcome: str, message: str) -> str:
@@ -160,66 +206,55 @@ class Refresher:
         return outcome
 
     def _step(self, **solve_opts) -> str:
+        self._take_placement()
+        epoch, phys = self.epoch, self.phys
+        steps = None
         try:
             window = self.counts.window()
             if self.steps is not None:
                 now = int(self.steps())
-                solve_opts.setdefault("steps", now - self._last_steps)
+                steps = now - self._last_steps
                 self._last_steps = now
             if self.aggregate is not None:
                 window = self.aggregate(window)
             window = check_counts(window, *self.shape)
-        except PeerStopped:
+        except PeerStopped as exc:
             self._stop.set()
+            log.warning("tempo refresher: stopped (%s); this rank publishes no new table from now on", exc)
             return "stopped"
         except ValueError as exc:
             return self._fail("rejected", f"malformed counts rejected: {exc}")
-        if self.policy == "noop":
+        if self.solver.kind == "noop":
             return "noop"
         if window.sum() == 0:
             return "idle"
-        if self.in_thread is not None:
-            import time as _time
-
-            t0 = _time.perf_counter()
-            try:
-                new = self.in_thread.solve(window, steps=solve_opts.get("steps"))
-            except Exception as exc:
-                return self._fail("error", f"in-thread solve failed: {type(exc).__name__}: {exc}")
-            seconds = _time.perf_counter() - t0
-            if seconds > self.deadline_s:
-                return self._fail("dropped", f"in-thread solve took {seconds * 1e3:.0f} ms, past its deadline")
-            return self._publish(new, seconds, window)
-        if self.solver.ensure_alive():
-            log.warning("tempo refresher: solver worker replaced (restarts so far: %d)", self.solver.restarts)
-        req = self.solver.submit(window, **solve_opts)
-        reply = self.solver.result(req, self.deadline_s, cancel=self._stop)
-        if reply[0] == "cancelled":
+        reply = self.solver.solve(window, self.deadline_s, steps=steps, cancel=self._stop, **solve_opts)
+        kind = reply[0]
+        if kind == "cancelled":
             return "cancelled"
-        if reply[0] == "timeout":
+        if kind == "timeout":
             return self._fail("dropped", f"solve missed its {self.deadline_s * 1e3:.0f} ms deadline; table kept")
-        if reply[0] == "died":
+        if kind == "died":
             # the death is confirmed (joined) by the solver; replace the worker now
-            if self.solver.ensure_alive():
+            if getattr(self.solver, "ensure_alive", lambda: False)():
                 return self._fail("died", "solver process died mid-solve; last table kept, worker restarted")
             return self._fail("died", "solver process died mid-solve; last table kept, restart failed")
-        if reply[0] == "error":
-            return self._fail("error", f"solver error: {reply[1]}")
+        if kind != "ok":
+            return self._fail("error", f"solver error: {reply[1] if len(reply) > 1 else kind}")
         _, new, seconds = reply
-        return self._publish(new, seconds, window)
+        return self._publish(new, seconds, window, epoch, phys)
 
-    def _publish(self, new, seconds, window) -> str:
-        width = self.table.phys.shape[-1]
-        if new.shape[-1] < width:  # the live table is wider (allocated for any later placement)
-            new = np.concatenate([new, np.zeros(new.shape[:-1] + (width - new.shape[-1],), new.dtype)], -1)
+    def _publish(self, new, seconds, window, epoch, phys) -> str:
+        if epoch != self.epoch or self._placement is not None:
+            return "stale"  # a rebalance came in while solving: the table is for the old placement
         try:
-            phys = self.table.phys if new.ndim == 3 else np.broadcast_to(self.table.phys, new.shape)
-            validate_table(new, phys)
             if new.shape != self.table.prob.shape:
                 raise ValueError(f"table shape {new.shape} != live {self.table.prob.shape}")
+            validate_table(new, np.broadcast_to(phys, new.shape))
         except ValueError as exc:
             return self._fail("rejected", f"invalid table rejected: {exc}")
-        self.publish(new)
+        if self.publish(new, epoch) is False:
+            return "stale"
         self.last_solve_s = seconds
         if self.on_publish is not None:
             self.on_publish(new, window)
@@ -246,6 +281,10 @@ class Refresher:
             except Exception as exc:
                 self._fail("error", f"final aggregation round failed: {type(exc).__name__}: {exc}")
 
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def start(self) -> "Refresher":
         if self._thread is None:
             self._stop.clear()
@@ -260,8 +299,7 @@ class Refresher:
             if self._thread.is_alive():
                 log.warning("tempo refresher: thread still busy 5 s after stop()")
             self._thread = None
-        if self.solver is not None:
-            self.solver.close()
+        self.solver.close()
 
     def __enter__(self):
         return self.start()

@@ -3,23 +3,32 @@ classes so it runs and is tested on CPU: the live tables on the device, the cumu
 counters the dispatch kernel increments, the refresher, and -- with several ranks -- the
 agreement that makes every rank switch tables at the same forward step.
 
-Allocated once, updated in place (Issue 15, items 1-2): ``phys``, ``prob`` and ``counts`` are
-allocated at start-up with a fixed replica width ``R = P - E + 1`` (the most replicas one
-expert can have when every expert has one), and never reallocated: a captured CUDA graph reads
-and writes them through fixed pointers.  An EPLB rebalance rewrites the rows of the layers it
-moved, chunk by chunk, in place (:meth:`TempoRuntime.update_layers`); the counters keep running
-and the new refresher takes a new baseline.  The side stream and the pinned staging buffers
-are created once.  While SGLang captures CUDA graphs (decode or prefill, any capture mode) the
-refresher makes no CUDA call: capture holds :attr:`TempoRuntime.device_lock`, which every
-snapshot and publication takes too.
+Allocated once, updated in place (Issue 15, items 1-2): ``phys``, ``prob``, ``counts`` and the
+invalid-pair counter are allocated at start-up -- tables ``prob [N, L, E, R]`` (``N`` source
+nodes, 1 when flat) over ``phys [L, E, R]``, with a fixed replica width ``R = P - E + 1`` (the
+most replicas one expert can have when every expert has one) -- and never reallocated: a
+captured CUDA graph reads and writes them through fixed pointers.  An EPLB rebalance rewrites
+the rows of the layers it moved, chunk by chunk, in place (:meth:`TempoRuntime.update_layers`),
+and hands the refresher the new placement; nothing is stopped or restarted, so the scheduler
+thread spends well under a millisecond per chunk and the refresher (and, with several ranks,
+its summed-window rounds) keeps running through any number of rebalances.  Tables solved for
+an older placement are never published.  The side stream and the pinned staging buffers are
+created once.  While SGLang captures a CUDA graph (any capture: decode, prefill, speculative
+drafts, elastic recapture) the refresher makes no CUDA call: capture holds
+:attr:`TempoRuntime.device_lock` (:meth:`TempoRuntime.capture_guard`), which every snapshot
+and publication takes too.
 
 Rank-invariant dispatch (``--moe-a2a-backend none``, EP > 1; Issue 15 item 3): every rank
 routes the same tokens and must pick the same replica for the same (token, slot).  The
 uniforms are rank-invariant (:func:`uniforms`), and so is the table: only rank 0 solves
 (from its own counts, which are every rank's counts, so nothing is multiplied by the world
 size); it broadcasts each table with a version number (:class:`TableSync`), and every
-``agree_every`` forward steps all ranks agree, with one small all-reduce in the forward path,
-on the newest version every rank holds, and apply it before that step's forward pass.
+``agree_every`` forward steps all ranks agree on the newest version every rank holds and apply
+it before the same forward step.  The agreement's small all-reduce runs on a thread of its own,
+not on the scheduler thread: it is started at one agreement point and its answer used at the
+next, so the forward path only hands over a number and reads one back.  Rank 0 sends a
+heartbeat when it has published nothing for a while, so no receiver waits on the table group
+past the group's timeout, however long the server idles.
 
 Pricing (item 5): the refresher divides a window's counts by the forward steps it spans
 (:attr:`TempoRuntime.steps`, counted by the forward hook), so the cost model prices one
@@ -29,14 +38,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
+import time
+from collections import Counter
 
 import numpy as np
 
 from .errors import PeerStopped
 from .settings import ServingSettings
+from .tables import padded_replica_map, uniform_prob
 
 log = logging.getLogger("tempo.serving")
+
+__all__ = ["uniforms", "padded_replica_map", "uniform_prob", "GlooAggregator", "TableSync", "DpPadding",
+           "TempoRuntime"]
 
 
 def uniforms(n: int, device, rank_invariant: bool, layer_id: int = 0):
@@ -52,29 +68,26 @@ def uniforms(n: int, device, rank_invariant: bool, layer_id: int = 0):
     return torch.rand(n, device=device)
 
 
-def padded_replica_map(physical_to_logical_map, n_logical: int, width: int) -> np.ndarray:
-    """:func:`~tempo.serving.tables.replica_map` padded with -1 to ``width`` columns."""
-    from .tables import replica_map
+def group_timeout_s(group, default: float = 1800.0) -> float:
+    """The timeout of a gloo process group in seconds (``default``, gloo's 30 min, when it
+    cannot be read)."""
+    try:
+        import torch
 
-    phys = replica_map(physical_to_logical_map, n_logical)
-    if phys.shape[-1] > width:
-        raise ValueError(f"an expert has {phys.shape[-1]} replicas, more than the table width {width} "
-                         f"allocated at start-up")
-    out = np.full(phys.shape[:-1] + (width,), -1, np.int32)
-    out[..., :phys.shape[-1]] = phys
-    return out
-
-
-def uniform_prob(phys: np.ndarray) -> np.ndarray:
-    valid = phys >= 0
-    return (valid / np.maximum(valid.sum(-1, keepdims=True), 1)).astype(np.float32)
+        return float(group._get_backend(torch.device("cpu")).options._timeout.total_seconds())
+    except Exception:
+        return float(default)
 
 
 class GlooAggregator:
     """Sum window counts over ranks (a2a backends: disjoint token shards) on a dedicated gloo
     group, in rounds that end together: each round carries a "continuing" flag, and a
     refresher that stops runs one last round with the flag down (:meth:`finish`), so no rank is
-    left waiting in an all-reduce its peers never join (review finding 13)."""
+    left waiting in an all-reduce its peers never join (review finding 13).
+
+    One refresher uses it for the server's lifetime (a rebalance no longer restarts the
+    refresher).  After every rank's refresher has stopped, :meth:`reopen` (on every rank) lets
+    new refreshers start new rounds."""
 
     def __init__(self, group, world_size: int):
         self.group, self.world_size = group, int(world_size)
@@ -90,12 +103,12 @@ class GlooAggregator:
 
     def __call__(self, window):
         if self.done:
-            raise PeerStopped("a peer rank's refresher stopped")
+            raise PeerStopped("the summed-window rounds have ended")
         w = np.asarray(window, np.int64)
         t = self._round(1, w)
         if t[0] < self.world_size:
             self.done = True
-            raise PeerStopped("a peer rank's refresher stopped")
+            raise PeerStopped("a peer rank's refresher stopped, so did the summed-window rounds")
         return t[1:].reshape(w.shape)
 
     def finish(self, shape) -> None:
@@ -103,37 +116,70 @@ class GlooAggregator:
             self.done = True
             self._round(0, np.zeros(shape, np.int64))
 
+    def reopen(self) -> None:
+        """Rounds may start again (every rank's refresher stopped, every rank reopens)."""
+        self.done = False
+
 
 class TableSync:
     """Versioned tables published by rank 0 and applied by every rank at one agreed forward
     step (rank-invariant dispatch).
 
-    ``broadcast_group`` carries the tables (rank 0's refresher thread sends, a receiver
-    thread on every other rank receives); ``agree_group`` is used only by the forward path
-    (:meth:`agree`), every ``agree_every`` steps: an all-reduce MIN of the newest version of
-    the current placement each rank holds.  Every rank calls :meth:`agree` at the same steps
-    (ranks run forward passes in lock step), so every rank gets the same answer and applies
-    the same table before the same forward pass.  Versions received in order, and a version
-    is dropped only when older than the applied one or of an older placement (``epoch``), so
-    the agreed version is held by every rank.
+    ``broadcast_group`` carries the tables (rank 0's refresher thread sends, a receiver thread
+    on every other rank receives; rank 0 sends a heartbeat every ``heartbeat_s`` -- by default
+    a fifth of the group's timeout, at most 60 s -- when it has sent nothing, so a receiver
+    never times out on an idle server).  ``agree_group`` carries the agreement: every
+    ``agree_every`` steps each rank offers the newest version of the current placement it
+    holds, an all-reduce MIN on a thread of its own (not the scheduler thread) finds the
+    newest version every rank holds, and that answer is used at the *next* agreement point
+    (the forward path waits only if the all-reduce has not finished by then).  Every rank calls
+    :meth:`agree` at the same steps (ranks run forward passes in lock step) and rebalances at
+    the same steps, so every rank applies the same table before the same forward pass.
+    Versions are received in order, and a version is dropped only when older than the applied
+    one or of an older placement (``epoch``), so the agreed version is held by every rank.
+
+    ``prepare``, when set (the runtime sets it), turns each table into what :meth:`agree`
+    returns, off the forward path (a pinned host tensor on CUDA).
     """
 
     def __init__(self, rank: int, world_size: int, shape: tuple, broadcast_group=None, agree_group=None,
-                 agree_every: int = 8):
+                 agree_every: int = 8, heartbeat_s: float | None = None):
         self.rank, self.world_size, self.shape = int(rank), int(world_size), tuple(shape)
+        if len(self.shape) != 4:
+            raise ValueError(f"shape must be the tables' [N, L, E, R], got {self.shape}")
         self.broadcast_group, self.agree_group = broadcast_group, agree_group
         self.agree_every = int(agree_every)
+        if self.agree_every < 1:
+            raise ValueError(f"agree_every must be >= 1, got {agree_every}")
+        if heartbeat_s is None:
+            heartbeat_s = min(60.0, group_timeout_s(broadcast_group) / 5) if broadcast_group is not None else 60.0
+        self.heartbeat_s = float(heartbeat_s)
         self.leader = self.rank == 0
         self.epoch = 0
         self.version = 0        # last version published (leader)
         self.applied = 0        # last version applied (same on every rank)
-        self._store: dict[int, tuple[int, np.ndarray]] = {}
+        self.prepare = None
+        self.stats: Counter = Counter()
+        self._store: dict[int, tuple[int, object]] = {}
         self._lock = threading.Lock()
-        self._thread = None
+        self._send_lock = threading.Lock()
+        self._last_send = time.monotonic()
+        self._closing = threading.Event()
+        self._thread = self._heartbeat = self._agreer = None
+        self._offers: queue.SimpleQueue = queue.SimpleQueue()
+        self._answer = None     # (threading.Event, [value]) of the agreement in flight
+        self._failed = False
         self.closed = False
-        if not self.leader and world_size > 1:
-            self._thread = threading.Thread(target=self._receive_loop, name="tempo-table-sync", daemon=True)
-            self._thread.start()
+        if world_size > 1:
+            if not self.leader:
+                self._thread = threading.Thread(target=self._receive_loop, name="tempo-table-sync", daemon=True)
+                self._thread.start()
+            else:
+                self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="tempo-table-heartbeat",
+                                                   daemon=True)
+                self._heartbeat.start()
+            self._agreer = threading.Thread(target=self._agree_loop, name="tempo-table-agree", daemon=True)
+            self._agreer.start()
 
     # ------------------------------------------------------------------ transport
     def _bcast(self, header, table=None):
@@ -149,57 +195,126 @@ class TableSync:
             return h.tolist(), t.numpy()
         return h.tolist(), None
 
+    def _send(self, header, table=None) -> None:
+        with self._send_lock:
+            self._bcast(header, table)
+            self._last_send = time.monotonic()
+
+    def _heartbeat_loop(self) -> None:
+        while not self._closing.wait(min(self.heartbeat_s / 4, 1.0)):
+            if time.monotonic() - self._last_send < self.heartbeat_s:
+                continue
+            try:
+                self._send([2, 0, 0])
+                self.stats["heartbeats"] += 1
+            except Exception as exc:  # a peer is gone: the server is shutting down
+                if not self._closing.is_set():
+                    log.warning("tempo table sync: heartbeat not sent (%s); stopping heartbeats", exc)
+                return
+
     def _receive_loop(self) -> None:
         while True:
             try:
                 (kind, epoch, version), table = self._bcast([0, 0, 0])
-            except Exception as exc:  # the group went away: the server is shutting down
-                log.warning("tempo table sync: receiver stopped (%s)", exc)
+            except Exception as exc:  # rank 0 is gone (no heartbeat either): the server is shutting down
+                if not self._closing.is_set():
+                    self.stats["receiver_failed"] += 1
+                    log.warning("tempo table sync: receiver stopped (%s); this rank applies no new table", exc)
                 return
             if kind == 0:
                 return
+            if kind == 2:
+                self.stats["heartbeats"] += 1
+                continue
             self._stage(version, epoch, table)
 
     def _stage(self, version: int, epoch: int, table: np.ndarray) -> None:
+        item = self.prepare(table) if self.prepare is not None else table
         with self._lock:
             if epoch >= self.epoch and version > self.applied:
-                self._store[version] = (epoch, table)
+                self._store[version] = (epoch, item)
 
     # ------------------------------------------------------------------ leader
-    def publish(self, table: np.ndarray) -> None:
-        """Rank 0's refresher: stage a new table and send it to every rank."""
+    def publish(self, table: np.ndarray, epoch: int | None = None) -> bool:
+        """Rank 0's refresher: stage a new table and send it to every rank; False (nothing
+        sent) when ``epoch`` is not the current placement's (a rebalance came in meanwhile)."""
         if not self.leader:
             raise RuntimeError("only rank 0 publishes tables")
         table = np.ascontiguousarray(table, np.float32)
         if table.shape != self.shape:
             raise ValueError(f"table shape {table.shape} != synchronised shape {self.shape}")
-        self.version += 1
-        epoch = self.epoch
-        self._stage(self.version, epoch, table)
+        item = self.prepare(table) if self.prepare is not None else table
+        with self._lock:
+            if epoch is not None and epoch != self.epoch:
+                return False
+            self.version += 1
+            version, epoch = self.version, self.epoch
+            self._store[version] = (epoch, item)
         if self.world_size > 1:
-            self._bcast([1, epoch, self.version], table)
+            self._send([1, epoch, version], table)
+        self.stats["published"] += 1
+        return True
 
     # ------------------------------------------------------------------ every rank, forward path
+    def _offer(self) -> int:
+        with self._lock:
+            mine = [v for v, (e, _) in self._store.items() if e == self.epoch]
+            return max(mine) if mine else self.applied
+
+    def _agree_loop(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        while True:
+            item = self._offers.get()
+            if item is None:
+                return
+            done, box = item
+            try:
+                t = torch.tensor([box[0]], dtype=torch.int64)
+                dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.agree_group)
+                box[0] = int(t[0])
+            except Exception as exc:  # a peer is gone: never apply anything again (the same on every rank)
+                if not self._closing.is_set():
+                    self.stats["agree_failed"] += 1
+                    log.warning("tempo table sync: agreement failed (%s); no table is applied from now on", exc)
+                box[0] = -1
+                done.set()
+                return
+            done.set()
+
     def agree(self, step: int):
         """At a forward step: the table to apply before it, or None (same answer on every rank)."""
         if step % self.agree_every:
             return None
-        with self._lock:
-            mine = [v for v, (e, _) in self._store.items() if e == self.epoch]
-            offer = max(mine) if mine else self.applied
-        if self.world_size > 1:
-            import torch
-            import torch.distributed as dist
+        if self.world_size == 1:
+            return self._take(self._offer())
+        decided = None
+        if self._answer is not None:  # started at the previous agreement point
+            done, box = self._answer
+            if not done.is_set():
+                self.stats["agree_waits"] += 1
+                done.wait()
+            decided = box[0]
+        self._answer = None
+        if decided == -1:
+            self._failed = True
+        if not self._failed and not self.closed:
+            box = [self._offer()]
+            self._answer = (threading.Event(), box)
+            self._offers.put(self._answer)
+        return None if decided is None or decided < 0 else self._take(decided)
 
-            t = torch.tensor([offer], dtype=torch.int64)
-            dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.agree_group)
-            offer = int(t[0])
-        if offer <= self.applied:
-            return None
+    def _take(self, version: int):
         with self._lock:
-            _, table = self._store[offer]
-            self.applied = offer
-            self._store = {v: x for v, x in self._store.items() if v > offer}
+            if version <= self.applied or version not in self._store:
+                return None
+            epoch, table = self._store[version]
+            if epoch != self.epoch:  # decided before a rebalance (every rank the same)
+                return None
+            self.applied = version
+            self._store = {v: x for v, x in self._store.items() if v > version}
+        self.stats["applied"] += 1
         return table
 
     def new_epoch(self) -> None:
@@ -208,17 +323,25 @@ class TableSync:
             self.epoch += 1
             self._store = {v: x for v, x in self._store.items() if x[0] >= self.epoch}
 
+    @property
+    def receiving(self) -> bool | None:
+        """Whether this follower's receiver is alive (None on rank 0 or a single rank)."""
+        return None if self._thread is None else self._thread.is_alive()
+
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
+        self._closing.set()
         if self.leader and self.world_size > 1:
             try:
-                self._bcast([0, 0, 0])
+                self._send([0, 0, 0])
             except Exception as exc:
                 log.warning("tempo table sync: stop message not sent (%s)", exc)
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        self._offers.put(None)
+        for th in (self._thread, self._heartbeat, self._agreer):
+            if th is not None:
+                th.join(timeout=2)
 
 
 class DpPadding:
@@ -299,6 +422,19 @@ class DpPadding:
 class TempoRuntime:
     """Everything the server holds for TEMPO (see the module docstring).
 
+    API (what the SGLang plugin, the GPU checks and the tests use)::
+
+        rt = TempoRuntime(physical_to_logical_map, n_gpus, device="cuda",
+                          settings=ServingSettings(...),          # passed whole
+                          n_logical=None, max_replicas=None, node=0, rank_invariant=False,
+                          aggregate=None, sync=None, dp_size=None, start=True)
+        with rt.capture_guard(): ...        # held around any CUDA-graph capture
+        rt.on_forward(dp_tokens=None)       # once per forward pass, before it (scheduler thread)
+        rt.dispatch(layer_id, topk_ids, num_token_non_padded=None, dp_widths=None)  # in the forward
+        rt.update_layers(physical_to_logical_map, layer_ids=None)   # once per EPLB rebalance chunk
+        rt.stats                            # a dict of counters (see :attr:`stats`)
+        rt.close()
+
     Parameters
     ----------
     physical_to_logical_map : int[L, P] (torch or numpy)
@@ -306,9 +442,9 @@ class TempoRuntime:
         EP size.
     device : torch device of the tables and counters.
     settings : ServingSettings
-        Default: ``ServingSettings()``.
-    noop : bool
-        ``tempo_noop``: the full data path, never a solve (the table stays uniform).
+        Default: ``ServingSettings()``.  The solver backend is ``settings.solver``
+        (``process``, ``thread``, or ``noop`` for ``tempo_noop``: the full data path, never a
+        solve, the table stays uniform).
     n_logical : int, optional
         Logical experts E (default: largest id + 1).
     max_replicas : int, optional
@@ -325,18 +461,25 @@ class TempoRuntime:
     dp_size : int, optional
         Attention-DP size when the MoE input is the DP-gathered buffer (a2a ``none``): padding
         rows of every DP slot are masked (:class:`DpPadding`, :attr:`dp_padding`).
+    start : bool
+        Start the refresher now (else :meth:`start`).
+
+    Tables are ``prob float32[N, L, E, R]`` (``N`` source nodes of ``hier``, 1 when flat) over
+    ``phys int32[L, E, R]``, the counters ``counts int64[L, E]`` and ``invalid int64[1]``
+    (routed pairs with an id ``>= E`` or a bad uniform, which the kernel cannot raise for
+    inside a graph: read with each snapshot, counted in :attr:`stats` and logged).
     """
 
     def __init__(self, physical_to_logical_map, n_gpus: int, device="cpu", settings: ServingSettings | None = None,
-                 noop: bool = False, n_logical: int | None = None, max_replicas: int | None = None, node: int = 0,
+                 *, n_logical: int | None = None, max_replicas: int | None = None, node: int = 0,
                  rank_invariant: bool = False, aggregate=None, sync: TableSync | None = None, start: bool = True,
                  dp_size: int | None = None):
         import torch
 
-        from .tables import DispatchTable
-
         self.settings = settings if settings is not None else ServingSettings()
-        self.n_gpus, self.device, self.noop = int(n_gpus), device, bool(noop)
+        if not isinstance(self.settings, ServingSettings):
+            raise TypeError(f"settings must be a ServingSettings, got {type(self.settings).__name__}")
+        self.n_gpus, self.device = int(n_gpus), device
         self.rank_invariant, self.aggregate, self.sync = rank_invariant, aggregate, sync
         p2l = physical_to_logical_map
         p2l = p2l.detach().cpu().numpy() if hasattr(p2l, "detach") else np.asarray(p2l)
@@ -348,27 +491,38 @@ class TempoRuntime:
         self.width = int(max_replicas) if max_replicas is not None else P - self.n_logical + 1
         if self.width < 1:
             raise ValueError(f"max_replicas must be >= 1, got {self.width}")
-        self.n_nodes = self.settings.n_nodes(self.n_gpus)
-        if not 0 <= int(node) < (self.n_nodes or 1):
-            raise ValueError(f"node must lie in [0, {self.n_nodes or 1}), got {node}")
+        self.n_nodes = self.settings.n_nodes(self.n_gpus) or 1
+        if not 0 <= int(node) < self.n_nodes:
+            raise ValueError(f"node must lie in [0, {self.n_nodes}), got {node}")
         self.node = int(node)
         phys = padded_replica_map(self.p2l, self.n_logical, self.width)
-        prob = uniform_prob(phys)
-        if self.n_nodes is not None:
-            prob = np.broadcast_to(prob, (self.n_nodes,) + prob.shape).copy()
-        self.host = DispatchTable(prob, phys)  # the refresher's host view (shapes, validation)
+        prob = uniform_prob(phys, self.n_nodes)
+        if sync is not None and tuple(sync.shape) != prob.shape:
+            raise ValueError(f"sync's table shape {tuple(sync.shape)} != this runtime's {prob.shape} ([N, L, E, R])")
         # ---- allocated once; every later change is in place
         self.phys = torch.tensor(phys, device=device)
         self.prob = torch.tensor(prob, device=device)
         self.counts = torch.zeros((L, self.n_logical), dtype=torch.int64, device=device)
+        self.invalid = torch.zeros(1, dtype=torch.int64, device=device)
         self.steps = 0
+        self.epoch = 0                                   # placement version, +1 per rebalance chunk
         self.dp_padding = DpPadding(dp_size, device) if dp_size is not None and int(dp_size) > 1 else None
         self.device_lock = threading.RLock()
+        self.counters: Counter = Counter()               # runtime-level counts (see stats)
+        self._invalid_seen = 0
         self._stream = None
-        self._host_counts = None
-        if self.counts.is_cuda:
+        self._host_counts = self._host_invalid = None
+        self._stage_phys = self._stage_prob = self._rows_done = None
+        cuda = self.counts.is_cuda
+        if cuda:
             self._stream = torch.cuda.Stream(device=self.counts.device)  # once, never per period
             self._host_counts = torch.empty(self.counts.shape, dtype=torch.int64, pin_memory=True)
+            self._host_invalid = torch.empty(1, dtype=torch.int64, pin_memory=True)
+            self._stage_phys = torch.empty(self.phys.shape, dtype=self.phys.dtype, pin_memory=True)
+            self._stage_prob = torch.empty(self.prob.shape, dtype=self.prob.dtype, pin_memory=True)
+        if sync is not None and cuda:
+            # each agreed table waits in pinned memory, so applying it is one async copy
+            sync.prepare = lambda t: torch.from_numpy(np.ascontiguousarray(t, np.float32)).pin_memory()
         from .refresher import TorchPublisher
 
         self._publisher = TorchPublisher(self.prob, stream=self._stream)
@@ -384,29 +538,49 @@ class TempoRuntime:
             yield
 
     def _snapshot(self):
+        """The counters, copied to host (the refresher thread): on CUDA on the side stream,
+        so the copy never waits behind the decode graph; the invalid-pair counter with them."""
         with self.device_lock:
-            if self._stream is not None:  # the side stream: the copy never waits behind the decode graph
+            if self._stream is not None:
                 import torch
 
                 with torch.cuda.stream(self._stream):
                     self._host_counts.copy_(self.counts, non_blocking=True)
+                    self._host_invalid.copy_(self.invalid, non_blocking=True)
                 self._stream.synchronize()
-                return self._host_counts.numpy().copy()
-            return self.counts.numpy().copy()
+                counts, invalid = self._host_counts.numpy().copy(), int(self._host_invalid[0])
+            else:
+                counts, invalid = self.counts.numpy().copy(), int(self.invalid[0])
+        self._note_invalid(invalid)
+        return counts
 
-    def _publish(self, new: np.ndarray) -> None:
+    def _note_invalid(self, invalid: int) -> None:
+        if invalid != self._invalid_seen:
+            log.warning("tempo: %d routed pairs had a logical id >= E = %d or a bad uniform since start-up (%d new); "
+                        "they were masked (-1), not counted", invalid, self.n_logical, invalid - self._invalid_seen)
+            self._invalid_seen = invalid
+
+    def _publish(self, new: np.ndarray, epoch: int | None = None) -> bool:
+        """The refresher's publication; False when ``epoch`` is an older placement's."""
+        if epoch is not None and epoch != self.epoch:
+            return False
         if self.sync is not None:
-            self.sync.publish(new)
-            return
+            return self.sync.publish(new, epoch)
         with self.device_lock:
+            if epoch is not None and epoch != self.epoch:
+                return False
+            self._publisher.after = self._rows_done
             self._publisher(new)
+        return True
 
-    def _apply(self, table: np.ndarray) -> None:
+    def _apply(self, table) -> None:
         """Forward path (scheduler thread): copy an agreed table into the live one, ordered on
-        the current stream before this step's forward pass."""
+        the current stream before this step's forward pass (from pinned memory on CUDA: no wait)."""
         import torch
 
-        self.prob.copy_(torch.from_numpy(np.ascontiguousarray(table)))
+        src = table if isinstance(table, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(table))
+        self.prob.copy_(src, non_blocking=self.prob.is_cuda)
+        self.counters["tables_applied"] += 1
 
     # ------------------------------------------------------------------ forward path
     def on_forward(self, dp_tokens=None) -> None:
@@ -422,13 +596,14 @@ class TempoRuntime:
                 self._apply(table)
 
     def layer_table(self, layer_id: int):
-        prob = self.prob[self.node] if self.prob.dim() == 4 else self.prob
-        return prob[layer_id], self.phys[layer_id]
+        """(prob [E, R] as this rank's source node sees it, phys [E, R]) of one layer."""
+        return self.prob[self.node, layer_id], self.phys[layer_id]
 
     def dispatch(self, layer_id: int, topk_ids, num_token_non_padded=None, dp_widths=None):
         """Logical ``topk_ids [T, K]`` -> physical ids, counting non-padding rows: rows at or
         beyond ``num_token_non_padded`` and, with :attr:`dp_padding` and the gather's slot
-        widths ``dp_widths``, the padding rows of every DP slot."""
+        widths ``dp_widths``, the padding rows of every DP slot.  Pairs with an id ``>= E``
+        (or a bad uniform) are masked and counted in :attr:`invalid`, never raised for."""
         prob, phys = self.layer_table(layer_id)
         row_valid = None
         if self.dp_padding is not None and dp_widths is not None:
@@ -438,7 +613,8 @@ class TempoRuntime:
             from .triton_kernels import dispatch_and_count_triton as kernel
         else:
             from .kernels import dispatch_and_count_reference as kernel
-        return kernel(topk_ids, prob, phys, self.counts[layer_id], u, num_token_non_padded, row_valid)
+        return kernel(topk_ids, prob, phys, self.counts[layer_id], u, num_token_non_padded, row_valid,
+                      invalid=self.invalid)
 
     # ------------------------------------------------------------------ refresher
     @property
@@ -447,34 +623,66 @@ class TempoRuntime:
         return self.sync is None or self.sync.leader
 
     def start(self) -> None:
+        """Start the refresher (with a :class:`GlooAggregator`, on every rank together)."""
         from .refresher import Refresher
+        from .tables import DispatchTable
 
         if self.refresher is not None or not self.solves:
             return
-        s = self.settings
-        self.refresher = Refresher(
-            self.host, self._snapshot, self.p2l, self.n_gpus, model=s.cost_model(),
-            policy="noop" if self.noop else s.policy, topology=s.topology, gpus_per_node=s.gpus_per_node,
-            interval_s=s.interval_s, deadline_s=s.deadline_s, aggregate=self.aggregate, publish=self._publish,
-            batch_tokens=s.batch_tokens if s.pricing == "fixed" else None, workers=s.solver_workers,
-            in_thread=s.in_thread, max_misses=s.max_misses,
-            steps=(lambda: self.steps) if s.pricing == "step" else None)
+        if hasattr(self.aggregate, "reopen"):
+            self.aggregate.reopen()
+        host = DispatchTable(uniform_prob(self.phys.cpu().numpy(), self.n_nodes), self.phys.cpu().numpy())
+        self.refresher = Refresher(host, self._snapshot, self.p2l, self.n_gpus, self.settings,
+                                   aggregate=self.aggregate, publish=self._publish,
+                                   steps=lambda: self.steps)
+        self.refresher.epoch = self.epoch
         self.refresher.start()
 
     def stop_refresher(self) -> None:
         if self.refresher is not None:
-            self.refresher.stop()
-            self.refresher = None
+            r, self.refresher = self.refresher, None
+            self.counters.update({f"refresher_{k}": v for k, v in r.stats.items()})
+            r.stop()
 
     def close(self) -> None:
         self.stop_refresher()
         if self.sync is not None:
             self.sync.close()
 
+    @property
+    def stats(self) -> dict:
+        """Counters of this rank's runtime, one flat dict of integers:
+
+        * the refresher's outcomes (``published``, ``idle``, ``dropped``, ``rejected``, ``died``,
+          ``error``, ``stale``, ``stopped``, ``noop``, ``cancelled``), ``placements`` (rebalances
+          it picked up), ``stale_warnings`` (times nothing was published for
+          ``settings.stale_windows`` windows with traffic) and ``solver_restarts``;
+        * ``rebalance_chunks`` (:meth:`update_layers` calls), ``steps`` (forward passes),
+          ``invalid_pairs`` (the kernel's invalid-pair counter at the last snapshot),
+          ``refresher_running`` (0/1);
+        * with a :class:`TableSync`: ``tables_applied`` (agreed tables applied on this rank),
+          ``sync_published``, ``sync_heartbeats``, ``sync_agree_waits`` (the forward path had to
+          wait for an agreement), ``sync_receiver_failed``, ``sync_agree_failed``.
+        """
+        out = Counter()
+        r = self.refresher
+        if r is not None:
+            out.update(r.stats)
+            out["solver_restarts"] = int(getattr(r.solver, "restarts", 0))
+        out.update({k: v for k, v in self.counters.items() if k != "tables_applied"})
+        out["tables_applied"] = self.counters["tables_applied"]
+        out["steps"] = self.steps
+        out["invalid_pairs"] = self._invalid_seen
+        out["refresher_running"] = int(r is not None and r.running)
+        if self.sync is not None:
+            out.update({f"sync_{k}": v for k, v in self.sync.stats.items()})
+        return dict(out)
+
     def update_layers(self, physical_to_logical_map, layer_ids=None) -> None:
         """EPLB moved the experts of ``layer_ids`` (all layers when None): rewrite their rows of
-        ``phys`` and ``prob`` in place (uniform over the new replicas until the next table),
-        restart the refresher on the new placement.  Called once per rebalance chunk; layers
+        ``phys`` and ``prob`` in place (uniform over the new replicas until the next table) and
+        hand the refresher the new placement.  Called once per rebalance chunk, on the scheduler
+        thread, at the same forward step on every rank; nothing is stopped or restarted.  Layers
         of later chunks keep their old rows until their own chunk."""
         import torch
 
@@ -489,26 +697,46 @@ class TempoRuntime:
         if not ids:
             return
         phys = padded_replica_map(p2l[ids], self.n_logical, self.width)  # raises before anything changes
-        prob = uniform_prob(phys)
-        self.stop_refresher()
-        idx = torch.tensor(ids, dtype=torch.long, device=self.phys.device)
+        prob = uniform_prob(phys, self.n_nodes)
+        runs = _runs(ids)
         with self.device_lock:
-            self.phys.index_copy_(0, idx, torch.from_numpy(phys).to(self.phys.device))
-            if self.prob.dim() == 4:
-                src = torch.from_numpy(np.broadcast_to(prob, (self.prob.shape[0],) + prob.shape).copy())
-                self.prob.index_copy_(1, idx, src.to(self.prob.device))
+            self.epoch += 1
+            if self._stage_phys is not None:  # CUDA: pinned staging, async copies on this stream
+                if self._rows_done is not None:
+                    self._rows_done.synchronize()  # the previous chunk's copies have read the staging
+                k = 0
+                for a, b in runs:
+                    self._stage_phys[a:b].copy_(torch.from_numpy(phys[k:k + b - a]))
+                    self._stage_prob[:, a:b].copy_(torch.from_numpy(prob[:, k:k + b - a]))
+                    self.phys[a:b].copy_(self._stage_phys[a:b], non_blocking=True)
+                    self.prob[:, a:b].copy_(self._stage_prob[:, a:b], non_blocking=True)
+                    k += b - a
+                self._rows_done = torch.cuda.Event()
+                self._rows_done.record()
             else:
-                self.prob.index_copy_(0, idx, torch.from_numpy(prob).to(self.prob.device))
-        self.host.phys[ids] = phys
-        if self.host.prob.ndim == 4:
-            self.host.prob[:, ids] = prob
-        else:
-            self.host.prob[ids] = prob
+                k = 0
+                for a, b in runs:
+                    self.phys[a:b] = torch.from_numpy(phys[k:k + b - a])
+                    self.prob[:, a:b] = torch.from_numpy(prob[:, k:k + b - a])
+                    k += b - a
         self.p2l[ids] = p2l[ids]
         if self.sync is not None:
             self.sync.new_epoch()
-        self.start()
+        if self.refresher is not None:
+            self.refresher.set_placement(self.p2l, self.epoch)
+        self.counters["rebalance_chunks"] += 1
 
     def reset(self, physical_to_logical_map) -> None:
         """Every layer moved (compatibility name for :meth:`update_layers` with all layers)."""
         self.update_layers(physical_to_logical_map, None)
+
+
+def _runs(ids: list) -> list:
+    """Sorted layer ids as half-open runs of consecutive ids: [0, 1, 2, 5] -> [(0, 3), (5, 6)]."""
+    runs = []
+    for i in ids:
+        if runs and runs[-1][1] == i:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    return [tuple(r) for r in runs]

@@ -25,8 +25,17 @@ variable                    meaning                                             
                             window as one batch; ``fixed``: rescaled to
                             ``TEMPO_BATCH_TOKENS`` token-expert pairs
 ``TEMPO_BATCH_TOKENS``      pairs per batch for ``fixed`` pricing                        --
-``TEMPO_IN_THREAD``         ``1``: solve in the refresher thread (Section 5.11's control)  0
+``TEMPO_SOLVER``            where tables are solved: ``process`` (a worker process,      ``process``
+                            Section 4.4), ``thread`` (in the refresher thread: Section
+                            5.11's control), ``noop`` (count and snapshot, never solve:
+                            the table stays uniform; ``--ep-dispatch-algorithm
+                            tempo_noop`` sets it); ``TEMPO_IN_THREAD=1`` is read as
+                            ``thread``
 ``TEMPO_MAX_MISSES``        deadlines a worker may miss in a row before it is replaced   3
+``TEMPO_STARTUP_TIMEOUT_S`` seconds a solver worker may take to start and warm up (a     180
+                            cold numba compile included) before it is replaced
+``TEMPO_STALE_WINDOWS``     refresh windows with traffic and no new table before a       25
+                            warning (and every as many again); counted in the stats
 ``TEMPO_AGREE_EVERY``       forward steps between table agreements across ranks          8
                             (rank-invariant dispatch, a2a ``none``)
 ``TEMPO_RECORDER_BUFFER_CAP``  cap of SGLang's expert-distribution recorder buffer in    off
@@ -43,6 +52,12 @@ from pathlib import Path
 
 TOPOLOGIES = ("flat", "hier")
 PRICINGS = ("step", "window", "fixed")
+#: where tables are solved (:func:`tempo.serving.solver.make_solver`)
+SOLVERS = ("process", "thread", "noop")
+#: seconds a worker may take to become ready.  A cold numba compile of the solver (empty cache)
+#: took 38 s on this artifact's 2-core CPU machine under a load of 4-6 (``make bench
+#: --cold-compile`` prints it); the default leaves more than 4x that.
+STARTUP_TIMEOUT_S = 180.0
 #: the cost-model forms a calibration's fit.json holds (tempo/calib/record.py), most complete first
 FIT_FORMS = ("three_term", "tile", "max_affine", "max_affine_no_intercept")
 
@@ -117,11 +132,14 @@ class ServingSettings:
     solver_workers: int = 1
     pricing: str = "step"
     batch_tokens: int | None = None
-    in_thread: bool = False
+    solver: str = "process"
     max_misses: int = 3
     agree_every: int = 8
     recorder_buffer_cap: int | None = None
     any_version: bool = False
+    startup_timeout_s: float = STARTUP_TIMEOUT_S
+    stale_windows: int = 25
+    in_thread: bool = False  # True: the older spelling of solver="thread" (``solver`` is what is read)
 
     def __post_init__(self):
         def bad(name, msg):
@@ -133,11 +151,19 @@ class ServingSettings:
             bad("topology", f"must be one of {TOPOLOGIES}, got {self.topology!r}")
         if self.pricing not in PRICINGS:
             bad("pricing", f"must be one of {PRICINGS}, got {self.pricing!r}")
-        for name in ("refresh_ms", "deadline_ms"):
+        if self.solver not in SOLVERS:
+            bad("solver", f"must be one of {SOLVERS}, got {self.solver!r}")
+        if self.in_thread not in (False, True):
+            bad("in_thread", f"must be True or False, got {self.in_thread!r}")
+        if self.in_thread:
+            if self.solver == "noop":
+                bad("in_thread", "contradicts solver 'noop' (TEMPO_SOLVER=noop)")
+            object.__setattr__(self, "solver", "thread")
+        for name in ("refresh_ms", "deadline_ms", "startup_timeout_s"):
             v = getattr(self, name)
-            if not (v > 0 and v < float("inf")):
-                bad(name, f"must be a positive finite number of milliseconds, got {v!r}")
-        for name in ("solver_workers", "max_misses", "agree_every"):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and v < float("inf")):
+                bad(name, f"must be a positive finite number, got {v!r}")
+        for name in ("solver_workers", "max_misses", "agree_every", "stale_windows"):
             if int(getattr(self, name)) < 1:
                 bad(name, f"must be >= 1, got {getattr(self, name)!r}")
         for name in ("gpus_per_node", "batch_tokens", "recorder_buffer_cap"):
@@ -193,12 +219,14 @@ _ENV = {
     "params": "TEMPO_PARAMS", "policy": "TEMPO_POLICY", "refresh_ms": "TEMPO_REFRESH_MS",
     "deadline_ms": "TEMPO_DEADLINE_MS", "topology": "TEMPO_TOPOLOGY", "gpus_per_node": "TEMPO_GPUS_PER_NODE",
     "solver_workers": "TEMPO_SOLVER_WORKERS", "pricing": "TEMPO_PRICING", "batch_tokens": "TEMPO_BATCH_TOKENS",
-    "in_thread": "TEMPO_IN_THREAD", "max_misses": "TEMPO_MAX_MISSES", "agree_every": "TEMPO_AGREE_EVERY",
+    "solver": "TEMPO_SOLVER", "max_misses": "TEMPO_MAX_MISSES", "agree_every": "TEMPO_AGREE_EVERY",
     "recorder_buffer_cap": "TEMPO_RECORDER_BUFFER_CAP", "any_version": "TEMPO_SGLANG_ANY_VERSION",
+    "startup_timeout_s": "TEMPO_STARTUP_TIMEOUT_S", "stale_windows": "TEMPO_STALE_WINDOWS",
+    "in_thread": "TEMPO_IN_THREAD",
 }
 _KIND = {"refresh_ms": float, "deadline_ms": float, "gpus_per_node": int, "solver_workers": int,
-         "batch_tokens": int, "in_thread": bool, "max_misses": int, "agree_every": int,
-         "recorder_buffer_cap": int, "any_version": bool}
+         "batch_tokens": int, "max_misses": int, "agree_every": int, "recorder_buffer_cap": int,
+         "any_version": bool, "startup_timeout_s": float, "stale_windows": int, "in_thread": bool}
 
 
 def _parse(var: str, raw: str, kind):

@@ -28,10 +28,18 @@ SGLang loads general plugins from the entry-point group ``sglang.srt.plugins`` (
    ``_SinglePassGatherer.init_new``: auto resolves per batch, so we gather at select_experts,
    which sees every token in either mode).
 5. After an EPLB rebalance (AFTER on ``update_expert_location_with_recovery``, once per
-   chunk) the moved layers' rows are rewritten in place: captured graphs keep valid pointers.
-6. Graph capture (AROUND on ``ModelRunner.init_cuda_graphs``, ``init_decode_cuda_graph`` and
-   ``init_prefill_cuda_graph``) holds the runtime's device lock, so the refresher makes no
-   CUDA call while any graph, decode or prefill, is captured in any capture mode.
+   chunk) the moved layers' rows are rewritten in place (captured graphs keep valid pointers)
+   and the refresher is handed the new placement; nothing is restarted.
+6. Every CUDA-graph capture holds the runtime's device lock, so the refresher makes no CUDA
+   call while any graph is captured, in any capture mode: AROUND on
+   ``torch.cuda.graphs.CUDAGraph.capture_begin`` / ``capture_end`` (every capture SGLang
+   0.5.23 performs goes through them: ``torch.cuda.graph``, the breakable and piecewise
+   backends, speculative drafts, elastic recapture), and AROUND on the capture entry points
+   by name (:data:`CAPTURE_ENTRY_POINTS`: ``ModelRunner.init_cuda_graphs``,
+   ``init_decode_cuda_graph``, ``init_prefill_cuda_graph``, ``recapture_decode_cuda_graph``,
+   ``_recapture_elastic_cuda_graphs``, and the EAGLE v2, base and frozen-KV MTP draft
+   workers' ``init_cuda_graphs`` / ``_capture_cuda_graphs``), so a whole capture sequence
+   holds it once.
 7. In tempo runs, when ``TEMPO_RECORDER_BUFFER_CAP`` is set, a finite expert-distribution
    recorder buffer is capped (BEFORE on ``_Buffer.init_new``): buffer x L x P x 4 bytes on GPU.
 
@@ -40,6 +48,14 @@ clear error (``TEMPO_SGLANG_ANY_VERSION=1`` overrides, at your own risk).  Confi
 :class:`tempo.serving.settings.ServingSettings` (``TEMPO_*`` variables, read and validated once).
 With ``SGLANG_OPT_DEEPGEMM_MEGA_GATE=1`` SGLang's mega gate would pick replicas itself and
 bypass tempo; the runtime refuses to start instead.
+
+Which tokens a rank routes (SGLang's ``is_moe_input_scattered_across_dp_ranks``): with an a2a
+backend, and with ``--moe-a2a-backend none`` plus the FP4 all-gather or dwdp, each rank routes
+its own shard, so window counts are summed over ranks and no cross-rank agreement is needed;
+otherwise every rank routes the same gathered buffer (rank-invariant dispatch, above).  Two
+gathered layouts give the kernel no way to tell padding from tokens -- attention-TP sequence
+sharding (no bound under CUDA-graph replay) and attention context parallelism (real rows
+zigzag-permuted) -- and the runtime refuses to start there rather than count padding.
 """
 from __future__ import annotations
 
@@ -206,15 +222,46 @@ def _par(par, name: str, default):
         return default
 
 
+def _routing_layout(par) -> tuple[bool, int]:
+    """(rank_invariant, dp_size) of this server's MoE input (SGLang 0.5.23), refusing the
+    gathered layouts whose padding rows the kernel cannot tell from tokens (see the module
+    docstring)."""
+    from sglang.srt.layers.moe.utils import is_moe_input_scattered_across_dp_ranks
+
+    if is_moe_input_scattered_across_dp_ranks():
+        # a2a dispatch, or a2a none with the FP4 all-gather or dwdp: each rank routes its local shard
+        return False, 1
+    if int(_par(par, "attn_cp_size", 1)) > 1:
+        raise RuntimeError("--ep-dispatch-algorithm tempo does not support attention context parallelism with "
+                           "--moe-a2a-backend none: the MoE input is gathered across CP ranks with the real rows "
+                           "zigzag-permuted and SGLang gives no padding bound, so padding would be counted as "
+                           "tokens. Use an a2a backend (e.g. --moe-a2a-backend deepep) or no attention CP.")
+    dp_size = int(_par(par, "attn_dp_size", 1))
+    if dp_size == 1:
+        from sglang.srt.utils.common import require_gathered_buffer
+
+        if require_gathered_buffer():
+            raise RuntimeError("--ep-dispatch-algorithm tempo does not support attention-TP sequence sharding with "
+                               "--moe-a2a-backend none (set by --moe-dense-tp-size): under CUDA-graph replay SGLang "
+                               "gives no padding bound for the gathered MoE input, so padding would be counted as "
+                               "tokens. Use an a2a backend, attention DP (--enable-dp-attention), or drop "
+                               "--moe-dense-tp-size.")
+    return True, dp_size
+
+
 def _install(model_runner, algo: str):
     """Build the runtime for this scheduler process (see :func:`hook_after_lplb_init`)."""
+    import dataclasses
+
     import torch.distributed as dist
     from sglang.srt.eplb.expert_location import get_global_expert_location_metadata
-    from sglang.srt.runtime_context import get_exec, get_parallel
+    from sglang.srt.runtime_context import get_parallel
 
     from .runtime import GlooAggregator, TableSync
 
     settings = ServingSettings.from_env()  # every TEMPO_* variable, validated once, named in errors
+    if algo == "tempo_noop":
+        settings = dataclasses.replace(settings, solver="noop", in_thread=False)
     if os.environ.get("SGLANG_OPT_DEEPGEMM_MEGA_GATE", "").lower() in ("1", "true", "yes"):
         # SGLang's mega gate picks replicas itself for every algorithm but lp/fake: tempo would be bypassed
         raise RuntimeError("--ep-dispatch-algorithm tempo cannot run with SGLANG_OPT_DEEPGEMM_MEGA_GATE=1: "
@@ -224,12 +271,10 @@ def _install(model_runner, algo: str):
     ep_size, rank = int(meta.ep_size), int(par.moe_ep_rank)  # SGLang's own parallel state (0.5.23)
     n_nodes = settings.n_nodes(ep_size)  # clear error for a hier setting that does not fit
     node = rank // settings.gpus_per_node if n_nodes is not None else 0
-    rank_invariant = get_exec().moe.moe_a2a_backend == "none"
-    # attention DP with a2a none: the MoE input is the DP-gathered buffer, padding masked per DP slot
-    dp_size = int(_par(par, "attn_dp_size", 1)) if rank_invariant else 1
+    rank_invariant, dp_size = _routing_layout(par)
     distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     aggregate = sync = None
-    noop = algo == "tempo_noop"
+    noop = settings.solver == "noop"
     if distributed and rank_invariant and not noop and _par(par, "pp_size", 1) != 1:
         # the agreed switch needs every rank to run the same forward passes
         raise RuntimeError("--ep-dispatch-algorithm tempo with --moe-a2a-backend none does not support pipeline "
@@ -241,12 +286,12 @@ def _install(model_runner, algo: str):
         bcast, agree = dist.new_group(backend="gloo"), dist.new_group(backend="gloo")
         L, P = meta.physical_to_logical_map.shape
         E = int(meta.num_logical_experts)
-        shape = ((n_nodes,) if n_nodes else ()) + (L, E, P - E + 1)  # TempoRuntime's default table width
+        shape = (n_nodes or 1, L, E, P - E + 1)  # TempoRuntime's tables: [N, L, E, R], default width
         sync = TableSync(dist.get_rank(), world, shape, bcast, agree, settings.agree_every)
     elif distributed and not rank_invariant:
         aggregate = GlooAggregator(dist.new_group(backend="gloo"), dist.get_world_size())  # disjoint shards
     return TempoRuntime(meta.physical_to_logical_map, ep_size, device=meta.physical_to_logical_map.device,
-                        settings=settings, noop=noop, n_logical=int(meta.num_logical_experts),
+                        settings=settings, n_logical=int(meta.num_logical_experts),
                         node=node, rank_invariant=rank_invariant, aggregate=aggregate, sync=sync,
                         dp_size=dp_size if dp_size > 1 else None)
 
@@ -259,8 +304,9 @@ def hook_after_lplb_init(result, model_runner, *args, **kwargs):
     if algo not in ALGORITHMS or getattr(model_runner, "is_draft_worker", False):
         return result
     _RUNTIME = _install(model_runner, algo)
-    log.info("tempo: %s dispatch installed (%d layers, %d logical experts, table width %d)", algo,
-             *_RUNTIME.counts.shape, _RUNTIME.width)
+    log.info("tempo: %s dispatch installed (%d layers, %d logical experts, table width %d, %s solver, %s)", algo,
+             *_RUNTIME.counts.shape, _RUNTIME.width, _RUNTIME.settings.solver,
+             "rank-invariant" if _RUNTIME.rank_invariant else "per-rank tokens")
     return result
 
 
@@ -275,13 +321,45 @@ def hook_before_forward(model_runner, *args, **kwargs):
 
 
 def hook_capture_guard(original, *args, **kwargs):
-    """AROUND ``ModelRunner.init_cuda_graphs`` / ``init_decode_cuda_graph`` /
-    ``init_prefill_cuda_graph``: while SGLang captures graphs (decode or prefill, global or
-    relaxed capture mode), the refresher makes no CUDA call (it waits on the runtime's lock)."""
+    """AROUND a capture entry point (:data:`CAPTURE_ENTRY_POINTS`): while SGLang captures graphs
+    (decode, prefill, speculative drafts, elastic recapture; global or relaxed capture mode),
+    the refresher makes no CUDA call (it waits on the runtime's lock)."""
     if _RUNTIME is None:
         return original(*args, **kwargs)
     with _RUNTIME.capture_guard():
         return original(*args, **kwargs)
+
+
+def hook_graph_capture_begin(original, graph, *args, **kwargs):
+    """AROUND ``torch.cuda.graphs.CUDAGraph.capture_begin``: take the runtime's device lock
+    for this capture (released by :func:`hook_graph_capture_end`, or here if the capture
+    does not begin).  Every capture, whatever SGLang code starts it, goes through here."""
+    rt = _RUNTIME
+    if rt is None:
+        return original(graph, *args, **kwargs)
+    rt.device_lock.acquire()
+    try:
+        out = original(graph, *args, **kwargs)
+    except BaseException:
+        rt.device_lock.release()
+        raise
+    try:
+        graph._tempo_guard = rt  # the lock to release at capture_end (the same thread, an RLock)
+    except AttributeError:
+        pass
+    return out
+
+
+def hook_graph_capture_end(original, graph, *args, **kwargs):
+    """AROUND ``torch.cuda.graphs.CUDAGraph.capture_end``: release the lock the capture took,
+    whether or not the capture ends well."""
+    rt = getattr(graph, "_tempo_guard", None)
+    try:
+        return original(graph, *args, **kwargs)
+    finally:
+        if rt is not None:
+            graph._tempo_guard = None
+            rt.device_lock.release()
 
 
 def hook_gatherer_init_new(original, *args, **kwargs):
@@ -328,13 +406,27 @@ def hook_buffer_init_new(item_shape, buffer_size, *args, **kwargs):
 
 
 _MR = "sglang.srt.model_executor.model_runner.ModelRunner"
+_SPEC = "sglang.srt.speculative"
+#: SGLang 0.5.23's methods that capture CUDA graphs (each a whole capture sequence): the
+#: target model's decode and prefill graphs, their recapture (PD role switch, elastic EP),
+#: and the speculative draft workers' graphs.  Captures reached any other way are still
+#: guarded, one graph at a time, by the CUDAGraph.capture_begin / capture_end hooks.
+CAPTURE_ENTRY_POINTS = (
+    f"{_MR}.init_cuda_graphs", f"{_MR}.init_decode_cuda_graph", f"{_MR}.init_prefill_cuda_graph",
+    f"{_MR}.recapture_decode_cuda_graph", f"{_MR}._recapture_elastic_cuda_graphs",
+    f"{_SPEC}.base_spec_worker.EagleDraftWorkerBase.init_cuda_graphs",
+    f"{_SPEC}.eagle_worker_v2.EagleDraftWorker.init_cuda_graphs",
+    f"{_SPEC}.eagle_worker_v2.EagleDraftWorker._capture_cuda_graphs",
+    f"{_SPEC}.frozen_kv_mtp_worker_v2.FrozenKVMTPDraftWorker.init_cuda_graphs",
+    f"{_SPEC}.frozen_kv_mtp_worker_v2.FrozenKVMTPDraftWorker._capture_cuda_graphs",
+)
 HOOKS = [
     ("sglang.srt.server_args.ServerArgs.add_cli_args", hook_add_cli_args, "AFTER"),
     (f"{_MR}.maybe_init_lplb_solvers", hook_after_lplb_init, "AFTER"),
     (f"{_MR}.forward", hook_before_forward, "BEFORE"),
-    (f"{_MR}.init_cuda_graphs", hook_capture_guard, "AROUND"),
-    (f"{_MR}.init_decode_cuda_graph", hook_capture_guard, "AROUND"),
-    (f"{_MR}.init_prefill_cuda_graph", hook_capture_guard, "AROUND"),
+    *[(target, hook_capture_guard, "AROUND") for target in CAPTURE_ENTRY_POINTS],
+    ("torch.cuda.graphs.CUDAGraph.capture_begin", hook_graph_capture_begin, "AROUND"),
+    ("torch.cuda.graphs.CUDAGraph.capture_end", hook_graph_capture_end, "AROUND"),
     ("sglang.srt.eplb.expert_location_dispatch.ExpertLocationDispatchInfo.init_new", hook_init_new, "AROUND"),
     ("sglang.srt.eplb.expert_location_dispatch.topk_ids_logical_to_physical", hook_logical_to_physical, "AROUND"),
     ("sglang.srt.layers.moe.topk._biased_grouped_topk_postprocess", hook_biased_postprocess, "AROUND"),

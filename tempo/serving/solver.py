@@ -17,11 +17,10 @@ import sys
 import threading
 import time
 import types
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from .tables import replica_map
 
 log = logging.getLogger("tempo.serving")
 
@@ -36,52 +35,65 @@ def servable() -> tuple[str, ...]:
     return tuple(select(servable=True))
 
 
-def policies() -> tuple[str, ...]:
-    """What the refresher accepts: the :func:`servable` policies and ``"noop"`` (count and
-    publish nothing, the control of Section 5.11)."""
-    return servable() + ("noop",)
-
-
 def check_counts(window, n_layers: int, n_experts: int) -> np.ndarray:
-    """Validate one window of counts: int64[L, E], finite, non-negative.  Raises
-    ``ValueError`` naming what is wrong (never applied, only logged by the refresher)."""
+    """Validate one window of counts: an integer array ``[L, E]`` of non-negative values that
+    fit int64.  Counts never pass through float (a float array is refused, not rounded).
+    Raises ``ValueError`` naming what is wrong (never applied, only logged by the refresher)."""
     w = np.asarray(window)
     if w.shape != (n_layers, n_experts):
         raise ValueError(f"window counts have shape {w.shape}, expected (L, E) = {(n_layers, n_experts)}")
-    if not (np.issubdtype(w.dtype, np.integer) or (np.issubdtype(w.dtype, np.floating) and np.all(np.isfinite(w)))):
-        raise ValueError(f"window counts must be integers, got dtype {w.dtype}")
-    if np.issubdtype(w.dtype, np.floating) and np.any(np.abs(w) >= 2.0 ** 62):
-        raise ValueError("window counts are too large for int64 (>= 2^62)")
-    if np.any(w < 0):
+    if w.dtype == bool or not np.issubdtype(w.dtype, np.integer):
+        raise ValueError(f"window counts must be an integer array, got dtype {w.dtype}")
+    if np.issubdtype(w.dtype, np.unsignedinteger):
+        if w.size and w.max() > np.iinfo(np.int64).max:
+            raise ValueError("window counts are too large for int64 (>= 2^63)")
+    elif w.size and w.min() < 0:
         raise ValueError(f"window counts are negative for {int((w < 0).sum())} (layer, expert) entries")
-    return np.rint(w).astype(np.int64)
+    return w.astype(np.int64)
+
+
+def replica_gpus(phys: np.ndarray, n_slots: int, n_gpus: int) -> np.ndarray:
+    """int64[L, E, R]: the GPU of every replica column of ``phys`` (physical slots laid out
+    GPU-major, ``n_slots / n_gpus`` per GPU, as :meth:`tempo.Instance.from_placement`), -1
+    on padding."""
+    if isinstance(n_gpus, bool) or not isinstance(n_gpus, (int, np.integer)) or n_gpus < 1 or n_slots % n_gpus:
+        raise ValueError(f"n_gpus must be a positive divisor of the {n_slots} physical slots, got {n_gpus!r}")
+    phys = np.asarray(phys, np.int64)
+    return np.where(phys >= 0, phys // (n_slots // int(n_gpus)), -1)
+
+
+def probabilities(shares: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Routing rows from shares (``[..., R]``): each row normalised, an idle row uniform over
+    its replicas (:meth:`tempo.Dispatch.probabilities`, for many rows at once)."""
+    s = np.where(valid, np.clip(shares, 0.0, None), 0.0)
+    rows = s.sum(axis=-1, keepdims=True)
+    uniform = valid / np.maximum(valid.sum(axis=-1, keepdims=True), 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(rows > 0, s / np.where(rows > 0, rows, 1.0), uniform)
 
 
 class TableSolver:
     """Solves windows into dispatch tables for one placement (Section 4.4's worker body).
 
-    Built once per placement: the per-layer replica layout is computed here, so a refresh
-    only builds each layer's counts and runs the policy.  ``solve(window)`` returns
-    ``float32[L, E, R]`` (``flat``) or ``float32[n_nodes, L, E, R]`` (``hier``: one table per
-    source node, the same-node-first split of Section 4.3); columns follow :func:`replica_map`.
-
-    With ``policy="tempo"`` and the flat topology all layers are solved by one
-    :func:`tempo.policies.tempo_fast.solve_layers` call (no Instance or Dispatch per layer;
-    the same tables, a whole model in about 10 ms).
-
+    ``solve(window)`` returns ``float32[N, L, E, R]``: one table per source node (``N = 1``
+    for the flat topology; ``hier``: the same-node-first split of Section 4.3), ``R`` replica
+    columns (``width``, default the most replicas any expert has), columns following
+    :func:`~tempo.serving.tables.replica_map`.  Every layer is solved in one call of
+    :func:`tempo.policies.solve_batch`: the policy registry's checks, tempo batched and
+    compiled, every layer's shares validated.  :meth:`set_placement` moves it to a new
+    placement (an EPLB rebalance) without rebuilding anything else.
 
     Pricing (the cost model prices one forward step's batch, Section 3): a window sums many
     forward steps.  ``batch_tokens``, when given, rescales each layer's counts to that many
     token-expert pairs; otherwise ``solve(window, steps=n)`` divides them by the ``n`` forward
-    steps the window spans (the server's default); with neither the window is priced as one
-    batch.
+    steps the window spans, in integers (rounded half up; the server's default); with neither
+    the window is priced as one batch.
     """
 
     def __init__(self, physical_to_logical_map, n_gpus: int, model, policy: str = "tempo",
                  topology: str = "flat", gpus_per_node: int | None = None, batch_tokens: int | None = None,
-                 **options):
+                 width: int | None = None, n_logical: int | None = None, **options):
         from ..core.cost import CostModel
-        from ..core.instance import Instance
 
         if policy not in servable():
             raise ValueError(f"policy must be a servable policy {servable()} for a solve, got {policy!r}")
@@ -89,71 +101,56 @@ class TableSolver:
             raise ValueError(f"topology must be one of {TOPOLOGIES}, got {topology!r}")
         if topology == "hier" and not gpus_per_node:
             raise ValueError("topology='hier' needs gpus_per_node")
+        if topology == "hier" and (n_gpus % gpus_per_node):
+            raise ValueError(f"gpus_per_node={gpus_per_node} does not divide n_gpus={n_gpus}")
         self.model = CostModel.named(model) if isinstance(model, str) else model
         self.policy, self.topology, self.options = policy, topology, options
         self.batch_tokens = batch_tokens
-        self.p2l = np.asarray(physical_to_logical_map)
-        self.phys = replica_map(self.p2l)
         self.n_gpus = int(n_gpus)
         self.gpus_per_node = gpus_per_node if topology == "hier" else None
-        L, E, _ = self.phys.shape
-        zero = np.zeros(E, np.int64)
-        self.layouts = [Instance.from_placement(zero, self.p2l[l], self.n_gpus, self.gpus_per_node).replica_gpu
-                        for l in range(L)]
         self.n_nodes = self.n_gpus // gpus_per_node if topology == "hier" else 1
-        # tempo on the flat topology: every layer in one batched compiled call (solve_layers)
-        self._batched = policy == "tempo" and topology == "flat"
-        if self._batched:
-            R = self.phys.shape[2]
-            self._rep = np.full((L, E, R), -1, np.int64)
-            for layer, r in enumerate(self.layouts):
-                self._rep[layer, :, :r.shape[1]] = r
+        self.n_logical = n_logical
+        self.width = width
+        self.set_placement(physical_to_logical_map)
+
+    def set_placement(self, physical_to_logical_map) -> None:
+        """Solve for a new placement from now on (``ValueError`` before anything changes)."""
+        from .tables import padded_replica_map, replica_map
+
+        p2l = np.asarray(physical_to_logical_map)
+        phys = replica_map(p2l, self.n_logical) if self.width is None else \
+            padded_replica_map(p2l, self.n_logical, self.width)
+        rep = replica_gpus(phys, p2l.shape[-1], self.n_gpus)
+        self.p2l, self.phys, self.rep = p2l, phys, rep
+        if self.width is None:
+            self.width = phys.shape[-1]
+
+    @property
+    def shape(self) -> tuple:
+        """The tables' shape ``(N, L, E, R)``."""
+        return (self.n_nodes,) + self.phys.shape
 
     def solve(self, window, steps: int | None = None) -> np.ndarray:
-        from ..core.instance import Instance
-        from ..policies import get
+        from ..core.instance import Dispatch, Instance
         from ..core.topology import same_node_first
+        from ..policies import solve_batch
 
         L, E, R = self.phys.shape
         w = check_counts(window, L, E)
-        if self._batched:
-            return self._solve_batched(w, steps)
-        fn = get(self.policy)
-        out = np.zeros((self.n_nodes, L, E, R), np.float32)
-        for layer in range(L):
-            c = w[layer]
-            if self.batch_tokens and c.sum() > 0:
-                c = np.rint(c * (self.batch_tokens / c.sum())).astype(np.int64)
-            elif steps is not None and steps > 1:
-                c = np.rint(c / steps).astype(np.int64)
-            inst = Instance(c, self.layouts[layer], self.n_gpus, self.gpus_per_node)
-            d = fn(inst, self.model, **self.options)
-            width = inst.replica_gpu.shape[1]
-            if self.topology == "hier":
-                out[:, layer, :, :width] = same_node_first(inst, d).probabilities(inst)
-            else:
-                out[0, layer, :, :width] = d.probabilities(inst)
-        return out if self.topology == "hier" else out[0]
-
-
-    def _solve_batched(self, w: np.ndarray, steps: int | None = None) -> np.ndarray:
-        """The flat tempo tables of all layers from one :func:`solve_layers` call, each row as
-        :meth:`Dispatch.probabilities` makes it (an idle expert: uniform over its replicas)."""
-        from ..policies.tempo_fast import solve_layers
-
         if self.batch_tokens:
             tot = w.sum(axis=1, keepdims=True)
             w = np.where(tot > 0, np.rint(w * (self.batch_tokens / np.where(tot > 0, tot, 1))), w).astype(np.int64)
-        elif steps is not None and steps > 1:  # price one forward step's batch (as the per-layer path)
-            w = np.rint(w / steps).astype(np.int64)
-        shares = solve_layers(w, self._rep, self.n_gpus, self.model, **self.options)
-        valid = self._rep >= 0
-        s = np.where(valid, np.clip(shares, 0.0, None), 0.0)
-        rows = s.sum(axis=2, keepdims=True)
-        uniform = valid / np.maximum(valid.sum(axis=2, keepdims=True), 1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            prob = np.where(rows > 0, s / np.where(rows > 0, rows, 1.0), uniform)
-        return prob.astype(np.float32)
+        elif steps is not None and steps > 1:  # price one forward step's batch, in integers
+            w = (w + int(steps) // 2) // int(steps)
+        shares = solve_batch(w, self.rep, self.n_gpus, self.model, self.policy, self.gpus_per_node, **self.options)
+        valid = self.rep >= 0
+        if self.topology == "flat":
+            return probabilities(shares, valid)[None].astype(np.float32)
+        out = np.zeros(self.shape, np.float32)
+        for layer in range(L):
+            inst = Instance(w[layer], self.rep[layer], self.n_gpus, self.gpus_per_node)
+            out[:, layer] = probabilities(same_node_first(inst, Dispatch(shares[layer])).shares, valid[layer])
+        return out
 
 
 def solve_tables(window, physical_to_logical_map, n_gpus: int, model, policy: str = "tempo",
@@ -193,12 +190,14 @@ def _worker_main(conn, static: dict, win_buf, out_buf) -> None:
     """Worker loop.
 
     The window of each request is read from the shared buffer ``win_buf`` (``int64[l, E]``)
-    and the table written into ``out_buf`` (``float32[n_nodes, l, E, R]``); the pipe carries
+    and the table written into ``out_buf`` (``float32[N, l, E, R]``); the pipe carries
     only small messages: ``("ready", setup_error)`` once, then for each request
     ``(req_id, options)`` a reply ``("ok", req_id, seconds)`` or ``("error", req_id,
-    message)``; ``None`` stops it.  The server keeps at most one request in flight per
-    worker and writes ``win_buf`` only while none is, so neither side ever blocks on a full
-    pipe and a buffer is never written while the other side reads it.
+    message)``; ``None`` stops it.  ``options["placement"]`` (this worker's rows of a new
+    ``physical_to_logical_map``, after an EPLB rebalance) moves the solver to the new placement
+    before the solve.  The server keeps at most one request in flight per worker and writes
+    ``win_buf`` only while none is, so neither side ever blocks on a full pipe and a buffer is
+    never written while the other side reads it.
     """
     import os
     import signal
@@ -210,7 +209,8 @@ def _worker_main(conn, static: dict, win_buf, out_buf) -> None:
     solver = None
     try:
         solver = TableSolver(static["p2l"], static["n_gpus"], static["model"], static["policy"], static["topology"],
-                             static.get("gpus_per_node"), static.get("batch_tokens"))
+                             static.get("gpus_per_node"), static.get("batch_tokens"), width=static["out_shape"][-1],
+                             n_logical=static["win_shape"][1])
         L, E, _ = solver.phys.shape
         solver.solve(np.full((L, E), 8, np.int64))  # warm up so the first real refresh meets its deadline
     except Exception as exc:  # reported on every request instead
@@ -235,11 +235,9 @@ def _worker_main(conn, static: dict, win_buf, out_buf) -> None:
                 time.sleep(opts["delay_s"])
             if solver is None:
                 raise RuntimeError(f"solver setup failed: {setup_error}")
-            table = solver.solve(window.copy(), steps=opts.get("steps"))
-            if table.ndim == 3:
-                table = table[None]
-            out[...] = 0.0
-            out[..., :table.shape[-1]] = table
+            if opts.get("placement") is not None:
+                solver.set_placement(opts["placement"])
+            out[...] = solver.solve(window.copy(), steps=opts.get("steps"))
             reply = ("ok", req_id, time.perf_counter() - t0)
         except Exception as exc:  # reported, never fatal for the worker
             reply = ("error", req_id, f"{type(exc).__name__}: {exc}"[:2000])
@@ -253,16 +251,47 @@ class SolverClosedError(RuntimeError):
     """Raised by :class:`SolverProcess` when it is used after :meth:`SolverProcess.close`."""
 
 
-@dataclass
+def _stop_workers(procs: list, conns: list) -> None:
+    """Stop every worker of a :class:`SolverProcess` (asked first, killed if it does not stop
+    within a second) and close the pipes; the finalizer of a dropped one, and its ``close``."""
+    for conn in conns:
+        if conn is not None:
+            try:
+                conn.send(None)
+            except (OSError, ValueError):
+                pass
+    end = time.monotonic() + 1.0
+    for p in procs:
+        if p is None:
+            continue
+        try:
+            p.join(timeout=max(0.0, end - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=10)
+        except (AssertionError, ValueError):  # not started, or already closed
+            pass
+    for conn in conns:
+        if conn is not None:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+@dataclass(eq=False)
 class SolverProcess:
-    """Server-side handle of the solver worker process(es).
+    """Server-side handle of the solver worker process(es); the ``process`` solver backend.
 
     ``submit`` hands a window over and returns its request id; ``result(req_id, timeout)``
     waits for that reply (``("ok", table, seconds)``, ``("error", message)``, ``("timeout",)``,
-    ``("died",)`` or ``("cancelled",)``), discarding late replies to earlier, abandoned
-    requests.  With ``workers > 1`` the layers are split into contiguous slices, one worker
-    process each, solved concurrently (layers are independent); the reply is complete only
-    when every slice is back.
+    ``("died",)``, ``("cancelled",)`` or ``("unknown",)`` for an id that is not waiting: never
+    issued, already answered or abandoned), discarding late replies to earlier, abandoned
+    requests; :meth:`solve` does both (the backend interface, :func:`make_solver`).  Tables are
+    ``float32[N, L, E, width]`` (:class:`TableSolver`).  With ``workers > 1`` the layers are
+    split into contiguous slices, one worker process each, solved concurrently (layers are
+    independent); the reply is complete only when every slice is back.  :meth:`set_placement`
+    moves the workers to a new placement with the next request (no restart).
 
     Protocol (reliability review D1): windows and tables travel through shared memory, the
     pipe carries only small control messages, and each worker has at most one request in
@@ -274,9 +303,11 @@ class SolverProcess:
     Faults: a worker whose pipe breaks or that exits is *confirmed* dead (killed if needed and
     joined) before it is reported as ``died`` (D9); :meth:`ensure_alive` replaces every worker
     that is dead, has a broken pipe, or missed ``max_misses`` deadlines in a row while ready
-    (a stopped or wedged worker, D8) or did not come up within ``startup_timeout_s``.  After
-    :meth:`close`, ``submit`` and ``result`` raise :class:`SolverClosedError` and
-    ``ensure_alive`` restarts nothing (D10).
+    (a stopped or wedged worker, D8) or did not come up within ``startup_timeout_s``
+    (:data:`~tempo.serving.settings.STARTUP_TIMEOUT_S` by default, which covers a cold numba
+    compile).  After :meth:`close`, ``submit`` and ``result`` raise
+    :class:`SolverClosedError` and ``ensure_alive`` restarts nothing (D10).  A handle dropped
+    without ``close()`` stops its workers when it is garbage-collected (a finalizer).
     """
 
     physical_to_logical_map: np.ndarray
@@ -288,25 +319,34 @@ class SolverProcess:
     batch_tokens: int | None = None
     workers: int = 1
     max_misses: int = 3
-    startup_timeout_s: float = 600.0
+    startup_timeout_s: float | None = None
+    width: int | None = None
+    n_logical: int | None = None
     restarts: int = field(default=0, init=False)
+    kind = "process"
 
     def __post_init__(self):
+        from .settings import STARTUP_TIMEOUT_S
+
+        if self.startup_timeout_s is None:
+            self.startup_timeout_s = STARTUP_TIMEOUT_S
+        if not self.startup_timeout_s > 0:
+            raise ValueError(f"startup_timeout_s must be positive, got {self.startup_timeout_s!r}")
         if self.policy not in servable():
             raise ValueError(f"the solver process runs a servable policy {servable()}, got policy {self.policy!r}")
         if self.topology not in TOPOLOGIES:
             raise ValueError(f"topology must be one of {TOPOLOGIES}, got {self.topology!r}")
         if int(self.max_misses) < 1:
             raise ValueError(f"max_misses must be >= 1, got {self.max_misses}")
-        p2l = np.asarray(self.physical_to_logical_map)
-        self._phys = replica_map(p2l)
-        L, E, R = self._phys.shape
+        # a bad n_gpus, model, topology or placement fails here, in the caller, not on every request
+        probe = TableSolver(self.physical_to_logical_map, self.n_gpus, self.model, self.policy, self.topology,
+                            self.gpus_per_node, self.batch_tokens, width=self.width, n_logical=self.n_logical)
+        self.physical_to_logical_map = probe.p2l
+        self.width = probe.width
+        self._n_nodes, L, E, R = probe.shape
+        self._shape = probe.shape
         if not 1 <= int(self.workers) <= L:
             raise ValueError(f"workers must lie in [1, n_layers = {L}], got {self.workers}")
-        # a bad n_gpus, model or topology fails here, in the caller, not on every request
-        TableSolver(p2l[:1], self.n_gpus, self.model, self.policy, self.topology, self.gpus_per_node,
-                    self.batch_tokens)
-        self._n_nodes = self.n_gpus // self.gpus_per_node if self.topology == "hier" else 1
         self._slices = [sl for sl in np.array_split(np.arange(L), int(self.workers))]
         self._ctx = mp.get_context("spawn")
         n = len(self._slices)
@@ -320,19 +360,22 @@ class SolverProcess:
         self._broken = [False] * n    # death confirmed: restart at the next ensure_alive
         self._misses = [0] * n
         self._started = [0.0] * n
+        self._moved = [False] * n     # a new placement not yet sent to this worker
+        self._lost: set = set()       # request ids lost with a worker that died
         self.setup_error: str | None = None
         self._closed = False
         self._next_id = 0
+        # a handle dropped without close() still stops its workers (the lists are updated in place)
+        self._finalizer = weakref.finalize(self, _stop_workers, self._procs, self._conns)
         for i in range(n):
             self._start(i)
 
     def _static(self, i: int) -> dict:
         sl = self._slices[i]
-        L, E, R = self._phys.shape
+        N, L, E, R = self._shape
         return {"p2l": np.asarray(self.physical_to_logical_map)[sl], "n_gpus": self.n_gpus, "model": self.model,
                 "policy": self.policy, "topology": self.topology, "gpus_per_node": self.gpus_per_node,
-                "batch_tokens": self.batch_tokens, "win_shape": (len(sl), E),
-                "out_shape": (self._n_nodes, len(sl), E, R)}
+                "batch_tokens": self.batch_tokens, "win_shape": (len(sl), E), "out_shape": (N, len(sl), E, R)}
 
     def _start(self, i: int) -> None:
         parent, child = self._ctx.Pipe()
@@ -343,9 +386,25 @@ class SolverProcess:
         child.close()
         self._procs[i], self._conns[i] = proc, parent
         self._inflight[i] = self._pending[i] = None
-        self._ready[i] = self._broken[i] = False
+        self._ready[i] = self._broken[i] = self._moved[i] = False
         self._misses[i] = 0
         self._started[i] = time.monotonic()
+
+    # ------------------------------------------------------------------ placement
+    def set_placement(self, physical_to_logical_map) -> None:
+        """Solve for a new placement from the next request on (the workers are not restarted;
+        a reply to an earlier request is for the old one).  ``ValueError`` before anything
+        changes when the map does not fit (shape, an expert with no replica, more replicas
+        than ``width``)."""
+        from .tables import padded_replica_map
+
+        p2l = np.asarray(physical_to_logical_map)
+        if p2l.shape != np.shape(self.physical_to_logical_map):
+            raise ValueError(f"physical_to_logical_map has shape {p2l.shape}, the solver's "
+                             f"{np.shape(self.physical_to_logical_map)}")
+        padded_replica_map(p2l, self._shape[2], self.width)
+        self.physical_to_logical_map = p2l.copy()
+        self._moved = [True] * len(self._slices)
 
     # ------------------------------------------------------------------ liveness
     @property
@@ -378,13 +437,16 @@ class SolverProcess:
             except OSError:
                 pass
         self._broken[i] = True
+        for req in (self._inflight[i], self._pending[i][0] if self._pending[i] else None):
+            if req is not None:
+                self._lost.add(req)
         self._inflight[i] = self._pending[i] = None
 
     def _wedged(self, i: int) -> str | None:
         if self._ready[i] and self._misses[i] >= self.max_misses:
             return f"missed {self._misses[i]} deadlines in a row"
         if not self._ready[i] and time.monotonic() - self._started[i] > self.startup_timeout_s:
-            return f"not ready after {self.startup_timeout_s:g} s"
+            return f"not ready after {self.startup_timeout_s:g} s (startup_timeout_s, TEMPO_STARTUP_TIMEOUT_S)"
         return None
 
     def ensure_alive(self) -> bool:
@@ -440,12 +502,15 @@ class SolverProcess:
     def _send(self, i: int) -> None:
         """Send worker ``i``'s pending request (it has none in flight)."""
         req_id, window, opts = self._pending[i]
+        if self._moved[i]:
+            opts = dict(opts, placement=np.asarray(self.physical_to_logical_map)[self._slices[i]])
         np.frombuffer(self._win[i], np.int64).reshape(window.shape)[...] = window
         try:
             self._conns[i].send((req_id, opts))
         except (OSError, ValueError):
             self._reap(i)
             return
+        self._moved[i] = False
         self._pending[i], self._inflight[i] = None, req_id
 
     def _recv(self, i: int, wait: float):
@@ -475,10 +540,11 @@ class SolverProcess:
 
     def submit(self, window, **opts) -> int:
         self._check_open("submit")
-        w = check_counts(window, *self._phys.shape[:2])
+        w = check_counts(window, *self._shape[1:3])
         self._next_id += 1
         for i, sl in enumerate(self._slices):
             if self._broken[i]:
+                self._lost.add(self._next_id)
                 continue  # result() reports it as died; ensure_alive() replaces it
             self._pending[i] = (self._next_id, np.ascontiguousarray(w[sl]), dict(opts))
             while self._inflight[i] is not None:  # drain a late reply that is already there
@@ -492,14 +558,15 @@ class SolverProcess:
                 self._send(i)
         return self._next_id
 
-    def _one(self, i: int, req_id: int, end: float, cancel):
+    def _one(self, i: int, req_id: int, end: float | None, cancel):
         while True:
             if self._broken[i]:
                 return ("died",)
             if self._inflight[i] != req_id and (self._pending[i] is None or self._pending[i][0] != req_id):
-                return ("died",)  # the worker holding it was replaced: the request is lost
-            left = end - time.monotonic()
-            msg = self._recv(i, min(left, 0.05))
+                # the worker holding it was replaced (lost), or it was never this worker's to answer
+                return ("died",) if req_id in self._lost else ("unknown",)
+            left = None if end is None else end - time.monotonic()
+            msg = self._recv(i, 0.05 if left is None else min(left, 0.05))
             if msg is None:
                 p = self._procs[i]
                 if not p.is_alive():
@@ -507,7 +574,7 @@ class SolverProcess:
                     return ("died",)
                 if cancel is not None and cancel.is_set():
                     return ("cancelled",)
-                if left <= 0:
+                if left is not None and left <= 0:
                     if self._ready[i]:
                         self._misses[i] += 1
                     return ("timeout",)
@@ -523,26 +590,39 @@ class SolverProcess:
             self._misses[i] = 0
             if msg[0] == "error":
                 return ("error", msg[2])
-            out = np.frombuffer(self._out[i], np.float32).reshape(self._static_out_shape(i)).copy()
+            N, _, E, R = self._shape
+            out = np.frombuffer(self._out[i], np.float32).reshape(N, len(self._slices[i]), E, R).copy()
             return ("ok", out, msg[2])
 
-    def _static_out_shape(self, i: int) -> tuple:
-        L, E, R = self._phys.shape
-        return (self._n_nodes, len(self._slices[i]), E, R)
-
-    def result(self, req_id: int, timeout: float, cancel=None):
+    def result(self, req_id: int, timeout: float | None = None, cancel=None):
         """The reply to ``req_id``: ``("ok", table, seconds)``, ``("error", message)``,
-        ``("timeout",)``, ``("died",)`` or ``("cancelled",)`` (``cancel``, a
-        ``threading.Event``, was set while waiting)."""
+        ``("timeout",)`` (``timeout`` seconds passed; None: no limit), ``("died",)``,
+        ``("cancelled",)`` (``cancel``, a ``threading.Event``, was set while waiting) or
+        ``("unknown",)`` (no request ``req_id`` is waiting: never issued, answered already,
+        or abandoned for a newer one)."""
         self._check_open("result")
-        end = time.monotonic() + timeout
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"timeout must be a non-negative number of seconds or None, got {timeout!r}")
+        if isinstance(req_id, bool) or not isinstance(req_id, (int, np.integer)) or not 1 <= req_id <= self._next_id:
+            return ("unknown",)
+        end = None if timeout is None else time.monotonic() + timeout
         parts = [self._one(i, req_id, end, cancel) for i in range(len(self._slices))]
-        for kind in ("died", "cancelled", "timeout", "error"):
+        self._lost.discard(req_id)
+        for kind in ("died", "unknown", "cancelled", "timeout", "error"):
             bad = [p for p in parts if p[0] == kind]
             if bad:
                 return bad[0]
-        out = np.concatenate([p[1] for p in parts], axis=1)
-        return ("ok", out if self.topology == "hier" else out[0], max(p[2] for p in parts))
+        return ("ok", np.concatenate([p[1] for p in parts], axis=1), max(p[2] for p in parts))
+
+    def solve(self, window, deadline_s: float, steps: int | None = None, cancel=None, **opts):
+        """The backend interface: replace dead or wedged workers (:attr:`restarts` counts them),
+        hand the window over and wait at most ``deadline_s`` for its table (a reply as
+        :meth:`result` gives)."""
+        if self.ensure_alive():
+            log.warning("tempo refresher: solver worker replaced (restarts so far: %d)", self.restarts)
+        if steps is not None:
+            opts["steps"] = steps
+        return self.result(self.submit(window, **opts), deadline_s, cancel=cancel)
 
     def close(self) -> None:
         """Stop every worker (asked first, killed if it does not stop within a second).
@@ -550,22 +630,92 @@ class SolverProcess:
         if self._closed:
             return
         self._closed = True
-        for i, p in enumerate(self._procs):
-            if p is not None and not self._broken[i]:
-                try:
-                    self._conns[i].send(None)
-                except (OSError, ValueError):
-                    pass
-        end = time.monotonic() + 1.0
-        for i, p in enumerate(self._procs):
-            if p is None:
-                continue
-            p.join(timeout=max(0.0, end - time.monotonic()))
-            self._reap(i)
-            self._procs[i] = None
+        self._finalizer.detach()
+        _stop_workers(self._procs, [c if not b else None for c, b in zip(self._conns, self._broken)])
+        for i in range(len(self._procs)):
+            if self._procs[i] is not None:
+                self._reap(i)
+                self._procs[i] = None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+class _InProcess:
+    """What the in-process backends share: nothing to start, wait for or stop."""
+
+    restarts = 0
+
+    def wait_ready(self, timeout: float) -> bool:
+        return True
+
+    def alive(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+class ThreadSolver(_InProcess):
+    """The ``thread`` backend: solve in the calling (refresher) thread, the paper's v1
+    integration kept as the control of Section 5.11 (it competes with the server for the
+    GIL).  A solve that overruns its deadline is dropped after the fact (``("timeout",)``)."""
+
+    kind = "thread"
+
+    def __init__(self, physical_to_logical_map, n_gpus: int, model, policy: str = "tempo", topology: str = "flat",
+                 gpus_per_node: int | None = None, batch_tokens: int | None = None, width: int | None = None,
+                 n_logical: int | None = None):
+        self.solver = TableSolver(physical_to_logical_map, n_gpus, model, policy, topology, gpus_per_node,
+                                  batch_tokens, width=width, n_logical=n_logical)
+
+    def set_placement(self, physical_to_logical_map) -> None:
+        self.solver.set_placement(physical_to_logical_map)
+
+    def solve(self, window, deadline_s: float, steps: int | None = None, cancel=None, **opts):
+        t0 = time.perf_counter()
+        try:
+            if opts.get("delay_s"):  # fault injection for tests, as the worker
+                time.sleep(opts["delay_s"])
+            table = self.solver.solve(window, steps=steps)
+        except Exception as exc:
+            return ("error", f"in-thread solve failed: {type(exc).__name__}: {exc}")
+        seconds = time.perf_counter() - t0
+        if seconds > deadline_s:
+            return ("timeout",)
+        return ("ok", table, seconds)
+
+
+class NoopSolver(_InProcess):
+    """The ``noop`` backend (``tempo_noop``, the control of Section 5.11): the whole data path
+    runs (counting, snapshots, aggregation), nothing is ever solved, the table stays uniform."""
+
+    kind = "noop"
+
+    def set_placement(self, physical_to_logical_map) -> None:
+        pass
+
+    def solve(self, window, deadline_s: float, steps: int | None = None, cancel=None, **opts):
+        return ("noop",)
+
+
+def make_solver(settings, physical_to_logical_map, n_gpus: int, width: int | None = None,
+                n_logical: int | None = None):
+    """The solver backend ``settings.solver`` names (:class:`~tempo.serving.settings.ServingSettings`,
+    ``TEMPO_SOLVER``): :class:`SolverProcess` (``process``), :class:`ThreadSolver` (``thread``)
+    or :class:`NoopSolver` (``noop``).  Each has ``kind``, ``solve(window, deadline_s, steps,
+    cancel)`` (a reply tuple: ``("ok", table, seconds)``, ``("timeout",)``, ``("died",)``,
+    ``("error", message)``, ``("cancelled",)`` or ``("noop",)``), ``set_placement(p2l)``,
+    ``restarts``, ``wait_ready(timeout)``, ``alive()`` and ``close()``."""
+    s = settings
+    if s.solver == "noop":
+        return NoopSolver()
+    args = (physical_to_logical_map, n_gpus, s.cost_model(), s.policy, s.topology, s.gpus_per_node,
+            s.batch_tokens if s.pricing == "fixed" else None)
+    if s.solver == "thread":
+        return ThreadSolver(*args, width=width, n_logical=n_logical)
+    return SolverProcess(*args, workers=s.solver_workers, max_misses=s.max_misses,
+                         startup_timeout_s=s.startup_timeout_s, width=width, n_logical=n_logical)

@@ -1,18 +1,22 @@
 """Dispatch tables (paper Section 4.4).
 
-A table is two arrays over (layer, logical expert, replica column):
+A table is two arrays over (layer, logical expert, replica column), in one shape everywhere
+(the solver, the refresher, the runtime, the synchronised versions):
 
-* ``prob : float32[L, E, R]`` -- the probability of sending a token of expert e to its r-th
-  replica.  Columns without a replica are 0.  Rows need not be normalised: the kernel
-  renormalises each row at use, and a row summing to zero (a torn or idle row) falls back to
-  uniform over the replicas that hold the expert.
+* ``prob : float32[N, L, E, R]`` -- the probability of sending a token of expert e, coming
+  from source node n, to its r-th replica.  ``N`` is the number of source nodes: 1 for the
+  flat topology, one table per node for ``hier`` (Section 4.3).  Columns without a replica
+  are 0.  Rows need not be normalised: the kernel renormalises each row at use, and a row
+  summing to zero (a torn or idle row) falls back to uniform over the replicas that hold
+  the expert.
 * ``phys : int32[L, E, R]`` -- the physical expert id (SGLang's global physical slot) of
-  each replica column, ``-1`` padding.
+  each replica column, ``-1`` padding; the same for every source node.
 
 ``phys`` is built from SGLang's ``physical_to_logical_map [L, P]`` (every rank holds the full
 map), not from the per-rank shrunk ``logical_to_all_physical_map``; replica columns are in
 increasing physical-id order, the same order as :meth:`tempo.Instance.from_placement`, so a
-solved :class:`tempo.Dispatch` maps onto the table column for column.
+solved :class:`tempo.Dispatch` maps onto the table column for column.  The serving runtime
+allocates ``R`` once for any later placement (:func:`padded_replica_map`).
 
 Race safety without double buffering: invalid columns are zero in every table ever
 published and every entry is finite and non-negative, so a reader that sees any mixture of
@@ -60,6 +64,26 @@ def replica_map(physical_to_logical_map, n_logical: int | None = None) -> np.nda
     return log2phy.astype(np.int32)
 
 
+def padded_replica_map(physical_to_logical_map, n_logical: int | None, width: int) -> np.ndarray:
+    """:func:`replica_map` padded with -1 to ``width`` columns (``ValueError`` when an expert
+    has more replicas than that)."""
+    phys = replica_map(physical_to_logical_map, n_logical)
+    if phys.shape[-1] > width:
+        raise ValueError(f"an expert has {phys.shape[-1]} replicas, more than the table width {width} "
+                         f"allocated at start-up")
+    out = np.full(phys.shape[:-1] + (int(width),), -1, np.int32)
+    out[..., :phys.shape[-1]] = phys
+    return out
+
+
+def uniform_prob(phys: np.ndarray, n_nodes: int = 1) -> np.ndarray:
+    """``float32[n_nodes, L, E, R]``: every expert split evenly over its replicas (what
+    ``noop`` keeps forever and a rebalance writes until the next table)."""
+    valid = np.asarray(phys) >= 0
+    prob = (valid / np.maximum(valid.sum(-1, keepdims=True), 1)).astype(np.float32)
+    return np.broadcast_to(prob, (int(n_nodes),) + prob.shape).copy()
+
+
 def effective_probabilities(prob: np.ndarray, phys: np.ndarray) -> np.ndarray:
     """What the kernel samples from: each row clipped to valid, finite, non-negative
     entries and renormalised; a row summing to zero becomes uniform over the replicas that
@@ -90,39 +114,46 @@ def validate_table(prob: np.ndarray, phys: np.ndarray) -> None:
 
 @dataclass
 class DispatchTable:
-    """A live table: ``prob float32[L, E, R]`` (or ``[n_nodes, L, E, R]`` for per-source-node
-    topology tables) and ``phys int32[L, E, R]``."""
+    """A live table: ``prob float32[N, L, E, R]`` (``N`` source nodes, 1 when flat) and
+    ``phys int32[L, E, R]`` (see the module docstring)."""
 
     prob: np.ndarray
     phys: np.ndarray
 
-    @classmethod
-    def uniform(cls, phys: np.ndarray, n_nodes: int | None = None) -> "DispatchTable":
-        """Even split over each expert's replicas (what ``noop`` keeps forever)."""
-        phys = np.asarray(phys, np.int32)
-        valid = phys >= 0
-        prob = (valid / np.maximum(valid.sum(-1, keepdims=True), 1)).astype(np.float32)
-        if n_nodes is not None:
-            prob = np.broadcast_to(prob, (n_nodes,) + prob.shape).copy()
-        return cls(prob, phys)
+    def __post_init__(self):
+        if np.ndim(self.phys) != 3 or np.ndim(self.prob) != 4 or tuple(np.shape(self.prob))[1:] != tuple(np.shape(self.phys)):
+            raise ValueError(f"a table is prob [N, L, E, R] over phys [L, E, R]; got prob {np.shape(self.prob)} and "
+                             f"phys {np.shape(self.phys)}")
 
     @classmethod
-    def from_placement(cls, physical_to_logical_map, n_logical: int | None = None,
-                       n_nodes: int | None = None) -> "DispatchTable":
-        return cls.uniform(replica_map(physical_to_logical_map, n_logical), n_nodes)
+    def uniform(cls, phys: np.ndarray, n_nodes: int = 1) -> "DispatchTable":
+        """Even split over each expert's replicas (what ``noop`` keeps forever)."""
+        phys = np.asarray(phys, np.int32)
+        return cls(uniform_prob(phys, n_nodes), phys)
+
+    @classmethod
+    def from_placement(cls, physical_to_logical_map, n_logical: int | None = None, n_nodes: int = 1,
+                       width: int | None = None) -> "DispatchTable":
+        """The uniform table of a placement, ``width`` replica columns (default: the most any
+        expert has)."""
+        phys = replica_map(physical_to_logical_map, n_logical) if width is None else \
+            padded_replica_map(physical_to_logical_map, n_logical, width)
+        return cls.uniform(phys, n_nodes)
 
     @property
     def shape(self) -> tuple:
-        return self.phys.shape
+        return self.prob.shape
+
+    @property
+    def n_nodes(self) -> int:
+        return self.prob.shape[0]
 
     def layer(self, layer: int, node: int = 0):
-        """(prob [E, R], phys [E, R]) of one layer, for the kernel."""
-        prob = self.prob[node] if self.prob.ndim == 4 else self.prob
-        return prob[layer], self.phys[layer]
+        """(prob [E, R], phys [E, R]) of one layer as seen from one source node, for the kernel."""
+        return self.prob[node, layer], self.phys[layer]
 
     def validate(self) -> None:
-        phys = self.phys if self.prob.ndim == 3 else np.broadcast_to(self.phys, self.prob.shape)
-        validate_table(self.prob, phys)
+        validate_table(self.prob, np.broadcast_to(self.phys, self.prob.shape))
 
 
 def torn_publication(old: np.ndarray, new: np.ndarray, phys: np.ndarray, order: str = "element"):

@@ -3,10 +3,13 @@
 inside a captured CUDA graph (``num_token_non_padded`` may be a device tensor, ``row_valid``
 is one).
 
-Each program handles ``BLOCK`` routed pairs: a first pass over the ``R`` replica columns
-sums the row's valid mass (and counts the holders, for the uniform fallback), a second pass
-walks the cumulative mass to the first column exceeding ``u * total``; the physical id is
-stored and the logical expert's cumulative counter is incremented atomically.
+Each program handles ``BLOCK`` routed pairs.  It loads each pair's probability row and replica
+row once, as one ``[BLOCK, RP]`` tile (``RP``: ``R`` rounded up to a power of two), so a table
+published while the kernel runs cannot hand the two passes different rows (review N8); a first
+pass over the ``R`` columns of the tile sums the row's valid mass (and counts the holders, for
+the uniform fallback), a second pass walks the cumulative mass to the first column exceeding
+``u * total``, in the same column order and float32 arithmetic as the torch reference; the
+physical id is stored and the logical expert's cumulative counter is incremented atomically.
 
 Inputs the torch reference rejects with an error (a logical id ``>= E``, a uniform outside
 ``[0, 1]`` or NaN) cannot raise inside a kernel that runs in a captured graph with no host
@@ -25,7 +28,7 @@ import triton.language as tl
 def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_ptr, nvalid_ptr, invalid_ptr,
                            rowmask_ptr, n_pairs, K, E, n_valid_scalar,
                            NVALID_FROM_PTR: tl.constexpr, COUNT_INVALID: tl.constexpr, ROW_MASK: tl.constexpr,
-                           R: tl.constexpr, BLOCK: tl.constexpr):
+                           R: tl.constexpr, RP: tl.constexpr, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     inb = offs < n_pairs
@@ -41,11 +44,17 @@ def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_p
         real = real & (tl.load(rowmask_ptr + offs // K, mask=inb, other=0) != 0)
     u = tl.load(u_ptr + offs, mask=inb, other=0.0).to(tl.float32)
 
+    cols = tl.arange(0, RP)
+    tile = routed[:, None] & (cols[None, :] < R)
+    rows = ec[:, None] * R + cols[None, :]
+    P = tl.load(prob_ptr + rows, mask=tile, other=0.0).to(tl.float32)  # each row read once
+    PH = tl.load(phys_ptr + rows, mask=tile, other=-1).to(tl.int64)
+
     total = tl.zeros([BLOCK], dtype=tl.float32)
     holders = tl.zeros([BLOCK], dtype=tl.float32)
     for r in tl.static_range(R):
-        ph = tl.load(phys_ptr + ec * R + r, mask=routed, other=-1)
-        p = tl.load(prob_ptr + ec * R + r, mask=routed, other=0.0).to(tl.float32)
+        p = tl.sum(tl.where(cols[None, :] == r, P, 0.0), axis=1)  # column r of the tile, exactly
+        ph = tl.sum(tl.where(cols[None, :] == r, PH, 0), axis=1)
         ok = (ph >= 0) & (p > 0) & (p < float("inf"))  # NaN fails p > 0
         total += tl.where(ok, p, 0.0)
         holders += tl.where(ph >= 0, 1.0, 0.0)
@@ -57,8 +66,8 @@ def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_p
     last = tl.full([BLOCK], -1, dtype=tl.int64)
     first = tl.full([BLOCK], -1, dtype=tl.int64)
     for r in tl.static_range(R):
-        ph = tl.load(phys_ptr + ec * R + r, mask=routed, other=-1).to(tl.int64)
-        p = tl.load(prob_ptr + ec * R + r, mask=routed, other=0.0).to(tl.float32)
+        p = tl.sum(tl.where(cols[None, :] == r, P, 0.0), axis=1)
+        ph = tl.sum(tl.where(cols[None, :] == r, PH, 0), axis=1)
         ok = (ph >= 0) & (p > 0) & (p < float("inf"))
         w = tl.where(fallback, tl.where(ph >= 0, 1.0, 0.0), tl.where(ok, p, 0.0))
         acc += w
@@ -66,7 +75,7 @@ def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, u_ptr, out_p
         chosen = tl.where(pick, ph, chosen)
         last = tl.where(w > 0, ph, last)
         if r == 0:
-            first = ph
+            first = tl.where(routed, ph, -1)
     chosen = tl.where(chosen < 0, last, chosen)  # u * total rounded onto the total
     out = tl.where(real, chosen, first)
     out = tl.where(routed, out, -1)
@@ -112,5 +121,5 @@ def dispatch_and_count_triton(topk_ids, prob, phys_map, counts, u, num_token_non
     _dispatch_count_kernel[grid](ids, prob.contiguous(), phys_map.contiguous(), counts, u.contiguous(), out, nvalid,
                                  invalid if invalid is not None else counts, rowmask, T * K, K, E, n_valid_scalar,
                                  NVALID_FROM_PTR=from_ptr, COUNT_INVALID=invalid is not None,
-                                 ROW_MASK=row_valid is not None, R=R, BLOCK=block)
+                                 ROW_MASK=row_valid is not None, R=R, RP=triton.next_power_of_2(R), BLOCK=block)
     return out.view(T, K).to(topk_ids.dtype)

@@ -146,4 +146,4 @@ def load(name: str, profile: str, tag: str | None = None) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-from . import reading, replay, simulator, solver, toy  # noqa: E402,F401
+from . import phase_grid, reading, replay, simulator, solver, toy  # noqa: E402,F401

@@ -3,6 +3,8 @@
 trace, the same scenarios drawn from it (:class:`TraceRouting`)."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..core.instance import Instance
@@ -36,7 +38,7 @@ def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, 
     if trace is not None:
         return trace.batches(tokens_per_gpu, n_batches, n_gpus, replication, seed=seed, top_k=trace.top_k(top_k))
     pop = zipf_popularity(n_experts, skew, seed=seed)
-    placement = eplb_placement(placement_weights(pop, top_k, router, placement_from), n_gpus, replication)
+    placement = zipf_placement(n_experts, skew, seed, top_k, n_gpus, replication, router, placement_from)
     counts = sample_counts(pop, tokens_per_gpu, top_k, n_gpus, n_batches=n_batches, kappa=kappa, seed=seed + 1,
                            router=router)
     return [Instance.from_placement(c, placement, n_gpus) for c in counts]
@@ -55,6 +57,26 @@ def placement_weights(pop, top_k: int, router: str = "distinct_topk",
         p = np.asarray(pop, dtype=np.float64)
         return p / p.sum()
     return pair_shares(pop, top_k, router)
+
+
+@lru_cache(maxsize=256)
+def _zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: int, replication: float,
+                    router: str, placement_from: str) -> np.ndarray:
+    pop = zipf_popularity(n_experts, skew, seed=seed)
+    placement = eplb_placement(placement_weights(pop, top_k, router, placement_from), n_gpus, replication)
+    placement.setflags(write=False)
+    return placement
+
+
+def zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: int, replication: float,
+                   router: str = "distinct_topk", placement_from: str = "long_run_pair_loads") -> np.ndarray:
+    """int64[P]: the fresh EPLB placement of :func:`zipf_batches` (built from
+    :func:`placement_weights`: by default the long-run pair loads of Zipf(``skew``) routing under
+    ``router``), computed once per argument set (a grid's batch sizes share it); a fresh copy."""
+    if placement_from not in PLACEMENT_FROM:
+        raise ValueError(f"placement_from must be one of {', '.join(PLACEMENT_FROM)}, got {placement_from!r}")
+    return _zipf_placement(int(n_experts), float(skew), int(seed), int(top_k), int(n_gpus), float(replication),
+                           str(router), str(placement_from)).copy()
 
 
 def drift_timeline(pop, n_batches: int, seed: int, tau: float = 300.0, sigma: float | None = None,

@@ -61,8 +61,8 @@ def test_select_experts_cpu_path_routes_through_tempo(hooked):
     from sglang.srt.layers.moe import topk as T
 
     rt, info, p2l = _runtime_and_info()
-    rt.prob[1, 0] = 0.0
-    rt.prob[1, 0, 2] = 1.0  # expert 0: all tokens to its third replica (slot 11)
+    rt.prob[0, 1, 0] = 0.0
+    rt.prob[0, 1, 0, 2] = 1.0  # expert 0: all tokens to its third replica (slot 11)
     torch.manual_seed(0)
     h, logits = torch.randn(6, 16), torch.randn(6, 8)
     logits[:, 0] = 10.0  # every token routes expert 0 first
@@ -185,3 +185,148 @@ def test_two_node_flags_parse_in_sglang():
         ns = p.parse_args(spec.for_node(rank).args("tempo", 30001)[3:])
         assert (ns.nnodes, ns.node_rank, ns.dist_init_addr) == (2, rank, "10.0.0.1:5000")
         assert (ns.tp_size, ns.ep_size, ns.host) == (16, 16, "0.0.0.0")
+
+
+class _Lock:
+    """A stand-in for the runtime's device lock that records how deep it is held."""
+
+    def __init__(self):
+        self.depth, self.entered = 0, 0
+
+    def acquire(self, *a, **k):
+        self.depth += 1
+        self.entered += 1
+        return True
+
+    def release(self):
+        assert self.depth > 0, "released more often than taken"
+        self.depth -= 1
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+class _Probe:
+    """A stand-in ``self`` for a capture method: any attribute use records whether the lock is
+    held at that moment, then stops the method."""
+
+    def __init__(self, lock, seen):
+        object.__setattr__(self, "_lock", lock)
+        object.__setattr__(self, "_seen", seen)
+
+    def _stop(self):
+        self._seen.append(self._lock.depth)
+        raise RuntimeError("probe: stop here")
+
+    def __getattr__(self, name):
+        self._stop()
+
+    def __setattr__(self, name, value):
+        self._stop()
+
+
+def test_capture_guard_covers_every_capture_of_sglang_0_5_23(hooked, monkeypatch):
+    """Issue 25 item 4 (review N6), on sglang 0.5.23's own code: (1) every capture entry point
+    the plugin names -- decode, prefill, their recapture, elastic recapture, and the EAGLE v2,
+    base and frozen-KV MTP draft workers -- exists there, is hooked, and runs its body under the
+    runtime's lock (released again when it fails); (2) every CUDA-graph capture in
+    ``sglang/srt`` goes through ``torch.cuda.CUDAGraph.capture_begin``, which is hooked too, so
+    a capture started anywhere else (piecewise, breakable, metadata glue, a future draft
+    worker) holds the lock as well."""
+    import inspect
+    import pathlib
+    import pkgutil
+    import re
+
+    import sglang
+
+    rt, _, _ = _runtime_and_info()
+    lock = _Lock()
+    monkeypatch.setattr(rt, "device_lock", lock)
+    # (1) the named entry points of 0.5.23
+    names = {t.rsplit(".", 2)[-2] + "." + t.rsplit(".", 1)[-1] for t in sp.CAPTURE_ENTRY_POINTS}
+    assert {"EagleDraftWorker._capture_cuda_graphs", "EagleDraftWorkerBase.init_cuda_graphs",
+            "FrozenKVMTPDraftWorker._capture_cuda_graphs", "ModelRunner._recapture_elastic_cuda_graphs",
+            "ModelRunner.init_decode_cuda_graph", "ModelRunner.init_prefill_cuda_graph"} <= names
+    reached = 0
+    for target in sp.CAPTURE_ENTRY_POINTS:
+        assert target in hooked._patched, target
+        owner, name = target.rsplit(".", 1)
+        cls = pkgutil.resolve_name(owner)
+        assert name in vars(cls), f"{target}: defined on a base class, not here"
+        seen = []
+        before = lock.entered
+        try:
+            getattr(cls, name)(_Probe(lock, seen))
+        except Exception:
+            pass
+        assert lock.entered > before, f"{target} ran without the capture guard"
+        assert lock.depth == 0, f"{target} left the lock held"
+        assert all(d > 0 for d in seen), f"{target}'s body touched self outside the lock"
+        reached += bool(seen)
+    assert reached >= 5  # most bodies got as far as touching self (under the lock); the rest failed earlier
+    # (2) one graph at a time: torch's CUDAGraph.capture_begin / capture_end are hooked ...
+    import torch
+
+    assert "torch.cuda.graphs.CUDAGraph.capture_begin" in hooked._patched
+    assert "torch.cuda.graphs.CUDAGraph.capture_end" in hooked._patched
+    assert "capture_begin" in inspect.getsource(torch.cuda.graph.__enter__)
+    assert "capture_end" in inspect.getsource(torch.cuda.graph.__exit__)
+    before = lock.entered
+    with pytest.raises(Exception):
+        torch.cuda.CUDAGraph.capture_begin(object())  # the original fails on CPU; the lock comes back
+    assert lock.entered == before + 1 and lock.depth == 0
+    # ... and every capture in sglang/srt starts there: torch.cuda.graph(...) or capture_begin on a
+    # torch.cuda.CUDAGraph (nothing calls torch._C._CUDAGraph or the CUDA stream-capture API itself)
+    root = pathlib.Path(sglang.__file__).parent / "srt"
+    starts = re.compile(r"torch\.cuda\.graph\(|\.capture_begin\(|_CUDAGraph\b|cudaStreamBeginCapture|BeginCapture")
+    capturing = {}
+    for f in root.rglob("*.py"):
+        text = f.read_text(errors="replace")
+        hits = starts.findall(text)
+        if hits:
+            capturing[str(f.relative_to(root))] = hits
+    assert not [f for f, h in capturing.items() if any("_CUDAGraph" in x or "BeginCapture" in x for x in h)]
+    for f, hits in capturing.items():
+        if "capture_begin(" in "".join(hits):  # a capture_begin of its own: on a torch.cuda.CUDAGraph
+            text = (root / f).read_text()
+            assert "torch.cuda.CUDAGraph" in text, f
+    # the capture sites of 0.5.23 (a new one in another release shows up here)
+    assert set(capturing) >= {"model_executor/runner_backend_utils/breakable_cuda_graph/breakable_cuda_graph.py",
+                              "compilation/cuda_piecewise_backend.py",
+                              "model_executor/runner/metadata_glue_graph.py"}
+    # the decode and prefill runners capture through graph_capture + the backends above
+    full = (root / "model_executor/runner_backend/full_cuda_graph_backend.py").read_text()
+    assert "torch.cuda.CUDAGraph()" in full
+
+
+def test_routing_layout_on_sglang_0_5_23(monkeypatch):
+    """Issue 25 item 4 (review N10, sglang #9): which tokens a rank routes comes from SGLang's
+    own ``is_moe_input_scattered_across_dp_ranks`` (a2a backends, and a2a none with the FP4
+    all-gather or dwdp: per-rank shards, summed windows); the two gathered layouts SGLang gives
+    no padding bound for are refused at start-up, naming the layout."""
+    import inspect
+    import types
+
+    from sglang.srt.layers.moe import utils as moe_utils
+    from sglang.srt.model_executor.forward_batch_info import ForwardBatch
+    from sglang.srt.utils import common
+
+    src = inspect.getsource(moe_utils.is_moe_input_scattered_across_dp_ranks)
+    assert "should_use_flashinfer_cutlass_moe_fp4_allgather" in src and "dwdp_size" in src
+    bound = inspect.getsource(ForwardBatch.moe_num_token_non_padded)
+    assert "attn_tp_sequence_sharded" in bound and "_moe_input_gathered_across_cp" in bound
+    par = types.SimpleNamespace(attn_cp_size=1, attn_dp_size=1)
+    monkeypatch.setattr(moe_utils, "is_moe_input_scattered_across_dp_ranks", lambda: True)
+    assert sp._routing_layout(par) == (False, 1)  # FP4 all-gather / dwdp / a2a: per-rank shards
+    monkeypatch.setattr(moe_utils, "is_moe_input_scattered_across_dp_ranks", lambda: False)
+    monkeypatch.setattr(common, "require_gathered_buffer", lambda: False)
+    assert sp._routing_layout(par) == (True, 1)
+    assert sp._routing_layout(types.SimpleNamespace(attn_cp_size=1, attn_dp_size=4)) == (True, 4)
+    with pytest.raises(RuntimeError, match="attention context parallelism"):
+        sp._routing_layout(types.SimpleNamespace(attn_cp_size=2, attn_dp_size=1))
+    monkeypatch.setattr(common, "require_gathered_buffer", lambda: True)
+    with pytest.raises(RuntimeError, match="attention-TP sequence sharding"):
+        sp._routing_layout(par)

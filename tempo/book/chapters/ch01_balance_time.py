@@ -1,6 +1,6 @@
 """Chapter 01, *Balance time, not tokens* (``notebooks/01_balance_time.md``): the cost curve's
 size, the roofline table of Section 2.2, the toy batch of Fig. 1b and its (b, beta) map, and
-the METRO counterexample, with the numbers the chapter's prose quotes."""
+the METRO counterexample, with the numbers the chapter's prose quotes, and the instance explorer."""
 from __future__ import annotations
 
 import numpy as np
@@ -119,3 +119,13 @@ def counterexample_glue(counter: pd.DataFrame) -> dict:
     over the best (%)."""
     return {"cx_metro": counter.loc["metro", "makespan (us)"], "cx_milp": counter.loc["milp", "makespan (us)"],
             "cx_tempo": counter.loc["tempo", "makespan (us)"], "cx_above": counter.loc["tempo", "above the best %"]}
+
+
+# ---------------------------------------------------------------------------- the instance explorer
+def instance_explorer():
+    """The page's instance explorer (:func:`tempo.book.explorers.instance_explorer`): the
+    reader's own batch of up to 8 experts on up to 4 GPUs, dispatched in the browser by each
+    policy, starting from the toy batch of Fig. 1b."""
+    from .. import explorers
+
+    return explorers.instance_explorer("toy")

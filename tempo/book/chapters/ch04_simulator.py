@@ -47,6 +47,31 @@ def sizes(profile: str, reading=None) -> dict:
     return out
 
 
+#: the phase explorer's grid per profile, beside the phase diagram's shapes, replications and
+#: skews (:func:`explorer_config`): EP sizes, batch sizes (tokens per GPU; full: sqrt(2) steps
+#: from 16 to 2048), batches per cell and the n* ladder of TEMPO's extra solves
+EXPLORER_SIZES = {"smoke": dict(eps=[8], tokens=[16, 32, 64, 128, 256, 512, 1024], batches=1, n_stars=[50, 200]),
+                  "full": dict(eps=[8, 16, 32], tokens=[int(round(16 * 2 ** (k / 2))) for k in range(15)], batches=2,
+                               n_stars=[50, 100, 200, 400])}
+
+
+def explorer_config(profile: str) -> dict:
+    """The ``phase_grid`` config of a book profile: the phase diagram's shapes, replications and
+    skews (:func:`sizes`) on the finer grid of :data:`EXPLORER_SIZES`, seed 0 (the phase
+    diagram's)."""
+    cfg = sizes(profile)
+    return {"shapes": cfg["shapes"], "replications": cfg["replications"], "skews": cfg["skews"],
+            **_sizes(EXPLORER_SIZES, profile), "seed": 0}
+
+
+def phase_explorer(grid: pd.DataFrame, profile: str):
+    """The page's phase explorer over a ``phase_grid`` result
+    (:func:`tempo.book.explorers.phase_explorer`)."""
+    from .. import explorers
+
+    return explorers.phase_explorer(grid, profile, explorer_config(profile))
+
+
 def paper_numbers() -> dict:
     """The paper's numbers the chapter's prose quotes, read from ``data/paper/`` (for
     :func:`tempo.book.paper.glue_numbers`): the DSv3 n*, Fig. 5's split at B = 512, Fig. 6's

@@ -26,7 +26,7 @@ def demo_tables(phy2log, hot_row=(0.1, 0.8, 0.1)):
     from ...serving import DispatchTable, replica_map
 
     phys = torch.tensor(replica_map(phy2log)[0])
-    prob = torch.tensor(DispatchTable.uniform(replica_map(phy2log)).prob[0])
+    prob = torch.tensor(DispatchTable.uniform(replica_map(phy2log)).prob[0, 0])
     if len(hot_row) != prob.shape[1]:
         raise ValueError(f"hot_row must give one share per replica slot ({prob.shape[1]}), got {len(hot_row)}")
     prob[0] = torch.tensor(list(hot_row))
