@@ -166,6 +166,26 @@ def test_stand_ins_are_counted_apart_and_never_a_verdict(put):
     assert claims.verdict_moves("stand-in", "deviates") and not claims.verdict_moves("not run in this build", "deviates")
 
 
+def test_a_recording_is_a_stand_in_unless_the_papers_testbed_on_appendix_b_grid():
+    from tempo.book.claims.functions.ch05 import stand_in_reason
+
+    full = pd.DataFrame([{"kind": "grid", "G": G, "n": n} for G in (1, 2, 4, 8, 16, 40)
+                         for n in (1, 2, 4, 16, 64, 256, 1024, 2048, 4096)])
+    short = full[full.G.isin([1, 8]) & (full.n <= 2048)]
+    h200 = {"device": "NVIDIA H200"}
+    assert stand_in_reason({"device": "X", "testbed": "A"}, full, "A") == ""
+    assert stand_in_reason({"device": "X", "testbed": "a"}, full, "A") == ""
+    why = stand_in_reason(h200, full, "A")          # another GPU, the full grid
+    assert "not the paper's Testbed A" in why and "partial" not in why
+    why = stand_in_reason({"testbed": "B"}, short, "B")   # the testbed, a partial grid
+    assert "partial grid" in why and "Testbed" not in why.split(";")[0].split("(")[0]
+    assert stand_in_reason({"testbed": "B"}, full, "A") != ""   # Testbed B measures no Testbed A number
+    both = stand_in_reason(h200, short, "B")
+    assert "NVIDIA H200" in both and "partial grid" in both
+    with pytest.raises(ValueError, match="testbed"):
+        stand_in_reason(h200, full, "C")
+
+
 # ------------------------------------------------------------------ sensitivity
 
 

@@ -123,12 +123,14 @@ def _call(spec: Spec, frames: dict, reading):
     return spec.fn(frames, reading=reading) if spec.uses else spec.fn(frames)
 
 
-def _seeds_text(v: Value) -> str:
+def _seeds_text(v: Value, bound=None) -> str:
     if v.seeds is None or v.n_seeds < 2:
         return ""
     rng = v.seeds if isinstance(v.seeds[0], tuple) else (v.seeds,)
-    return ("; the paper's value within the range of " + f"{v.n_seeds} seeds "
-            + " and ".join(f"{format_value(lo)} to {format_value(hi)}" for lo, hi in rng))
+    span = " and ".join(f"{format_value(lo)} to {format_value(hi)}" for lo, hi in rng)
+    if bound in ("upper", "lower"):  # check(): a bound must hold on every seed
+        return f"; a bound: it must hold on each of {v.n_seeds} seeds (range {span})"
+    return f"; the paper's value within the range of {v.n_seeds} seeds {span}"
 
 
 def evaluate(row: dict, profile: str, alternative=None) -> dict:
@@ -200,7 +202,7 @@ def evaluate(row: dict, profile: str, alternative=None) -> dict:
         note = "; ".join(x for x in (f"decided by the paper's own input ({', '.join(calib)}): consistent, not a "
                                      "reproduction", note) if x)
     out.update(ours=v.ours, status=status, evidence=evidence, provenance=prov, note=note,
-               tolerance=f"{format_value(tol)} ({why}){_seeds_text(v)}", ci=v.ci, n_seeds=v.n_seeds)
+               tolerance=f"{format_value(tol)} ({why}){_seeds_text(v, row.get('bound'))}", ci=v.ci, n_seeds=v.n_seeds)
     return out
 
 

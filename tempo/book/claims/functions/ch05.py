@@ -53,19 +53,37 @@ def appendix_b_coverage(samples: pd.DataFrame) -> tuple[bool, str]:
     return ok, what
 
 
+def stand_in_reason(manifest: dict, samples: pd.DataFrame, testbed: str = "A") -> str:
+    """Why a GPU recording cannot decide a claim the paper measured on its Testbed ``testbed``
+    on Appendix B's grid (the ``hardware_grid`` reading), or "" when it can: the recording's GPU
+    is not the paper's testbed (the paper anonymises both GPUs, so a recording is the testbed
+    only when its manifest says ``testbed: A`` or ``B``), or its grid is partial
+    (:func:`appendix_b_coverage`).  The stand-in rule of the ledger; the hardware-loop work
+    (issue 24 item 5) provides the calibration package's classifier of a recording, which should
+    replace :func:`appendix_b_coverage` and the testbed test here."""
+    if testbed not in ("A", "B"):
+        raise ValueError(f"testbed must be 'A' or 'B', got {testbed!r}")
+    why = []
+    if str(manifest.get("testbed", "")).strip().upper() != testbed:
+        why.append(f"measured on {manifest.get('device', 'an unnamed GPU')}, not the paper's Testbed {testbed}")
+    covers, what = appendix_b_coverage(samples)
+    if not covers:
+        why.append(f"a partial grid ({what}), not Appendix B's (G 1..40 x 1..4096 tokens per expert)")
+    return "; ".join(why)
+
+
 def _hardware_value(ours, samples, man, prov, reading, testbed="A"):
     """The Value of a calibration claim: a stand-in (no verdict) under the ``hardware_grid``
-    reading's ``appendix_b_grid`` (the paper's) unless the recording covers Appendix B's grid
-    (:func:`appendix_b_coverage`); a verdict under ``short_grid``.  ``testbed``: the paper's
-    testbed of the number (A, the older generation, for Table 6; B, the newer, for the tile
-    staircase), named in the note since the paper anonymises both GPUs."""
-    covers, what = appendix_b_coverage(samples)
+    reading's ``appendix_b_grid`` (the paper's) unless the recording is the paper's testbed on
+    Appendix B's grid (:func:`stand_in_reason`); a verdict under ``short_grid``.  ``testbed``: the
+    paper's testbed of the number (A, the older generation, for Table 6; B, the newer, for the
+    tile staircase), named in the note since the paper anonymises both GPUs."""
+    _, what = appendix_b_coverage(samples)
     device = man.get("device", "?")
     note = (f"measured on {device} ({what}); the paper's number is from its Testbed {testbed} "
             f"({'the older' if testbed == 'A' else 'the newer'} of two anonymised GPU generations) on Appendix B's grid")
     strict = reading is None or reading["hardware_grid"] == "appendix_b_grid"
-    stand_in = ("" if covers or not strict else
-                "the recording is not Appendix B's grid (G 1..40 x 1..4096 tokens per expert) on the paper's testbed")
+    stand_in = stand_in_reason(man, samples, testbed) if strict else ""
     return Value(ours, evidence="gpu", provenance=prov, note=note, stand_in=stand_in)
 
 
