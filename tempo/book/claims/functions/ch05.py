@@ -80,10 +80,12 @@ def _hardware_value(ours, samples, man, prov, reading, testbed="A"):
     tile staircase), named in the note since the paper anonymises both GPUs."""
     _, what = appendix_b_coverage(samples)
     device = man.get("device", "?")
-    note = (f"measured on {device} ({what}); the paper's number is from its Testbed {testbed} "
-            f"({'the older' if testbed == 'A' else 'the newer'} of two anonymised GPU generations) on Appendix B's grid")
     strict = reading is None or reading["hardware_grid"] == "appendix_b_grid"
     stand_in = stand_in_reason(man, samples, testbed) if strict else ""
+    paper = (f"the paper's number is from its Testbed {testbed} ({'the older' if testbed == 'A' else 'the newer'} "
+             f"of two anonymised GPU generations) on Appendix B's grid")
+    # a stand-in's reason already names the GPU and the grid
+    note = paper if stand_in else f"measured on {device} ({what}); {paper}"
     return Value(ours, evidence="gpu", provenance=prov, note=note, stand_in=stand_in)
 
 
