@@ -285,13 +285,19 @@ def alternatives_text(alt: list[dict]) -> str:
     return "; ".join(f"{a['reading']}={a['choice']}: {a['ours'] or '-'} ({a['status']})" for a in alt)
 
 
-def view(profile: str, ids) -> pd.DataFrame:
-    """The ledger rows of ``ids`` as a chapter shows them beside its results: the claim, the
-    paper's number, ours, the status and the note, computed now from this build's results."""
+def _claims_of(ids) -> dict:
+    """The claims.yaml rows of ``ids`` by id; ``ValueError`` naming the unknown ids."""
     rows = {r["id"]: r for r in claim_rows()}
     unknown = [i for i in ids if i not in rows]
     if unknown:
         raise ValueError(f"unknown claim ids {unknown}")
+    return rows
+
+
+def view(profile: str, ids) -> pd.DataFrame:
+    """The ledger rows of ``ids`` as a chapter shows them beside its results: the claim, the
+    paper's number, ours, the status and the note, computed now from this build's results."""
+    rows = _claims_of(ids)
     out = []
     for i in ids:
         e = evaluate(rows[i], profile)
@@ -311,10 +317,7 @@ def sensitivity_view(profile: str, ids) -> pd.DataFrame:
     """The claims ``ids`` under the paper's reading and under each alternative the ledger shows
     (:func:`sensitivity`), as a chapter shows them beside its results: one row per claim and
     alternative reading, our value and the status it would get, the paper-reading row first."""
-    rows = {r["id"]: r for r in claim_rows()}
-    unknown = [i for i in ids if i not in rows]
-    if unknown:
-        raise ValueError(f"unknown claim ids {unknown}")
+    rows = _claims_of(ids)
     out = []
     for i in ids:
         e = evaluate(rows[i], profile)
