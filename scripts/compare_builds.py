@@ -19,7 +19,8 @@ they are not results of the code but of the clock or of the checkout:
 * the MILP's bound where the MILP stopped at its wall-clock limit without proving optimality
   (:data:`TIME_LIMITED`): how far HiGHS gets in 10 s depends on the machine's load, so those
   cells differ between two runs of one commit;
-* the source hash in the ledger's provenance (``tempo 0.1.0+<hash>``), which names the code, and
+* the source hash and git commit in the ledger's provenance (``tempo 0.1.0+<hash>, commit <sha>``),
+  which name the code, and
   module paths in its text that a structural change renamed (:data:`MODULE_RENAMES`, compared
   after mapping the old name to the new).
 
@@ -59,7 +60,7 @@ MODULE_RENAMES = {
     "tempo.traces": "tempo.world.traces", "tempo.experiments": "tempo.studies", "tempo.theory": "tempo.theory.bounds",
     "tempo.cost": "tempo.core.cost", "tempo.claims": "tempo.book.claims",
 }
-VERSION = re.compile(r"tempo \d+\.\d+\.\d+\S*\+[0-9a-f]{12}")
+VERSION = re.compile(r"tempo \d+\.\d+\.\d+\S*\+[0-9a-f]{12}(?:, commit [0-9a-f]{7,40}(?:-dirty)?)?")
 
 
 def build(ref: str) -> Path:

@@ -18,7 +18,7 @@ import numpy as np
 from tempo.core.cost import CostModel
 from tempo.core.instance import EPS_TOKENS, Dispatch, Instance
 from tempo.core.pricing import activation_time, gpu_time, token_time
-from tempo.policies.exact import token_lp_even, token_lp_vertex
+from tempo.policies.exact import token_lp_even, token_lp_highs, token_lp_vertex
 from tempo.policies.proxies import round_robin, static
 from tempo.policies.tempo_fast import TempoOptions, exchange_pass
 
@@ -536,7 +536,7 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
     def candidate(name):
         if name not in cache:
             make = {"token_lp_vertex": token_lp_vertex, "token_lp_even": token_lp_even,
-                    "round_robin": round_robin}[name]
+                    "token_lp_highs": token_lp_highs, "round_robin": round_robin}[name]
             sh = make(inst).shares
             cache[name] = (model.makespan(inst, sh), sh)
         return cache[name]

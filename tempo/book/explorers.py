@@ -111,20 +111,29 @@ def _rle(values) -> list[list[int]]:
     return out
 
 
-def column_boundary(shape: str, ep: int, replication: float, skew: float, seed: int = 0) -> dict:
+def column_boundary(shape: str, ep: int, replication: float, skew: float, seed: int = 0, reading=None) -> dict:
     """One grid column's analytic flip boundary (Section 3.2) at the shape's Table 6 n*, and its
     replicas per popularity rank (run-length ``[[replicas, count], ...]``, hottest first), from
     which the page recomputes B* for another n* (:func:`tempo.theory.bounds.flip_boundary` on
-    the phase diagram's placement, as :func:`tempo.studies.simulator.boundary_table` does)."""
+    the phase diagram's placement, as :func:`tempo.studies.simulator.boundary_table` does).
+    ``reading`` (the grid's, default the paper's): the router and placement the grid ran under.
+    The page computes B* from the router weights ``p``: the reading's ``hot_share`` must give
+    them (the pair shares under independent draws are ``p`` itself), else ``ValueError``."""
     from ..core.cost import CostModel
+    from ..core.readings import Reading
     from ..studies.scenarios import zipf_placement
     from ..studies.simulator import SHAPES
     from ..theory.bounds import flip_boundary
     from ..world.workloads import zipf_popularity
 
+    reading = Reading.of(reading) if reading is not None else Reading.paper()
+    if reading["hot_share"] == "pair_share" and reading["synthetic_router"] != "independent":
+        raise ValueError("reading: the explorer's B* uses the router weights; hot_share=pair_share under "
+                         f"synthetic_router={reading['synthetic_router']!r} needs the pair shares")
     E, K, params = SHAPES[shape]
     pop = zipf_popularity(E, skew, seed=seed)
-    reps = np.bincount(zipf_placement(E, skew, seed, K, ep, replication), minlength=E)
+    reps = np.bincount(zipf_placement(E, skew, seed, K, ep, replication, reading["synthetic_router"],
+                                      reading["placement_loads"]), minlength=E)
     bstar = flip_boundary(pop, reps, CostModel.named(params).n_star, K, ep)[0]
     return {"bstar": float(bstar), "rle": _rle(reps[np.argsort(-pop, kind="stable")])}
 
@@ -148,7 +157,7 @@ def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = 
     :func:`tempo.studies.phase_grid.phase_grid_means`), the busiest GPU's activated replicas
     (``G``) and tokens (``N``, to 0.1 token) per batch size and batch, also for TEMPO's n* ladder
     (``tempo_nstar``: per batch size, n* and batch), and the column's B* and replicas per rank
-    (:func:`column_boundary`)."""
+    (:func:`column_boundary`, under ``config["reading"]``, default the paper's: the grid's)."""
     from ..core.cost import CostModel
     from ..policies import spec
     from ..studies.phase_grid import phase_grid_means
@@ -158,6 +167,7 @@ def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = 
     if not isinstance(grid, pd.DataFrame) or not need <= set(grid.columns) or grid.empty:
         raise ValueError(f"grid must be a non-empty phase_grid result (columns {sorted(need)})")
     seed = int((config or {}).get("seed", 0))
+    reading = (config or {}).get("reading")
     keys = ["shape", "ep", "replication", "skew"]
     tokens = sorted(int(b) for b in grid.B.unique())
     batches = int(grid.batch.max()) + 1
@@ -174,7 +184,7 @@ def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = 
         if len(col) != nt * nb * len(pols):
             raise ValueError(f"phase_grid column {key} is incomplete ({len(col)} rows, expected {nt * nb * len(pols)})")
         entry = {"shape": sh, "ep": int(ep), "replication": float(rep), "skew": float(sk),
-                 **column_boundary(sh, int(ep), float(rep), float(sk), seed)}
+                 **column_boundary(sh, int(ep), float(rep), float(sk), seed, reading)}
         m = means[key].set_index("B").loc[tokens]
         entry["ms"] = {p: [_sig(v) for v in m[f"ms_{p}"]] for p in pols}
         c = col.sort_values(["policy", "B", "batch"]).set_index("policy")

@@ -219,6 +219,93 @@ def token_lp_vertex(inst: Instance) -> Dispatch:
                              "solve_s": time.perf_counter() - t0})
 
 
+#: Seconds HiGHS may spend on :func:`token_lp_highs` before it falls back to the max-flow vertex.
+HIGHS_TIME_LIMIT = 5.0
+
+
+def token_lp_highs(inst: Instance, time_limit: float = HIGHS_TIME_LIMIT) -> Dispatch:
+    """The token LP of Lemma 1 solved by HiGHS's simplex: the optimal vertex HiGHS returns
+    (Section 5.14: "Token-LP is the exact HiGHS min-max token count"; the ``token_lp_face``
+    reading ``highs_vertex`` of ``data/paper/readings.yaml``).
+
+    Formulation (one column per valid replica slot ``r`` of each live expert ``e``, plus ``t``)::
+
+        min  t
+        s.t. sum_r x[e, r]            =  n_e     for every live expert e
+             sum_{(e, r) on GPU h} x[e, r] - t <= 0   for every GPU h
+             x >= 0,  t >= 0
+
+    Solver: highspy (HiGHS 1.16.0 in this project's lock files; ``meta["solver"]`` says which
+    ran), options ``solver="simplex"`` (HiGHS's default simplex strategy, dual),
+    ``presolve`` at its default ("choose"), ``threads=1``, ``output_flag=False`` and
+    ``time_limit`` (default :data:`HIGHS_TIME_LIMIT`); everything else at HiGHS's defaults.  The
+    LP's optimum is a face; the simplex (after postsolve) returns one basic optimal solution,
+    a vertex, which in general differs from the max-flow vertex of :func:`token_lp_vertex` and
+    from the even spread of :func:`token_lp_even`.  Basic values below ``1e-9 n_e`` are
+    cleaned to zero (a simplex rounding residue is not an activation) and the expert's row is
+    rescaled to ``n_e``.
+
+    When HiGHS stops without an optimal answer (its time limit, or any other status) the
+    max-flow vertex is returned instead, ``meta["fallback"]`` saying why (the same optimum,
+    another vertex).  ``meta``: ``max_tokens``, ``solver`` (HiGHS version), ``status``,
+    ``simplex_iterations``, ``solve_s``."""
+    import highspy
+
+    t0 = time.perf_counter()
+    if not (isinstance(time_limit, (int, float)) and not isinstance(time_limit, bool)
+            and math.isfinite(time_limit) and time_limit > 0):
+        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    if inst.total_tokens == 0:
+        return Dispatch(np.zeros(inst.replica_gpu.shape), {"policy": "token_lp", "variant": "highs_vertex",
+                                                          "max_tokens": 0.0, "solve_s": time.perf_counter() - t0})
+    live = inst.live
+    mask = inst.valid & live[:, None]
+    e_idx, r_idx = np.nonzero(mask)
+    P = e_idx.size
+    g = inst.n_gpus
+    n = np.where(live, inst.counts, 0).astype(np.float64)
+    liv = np.flatnonzero(live)
+    row_of = np.full(inst.n_experts, -1)
+    row_of[liv] = np.arange(liv.size)
+    gpu = inst.replica_gpu[e_idx, r_idx]
+    L = liv.size
+    # columns 0..P-1: x; column P: t.  Rows 0..L-1: experts; rows L..L+g-1: GPUs.
+    rows = np.r_[row_of[e_idx], L + gpu, L + np.arange(g)]
+    cols = np.r_[np.arange(P), np.arange(P), np.full(g, P)]
+    vals = np.r_[np.ones(2 * P), -np.ones(g)]
+    A = sp.csc_matrix((vals, (rows, cols)), shape=(L + g, P + 1))
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = P + 1, L + g
+    lp.col_cost_ = np.r_[np.zeros(P), 1.0]
+    lp.col_lower_ = np.zeros(P + 1)
+    lp.col_upper_ = np.r_[n[e_idx], highspy.kHighsInf]
+    lp.row_lower_ = np.r_[n[liv], np.full(g, -highspy.kHighsInf)]
+    lp.row_upper_ = np.r_[n[liv], np.zeros(g)]
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
+    h = new_highs()
+    h.setOptionValue("solver", "simplex")
+    h.setOptionValue("time_limit", float(time_limit))
+    h.passModel(lp)
+    h.run()
+    status = h.getModelStatus()
+    meta = {"policy": "token_lp", "variant": "highs_vertex", "solver": f"HiGHS {h.version()}",
+            "status": h.modelStatusToString(status), "simplex_iterations": int(h.getInfo().simplex_iteration_count)}
+    if status != highspy.HighsModelStatus.kOptimal:
+        z, shares = _token_lp(inst)
+        meta.update({"max_tokens": z, "solve_s": time.perf_counter() - t0})
+        return mark_fallback(Dispatch(shares, meta), f"max-flow vertex (HiGHS stopped: {meta['status']})")
+    xp = np.clip(np.asarray(h.getSolution().col_value)[:P], 0.0, None)
+    x = np.zeros(inst.replica_gpu.shape)
+    x[e_idx, r_idx] = xp
+    x[x < 1e-9 * np.maximum(n, 1.0)[:, None]] = 0.0
+    rs = x.sum(axis=1)
+    x = x * np.divide(n, rs, out=np.zeros_like(n), where=rs > 0)[:, None]
+    meta.update({"max_tokens": float(np.bincount(gpu, weights=x[e_idx, r_idx], minlength=g).max()),
+                 "solve_s": time.perf_counter() - t0})
+    return Dispatch(x, meta)
+
+
 def token_lp_even(inst: Instance) -> Dispatch:
     """The optimal token-LP solution nearest (Euclidean) to the even split over replicas.
 

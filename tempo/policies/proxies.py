@@ -14,7 +14,7 @@ from ..core.instance import Dispatch, Instance
 from . import _options as check
 from .registry import register
 from ._util import compact_slots, even_integer_split, scatter_compact, slot_on_gpu
-from .exact import token_lp_even, token_lp_vertex
+from .exact import token_lp_even, token_lp_highs, token_lp_vertex
 
 
 @dataclass(frozen=True)
@@ -40,19 +40,56 @@ class LlepOptions:
         check.number("llep", "trigger", self.trigger, lambda v: v >= 0, ">= 0")
 
 
+#: The optimal dispatches :func:`token_lp` can return (the ``token_lp_face`` reading of
+#: ``data/paper/readings.yaml``; the optimum of the token LP is a face, not a point).
+TOKEN_LP_FACES = ("even_spread", "maxflow_vertex", "highs_vertex")
+
+
 @dataclass(frozen=True)
 class TokenLpOptions:
     """:func:`token_lp`'s options.
 
     vertex : bool
         False: the interior min-max solution (the even split under full replication); True:
-        a sparse vertex from a max-flow.
+        a sparse vertex from a max-flow (the same as ``face="maxflow_vertex"``).
+    face : {"even_spread", "maxflow_vertex", "highs_vertex"} or None
+        Which optimal dispatch to return (:data:`TOKEN_LP_FACES`); None: ``vertex`` decides.
+        Naming a face other than the max-flow vertex together with ``vertex=True`` is refused.
     """
 
     vertex: bool = False
+    face: str | None = None
 
     def __post_init__(self):
         check.flag("token_lp", "vertex", self.vertex)
+        if self.face is not None:
+            check.choice("token_lp", "face", self.face, TOKEN_LP_FACES)
+            if self.vertex and self.face != "maxflow_vertex":
+                raise ValueError(f"token_lp options vertex=True and face={self.face!r} disagree "
+                                 "(vertex=True is the max-flow vertex)")
+
+
+#: The orders :func:`metro` can visit experts in (the ``metro_order`` reading).
+METRO_ORDERS = ("expert_id", "descending_tokens", "random_order")
+
+
+@dataclass(frozen=True)
+class MetroOptions:
+    """:func:`metro`'s options.
+
+    order : {"expert_id", "descending_tokens", "random_order"}
+        The order experts are visited in, and with it the tie rule (:func:`metro`); default
+        ``"expert_id"``, METRO's Algorithm 1 (arXiv 2512.09277, Section IV-C).
+    seed : int
+        ``"random_order"`` only: the seed of the permutation (>= 0).
+    """
+
+    order: str = "expert_id"
+    seed: int = 0
+
+    def __post_init__(self):
+        check.choice("metro", "order", self.order, METRO_ORDERS)
+        check.integer("metro", "seed", self.seed, lambda v: v >= 0, ">= 0")
 
 
 @register("static", needs_model=False, options=None, family="proxy", servable=False, color="#9d755d",
@@ -108,26 +145,47 @@ def uniform(inst: Instance, model: CostModel | None = None) -> Dispatch:
     return Dispatch(scatter_compact(inst, vals))
 
 
-@register("metro", needs_model=False, options=None, family="proxy", servable=False, color="#f58518",
+@register("metro", needs_model=False, options=MetroOptions, family="proxy", servable=False, color="#f58518",
           label="METRO: fewest activated experts, greedy (arXiv 2512.09277)", order=40)
-def metro(inst: Instance, model: CostModel | None = None) -> Dispatch:
-    """METRO's deployed greedy (arXiv 2512.09277): experts in id order, each whole to the
-    replica GPU with the fewest activated experts so far (ties to the lowest GPU id).
-    Token counts are ignored."""
+def metro(inst: Instance, model: CostModel | None = None, order: str = "expert_id", seed: int = 0) -> Dispatch:
+    """METRO's greedy (arXiv 2512.09277, Section IV-C, Algorithm 1): each expert with tokens
+    goes whole to the replica GPU with the fewest activated experts so far.
+
+    ``order`` (the ``metro_order`` reading of ``data/paper/readings.yaml``):
+
+    * ``"expert_id"`` (default): Algorithm 1 read sequentially, experts in id order (the
+      paper's loop ``i = 1..N``, run in parallel with per-GPU locks taken in GPU-id order),
+      ties to the lowest GPU id; token counts are ignored, as in METRO;
+    * ``"descending_tokens"``: experts in descending token count (ties by id), ties between
+      GPUs of equal activation count to the one with fewer tokens, then the lower id (a
+      token-aware variant, not METRO's text);
+    * ``"random_order"``: experts in a permutation seeded by ``seed`` (another serialisation of
+      the parallel loop), ties to the lowest GPU id.
+    """
+    MetroOptions(order, seed)  # checks them (ValueError / TypeError naming the option)
     act = [0] * inst.n_gpus
+    tok = [0] * inst.n_gpus
     shares = np.zeros(inst.replica_gpu.shape)
     rep = inst.replica_gpu.tolist()
     valid = inst.valid.tolist()
-    for e in np.flatnonzero(inst.live).tolist():
+    live = np.flatnonzero(inst.live)
+    if order == "descending_tokens":
+        live = live[np.argsort(-inst.counts[live], kind="stable")]
+    elif order == "random_order":
+        live = np.random.default_rng(seed).permutation(live)
+    by_tokens = order == "descending_tokens"
+    counts = inst.counts.tolist()
+    for e in live.tolist():
         best_r, best_key = -1, None
         for r, gpu in enumerate(rep[e]):
             if not valid[e][r]:
                 continue
-            key = (act[gpu], gpu)
+            key = (act[gpu], tok[gpu], gpu) if by_tokens else (act[gpu], gpu)
             if best_key is None or key < best_key:
                 best_key, best_r = key, r
-        shares[e, best_r] = inst.counts[e]
+        shares[e, best_r] = counts[e]
         act[rep[e][best_r]] += 1
+        tok[rep[e][best_r]] += counts[e]
     return Dispatch(shares)
 
 
@@ -259,15 +317,25 @@ def round_robin(inst: Instance, model: CostModel | None = None) -> Dispatch:
 
 @register("token_lp", needs_model=False, options=TokenLpOptions, family="proxy", servable=True, color="#4c78a8",
           label="token-LP: LPLB / UltraEP objective (Lemma 1)", order=70,
-          variants={"token_lp_vertex": {"vertex": True}})
-def token_lp(inst: Instance, model: CostModel | None = None, vertex: bool = False) -> Dispatch:
+          variants={"token_lp_vertex": {"vertex": True}, "token_lp_highs": {"face": "highs_vertex"}})
+def token_lp(inst: Instance, model: CostModel | None = None, vertex: bool = False, face: str | None = None) -> Dispatch:
     """Token-LP (LPLB / UltraEP objective, Lemma 1): minimise the largest per-GPU token count
     over the replica sets, exactly.
 
-    The optimum is a face, not a point.  ``vertex=False`` (default) returns the min-max
-    solution nearest (Euclidean) to the even split over replicas -- the interior, everything
-    split, as LPLB's interior-point solve produces (Fig. 1b: 7 floors per GPU).  Under full
-    replication that is exactly the even split.  ``vertex=True`` returns a sparse basic
-    optimal solution from a max-flow (few experts split).  See :mod:`tempo.policies.exact`.
+    The optimum is a face, not a point; ``face`` (or ``vertex``) picks the dispatch:
+
+    * ``"even_spread"`` (default, ``vertex=False``): the min-max solution nearest (Euclidean) to
+      the even split over replicas -- the interior, everything split, as LPLB's interior-point
+      solve produces (Fig. 1b: 7 floors per GPU).  Under full replication that is exactly the
+      even split;
+    * ``"maxflow_vertex"`` (``vertex=True``): a sparse basic optimal solution from a max-flow
+      (few experts split);
+    * ``"highs_vertex"``: the basic optimal solution HiGHS's simplex returns (Section 5.14,
+      "the exact HiGHS min-max token count"; :func:`tempo.policies.exact.token_lp_highs`).
+
+    See :mod:`tempo.policies.exact`.
     """
-    return token_lp_vertex(inst) if vertex else token_lp_even(inst)
+    face = TokenLpOptions(vertex, face).face or ("maxflow_vertex" if vertex else "even_spread")
+    if face == "highs_vertex":
+        return token_lp_highs(inst)
+    return token_lp_vertex(inst) if face == "maxflow_vertex" else token_lp_even(inst)

@@ -62,7 +62,8 @@ from ..core.instance import Dispatch, Instance
 from ..core.pricing import Pricer
 from . import _options as check
 from .registry import register
-from .exact import token_lp_even
+from .exact import token_lp_even, token_lp_highs, token_lp_vertex
+from .proxies import round_robin
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,11 @@ class TempoOptions:
         Accepted moves per stage, at most (>= 0).
     fanout : int
         2-step chains: destination GPUs per first move (>= 0; 0: no limit).
-    lp_variants : "auto" or tuple of {"vertex", "even"}
-        "auto": the max-flow vertex, and the even split under full replication.
+    lp_variants : "auto" or tuple of {"vertex", "even", "highs"}
+        "auto": the max-flow vertex, and the even split under full replication; "highs": the
+        vertex HiGHS's simplex returns (:func:`tempo.policies.exact.token_lp_highs`, the
+        ``ensemble_lp`` reading of the paper; stage 4 then runs in Python,
+        :func:`_solve_highs_ensemble`).
     restarts : bool
         Full replication: rerun the local search from the wrap-around and apportionment seeds,
         then try pairwise exchanges on the bottleneck (:func:`exchange_pass`).
@@ -137,10 +141,12 @@ class TempoOptions:
         v = self.lp_variants
         if not (isinstance(v, str) and v == "auto"):
             if isinstance(v, str) or not hasattr(v, "__iter__"):
-                raise TypeError(f"tempo option lp_variants must be 'auto' or a tuple of ('vertex', 'even'), got {v!r}")
+                raise TypeError(f"tempo option lp_variants must be 'auto' or a tuple of ('vertex', 'even', 'highs'), "
+                                f"got {v!r}")
             t = tuple(v)
-            if not t or any(not isinstance(x, str) or x not in ("vertex", "even") for x in t):
-                raise ValueError(f"tempo option lp_variants must be 'auto' or a non-empty tuple of ('vertex', 'even'), "
+            if not t or any(not isinstance(x, str) or x not in ("vertex", "even", "highs") for x in t):
+                raise ValueError(f"tempo option lp_variants must be 'auto' or a non-empty tuple of "
+                                 f"('vertex', 'even', 'highs'), "
                                  f"got {v!r}")
 
     @classmethod
@@ -192,7 +198,7 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
     -------
     Dispatch
         ``meta``: ``makespan`` (the model's, Eq. 3), ``chosen`` (the candidate returned: one of
-        :data:`tempo.policies._compiled.CHOSEN`), ``stages`` (the makespan after each stage that
+        :data:`tempo.policies._compiled.CHOSEN`, or ``token_lp_highs``), ``stages`` (the makespan after each stage that
         ran; ``shortcut`` or ``ensemble_pruned`` when an exact shortcut was taken), ``solve_s``.
     """
     from . import _compiled as C
@@ -201,17 +207,21 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
     t0 = time.perf_counter()
     full = inst.is_full_replication()
     vertex, even = _lp_candidates(o.lp_variants)
-    even_shares = _NO_SHARES
-    if even and not full and o.lp_variants != "auto" and o.ensemble and inst.total_tokens:
-        # asked for on restricted replica sets: the even token-LP split is a QP, solved here
-        even_shares = np.ascontiguousarray(token_lp_even(inst).shares, dtype=np.float64)
-    shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model),
-                                     _options(o, vertex, even), even_shares)
+    if o.lp_variants != "auto" and "highs" in o.lp_variants:
+        shares, ms, chosen, st = _solve_highs_ensemble(inst, model, o, tuple(o.lp_variants))
+    else:
+        even_shares = _NO_SHARES
+        if even and not full and o.lp_variants != "auto" and o.ensemble and inst.total_tokens:
+            # asked for on restricted replica sets: the even token-LP split is a QP, solved here
+            even_shares = np.ascontiguousarray(token_lp_even(inst).shares, dtype=np.float64)
+        shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model),
+                                         _options(o, vertex, even), even_shares)
+        chosen = C.CHOSEN[chosen]
     if o.restarts and o.local_search and full and inst.n_experts * inst.n_gpus <= 4096:
         x, ms2 = exchange_pass(inst, model, shares)
         if ms2 < ms * (1 - 1e-12):
-            shares, ms, chosen, st = x, ms2, C.EXCHANGE, st._replace(ensemble=ms2)
-    return Dispatch(shares, {"policy": "tempo", "makespan": float(ms), "chosen": C.CHOSEN[chosen],
+            shares, ms, chosen, st = x, ms2, C.CHOSEN[C.EXCHANGE], st._replace(ensemble=ms2)
+    return Dispatch(shares, {"policy": "tempo", "makespan": float(ms), "chosen": chosen,
                              "stages": _stage_times(st, ms), "solve_s": time.perf_counter() - t0})
 
 
@@ -224,10 +234,40 @@ def _lp_candidates(lp_variants) -> tuple[bool, bool]:
     even split is then the closed form under full replication, and left out otherwise)."""
     if lp_variants == "auto":
         return True, True
-    bad = set(lp_variants) - {"vertex", "even"}
+    bad = set(lp_variants) - {"vertex", "even", "highs"}
     if bad:
-        raise ValueError(f"lp_variants must hold 'vertex' and/or 'even', got {sorted(bad)}")
+        raise ValueError(f"lp_variants must hold 'vertex', 'even' and/or 'highs', got {sorted(bad)}")
     return "vertex" in lp_variants, "even" in lp_variants
+
+
+def _solve_highs_ensemble(inst: Instance, model: CostModel, o: TempoOptions, lp_variants: tuple):
+    """Stages 1-3 compiled, stage 4 (Section 4.2) here, for ``lp_variants`` holding ``"highs"``
+    (the HiGHS vertex is a highspy call, not compiled code): score each token-LP candidate of
+    ``lp_variants`` and, under full replication, round robin A3; switch when the best is more
+    than ``tau`` better (Proposition 1).  The candidates are skipped when the lower bound
+    already rules out a switch (exact, as on the compiled path).  No compute-regime shortcut:
+    Section 4.2 has none.  Returns ``(shares, makespan, chosen name, Stages)``."""
+    from . import _compiled as C
+
+    shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model),
+                                     _options(replace(o, ensemble=False), False, False), _NO_SHARES)
+    chosen = C.CHOSEN[chosen]
+    if o.ensemble and inst.live.any():
+        if model.lower_bound(inst) >= (1 - o.tau) * ms:
+            st = st._replace(pruned=True)
+        else:
+            make = {"vertex": token_lp_vertex, "even": token_lp_even, "highs": token_lp_highs}
+            names = [f"token_lp_{v}" for v in lp_variants] + (["round_robin"] if inst.is_full_replication() else [])
+            best = None
+            for name in names:
+                sh = (round_robin(inst) if name == "round_robin" else make[name[len("token_lp_"):]](inst)).shares
+                m = model.makespan(inst, sh)
+                if best is None or m < best[0]:
+                    best = (m, name, sh)
+            if best[0] < (1 - o.tau) * ms:
+                ms, chosen, shares = best[0], best[1], np.array(best[2], dtype=np.float64)
+        st = st._replace(ensemble=ms)
+    return shares, ms, chosen, st
 
 
 def _options(o: TempoOptions, vertex: bool, even: bool):

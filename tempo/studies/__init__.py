@@ -10,8 +10,9 @@ import pandas as pd
 
 from ..core import paths
 from ..core.io import atomic_write_csv, atomic_write_text
+from ..core.readings import Reading
 from .cache import cached, code_version
-from .registry import EXPERIMENTS, FIRST_REPLICA, STATIC, experiment  # noqa: F401  (tempo.studies.STATIC, ...)
+from .registry import EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment  # noqa: F401  (tempo.studies.STATIC, ...)
 
 
 #: the experiments behind the claims the paper computes on recorded routing: given a trace
@@ -39,15 +40,44 @@ def use_trace(path) -> dict:
     return dict(_trace)
 
 
-def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str | None = None) -> pd.DataFrame:
+def with_reading(name: str, config: dict, reading: Reading | None = None) -> dict:
+    """``config`` with ``"reading"`` set to the choices experiment ``name`` depends on
+    (:data:`READINGS`), taken from ``reading`` (default: the paper's,
+    :meth:`tempo.core.readings.Reading.paper`) with any choices ``config["reading"]`` already
+    names on top.  An experiment that depends on no reading gets no ``"reading"`` key (a
+    reading never changes its cache key)."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
+    if reading is not None and not isinstance(reading, Reading):
+        raise TypeError(f"reading must be a tempo.core.readings.Reading, got {type(reading).__name__}")
+    ids = READINGS.get(name, ())
+    own = config.get("reading")
+    base = reading if reading is not None else Reading.paper()
+    if isinstance(own, Reading):
+        base = own
+    elif own is not None:
+        if not isinstance(own, dict):
+            raise TypeError(f"config['reading'] must be a dict of reading id -> choice, got {own!r}")
+        base = base.with_(**own)
+    out = {k: v for k, v in config.items() if k != "reading"}
+    if ids:
+        out["reading"] = base.select(ids)
+    return out
+
+
+def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str | None = None,
+        reading: Reading | None = None) -> pd.DataFrame:
     """Run (or load from cache) experiment ``name`` and write its tidy CSV,
     ``<name>.csv`` (or ``<name>-<tag>.csv`` when one notebook runs the same experiment twice).
     On a trace (:func:`use_trace`) a :data:`TRACE_EXPERIMENTS` experiment's config gains the
-    trace's keys, unless it names a trace itself."""
+    trace's keys, unless it names a trace itself.
+
+    ``reading`` (a :class:`tempo.core.readings.Reading`; default the paper's): the choices the
+    experiment depends on (:data:`READINGS`) go into its config (:func:`with_reading`), so they
+    are part of the cache key and of the ``.meta.json`` the ledger reads."""
     if _trace and name in TRACE_EXPERIMENTS and not config.get("trace"):
         config = {**config, **_trace}
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
+    config = with_reading(name, config, reading)
     if profile not in ("smoke", "full", "gpu"):
         raise ValueError(f"profile must be 'smoke', 'full' or 'gpu', got {profile!r}")
     df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
@@ -63,6 +93,29 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
             "fallbacks": int(df.attrs.get("fallbacks", 0))}
     atomic_write_text(paths.results_dir(profile) / f"{stem}.meta.json", json.dumps(meta, default=str, indent=1))
     return df
+
+
+def alternative_tag(reading_id: str, choice: str, tag: str | None = None) -> str:
+    """The CSV tag of a run under one alternative choice: ``"<tag>.<id>=<choice>"``."""
+    return f"{tag + '.' if tag else ''}{reading_id}={choice}"
+
+
+def run_alternatives(name: str, config: dict, profile: str, reading: Reading | None = None,
+                     ids=None, tag: str | None = None, refresh: bool = False) -> dict:
+    """Experiment ``name`` under ``reading`` (default the paper's) and under each single
+    alternative of each reading it depends on (or of ``ids`` among them): ``{(id, choice):
+    DataFrame}``, with ``(None, None)`` for ``reading`` itself.  Each run is cached and writes
+    its CSV (``<name>[-<tag>].csv`` for ``reading``, ``<name>-<alternative_tag>.csv`` for the
+    others), so the ledger can show a claim under every alternative beside its verdict."""
+    reading = reading if reading is not None else Reading.paper()
+    deps = READINGS.get(name, ())
+    wanted = deps if ids is None else [i for i in ids if i in deps]
+    out = {(None, None): run(name, config, profile, refresh=refresh, tag=tag, reading=reading)}
+    for rid in wanted:
+        for alt in reading.alternatives(rid):
+            out[(rid, alt[rid])] = run(name, config, profile, refresh=refresh,
+                                       tag=alternative_tag(rid, alt[rid], tag), reading=alt)
+    return out
 
 
 def routing_rows(df: pd.DataFrame, which: str = "synthetic") -> pd.DataFrame:
@@ -98,4 +151,4 @@ def load(name: str, profile: str, tag: str | None = None) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-from . import phase_grid, replay, simulator, solver, toy  # noqa: E402,F401
+from . import phase_grid, reading, replay, simulator, solver, toy  # noqa: E402,F401

@@ -1,10 +1,11 @@
 """The phase explorer's grid (chapter 04): the phase diagram of Fig. 6 on a finer grid of batch
 sizes, over EP sizes, replications and skews, with what a page needs to re-price it.
 
-Each cell draws the phase diagram's batches (:func:`tempo.studies.scenarios.zipf_batches`, the
-same seed, so a cell on the phase diagram's grid has the same instances as
-:func:`tempo.studies.simulator.phase_cell`) and dispatches them with the phase diagram's fixed
-policies (:data:`tempo.studies.simulator.FIXED`) and TEMPO under the shape's Table 6 model.  A
+Each cell draws the phase diagram's batches under the same reading (:mod:`tempo.studies.reading`:
+router and placement; the same seed, so a cell on the phase diagram's grid has the same instances
+as :func:`tempo.studies.simulator.phase_cell`) and dispatches them with the phase diagram's fixed
+policies (:data:`tempo.studies.simulator.FIXED`, with the reading's token-LP face and METRO
+order) and TEMPO (the reading's preset and ensemble candidates) under the shape's Table 6 model.  A
 row keeps, per dispatch, the busiest GPU's activated replicas ``max_G`` and tokens ``max_N``:
 under Eq. 1 (no tile or traffic term) a GPU's time is ``max(a + b G, c + beta N)``, so the
 makespan is ``max(a + b max_G, c + beta max_N)`` and any other (a, b, c, beta) re-prices a
@@ -19,28 +20,35 @@ import numpy as np
 import pandas as pd
 
 from ..core.cost import CostModel
-from ..policies import solve
+from . import reading as rd
 from .registry import experiment
-from .scenarios import zipf_batches
 from .simulator import FIXED, SHAPES
 from .sweep import run_grid
+
+
+#: the readings the grid depends on (those of the phase diagram but its tie labels)
+PHASE_GRID_READINGS = ("synthetic_router", "placement_loads", "token_lp_face", "ensemble_lp", "tempo_preset",
+                       "metro_order")
 
 
 def phase_grid_cell(cell: dict) -> pd.DataFrame:
     """One (shape, EP size, replication, skew) column of the grid: for every batch size of
     ``cell["tokens"]`` and batch, each fixed policy's and TEMPO's busiest-GPU features and
-    makespan, and TEMPO's at every n* of ``cell["n_stars"]``."""
+    makespan, and TEMPO's at every n* of ``cell["n_stars"]``; under ``cell["reading"]`` (missing:
+    the paper's)."""
     E, K, params = SHAPES[cell["shape"]]
+    reading = rd.of(cell)
     model = CostModel.named(params)
     ladder = [(float(ns), CostModel(a=0.0, b=float(ns) * model.beta, c=0.0, beta=model.beta)) for ns in cell["n_stars"]]
     rows = []
     for B in cell["tokens"]:
-        insts = zipf_batches(E, cell["ep"], B, cell["skew"], cell["replication"], cell["batches"],
-                             seed=cell["seed"], top_k=K)
+        insts = rd.batches(reading, E, cell["ep"], B, cell["skew"], cell["replication"], cell["batches"],
+                           seed=cell["seed"], top_k=K)
         for b, inst in enumerate(insts):
             runs = [(p, np.nan, model) for p in list(FIXED) + ["tempo"]] + [("tempo_nstar", ns, m) for ns, m in ladder]
             for policy, ns, m in runs:
-                G, N, T = model.gpu_features(inst, solve(inst, m, "tempo" if policy == "tempo_nstar" else policy))
+                G, N, T = model.gpu_features(inst, rd.dispatch(inst, m, "tempo" if policy == "tempo_nstar" else policy,
+                                                               reading))
                 rows.append({"B": int(B), "batch": b, "policy": policy,
                              "n_star_solved": model.n_star if policy == "tempo" else ns,
                              "max_G": int(G.max()), "max_N": float(N.max()),
@@ -48,12 +56,13 @@ def phase_grid_cell(cell: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@experiment("phase_grid")
+@experiment("phase_grid", readings=PHASE_GRID_READINGS)
 def phase_grid(config: dict) -> pd.DataFrame:
     """The phase explorer's grid: one row per (shape, ep, replication, skew, B, batch, policy
     [, n*]) with ``max_G``, ``max_N`` and ``makespan_us`` (module docstring).  Config: ``shapes``,
     ``eps``, ``replications``, ``skews``, ``tokens`` (tokens per GPU), ``batches``, ``n_stars``
-    (the n* ladder of TEMPO's extra solves), ``seed`` (0, the phase diagram's) and ``workers``."""
+    (the n* ladder of TEMPO's extra solves), ``seed`` (0, the phase diagram's), ``workers`` and
+    ``reading`` (written by :func:`tempo.studies.run`; missing: the paper's)."""
     for key in ("shapes", "eps", "replications", "skews", "tokens", "batches", "n_stars"):
         if key not in config:
             raise ValueError(f"phase_grid config needs {key!r}")
@@ -63,7 +72,8 @@ def phase_grid(config: dict) -> pd.DataFrame:
         if CostModel.named(SHAPES[sh][2]).a or CostModel.named(SHAPES[sh][2]).c:
             raise ValueError(f"shapes: {sh!r}'s parameter set has a or c != 0; the n* ladder assumes a = c = 0")
     cells = [{"shape": sh, "ep": int(ep), "replication": float(r), "skew": float(s), "tokens": list(config["tokens"]),
-              "batches": int(config["batches"]), "n_stars": list(config["n_stars"]), "seed": config.get("seed", 0)}
+              "batches": int(config["batches"]), "n_stars": list(config["n_stars"]), "seed": config.get("seed", 0),
+              "reading": rd.of(config).select(PHASE_GRID_READINGS)}
              for sh in config["shapes"] for ep in config["eps"] for r in config["replications"] for s in config["skews"]]
     return run_grid(phase_grid_cell, cells, workers=config.get("workers"), progress=config.get("progress", False),
                     desc="phase grid")

@@ -9,18 +9,27 @@ import numpy as np
 
 from ..core.instance import Instance
 from ..world.placement import drift_corrupt, eplb_placement
-from ..world.workloads import expected_loads, popularity_timeline, route_counts, sample_counts, zipf_popularity
+from ..world.workloads import (expected_loads, pair_shares, popularity_timeline, route_counts, sample_counts,
+                               zipf_popularity)
 
 
 def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, replication: float,
                  n_batches: int, seed: int, top_k: int = 8, kappa: float = 2000.0,
-                 trace: "TraceRouting | None" = None) -> list[Instance]:
+                 trace: "TraceRouting | None" = None, router: str = "distinct_topk",
+                 placement_from: str = "long_run_pair_loads") -> list[Instance]:
     """Decode batches under Zipf(skew) routing with a fresh EPLB placement built from the
-    long-run per-expert loads (Section 3.2, "EPLB-style placement from long-run averages":
-    the pair shares :func:`tempo.world.workloads.expected_loads` of top-``top_k`` routing, not the
-    router weights ``p``): each batch's router weights are Dirichlet(kappa p)
-    around the long-run popularity (the phase diagram's batch fluctuation), tokens routed
-    top-``top_k`` to distinct experts (:func:`tempo.world.workloads.sample_counts`).
+    long-run per-expert loads (Section 3.2, "EPLB-style placement from long-run averages"):
+    each batch's router weights are Dirichlet(kappa p) around the long-run popularity (the
+    phase diagram's batch fluctuation), its pairs drawn by ``router``
+    (:func:`tempo.world.workloads.sample_counts`: ``"distinct_topk"``, each token to
+    ``top_k`` distinct experts, or ``"independent"``, ``B K g`` independent draws, the
+    paper's synthetic grids; the ``synthetic_router`` reading).
+
+    ``placement_from`` (the ``placement_loads`` reading): ``"long_run_pair_loads"`` builds EPLB
+    from the expected pair shares of the same router
+    (:func:`tempo.world.workloads.pair_shares`: ``p`` itself under independent draws, the
+    inclusion probabilities :func:`tempo.world.workloads.expected_loads` under distinct top-K);
+    ``"router_weights"`` from ``p``.
 
     With ``trace`` (a :class:`TraceRouting`) the batches come from the recorded routing
     instead: ``tokens_per_gpu`` tokens per GPU routed with each recorded step's shares, the
@@ -29,23 +38,45 @@ def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, 
     if trace is not None:
         return trace.batches(tokens_per_gpu, n_batches, n_gpus, replication, seed=seed, top_k=trace.top_k(top_k))
     pop = zipf_popularity(n_experts, skew, seed=seed)
-    placement = zipf_placement(n_experts, skew, seed, top_k, n_gpus, replication)
-    counts = sample_counts(pop, tokens_per_gpu, top_k, n_gpus, n_batches=n_batches, kappa=kappa, seed=seed + 1)
+    placement = zipf_placement(n_experts, skew, seed, top_k, n_gpus, replication, router, placement_from)
+    counts = sample_counts(pop, tokens_per_gpu, top_k, n_gpus, n_batches=n_batches, kappa=kappa, seed=seed + 1,
+                           router=router)
     return [Instance.from_placement(c, placement, n_gpus) for c in counts]
 
 
+#: The ``placement_loads`` reading's choices (what a synthetic EPLB placement is built from).
+PLACEMENT_FROM = ("long_run_pair_loads", "router_weights")
+
+
+def placement_weights(pop, top_k: int, router: str = "distinct_topk",
+                      placement_from: str = "long_run_pair_loads") -> np.ndarray:
+    """The per-expert loads a synthetic EPLB placement is built from (:func:`zipf_batches`)."""
+    if placement_from not in PLACEMENT_FROM:
+        raise ValueError(f"placement_from must be one of {', '.join(PLACEMENT_FROM)}, got {placement_from!r}")
+    if placement_from == "router_weights":
+        p = np.asarray(pop, dtype=np.float64)
+        return p / p.sum()
+    return pair_shares(pop, top_k, router)
+
+
 @lru_cache(maxsize=256)
-def _zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: int, replication: float) -> np.ndarray:
-    placement = eplb_placement(expected_loads(zipf_popularity(n_experts, skew, seed=seed), top_k), n_gpus, replication)
+def _zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: int, replication: float,
+                    router: str, placement_from: str) -> np.ndarray:
+    pop = zipf_popularity(n_experts, skew, seed=seed)
+    placement = eplb_placement(placement_weights(pop, top_k, router, placement_from), n_gpus, replication)
     placement.setflags(write=False)
     return placement
 
 
-def zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: int, replication: float) -> np.ndarray:
-    """int64[P]: the fresh EPLB placement of :func:`zipf_batches` (built from the long-run pair
-    loads of Zipf(``skew``) routing), computed once per argument set (a grid's batch sizes
-    share it); a fresh copy."""
-    return _zipf_placement(int(n_experts), float(skew), int(seed), int(top_k), int(n_gpus), float(replication)).copy()
+def zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: int, replication: float,
+                   router: str = "distinct_topk", placement_from: str = "long_run_pair_loads") -> np.ndarray:
+    """int64[P]: the fresh EPLB placement of :func:`zipf_batches` (built from
+    :func:`placement_weights`: by default the long-run pair loads of Zipf(``skew``) routing under
+    ``router``), computed once per argument set (a grid's batch sizes share it); a fresh copy."""
+    if placement_from not in PLACEMENT_FROM:
+        raise ValueError(f"placement_from must be one of {', '.join(PLACEMENT_FROM)}, got {placement_from!r}")
+    return _zipf_placement(int(n_experts), float(skew), int(seed), int(top_k), int(n_gpus), float(replication),
+                           str(router), str(placement_from)).copy()
 
 
 def drift_timeline(pop, n_batches: int, seed: int, tau: float = 300.0, sigma: float | None = None,

@@ -11,9 +11,10 @@ from ..core.models import model_shape
 from ..world.placement import eplb_placement
 from .sweep import run_grid
 from ..theory.bounds import flip_boundary
-from ..world.workloads import expected_loads, sample_counts, zipf_popularity
+from ..world.workloads import expected_loads, pair_shares, sample_counts, zipf_popularity
+from . import reading as rd
 from .registry import FIRST_REPLICA, STATIC, experiment
-from .scenarios import TraceRouting, zipf_batches
+from .scenarios import TraceRouting, placement_weights
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
 SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
@@ -28,10 +29,13 @@ check_names(FIXED, "simulator.FIXED (the phase diagram's fixed policies)")
 TABLE1_PROXIES = check_names(("static", "uniform", "token_lp", "metro"), "simulator.TABLE1_PROXIES (Table 1)")
 
 
-@experiment("mixed_regime")
+@experiment("mixed_regime", readings=("synthetic_router",))
 def mixed_regime(config: dict) -> pd.DataFrame:
     """Fig. 5: per batch, the share of activated experts in the flat region (n_e < n*) and
     of tokens in the linear region (n_e >= n*); a batch is mixed when both are >= 20%.
+
+    The synthetic batches (Fig. 5b) draw their pairs with the reading's ``synthetic_router``
+    (the paper's: ``T = B K g`` independent draws, Section 3.2).
 
     With a trace (``config["trace"]``) the synthetic Zipf rows (Fig. 5b) are followed by the
     same statistics on batches drawn from the trace (Fig. 5a, :class:`TraceRouting`, layers
@@ -40,12 +44,13 @@ def mixed_regime(config: dict) -> pd.DataFrame:
     n_star = CostModel.named(params).n_star
     pop = zipf_popularity(E, config["skew"], seed=config.get("seed", 0))
     tr = TraceRouting.of(config)
+    router = rd.of(config)["synthetic_router"]
     g = config.get("n_gpus", 8)
     rows = []
     for routing in ("synthetic", "trace") if tr else ("synthetic",):
         for B in config["tokens"]:
             if routing == "synthetic":
-                counts = sample_counts(pop, B, K, g, n_batches=config["batches"], seed=B)
+                counts = sample_counts(pop, B, K, g, n_batches=config["batches"], seed=B, router=router)
             else:
                 k = tr.top_k(K)
                 counts = tr.route(tr.windows(config["batches"], "layers", k), B, g, k, seed=B)
@@ -92,8 +97,37 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: Two fixed policies whose cell means lie within this relative distance tie (the ``ties``
+#: reading): no policy wins the cell.
+TIE_REL = 1e-9
+#: The readings a phase-diagram cell depends on.
+PHASE_READINGS = ("synthetic_router", "placement_loads", "token_lp_face", "ensemble_lp", "tempo_preset",
+                  "metro_order", "ties")
+
+
+def winner_label(ms: dict, ties: str = "tie") -> tuple[str, bool]:
+    """The winner code of a cell from the fixed policies' makespans ``ms`` (:data:`FIXED`),
+    and whether it is a tie.  ``ties`` (the reading): ``"tie"``: the letters of every fixed
+    policy within :data:`TIE_REL` (relative) of the best, joined by "+" in :data:`FIXED`'s
+    order (``"M+L"``, ``"M+L+E"``), a single letter when one policy is best alone;
+    ``"first_listed"``: the first best policy in :data:`FIXED`'s order (the artifact before
+    the reading), never a tie."""
+    if ties not in ("tie", "first_listed"):
+        raise ValueError(f"ties must be 'tie' or 'first_listed', got {ties!r}")
+    best = min(FIXED, key=lambda p: ms[p])
+    if ties == "first_listed":
+        return FIXED[best], False
+    m = ms[best]
+    tied = [p for p in FIXED if ms[p] <= m + TIE_REL * abs(m)]
+    return "+".join(FIXED[p] for p in tied), len(tied) > 1
+
+
 def phase_cell(cell: dict) -> pd.DataFrame:
     """One phase-diagram cell: mean makespan of each fixed policy and TEMPO over batches.
+
+    Under the cell's reading (``cell["reading"]``, :class:`tempo.core.readings.Reading`): the
+    batches' router and placement, token-LP's face, METRO's order, which TEMPO (preset and
+    ensemble candidates) and how ties are labelled (:func:`winner_label`; ``tie`` column).
 
     With ``comm_kr > 0`` (us per received token, Fig. 12's communication-aware variant) each
     dispatch is also scored with an additive all-to-all term ``kr * N_g`` on every GPU; the
@@ -101,47 +135,79 @@ def phase_cell(cell: dict) -> pd.DataFrame:
     asks whether pricing communication changes the conclusions, as the paper does."""
     E, K, params = SHAPES[cell["shape"]]
     model = CostModel.named(params)
+    reading = rd.of(cell)
     kr = float(cell.get("comm_kr", 0.0))
-    insts = zipf_batches(E, cell["ep"], cell["B"], cell["skew"], cell["replication"], cell["batches"],
-                         seed=cell["seed"], top_k=K)
+    insts = rd.batches(reading, E, cell["ep"], cell["B"], cell["skew"], cell["replication"], cell["batches"],
+                       seed=cell["seed"], top_k=K)
     ms, msc = {}, {}
     for p in list(FIXED) + ["tempo"]:
         per, perc = [], []
         for i in insts:
-            G, N, T = model.gpu_features(i, solve(i, model, p))
+            G, N, T = model.gpu_features(i, rd.dispatch(i, model, p, reading))
             t = model.time(G, N, T)
             per.append(t.max())
             perc.append((t + kr * N).max())
         ms[p], msc[p] = float(np.mean(per)), float(np.mean(perc))
     best = min(FIXED, key=lambda p: ms[p])
-    row = {**{f"ms_{p}": v for p, v in ms.items()}, "winner": FIXED[best],
+    winner, tie = winner_label(ms, reading["ties"])
+    row = {**{f"ms_{p}": v for p, v in ms.items()}, "winner": winner, "tie": tie,
            "gain_pct": 100 * (1 - ms["tempo"] / ms[best])}
     if kr:
         bestc = min(FIXED, key=lambda p: msc[p])
-        row.update({"winner_comm": FIXED[bestc], "gain_comm_pct": 100 * (1 - msc["tempo"] / msc[bestc])})
+        winc, tiec = winner_label(msc, reading["ties"])
+        row.update({"winner_comm": winc, "tie_comm": tiec, "gain_comm_pct": 100 * (1 - msc["tempo"] / msc[bestc])})
     return pd.DataFrame([row])
 
 
-@experiment("phase_diagram")
+def _seeds(config: dict) -> list:
+    """A grid's seeds: ``config["seeds"]`` (a list; e.g. :meth:`Reading.seeds`) or the one
+    ``config["seed"]`` (default 0)."""
+    seeds = config.get("seeds")
+    if seeds is None:
+        return [config.get("seed", 0)]
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__") or not list(seeds):
+        raise ValueError(f"seeds must be a non-empty list of integers, got {seeds!r}")
+    return list(seeds)
+
+
+@experiment("phase_diagram", readings=PHASE_READINGS)
 def phase_diagram(config: dict) -> pd.DataFrame:
     """Fig. 6 / Fig. 12: winning fixed policy and TEMPO's gain over it on a grid of batch
-    size, skew, replication, EP size and expert shape."""
+    size, skew, replication, EP size and expert shape (Section 3.2), under the config's
+    reading (:func:`phase_cell`).  ``seeds`` (a list) runs the grid once per seed, a ``seed``
+    column telling them apart; otherwise the one ``seed`` (default 0)."""
+    reading = rd.of(config).select(PHASE_READINGS)
     cells = [{"shape": sh, "ep": ep, "skew": s, "replication": r, "B": B, "batches": config["batches"],
-              "seed": config.get("seed", 0), "comm_kr": config.get("comm_kr", 0.0)}
+              "seed": seed, "comm_kr": config.get("comm_kr", 0.0), "reading": reading}
+             for seed in _seeds(config)
              for sh in config["shapes"] for ep in config["eps"] for s in config["skews"]
              for r in config["replications"] for B in config["tokens"]]
     return run_grid(phase_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
                     desc="phase diagram")
 
 
-def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8) -> pd.DataFrame:
+def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=None) -> pd.DataFrame:
     """Per (skew, replication) column: the observed flip band (last B where METRO-like wins,
     first B where token-LP wins) and the analytic B* of Section 3.2; ``hit`` when B* falls
-    inside the band (inclusive, on the log-spaced ladder)."""
+    inside the band (inclusive, on the log-spaced ladder).  A tied cell (``"M+L"``, the
+    ``ties`` reading) is won by neither policy: it neither ends nor starts the band.
+
+    ``reading`` (default the paper's) must be the one the phase diagram ran under: it names the
+    router and the placement (``synthetic_router``, ``placement_loads``, rebuilt here to get the
+    replica counts) and the ``p`` of ``E_eff`` and ``p_1`` (``hot_share``: the experts' shares
+    of the pairs under the router, or the router weights).  ``df`` must hold one seed."""
+    from ..core.readings import Reading
+
+    reading = Reading.of(reading) if reading is not None else Reading.paper()
     E, K, params = SHAPES[shape]
     n_star = CostModel.named(params).n_star
     rows = []
     sub = df[(df["shape"] == shape) & (df.ep == ep)]
+    seeds = sub["seed"].unique() if "seed" in sub else [0]
+    if len(seeds) > 1:
+        raise ValueError(f"boundary_table needs the rows of one seed; df has seeds {sorted(seeds)}")
+    seed = int(seeds[0]) if len(seeds) else 0
+    router = reading["synthetic_router"]
     for (s, r), grp in sub.groupby(["skew", "replication"]):
         grp = grp.sort_values("B")
         Bs, win = grp.B.to_numpy(), grp.winner.to_numpy()
@@ -150,13 +216,53 @@ def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8) -> pd.Dat
         lo = Bs[m_idx.max()] if m_idx.size else Bs.min()
         after = l_idx[l_idx > (m_idx.max() if m_idx.size else -1)]
         hi = Bs[after.min()] if after.size else Bs.max()
-        pop = zipf_popularity(E, s, seed=0)
-        placement = eplb_placement(expected_loads(pop, K), ep, r)  # the phase diagram's placement
+        pop = zipf_popularity(E, s, seed=seed)
+        placement = eplb_placement(placement_weights(pop, K, router, reading["placement_loads"]), ep, r)
         reps = np.bincount(placement, minlength=E)
-        bstar, bavg, bhot = flip_boundary(pop, reps, n_star, K, ep)
+        p = pair_shares(pop, K, router) if reading["hot_share"] == "pair_share" else pop
+        bstar, bavg, bhot = flip_boundary(p, reps, n_star, K, ep)
         rows.append({"skew": s, "replication": r, "band_lo": lo, "band_hi": hi, "B_star": bstar,
                      "B_star_avg": bavg, "B_star_hot": bhot, "mechanism": "hot" if bhot < bavg else "avg",
                      "hit": bool(lo <= bstar <= hi)})
+    return pd.DataFrame(rows)
+
+
+@experiment("token_lp_faces", readings=("synthetic_router", "placement_loads"))
+def token_lp_faces(config: dict) -> pd.DataFrame:
+    """The three optimal token-LP dispatches of :data:`tempo.policies.proxies.TOKEN_LP_FACES`
+    (the ``token_lp_face`` reading) on phase-grid batches (Section 3.2; Section 5.14's "exact
+    HiGHS min-max token count"): per (cell, batch, face) the modelled makespan, the largest
+    activated-slot count ``G`` and token count ``N`` on one GPU, the activated slots in all,
+    the busiest GPU's tokens over the LP optimum, and ``same_as_highs`` (the makespan equals
+    the HiGHS vertex's within 1e-9, relative) -- whether the HiGHS vertex and the max-flow
+    vertex ever differ in makespan, and how far the spread is from both."""
+    from ..policies.proxies import TOKEN_LP_FACES
+
+    reading = rd.of(config)
+    rows = []
+    for sh in config["shapes"]:
+        E, K, params = SHAPES[sh]
+        model = CostModel.named(params)
+        for seed in _seeds(config):
+            for ep in config["eps"]:
+                for s in config["skews"]:
+                    for r in config["replications"]:
+                        for B in config["tokens"]:
+                            insts = rd.batches(reading, E, ep, B, s, r, config["batches"], seed=seed, top_k=K)
+                            for b, inst in enumerate(insts):
+                                out = {}
+                                for face in TOKEN_LP_FACES:
+                                    d = solve(inst, model, "token_lp", face=face)
+                                    G, N, T = model.gpu_features(inst, d)
+                                    out[face] = {"makespan_us": float(model.time(G, N, T).max()),
+                                                 "max_G": float(G.max()), "max_N": float(N.max()),
+                                                 "active_slots": int((d.shares > 0).sum()),
+                                                 "fallback": d.meta.get("fallback", "")}
+                                ref = out["highs_vertex"]["makespan_us"]
+                                for face, v in out.items():
+                                    rows.append({"shape": sh, "seed": seed, "ep": ep, "skew": s, "replication": r,
+                                                 "B": B, "batch": b, "face": face, **v,
+                                                 "same_as_highs": bool(abs(v["makespan_us"] - ref) <= 1e-9 * ref)})
     return pd.DataFrame(rows)
 
 
@@ -269,59 +375,65 @@ def routing_statistics(config: dict) -> pd.DataFrame:
     return df.reset_index()
 
 
-#: Dispatches compared in :func:`phase_anatomy`: the phase diagram's three fixed policies, the
-#: sparse (vertex) optimum of the same token LP, and TEMPO with our defaults and as Section 4.2
-#: writes it (the ``"paper"`` preset: no restarts, chains of depth 2).
-ANATOMY = check_names(("metro", "token_lp", "token_lp_vertex", "uniform", "tempo", "tempo_paper"),
+#: Dispatches compared in :func:`phase_anatomy`: the phase diagram's three fixed policies (as
+#: the reading has them), the two vertices of the same token LP, and TEMPO under the reading
+#: and as Section 4.2 writes it (the ``"paper"`` preset: no restarts, chains of depth 2).
+ANATOMY = check_names(("metro", "token_lp", "token_lp_vertex", "token_lp_highs", "uniform", "tempo", "tempo_paper"),
                       "simulator.ANATOMY (the phase anatomy's dispatches)")
 #: What :func:`phase_anatomy` builds the EPLB placement from: the phase diagram's long-run pair
 #: loads (first) and the router-weight ablation.
 ANATOMY_PLACEMENTS = ("long-run loads", "router weights")
 
 
-def _anatomy_dispatch(name, inst, model):
-    from ..policies.exact import token_lp_vertex
-    from ..policies.tempo_fast import tempo_fast
+def _anatomy_dispatch(name, inst, model, reading):
+    from ..policies.exact import token_lp_highs, token_lp_vertex
 
     if name == "token_lp_vertex":
         return token_lp_vertex(inst)
+    if name == "token_lp_highs":
+        return token_lp_highs(inst)
     if name == "tempo_paper":
-        return tempo_fast(inst, model, "paper")
-    return solve(inst, model, name)
+        return solve(inst, model, "tempo", options="paper", lp_variants=rd.tempo_options(reading)["lp_variants"])
+    return rd.dispatch(inst, model, name, reading)
 
 
-@experiment("phase_anatomy")
+@experiment("phase_anatomy", readings=("synthetic_router", "token_lp_face", "ensemble_lp", "tempo_preset", "metro_order"))
 def phase_anatomy(config: dict) -> pd.DataFrame:
     """Why TEMPO gains what it gains in chosen phase-diagram cells (Fig. 6): per cell
     (``config["cells"]``: dicts with shape, skew, replication, B; EP8, the cell's own batches
     and seed as in :func:`phase_cell`) and per dispatch of :data:`ANATOMY`, the mean makespan,
     the largest per-GPU activated-replica count G and token count N, and the cell's mean lower
     bound (:meth:`CostModel.lower_bound`).  The hottest expert's router weight, its share of
-    the pairs under top-K routing and its replica count describe the placement.
+    the pairs and its replica count describe the placement.  ``metro``, ``token_lp`` and
+    ``tempo`` run as the config's reading has them (as in :func:`phase_cell`), and so do the
+    batches (``synthetic_router``).
 
     ``placement`` says what the EPLB placement is built from (:data:`ANATOMY_PLACEMENTS`):
-    ``"long-run loads"``, the phase diagram's own (:func:`zipf_batches`): the long-run per-expert
-    pair shares :func:`tempo.world.workloads.expected_loads` (the paper's "EPLB-style placement from
-    long-run averages", Section 3.2; SGLang's EPLB places from recorded pair counts); and the
-    ablation ``"router weights"``, the placement built from the popularity ``p`` itself, as
-    this artifact did before (it over-replicates hot experts, since top-K routing caps an
-    expert at one pair per token).  One row per (cell, placement, dispatch)."""
+    ``"long-run loads"``, the phase diagram's own: the long-run per-expert pair shares of the
+    reading's router (:func:`tempo.world.workloads.pair_shares`; the paper's "EPLB-style
+    placement from long-run averages", Section 3.2; SGLang's EPLB places from recorded pair
+    counts), and the ablation ``"router weights"``, the placement built from the popularity
+    ``p`` itself (under independent draws the two coincide; under distinct top-K routing the
+    second over-replicates hot experts, since a token takes an expert at most once).  One row
+    per (cell, placement, dispatch)."""
     from ..core.instance import Instance
 
+    reading = rd.of(config)
+    router = reading["synthetic_router"]
     rows = []
     for cell in config["cells"]:
         E, K, params = SHAPES[cell["shape"]]
         model = CostModel.named(params)
         ep, seed, nb = cell.get("ep", 8), cell.get("seed", 0), config.get("batches", 3)
         pop = zipf_popularity(E, cell["skew"], seed=seed)
-        counts = sample_counts(pop, cell["B"], K, ep, n_batches=nb, kappa=2000.0, seed=seed + 1)
+        counts = sample_counts(pop, cell["B"], K, ep, n_batches=nb, kappa=2000.0, seed=seed + 1, router=router)
         hot = int(np.argmax(pop))
-        for src, weight in zip(ANATOMY_PLACEMENTS, (expected_loads(pop, K), pop)):
+        for src, weight in zip(ANATOMY_PLACEMENTS, (placement_weights(pop, K, router), pop)):
             placement = eplb_placement(weight, ep, cell["replication"])
             insts = [Instance.from_placement(c, placement, ep) for c in counts]
             lb = float(np.mean([model.lower_bound(i) for i in insts]))
             for name in ANATOMY:
-                feats = [model.gpu_features(i, _anatomy_dispatch(name, i, model).shares) for i in insts]
+                feats = [model.gpu_features(i, _anatomy_dispatch(name, i, model, reading).shares) for i in insts]
                 ms = [float(model.time(G, N, T).max()) for G, N, T in feats]
                 rows.append({**{k: cell[k] for k in ("shape", "skew", "replication", "B")}, "placement": src,
                              "policy": name, "makespan_us": float(np.mean(ms)), "lower_bound_us": lb,

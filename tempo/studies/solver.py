@@ -1,6 +1,11 @@
 """Theory and solver-quality studies (paper Sections 3.1, 4.2; Appendix A; Tables 2, 8, 9)."""
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -10,6 +15,7 @@ from ..core.cost import CostModel
 from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
+from . import reading as rd
 from .registry import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, zipf_batches
 
@@ -75,16 +81,19 @@ def lemmas(config: dict) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- Theorem 2
-@experiment("thm2_probe")
+@experiment("thm2_probe", readings=("tempo_preset", "ensemble_lp"))
 def thm2_probe(config: dict) -> pd.DataFrame:
     """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
-    instance is small enough (its proven bound and incumbent), else [lower bound, tempo]."""
+    instance is small enough (its proven bound and incumbent), else [lower bound, tempo].
+    ``tempo`` is the reading's (``tempo_preset``, ``ensemble_lp``; Section 4.2's algorithm
+    under the paper's reading)."""
+    tempo_kw = rd.tempo_options(rd.of(config))
     rows = []
     suite = theory.probe_suite(config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
                                max_gpus=config.get("max_gpus", 16))
     for i, (kind, pname, inst, model) in enumerate(_progress(suite, total=config["n"], desc="probe suite")):
         rr = model.makespan(inst, solve(inst, model, "round_robin"))
-        tp = model.makespan(inst, solve(inst, model, "tempo"))
+        tp = model.makespan(inst, solve(inst, model, "tempo", **tempo_kw))
         lb = model.lower_bound(inst)
         opt_lo, opt_hi, how = lb, min(tp, rr), "bounds"
         if inst.n_experts * inst.n_gpus <= config.get("milp_max_vars", 256):
@@ -127,9 +136,62 @@ def _phase_cells(config):
                         yield g, E, s, rep, B
 
 
-@experiment("solver_vs_milp")
+#: The readings :func:`solver_vs_milp` depends on.
+SOLVER_READINGS = ("synthetic_router", "placement_loads", "tempo_preset", "ensemble_lp", "token_lp_face")
+
+
+def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
+    """tempo over the MILP's reference, per row of :func:`solver_vs_milp`, as the
+    ``milp_reference`` reading has it (default the paper's): ``"incumbent"``, the MILP's
+    dispatch at its time limit (``ratio``; Section 4.2 "against a 10 s HiGHS MILP"), or
+    ``"lower_bound"``, its proven bound (``ratio_to_lb``)."""
+    from ..core.readings import Reading
+
+    r = Reading.of(reading) if reading is not None else Reading.paper()
+    return df["ratio"] if r["milp_reference"] == "incumbent" else df["ratio_to_lb"]
+
+
+#: MILP answers already computed in this process, by instance, model and limits: the
+#: alternative readings of :func:`solver_vs_milp` that keep the batches (another TEMPO preset,
+#: ensemble or token-LP face) compare against the same MILP answer instead of re-solving it
+#: (a time-limited MILP's incumbent depends on the machine's load; reusing it keeps the
+#: comparison like with like and saves the time).
+_MILP_MEMO: dict = {}
+
+
+def _milp_key(inst: Instance, model: CostModel, time_limit, warm_start) -> str:
+    h = hashlib.sha256()
+    for a in (inst.counts, inst.replica_gpu):
+        arr = np.ascontiguousarray(a)
+        h.update(str((arr.dtype.str, arr.shape)).encode())
+        h.update(arr.tobytes())
+    h.update(repr((inst.n_gpus, model, float(time_limit), bool(warm_start))).encode())
+    return h.hexdigest()
+
+
+def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
+    """The MILP's dispatch (cold, or warm-started from tempo), memoised in this process when it
+    starts cold (:data:`_MILP_MEMO`)."""
+    if warm_start:
+        return solve(inst, model, "milp", time_limit=time_limit, warm_start=warm_start)
+    key = _milp_key(inst, model, time_limit, warm_start)
+    if key not in _MILP_MEMO:
+        if len(_MILP_MEMO) > 4096:
+            _MILP_MEMO.clear()
+        _MILP_MEMO[key] = solve(inst, model, "milp", time_limit=time_limit)
+    return _MILP_MEMO[key]
+
+
+@experiment("solver_vs_milp", readings=SOLVER_READINGS)
 def solver_vs_milp(config: dict) -> pd.DataFrame:
     """tempo_fast against the time-limited MILP on the synthetic phase grid.
+
+    Under the config's reading: the batches' router and placement, which TEMPO
+    (``tempo_preset``, ``ensemble_lp``) and which token-LP face ``vs_token_lp_face_pct``
+    compares with (``token_lp_face``); every face's makespan is a column
+    (``token_lp_even``, ``token_lp_vertex``, ``token_lp_highs``).  Both MILP references are
+    columns: ``ratio`` (tempo / the MILP's dispatch at its limit) and ``ratio_to_lb`` (tempo /
+    its proven bound); :func:`milp_ratio` picks the reading's.
 
     With a trace (``config["trace"]``) the grid's cells are followed by the same comparison on
     trace batches (the paper's "real-trace grids", Section 4.2): per EP size, replication and
@@ -137,6 +199,8 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
     layers cycled, fresh placement from its history); ``skew`` is NaN there and a ``routing``
     column says which rows are which."""
     model = CostModel.named(config.get("params", "dsv3-offline"))
+    reading = rd.of(config)
+    tempo_kw = rd.tempo_options(reading)
     cells = list(_phase_cells(config))
     tr = TraceRouting.of(config)
     if tr:  # one trace cell per (EP, replication, B) of the grid: the trace replaces the skew axis
@@ -146,15 +210,16 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
     rows = []
     for g, E, s, rep, B, *routing in _progress(cells, desc="tempo vs MILP"):
         src = tr if routing == ["trace"] else None
-        for b, inst in enumerate(zipf_batches(E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
-                                              trace=src)):
+        for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
+                                            trace=src)):
             t0 = time.perf_counter()
-            d = solve(inst, model, "tempo")
+            d = solve(inst, model, "tempo", **tempo_kw)
             t_ms = 1e3 * (time.perf_counter() - t0)
             ms = model.makespan(inst, d)
-            m = solve(inst, model, "milp", time_limit=config["time_limit"], warm_start=config.get("warm_start", False))
-            lp_even = model.makespan(inst, solve(inst, model, "token_lp"))
-            lp_vertex = model.makespan(inst, solve(inst, model, "token_lp", vertex=True))
+            m = _milp(inst, model, config["time_limit"], config.get("warm_start", False))
+            lp = {face: model.makespan(inst, solve(inst, model, "token_lp", face=face))
+                  for face in ("even_spread", "maxflow_vertex", "highs_vertex")}
+            lp_even, lp_vertex = lp["even_spread"], lp["maxflow_vertex"]
             rows.append({"ep": g, "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
                          "tempo": ms, "milp": m.meta["objective"], "milp_lb": m.meta["lower_bound"],
                          "milp_optimal": m.meta["optimal"], "ratio": ms / m.meta["objective"],
@@ -162,8 +227,71 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
                          "ratio_to_lb": ms / m.meta["lower_bound"] if m.meta["lower_bound"] > 0 else float("nan"),
                          "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
                          "chosen": d.meta["chosen"], "token_lp_even": lp_even, "token_lp_vertex": lp_vertex,
+                         "token_lp_highs": lp["highs_vertex"],
                          "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1),
+                         "vs_token_lp_face_pct": 100 * (ms / lp[reading["token_lp_face"]] - 1),
                          **({"routing": routing[0]} if routing else {})})
+    return pd.DataFrame(rows)
+
+
+def _time_solves(config: dict) -> list[dict]:
+    """tempo under ``config``'s reading on the batches of :func:`solver_vs_milp`'s grid (the same
+    cells, seeds and batches): per batch the median over ``repeats`` solves of the wall time
+    (``perf_counter``) and of this process's CPU time (``process_time``, which a loaded machine
+    does not inflate), in ms.  One untimed solve first (imports, machine code loaded)."""
+    model = CostModel.named(config.get("params", "dsv3-offline"))
+    reading = rd.of(config)
+    kw = rd.tempo_options(reading)
+    repeats = int(config.get("repeats", 3))
+    import numba
+
+    jit_off = bool(numba.config.DISABLE_JIT)  # how this process runs the compiled functions
+    rows, warm = [], False
+    for g, E, s, rep, B in _phase_cells(config):
+        for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B)):
+            if not warm:
+                solve(inst, model, "tempo", **kw)
+                warm = True
+            wall, cpu = [], []
+            for _ in range(repeats):
+                t0, c0 = time.perf_counter(), time.process_time()
+                solve(inst, model, "tempo", **kw)
+                wall.append(1e3 * (time.perf_counter() - t0))
+                cpu.append(1e3 * (time.process_time() - c0))
+            rows.append({"ep": g, "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
+                         "wall_ms": float(np.median(wall)), "cpu_ms": float(np.median(cpu)), "jit_disabled": jit_off})
+    return rows
+
+
+def _time_main() -> None:
+    """Entry point of :func:`solver_runtime`'s subprocess: a config (JSON) on stdin, the rows of
+    :func:`_time_solves` (JSON) on stdout."""
+    json.dump(_time_solves(json.loads(sys.stdin.read())), sys.stdout)
+
+
+#: How :func:`solver_runtime` runs tempo_fast: its compiled machine code (numba), and the same
+#: code as Python, with numba's JIT disabled (``NUMBA_DISABLE_JIT=1`` in a subprocess: every
+#: compiled function runs as the Python it is written in), the ``solver_runtime`` reading's
+#: ``pure_python`` (Section 4.2: "1.9 ms ... pure Python").
+RUNTIMES = ("compiled", "python")
+
+
+@experiment("solver_runtime", readings=("synthetic_router", "placement_loads", "tempo_preset", "ensemble_lp"))
+def solver_runtime(config: dict) -> pd.DataFrame:
+    """tempo_fast's solve time on :func:`solver_vs_milp`'s batches, compiled and as pure Python
+    (:data:`RUNTIMES`): one row per (batch, runtime) with ``wall_ms`` and ``cpu_ms``
+    (:func:`_time_solves`).  The Python run is a subprocess with ``NUMBA_DISABLE_JIT=1``
+    (``config["python_timeout"]`` seconds at most, default 1800); ``config["repeats"]`` solves
+    per batch (default 3).  The times are this machine's: compare them with the paper's as
+    times on another machine."""
+    rows = [{**r, "runtime": "compiled"} for r in _time_solves(config)]
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    proc = subprocess.run([sys.executable, "-c", "from tempo.studies.solver import _time_main; _time_main()"],
+                          input=json.dumps(config, default=str), capture_output=True, text=True, env=env,
+                          timeout=float(config.get("python_timeout", 1800)))
+    if proc.returncode != 0:
+        raise RuntimeError(f"solver_runtime: the pure-Python run failed (rc {proc.returncode}): {proc.stderr[-2000:]}")
+    rows += [{**r, "runtime": "python"} for r in json.loads(proc.stdout)]
     return pd.DataFrame(rows)
 
 
@@ -171,24 +299,38 @@ VARIANTS = {"full": {}, "no partial moves": {"partial": False}, "no aug. chains"
             "no ensemble": {"ensemble": False}}
 
 
-@experiment("ablation")
+@experiment("ablation", readings=("synthetic_router", "placement_loads", "ablation_reference", "ensemble_lp"))
 def ablation(config: dict) -> pd.DataFrame:
-    """Table 2: each stage switched off in turn, makespan degradation against full tempo."""
+    """Table 2: each stage switched off in turn, makespan degradation against full tempo.
+
+    Under the config's reading: the batches' router and placement, the reference
+    (``ablation_reference``: the paper preset, Section 4.2's "full tempo_fast", or the library's
+    default) and its ensemble's LP candidates (``ensemble_lp``); every variant is the reference
+    with one stage off.  ``config["seed"]`` ("whole", "greedy"), when given, overrides the
+    reference's stage-1 seed ("whole" by default: the paper preset's, and the
+    ``default_whole_seed`` reference's; the chapter's second table runs the library default with
+    its own "greedy" seed); ``config["batch_seeds"]`` (a list of offsets, default ``[0]``) repeats the grid with
+    other random batches (``batch_seed`` column)."""
     model = CostModel.named(config.get("params", "dsv3-offline"))
-    seed = config.get("seed", "greedy")
+    reading = rd.of(config)
+    kw = rd.tempo_options(reading, "ablation_reference")
+    seed = config.get("seed", "whole")  # both references of the reading seed with whole experts
+    kw["seed"] = seed
     rows = []
-    for grid in ("phase", "scale"):
-        cells = list(_phase_cells(config[grid]))
-        for g, E, s, rep, B in _progress(cells, desc=f"ablation ({grid})"):
-            for b, inst in enumerate(zipf_batches(E, g, B, s, rep, config["batches"], seed=B + 17)):
-                full = model.makespan(inst, solve(inst, model, "tempo", seed=seed))
-                for name, opts in VARIANTS.items():
-                    if name == "full":
-                        continue
-                    v = model.makespan(inst, solve(inst, model, "tempo", seed=seed, **opts))
-                    rows.append({"seed": seed, "grid": grid, "ep": g, "experts": E, "skew": s, "replication": rep,
-                                 "tokens_per_gpu": B, "batch": b, "variant": name, "makespan": v, "full": full,
-                                 "degradation_pct": 100 * (v / full - 1)})
+    for bseed in config.get("batch_seeds", [0]):
+        for grid in ("phase", "scale"):
+            cells = list(_phase_cells(config[grid]))
+            for g, E, s, rep, B in _progress(cells, desc=f"ablation ({grid})"):
+                for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=B + 17 + 1000 * bseed)):
+                    full = model.makespan(inst, solve(inst, model, "tempo", **kw))
+                    for name, opts in VARIANTS.items():
+                        if name == "full":
+                            continue
+                        v = model.makespan(inst, solve(inst, model, "tempo", **kw, **opts))
+                        rows.append({"seed": seed, "preset": kw["options"], "batch_seed": bseed, "grid": grid, "ep": g,
+                                     "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
+                                     "variant": name, "makespan": v, "full": full,
+                                     "degradation_pct": 100 * (v / full - 1)})
     return pd.DataFrame(rows)
 
 

@@ -7,6 +7,7 @@ import pandas as pd
 from ..core.cost import CostModel
 from ..core.instance import Instance
 from ..policies import solve
+from . import reading as rd
 from .registry import experiment
 
 TOY_COUNTS = [600, 30, 30, 30, 30, 30, 30]
@@ -18,14 +19,25 @@ def toy_instance(counts=None, n_gpus: int = 2) -> Instance:
     return Instance.full_replication(TOY_COUNTS if counts is None else counts, n_gpus)
 
 
-@experiment("toy_dispatch")
+#: The readings the toy studies depend on: Fig. 1b's token-LP face, which TEMPO, METRO's order.
+TOY_READINGS = ("toy_token_lp_face", "tempo_preset", "ensemble_lp", "metro_order")
+
+
+def _toy_solve(inst, model, policy, reading):
+    return rd.dispatch(inst, model, policy, reading, face_reading="toy_token_lp_face")
+
+
+@experiment("toy_dispatch", readings=TOY_READINGS)
 def toy_dispatch(config: dict) -> pd.DataFrame:
-    """Per-GPU time of the Fig. 1b toy under each policy: one row per (policy, GPU)."""
+    """Per-GPU time of the Fig. 1b toy under each policy: one row per (policy, GPU).  Token-LP
+    takes Fig. 1b's face (``toy_token_lp_face``: the even spread the figure draws), TEMPO the
+    reading's preset and ensemble, METRO the reading's order."""
     inst = toy_instance(config.get("counts"), config.get("n_gpus", 2))
     model = CostModel(a=config.get("a", 0.0), b=config["b"], c=config.get("c", 0.0), beta=config["beta"])
+    reading = rd.of(config)
     rows = []
     for policy in config.get("policies", list(PROXY_NAMES)):
-        d = solve(inst, model, policy)
+        d = _toy_solve(inst, model, policy, reading)
         G, N, T = model.gpu_features(inst, d)
         t = model.time(G, N, T)
         for g in range(inst.n_gpus):
@@ -36,15 +48,17 @@ def toy_dispatch(config: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@experiment("toy_sweep")
+@experiment("toy_sweep", readings=TOY_READINGS)
 def toy_sweep(config: dict) -> pd.DataFrame:
-    """Makespan of each policy on the toy over a grid of (b, beta): one row per cell and policy."""
+    """Makespan of each policy on the toy over a grid of (b, beta): one row per cell and
+    policy, each policy as :func:`toy_dispatch` runs it under the reading."""
     inst = toy_instance(config.get("counts"), config.get("n_gpus", 2))
+    reading = rd.of(config)
     rows = []
     for b in config["b_values"]:
         for beta in config["beta_values"]:
             model = CostModel(a=0.0, b=float(b), c=0.0, beta=float(beta))
-            ms = {p: model.makespan(inst, solve(inst, model, p)) for p in PROXY_NAMES}
+            ms = {p: model.makespan(inst, _toy_solve(inst, model, p, reading)) for p in PROXY_NAMES}
             best = min(ms.values())
             for p, v in ms.items():
                 rows.append({"b": float(b), "beta": float(beta), "policy": p, "label": PROXY_NAMES[p],

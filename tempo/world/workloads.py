@@ -259,17 +259,35 @@ def _dirichlet_rows(rng, w: np.ndarray, kappa) -> np.ndarray:
     return q / q.sum(axis=-1, keepdims=True)
 
 
+#: The synthetic routers of :func:`sample_counts` (the ``synthetic_router`` reading of
+#: ``data/paper/readings.yaml``): ``"distinct_topk"`` (the default) and ``"independent"``.
+ROUTERS = ("distinct_topk", "independent")
+
+
 def sample_counts(popularity, tokens_per_gpu: int, top_k: int, n_gpus: int, n_batches: int = 1,
-                  kappa: float | None = 2000.0, seed: int | np.random.Generator = 0) -> np.ndarray:
+                  kappa: float | None = 2000.0, seed: int | np.random.Generator = 0,
+                  router: str = "distinct_topk") -> np.ndarray:
     """int64[n_batches, E]: per-expert token-expert pair counts of decode batches.
 
-    A batch has ``tokens_per_gpu * n_gpus`` tokens, each routed to ``top_k`` distinct
-    experts by :func:`route_tokens` (``T = B K n_gpus`` pairs, Section 3.2).  The batch's
-    router weights are ``Dirichlet(kappa * p)`` (kappa = 2000, the paper's batch-to-batch
-    fluctuation; ``None`` uses ``p`` itself).  ``popularity`` is one vector ``p[E]`` shared by
-    every batch, or a timeline ``p[n_batches, E]`` (e.g. :func:`popularity_timeline`), one
-    row per batch.  No expert gets more pairs than the batch has tokens.
+    A batch has ``tokens_per_gpu * n_gpus`` tokens and ``T = B K n_gpus`` token-expert pairs
+    (Section 3.2).  The batch's router weights are ``Dirichlet(kappa * p)`` (kappa = 2000, the
+    paper's batch-to-batch fluctuation; ``None`` uses ``p`` itself).  ``popularity`` is one
+    vector ``p[E]`` shared by every batch, or a timeline ``p[n_batches, E]`` (e.g.
+    :func:`popularity_timeline`), one row per batch.
+
+    ``router`` says how the pairs are drawn from the batch's weights ``q``:
+
+    * ``"distinct_topk"`` (default; serving, the live demo and every study that models a real
+      router): each token goes to ``top_k`` *distinct* experts by :func:`route_tokens`, so no
+      expert gets more pairs than the batch has tokens;
+    * ``"independent"``: the ``T`` pairs are ``T`` independent draws from ``q``, i.e. the
+      counts are ``Multinomial(T, q)``.  This is the law behind Section 3.2's
+      ``E_eff = sum_e (1 - (1 - p_e)^T) r_e`` (expert ``e`` receives none of the ``T`` draws
+      with probability ``(1 - p_e)^T``) and the paper's synthetic grids (the
+      ``synthetic_router`` reading); an expert may receive more pairs than there are tokens.
     """
+    if router not in ROUTERS:
+        raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
     p = _popularity(popularity, ndim=(1, 2))
     B = _int_arg("tokens_per_gpu", tokens_per_gpu)
     k = _int_arg("top_k", top_k)
@@ -285,7 +303,23 @@ def sample_counts(popularity, tokens_per_gpu: int, top_k: int, n_gpus: int, n_ba
         raise ValueError(f"top_k={k} exceeds the experts with positive popularity")
     rng = _rng(seed)
     q = _dirichlet_rows(rng, p, kappa)
+    if router == "independent":
+        return np.stack([rng.multinomial(B * k * g, row) for row in q]).astype(np.int64)
     return np.stack([route_counts(row, B * g, k, rng) for row in q])
+
+
+def pair_shares(popularity, top_k: int, router: str = "distinct_topk") -> np.ndarray:
+    """float64[E]: each expert's long-run share of the token-expert pairs under ``router``
+    (:data:`ROUTERS`): under independent draws the popularity itself (normalised), under the
+    distinct top-K router :func:`expected_loads`.  What an EPLB placement "from long-run
+    averages" (Section 3.2) is built from, and the ``p_1`` of the hot-expert boundary."""
+    if router not in ROUTERS:
+        raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
+    if router == "independent":
+        p = _popularity(popularity)
+        _int_arg("top_k", top_k)
+        return p / p.sum()
+    return expected_loads(popularity, top_k)
 
 
 # ---------------------------------------------------------------------------- drifting popularity

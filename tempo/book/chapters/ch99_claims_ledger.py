@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 #: background colour of a ledger row per status (in the order of ``claims.STATUSES``)
-STATUS_COLORS = ["#d9f2d9", "#eef7ee", "#f9d6d5", "#eeeeee", "#fbf0c9", "#dbe8f6", "#e8f1fa"]
+STATUS_COLORS = ["#d9f2d9", "#eef7ee", "#f9d6d5", "#fde3c8", "#eeeeee", "#fbf0c9", "#dbe8f6", "#e8f1fa"]
 
 
 def summary_markdown(df: pd.DataFrame, profile: str) -> str:
@@ -17,19 +17,155 @@ def summary_markdown(df: pd.DataFrame, profile: str) -> str:
     return claims.summary_markdown(df, profile).replace(" See the [Claims ledger](claims-ledger) chapter.", "")
 
 
+def _alternatives_html(sens: pd.DataFrame, cid: str) -> str:
+    """A ledger cell: how many readings the claim depends on and how many move its verdict,
+    expanding to each alternative's value and status."""
+    import html
+
+    from .. import claims
+
+    rows = sens[sens.id == cid] if len(sens) else sens
+    if rows.empty:
+        return ""
+    moves = [r for r in rows.itertuples() if claims.verdict_moves(r.paper_reading_status, r.status)]
+    items = "".join(f"<li>{html.escape(r.reading)} = {html.escape(r.choice)}: {html.escape(str(r.ours) or '-')} "
+                    f"({'<b>' if r in moves else ''}{html.escape(r.status)}{'</b>' if r in moves else ''})</li>"
+                    for r in rows.itertuples())
+    n = rows.reading.nunique()
+    return (f"<details><summary>{n} reading{'s' if n > 1 else ''}, {len(rows)} alternatives; "
+            f"{len(moves)} move the verdict</summary><ul>{items}</ul></details>")
+
+
 def ledger_html(df: pd.DataFrame) -> str:
     """The ledger (:func:`tempo.book.claims.ledger`) as the page's scrollable HTML table, each
-    row coloured by its status."""
+    row coloured by its status; the column "under other readings" expands to the claim's value
+    and status under each alternative reading (``df.attrs["sensitivity"]``)."""
     from .. import claims
 
     show = claims.show_table(df)
     if len(STATUS_COLORS) != len(claims.STATUSES):
         raise ValueError(f"STATUS_COLORS has {len(STATUS_COLORS)} colours for {len(claims.STATUSES)} statuses")
     colors = dict(zip(claims.STATUSES, STATUS_COLORS))
+    sens = df.attrs.get("sensitivity")
+    if sens is not None and "under other readings" in show:
+        show = show.assign(**{"under other readings": [_alternatives_html(sens, i) for i in show.id]})
+    show = show.drop(columns=[c for c in ("readings",) if c in show])
     table = (show.style.apply(lambda r: [f"background-color: {colors[r.status]}"] * len(r), axis=1)
              .set_properties(subset=["claim", "note", "provenance", "tolerance"], **{"min-width": "14em"})
              .hide(axis="index").to_html())
     return f'<div style="overflow-x: auto; font-size: 0.85em">{table}</div>'
+
+
+def readings_claims(df: pd.DataFrame) -> pd.DataFrame:
+    """Readings x claims: for each claim some reading lists (rows) and each reading (columns),
+    what the reading's alternatives do to the claim in this build: "verdict" (an alternative
+    gives another verdict), "value" (another value, the same verdict), "=" (the same value) or
+    "not run" (no alternative run in this build); empty where the reading does not list the
+    claim.  From ``df.attrs["sensitivity"]`` (:func:`tempo.book.claims.ledger`)."""
+    from .. import claims
+
+    sens = df.attrs.get("sensitivity")
+    if sens is None or sens.empty:
+        return pd.DataFrame()
+    rank = {"": 0, "=": 1, "not run": 2, "value": 3, "verdict": 4}
+
+    def effect(r):
+        if claims.verdict_moves(r.paper_reading_status, r.status):
+            return "verdict"
+        if r.status == "not run in this build":
+            return "not run"
+        return "value" if str(r.ours) != str(r.paper_reading_ours) else "="
+
+    cells: dict = {}
+    for r in sens.itertuples():
+        k = (r.id, r.reading)
+        e = effect(r)
+        cells[k] = e if rank[e] > rank[cells.get(k, "")] else cells.get(k, e)
+    ids = [i for i in df.id if any(k[0] == i for k in cells)]
+    rids = list(dict.fromkeys(sens.reading))
+    return pd.DataFrame([[cells.get((i, r), "") for r in rids] for i in ids], index=pd.Index(ids, name="claim"),
+                        columns=rids)
+
+
+def verdicts_moved_by(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per alternative reading (id = choice) that moves at least one verdict: the claims
+    whose verdict it moves, each as ``claim (paper's reading's status -> this one's)``, and how
+    many other claims it changes in value only."""
+    from .. import claims
+
+    sens = df.attrs.get("sensitivity")
+    if sens is None or sens.empty:
+        return pd.DataFrame(columns=["alternative", "verdict moves", "value changes only"])
+    rows = []
+    for (rid, choice), g in sens.groupby(["reading", "choice"], sort=False):
+        mv = [f"{r.id} ({r.paper_reading_status} -> {r.status})" for r in g.itertuples()
+              if claims.verdict_moves(r.paper_reading_status, r.status)]
+        val = sum(1 for r in g.itertuples() if not claims.verdict_moves(r.paper_reading_status, r.status)
+                  and r.status != "not run in this build" and str(r.ours) != str(r.paper_reading_ours))
+        if mv:
+            rows.append({"alternative": f"{rid} = {choice}", "verdict moves": "; ".join(mv), "value changes only": val})
+    return pd.DataFrame(rows, columns=["alternative", "verdict moves", "value changes only"])
+
+
+def ledger_numbers(df: pd.DataFrame) -> dict:
+    """What the ledger chapter's prose glues: the counts per status (``led_<status>``), the
+    claims some reading lists, those whose verdict some alternative moves, and the alternatives
+    run and not run."""
+    from .. import claims
+
+    c = claims.counts(df)
+    out = {f"led_{k.replace(' ', '_').replace('-', '_')}": float(v) for k, v in c.items()}
+    sens = df.attrs.get("sensitivity")
+    if sens is not None and len(sens):
+        moved = {r.id for r in sens.itertuples() if claims.verdict_moves(r.paper_reading_status, r.status)}
+        out.update(led_sens_claims=float(sens.id.nunique()), led_sens_moved=float(len(moved)),
+                   led_sens_alts=float(len(sens)), led_sens_notrun=float((sens.status == "not run in this build").sum()))
+    return out
+
+
+def compare_ledgers(before, after, sensitivity=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Two ledgers (``claims.csv`` files as :func:`tempo.book.claims.ledger` writes them, or
+    DataFrames): (the counts per status before and after, one row per claim whose status moved
+    with both values and the after ledger's note).  ``sensitivity`` (the after build's
+    ``claims_sensitivity.csv``; by default the one beside ``after`` when it is a path) names,
+    for each moved claim, the alternative readings under which the after build gives the
+    before status back: the readings whose paper choice moved it ("-" when none does, i.e. a
+    change of code or of verdict logic that is not a reading)."""
+    from pathlib import Path
+
+    from .. import claims
+
+    def load(x, what):
+        if isinstance(x, pd.DataFrame):
+            return x
+        p = Path(x)
+        if not p.exists():
+            raise ValueError(f"{what}: no such file {p}")
+        return pd.read_csv(p, dtype={"ours": str, "paper": str}, keep_default_na=False)
+
+    b, a = load(before, "before").set_index("id"), load(after, "after").set_index("id")
+    if sensitivity is None and not isinstance(after, pd.DataFrame):
+        cand = Path(after).with_name("claims_sensitivity.csv")
+        sensitivity = cand if cand.exists() else None
+    sens = load(sensitivity, "sensitivity") if sensitivity is not None else None
+    statuses = list(dict.fromkeys(list(claims.STATUSES) + list(b.status) + list(a.status)))
+    counts = pd.DataFrame({"before": b.status.value_counts(), "after": a.status.value_counts()}).reindex(statuses).fillna(0)
+    counts = counts.astype(int)
+    counts = counts[(counts.before > 0) | (counts.after > 0)]
+    rows = []
+    for cid in [i for i in a.index if i in b.index] + [i for i in a.index if i not in b.index]:
+        sb = b.status.get(cid, "(absent)")
+        if sb == a.loc[cid, "status"]:
+            continue
+        by = "-"
+        if sens is not None:
+            g = sens[(sens.id == cid) & (sens.status == sb)]
+            by = "; ".join(f"{r.reading}={r.choice}" for r in g.itertuples()) or "-"
+        rows.append({"id": cid, "before": sb, "after": a.loc[cid, "status"], "ours before": b.ours.get(cid, ""),
+                     "ours after": a.loc[cid, "ours"], "paper": a.loc[cid, "paper"],
+                     "before status under (after build)": by, "note (after)": a.loc[cid, "note"]})
+    return counts, pd.DataFrame(rows, columns=["id", "before", "after", "ours before", "ours after", "paper",
+                                               "before status under (after build)", "note (after)"])
 
 
 def recordings_view(root=None) -> list:

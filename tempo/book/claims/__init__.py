@@ -37,12 +37,13 @@ keeps both ends; a claim about a change is checked as that change.
 from __future__ import annotations
 
 from ..paper import BOUNDS, TOL_KINDS, claim_rows, precision
-from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, Spec, Value,
-                       bootstrap_ci, check, claim, format_value, printed, tolerance)
-from .ledger import (RECORD_TRACE, claims_reading, counts, evaluate, ledger, load_inputs, main, need_note,
-                     show_table, summary_markdown, trace_need_note, view)
+from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
+                       bootstrap_ci, check, claim, format_value, printed, seed_range, tolerance)
+from .ledger import (RECORD_TRACE, alternative_stem, claims_reading, counts, evaluate, ledger, load_inputs, main,
+                     need_note, sensitivity, sensitivity_view, show_table, verdict_moves, summary_markdown, trace_need_note, view)
 
 __all__ = ["BOUNDS", "TOL_KINDS", "claim_rows", "precision", "CONSISTENCY", "EVIDENCE", "NEED_STATUS", "REGISTRY",
            "SATISFIES", "STATUSES", "Spec", "Value", "bootstrap_ci", "check", "claim", "format_value", "printed",
-           "tolerance", "RECORD_TRACE", "claims_reading", "counts", "evaluate", "ledger", "load_inputs", "main",
-           "need_note", "show_table", "summary_markdown", "trace_need_note", "view"]
+           "tolerance", "RECORD_TRACE", "alternative_stem", "claims_reading", "counts", "evaluate", "ledger",
+           "load_inputs", "main", "need_note", "sensitivity", "sensitivity_view", "show_table", "summary_markdown",
+           "trace_need_note", "verdict_moves", "view", "VERDICTS", "seed_range"]

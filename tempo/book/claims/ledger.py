@@ -18,8 +18,9 @@ from ...core import paths
 from ..paper import claim_rows
 from . import functions  # noqa: F401  (registers every claim's function)
 from .functions.measured import MEASURED_CLAIMS
-from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, Spec, Value, check,
-                       format_value, printed, tolerance)
+from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
+                       check, format_value, printed, tolerance)
+
 
 
 def _meta(profile: str, stem: str) -> dict | None:
@@ -62,31 +63,109 @@ def _config_text(config: dict, limit: int = 160) -> str:
 def _provenance(spec: Spec, value: Value, profile: str) -> str:
     text = value.provenance or spec.provenance or EVIDENCE[value.evidence or spec.evidence]
     metas = [(s, _meta(profile, s)) for s in spec.inputs]
-    built = "; ".join(f"{s}.csv ({_config_text(m.get('config') or {})}; {m['written_utc'][:10]}, tempo {m['code_version']})"
+    built = "; ".join(f"{s}.csv ({_config_text(m.get('config') or {})}; {m['written_utc'][:10]}, tempo {m['code_version']}"
+                      + (f", commit {m['git_commit']}" if m.get("git_commit") else "") + ")"
                       for s, m in metas if m)
     return f"{text}" + (f" [{built}]" if built else "")
 
 
-def evaluate(row: dict, profile: str) -> dict:
-    """One ledger row for one claim, computed from this build's results."""
+def _reading_ids(meta: dict | None) -> dict:
+    """The readings an input ran under (its config's ``reading``: id -> choice)."""
+    return dict(((meta or {}).get("config") or {}).get("reading") or {})
+
+
+def alternative_stem(profile: str, stem: str, reading_id: str, choice: str) -> str:
+    """The result stem of ``stem``'s run under one alternative choice, as
+    :func:`tempo.studies.run_alternatives` names it (``<name>-[<tag>.]<id>=<choice>``); a chapter
+    that applies a reading to an experiment's config (the ``skew_grid``) writes the same stem."""
+    from ...studies import alternative_tag
+
+    meta = _meta(profile, stem) or {}
+    name = meta.get("experiment") or stem.split("-", 1)[0]
+    return f"{name}-{alternative_tag(reading_id, choice, meta.get('tag'))}"
+
+
+def _inputs_under(spec: Spec, profile: str, alternative) -> tuple[dict, str]:
+    """{input stem: the stem to read} for ``spec`` under ``alternative`` ((id, choice), or None
+    for the paper's reading), and "" or why the alternative cannot be computed in this build.
+    An input whose run under the alternative exists is replaced by it; an input whose experiment
+    depends on the reading but has no such run makes the alternative "not run"; a reading no
+    input ran under must be one the function reads itself (``uses``)."""
+    stems = {s: s for s in spec.inputs}
+    if alternative is None:
+        return stems, ""
+    rid, choice = alternative
+    d = paths.results_dir(profile)
+    for s in spec.inputs:
+        alt = alternative_stem(profile, s, rid, choice)
+        if (d / f"{alt}.csv").exists():
+            stems[s] = alt
+        elif rid in _reading_ids(_meta(profile, s)):
+            return stems, f"{alt}.csv is not in build/results/{profile}/ (this build did not run {s} under it)"
+    if stems == {s: s for s in spec.inputs} and rid not in spec.uses:
+        return stems, (f"no input of this claim ran under {rid}={choice} in this build"
+                       if spec.inputs else f"its function does not read {rid}")
+    return stems, ""
+
+
+def _reading_label(frames: dict, expected) -> str:
+    """The reading the inputs ran under, as a short label ("paper", "paper+id=choice"); names
+    any input whose run differs from ``expected`` (a :class:`Reading`)."""
+    seen = {}
+    for f in frames.values():
+        seen.update(_reading_ids(f.attrs.get("meta")))
+    if not seen:
+        return ""
+    off = {k: v for k, v in seen.items() if expected[k] != v}
+    label = expected.label(seen)
+    return label + (" (inputs differ: " + ", ".join(f"{k}={v}" for k, v in off.items()) + ")" if off else "")
+
+
+def _call(spec: Spec, frames: dict, reading):
+    return spec.fn(frames, reading=reading) if spec.uses else spec.fn(frames)
+
+
+def _seeds_text(v: Value, bound=None) -> str:
+    if v.seeds is None or v.n_seeds < 2:
+        return ""
+    rng = v.seeds if isinstance(v.seeds[0], tuple) else (v.seeds,)
+    span = " and ".join(f"{format_value(lo)} to {format_value(hi)}" for lo, hi in rng)
+    if bound in ("upper", "lower"):  # check(): a bound must hold on every seed
+        return f"; a bound: it must hold on each of {v.n_seeds} seeds (range {span})"
+    return f"; the paper's value within the range of {v.n_seeds} seeds {span}"
+
+
+def evaluate(row: dict, profile: str, alternative=None) -> dict:
+    """One ledger row for one claim, computed from this build's results: under the paper's
+    reading (``data/paper/readings.yaml``), or under ``alternative`` = (reading id, choice),
+    every other reading the paper's (the ledger's sensitivity columns)."""
+    from ...core.readings import Reading, specs as reading_specs
+
     spec = REGISTRY.get(row["id"])
     need = row["needs"]
-    out = {"ours": None, "tolerance": "", "evidence": "", "provenance": "", "note": ""}
+    out = {"ours": None, "tolerance": "", "evidence": "", "provenance": "", "note": "", "reading": "", "n_seeds": 0}
     if spec is None:
         if need is None:
             raise ValueError(f"claim {row['id']!r} has neither a function in tempo.book.claims.functions nor a declared need")
         out.update(status=NEED_STATUS[need], note=need_note(row))
         return out
-    frames, missing = load_inputs(profile, spec.inputs)
+    reading = Reading.paper() if alternative is None else Reading.paper(**{alternative[0]: alternative[1]})
+    stems, why_not = _inputs_under(spec, profile, alternative)
+    if why_not:
+        out.update(status=NEED_STATUS[need] if need is not None else "not run in this build", note=why_not)
+        return out
+    frames, missing = load_inputs(profile, list(stems.values()))
+    frames = {k: frames[v] for k, v in stems.items() if v in frames}
+    missing = [k for k, v in stems.items() if v in missing]
     if missing:
         if need is not None:
             out.update(status=NEED_STATUS[need], note=need_note(row))
         else:
             out.update(status="not run in this build",
-                       note="this build has no " + ", ".join(f"{m}.csv" for m in missing)
+                       note="this build has no " + ", ".join(f"{stems[m]}.csv" for m in missing)
                             + f" in build/results/{profile}/ (run {row['chapter']})")
         return out
-    v = spec.fn(frames)
+    v = _call(spec, frames, reading)
     if v is None:  # the results hold no cell the claim is about (a reduced grid), or no GPU recording
         if need is not None:
             out.update(status=NEED_STATUS[need], note=need_note(row))
@@ -103,11 +182,17 @@ def evaluate(row: dict, profile: str) -> dict:
         v = dataclasses.replace(v, note="; ".join(x for x in (v.note, flag) if x))
     evidence = v.evidence or spec.evidence
     prov = _provenance(spec, v, profile)
+    out["reading"] = _reading_label(frames, reading)
     if need is not None and evidence not in SATISFIES[need]:
         who = "stand-in" if evidence in ("gpu", "cluster") else "CPU stand-in"  # a GPU measurement is no CPU run
         stand = f"{who} ({EVIDENCE[evidence]}): {format_value(v.ours)} {row['unit']}, not a verdict"
         out.update(status=NEED_STATUS[need], evidence=evidence, provenance=prov,
                    note="; ".join(x for x in (need_note(row), stand, v.note) if x))
+        return out
+    if v.stand_in:
+        # measured on other hardware or on a partial grid (the hardware_grid reading): shown, never a verdict
+        out.update(ours=v.ours, status="stand-in", evidence=evidence, provenance=prov, n_seeds=v.n_seeds,
+                   note="; ".join(x for x in (f"stand-in, not a verdict: {v.stand_in}", v.note) if x))
         return out
     ok, why = check(row, v)
     tol, _ = tolerance(row, v)
@@ -115,8 +200,34 @@ def evaluate(row: dict, profile: str) -> dict:
         status = "consistent" if ok else "deviates"
     else:
         status = "reproduced" if ok else "deviates"
-    out.update(ours=v.ours, status=status, evidence=evidence, provenance=prov, note=v.note,
-               tolerance=f"{format_value(tol)} ({why})", ci=v.ci)
+    note = v.note
+    calib = [r.id for r in reading_specs().values() if r.calibration and row["id"] in r.claims]
+    if status == "reproduced" and calib:
+        # decided by one of the paper's own inputs (readings.yaml `calibration`): consistent, not reproduced
+        status = "consistent"
+        note = "; ".join(x for x in (f"decided by the paper's own input ({', '.join(calib)}): consistent, not a "
+                                     "reproduction", note) if x)
+    out.update(ours=v.ours, status=status, evidence=evidence, provenance=prov, note=note,
+               tolerance=f"{format_value(tol)} ({why}){_seeds_text(v, row.get('bound'))}", ci=v.ci, n_seeds=v.n_seeds)
+    return out
+
+
+def sensitivity(row: dict, profile: str) -> list[dict]:
+    """The claim under each alternative of each reading ``data/paper/readings.yaml`` lists it
+    under (one choice changed at a time, the rest the paper's): one dict per (reading, choice)
+    with our value, the status it would get and its note.  Empty for a claim no reading lists."""
+    from ...core.readings import specs as reading_specs
+
+    out = []
+    for sp in reading_specs().values():
+        if row["id"] not in sp.claims:
+            continue
+        for choice in sp.choices:
+            if choice == sp.paper:
+                continue
+            e = evaluate(row, profile, (sp.id, choice))
+            out.append({"id": row["id"], "reading": sp.id, "choice": choice, "ours": format_value(e["ours"]),
+                        "status": e["status"], "note": e["note"]})
     return out
 
 
@@ -156,33 +267,54 @@ def trace_need_note(chapter: str) -> str:
 
 def ledger(profile: str, write: bool = True) -> pd.DataFrame:
     """Every claim with paper, ours, tolerance, status, evidence, provenance and note, recomputed
-    from ``build/results/<profile>/`` now.  Also written to ``claims.csv`` and
-    ``ledger_summary.md`` there."""
-    rows = []
+    from ``build/results/<profile>/`` now, under the paper's reading; ``readings`` names the
+    readings it depends on and ``under other readings`` its value and status under each
+    alternative (:func:`sensitivity`; ``attrs["sensitivity"]`` holds them as a table).  Also
+    written to ``claims.csv``, ``claims_sensitivity.csv`` and ``ledger_summary.md`` there."""
+    rows, sens = [], []
     for r in claim_rows():
         e = evaluate(r, profile)
+        alt = sensitivity(r, profile) if e["status"] not in NEED_STATUS.values() else []
+        for a in alt:
+            a["paper_reading_status"], a["paper_reading_ours"] = e["status"], format_value(e["ours"])
+        sens += alt
         rows.append({"id": r["id"], "section": r["section"], "claim": r["claim"], "unit": r["unit"],
                      "paper": r["paper"], "paper_text": printed(r["paper_text"]), "ours": e["ours"], "tolerance": e["tolerance"], "status": e["status"],
                      "evidence": e["evidence"], "provenance": e["provenance"], "note": e["note"],
-                     "kind": r["kind"], "needs": r["needs"] or "", "chapter": r["chapter"],
-                     "fallbacks": e.get("fallbacks", 0)})
+                     "kind": r["kind"], "needs": r["needs"] or "", "chapter": r["chapter"], "reading": e["reading"],
+                     "n_seeds": e["n_seeds"], "readings": ", ".join(dict.fromkeys(a["reading"] for a in alt)),
+                     "under other readings": alternatives_text(alt), "fallbacks": e.get("fallbacks", 0)})
     df = pd.DataFrame(rows)
+    df.attrs["sensitivity"] = pd.DataFrame(sens, columns=["id", "reading", "choice", "ours", "status", "note",
+                                                          "paper_reading_ours", "paper_reading_status"])
     if write:
         from ...core.io import atomic_write_csv, atomic_write_text
 
         d = paths.results_dir(profile)
         atomic_write_csv(show_table(df), d / "claims.csv")
+        atomic_write_csv(df.attrs["sensitivity"], d / "claims_sensitivity.csv")
         atomic_write_text(d / "ledger_summary.md", summary_markdown(df, profile))
     return df
+
+
+def alternatives_text(alt: list[dict]) -> str:
+    """``"reading=choice: ours (status); ..."`` for a claim's :func:`sensitivity` rows."""
+    return "; ".join(f"{a['reading']}={a['choice']}: {a['ours'] or '-'} ({a['status']})" for a in alt)
+
+
+def _claims_of(ids) -> dict:
+    """The claims.yaml rows of ``ids`` by id; ``ValueError`` naming the unknown ids."""
+    rows = {r["id"]: r for r in claim_rows()}
+    unknown = [i for i in ids if i not in rows]
+    if unknown:
+        raise ValueError(f"unknown claim ids {unknown}")
+    return rows
 
 
 def view(profile: str, ids) -> pd.DataFrame:
     """The ledger rows of ``ids`` as a chapter shows them beside its results: the claim, the
     paper's number, ours, the status and the note, computed now from this build's results."""
-    rows = {r["id"]: r for r in claim_rows()}
-    unknown = [i for i in ids if i not in rows]
-    if unknown:
-        raise ValueError(f"unknown claim ids {unknown}")
+    rows = _claims_of(ids)
     out = []
     for i in ids:
         e = evaluate(rows[i], profile)
@@ -191,23 +323,78 @@ def view(profile: str, ids) -> pd.DataFrame:
     return pd.DataFrame(out, index=pd.Index(list(ids), name="id"))
 
 
+def verdict_moves(paper_status: str, other_status: str) -> bool:
+    """Whether a claim's verdict differs under another reading: both are verdicts or stand-ins
+    (:data:`VERDICTS`, "stand-in") and they differ.  A missing run or a need moves nothing."""
+    kinds = set(VERDICTS) | {"stand-in"}
+    return paper_status in kinds and other_status in kinds and paper_status != other_status
+
+
+def sensitivity_view(profile: str, ids) -> pd.DataFrame:
+    """The claims ``ids`` under the paper's reading and under each alternative the ledger shows
+    (:func:`sensitivity`), as a chapter shows them beside its results: one row per claim and
+    alternative reading, our value and the status it would get, the paper-reading row first."""
+    rows = _claims_of(ids)
+    out = []
+    for i in ids:
+        e = evaluate(rows[i], profile)
+        out.append({"id": i, "reading": "paper's reading", "paper": printed(rows[i]["paper_text"]),
+                    "this artifact": format_value(e["ours"]), "status": e["status"]})
+        out += [{"id": i, "reading": f"{a['reading']} = {a['choice']}", "paper": "", "this artifact": a["ours"],
+                 "status": a["status"] + (" (verdict moves)" if verdict_moves(e["status"], a["status"]) else "")}
+                for a in sensitivity(rows[i], profile)]
+    return pd.DataFrame(out).set_index(["id", "reading"])
+
+
 def counts(df: pd.DataFrame) -> dict:
     return {s: int((df.status == s).sum()) for s in STATUSES}
 
 
 def summary_markdown(df: pd.DataFrame, profile: str) -> str:
     c = counts(df)
-    return (f"**Claims ledger** ({len(df)} claims, profile `{profile}`, recomputed from this build's results): "
-            f"{c['reproduced']} reproduced, {c['consistent']} consistent with the paper's own parameters "
-            f"(not counted as reproduced), {c['deviates']} deviate, {c['not run in this build']} not run in this build, "
+    return (f"**Claims ledger** ({len(df)} claims, profile `{profile}`, recomputed from this build's results under the "
+            f"paper's reading): {c['reproduced']} reproduced, {c['consistent']} consistent with the paper's own parameters "
+            f"(not counted as reproduced), {c['deviates']} deviate, {c['stand-in']} stand-ins (measured on another GPU or "
+            f"on a partial grid: shown, not verdicts), {c['not run in this build']} not run in this build, "
             f"{c['needs a recorded trace']} need a recorded trace, {c['needs a GPU']} need a GPU, "
             f"{c['needs a cluster']} need a cluster. See the [Claims ledger](claims-ledger) chapter.\n")
 
 
 def show_table(df: pd.DataFrame) -> pd.DataFrame:
     """The ledger as the chapter and the CLI show it (formatted numbers)."""
-    return df.assign(paper=df.paper_text, ours=df.ours.map(format_value))[
-        ["id", "status", "paper", "ours", "unit", "tolerance", "section", "claim", "evidence", "provenance", "note"]]
+    cols = ["id", "status", "paper", "ours", "unit", "tolerance", "section", "claim", "evidence", "provenance", "note"]
+    cols += [c for c in ("reading", "readings", "under other readings") if c in df]
+    return df.assign(paper=df.paper_text, ours=df.ours.map(format_value))[cols]
+
+
+#: the markers of the README's ledger counts, rewritten by ``python -m tempo ledger --readme``
+README_MARKERS = ("<!-- ledger-counts: generated by python -m tempo ledger --readme -->", "<!-- /ledger-counts -->")
+
+
+def readme_counts(df: pd.DataFrame, profile: str) -> str:
+    """The README's sentence of ledger counts (stand-ins and needs apart from the verdicts)."""
+    c = counts(df)
+    return (f"{len(df)} quantitative claims, each with our number and a status; the `{profile}` build gives "
+            f"{c['reproduced']} reproduced, {c['consistent']} consistent (arithmetic or the paper's own inputs, not "
+            f"counted as reproductions), {c['deviates']} deviate; {c['stand-in']} stand-ins (hardware claims measured "
+            f"on another GPU or a partial grid: not verdicts), {c['not run in this build']} not run, "
+            f"{c['needs a recorded trace']} need a recorded trace, {c['needs a GPU']} a GPU and "
+            f"{c['needs a cluster']} a cluster")
+
+
+def write_readme_counts(df: pd.DataFrame, profile: str, readme=None) -> str:
+    """Rewrite the README's ledger counts between :data:`README_MARKERS` with
+    :func:`readme_counts`; ``ValueError`` when the README lacks the markers.  Returns the text."""
+    readme = paths.ROOT / "README.md" if readme is None else readme
+    text = readme.read_text()
+    start, end = README_MARKERS
+    if start not in text or end not in text:
+        raise ValueError(f"{readme} has no ledger-counts markers ({start} ... {end})")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    line = readme_counts(df, profile)
+    readme.write_text(f"{head}{start}{line}{end}{tail}")
+    return line
 
 
 def main(argv=None) -> int:
@@ -217,8 +404,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tempo ledger", description=main.__doc__)
     ap.add_argument("--profile", default="full", choices=["smoke", "full", "gpu"])
     ap.add_argument("--status", help="show only claims with this status")
+    ap.add_argument("--readme", action="store_true", help="also rewrite the ledger counts in README.md")
     a = ap.parse_args(argv)
     df = ledger(a.profile)
+    if a.readme:
+        try:
+            print("README.md:", write_readme_counts(df, a.profile), file=sys.stderr)
+        except ValueError as exc:
+            ap.error(str(exc))
     show = show_table(df)
     if a.status:
         if a.status not in STATUSES:

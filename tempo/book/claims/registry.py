@@ -20,8 +20,11 @@ import numpy as np
 
 from ..paper import precision
 
-STATUSES = ["reproduced", "consistent", "deviates", "not run in this build",
+STATUSES = ["reproduced", "consistent", "deviates", "stand-in", "not run in this build",
             "needs a recorded trace", "needs a GPU", "needs a cluster"]
+#: the statuses that are verdicts (an independent computation or arithmetic checked against the
+#: paper's number); a stand-in, a missing result and a need are not
+VERDICTS = ("reproduced", "consistent", "deviates")
 NEED_STATUS = {"trace": "needs a recorded trace", "gpu": "needs a GPU", "cluster": "needs a cluster"}
 #: evidence kinds a value can rest on; the first two give "consistent", not "reproduced"
 EVIDENCE = {"paper-parameters": "arithmetic on the paper's own parameters",
@@ -44,12 +47,24 @@ SATISFIES = {"trace": {"trace"}, "gpu": {"gpu"}, "cluster": {"cluster"}}
 class Value:
     """Our number for a claim.  ``ours`` is a float, or a ``(low, high)`` pair for a range
     claim (both ends) and for a ``tight`` claim (lower and upper estimate).  ``ci`` is our own
-    95% uncertainty interval of a scalar (bootstrap), or None where the statistic has none."""
+    95% uncertainty interval of a scalar (bootstrap), or None where the statistic has none.
+
+    ``seeds``: for an extreme over random batches (a maximum or minimum over a grid, the
+    ``random_maxima`` reading), the range ``(lowest, highest)`` of the statistic over
+    ``n_seeds`` seeds (for a range claim, one such pair per end); :func:`check` then agrees when
+    the paper's value lies within that range (widened by the paper's precision).
+
+    ``stand_in``: why this value cannot decide the claim (a measurement on another GPU or on
+    a partial grid, the ``hardware_grid`` reading): the ledger shows it with status
+    "stand-in", never as a verdict."""
     ours: float | tuple
     ci: tuple | None = None
     note: str = ""
     evidence: str | None = None  # overrides the spec's (e.g. a trace that turns out synthetic)
     provenance: str = ""         # overrides the spec's description
+    seeds: tuple | None = None
+    n_seeds: int = 0
+    stand_in: str = ""
 
 
 @dataclass
@@ -59,37 +74,69 @@ class Spec:
     evidence: str
     provenance: str
     reads_measured: bool = False
+    #: the readings the function itself reads (``fn(frames, reading=...)``), as opposed to
+    #: those its input experiments ran under (``tempo.core.readings``)
+    uses: tuple = ()
 
 
 REGISTRY: dict[str, Spec] = {}
 
 
-def claim(claim_id: str, inputs=(), evidence: str = "synthetic", provenance: str = ""):
-    """Register ``fn(frames) -> Value | float | tuple`` as the computation of ``claim_id``."""
+def claim(claim_id: str, inputs=(), evidence: str = "synthetic", provenance: str = "", uses=()):
+    """Register ``fn(frames) -> Value | float | tuple`` as the computation of ``claim_id``.
+
+    ``uses``: the readings of ``data/paper/readings.yaml`` the function reads itself (how it
+    scores the results: ``milp_reference``, ``random_maxima``, ``printed_rounding`` ...); it is
+    then called ``fn(frames, reading=...)`` with the reading under evaluation (the paper's for
+    the verdict, each alternative for the ledger's sensitivity columns).  The readings the input
+    experiments ran under are in their ``.meta.json``, not here."""
     if evidence not in EVIDENCE:
         raise ValueError(f"evidence must be one of {sorted(EVIDENCE)}, got {evidence!r}")
+    if isinstance(uses, str):
+        raise TypeError(f"uses must be a tuple of reading ids, got the string {uses!r}")
 
     def deco(fn):
         if claim_id in REGISTRY:
             raise ValueError(f"claim {claim_id!r} registered twice")
-        REGISTRY[claim_id] = Spec(tuple(inputs), fn, evidence, provenance)
+        REGISTRY[claim_id] = Spec(tuple(inputs), fn, evidence, provenance, uses=tuple(uses))
         return fn
 
     return deco
 
 
-def bootstrap_ci(values, stat=np.median, n: int = 400, seed: int = 0, level: float = 0.95) -> tuple:
+def bootstrap_ci(values, stat=np.median, n: int = 400, seed: int = 0, level: float = 0.95, strata=None) -> tuple:
     """Percentile bootstrap interval of ``stat`` over the items of ``values`` (batches, windows
-    or seeds).  Fewer than 3 items: the degenerate interval at the statistic."""
+    or seeds).  Fewer than 3 items: the degenerate interval at the statistic.
+
+    ``strata`` (one label per value, e.g. the grid cell): a stratified bootstrap, resampling
+    within each stratum, for a statistic over a designed grid whose random part is the batches
+    (seeds) inside each cell; the grid itself is kept."""
     v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
+    keep = np.isfinite(v)
+    v = v[keep]
     if len(v) < 3:
         s = float(stat(v)) if len(v) else float("nan")
         return (s, s)
     rng = np.random.default_rng(seed)
-    boots = np.array([stat(v[rng.integers(0, len(v), len(v))]) for _ in range(n)])
+    if strata is None:
+        boots = np.array([stat(v[rng.integers(0, len(v), len(v))]) for _ in range(n)])
+    else:
+        labels = np.asarray(list(strata), dtype=object)
+        if len(labels) != len(keep):
+            raise ValueError(f"strata has {len(labels)} labels for {len(keep)} values")
+        labels = labels[keep]
+        groups = [np.flatnonzero(labels == u) for u in dict.fromkeys(labels.tolist())]
+        boots = np.array([stat(v[np.concatenate([g[rng.integers(0, len(g), len(g))] for g in groups])])
+                          for _ in range(n)])
     a = (1 - level) / 2
     return (float(np.quantile(boots, a)), float(np.quantile(boots, 1 - a)))
+
+
+def seed_range(per_seed) -> tuple:
+    """``(lowest, highest)`` of a statistic computed once per seed (``per_seed``: a Series or
+    array of per-seed values), for :attr:`Value.seeds`."""
+    v = np.asarray(per_seed, dtype=float)
+    return (float(np.nanmin(v)), float(np.nanmax(v)))
 
 
 # ------------------------------------------------------------------ the verdict
@@ -131,6 +178,17 @@ def check(row: dict, value: Value) -> tuple[bool, str]:
     def slack(p):
         return tol * abs(p) if kind == "rel" else (p * (tol - 1) if kind == "factor" else tol)
 
+    if value.seeds is not None and bound is None:
+        # an extreme over random batches (Section 3.2, Table 2; the random_maxima reading): the paper's
+        # value is one draw of it; it agrees when it lies within the range our seeds give (each end of a
+        # range claim within that end's range), widened by the paper's precision
+        def within(p, rng):
+            lo, hi = rng
+            return bool(np.isfinite(lo) and np.isfinite(hi) and lo - slack(p) - 1e-12 <= p <= hi + slack(p) + 1e-12)
+
+        if isinstance(paper, list):
+            return within(paper[0], value.seeds[0]) and within(paper[1], value.seeds[1]), why
+        return within(paper, value.seeds), why
     if isinstance(paper, list):
         if isinstance(ours, tuple):
             return near(ours[0], paper[0]) and near(ours[1], paper[1]), why

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..registry import Value, bootstrap_ci, claim
-from .common import SYN, routing
+from ..registry import Value, bootstrap_ci, claim, seed_range
+from .common import SYN, routing, seeded, seeds_text
 
 
 # ------------------------------------------------------------------ Fig. 5
@@ -50,55 +50,106 @@ for _cid, _B, _col in [("t1_uniform_b128", 128, "uniform"), ("t1_metro_b128", 12
 
 
 # ------------------------------------------------------------------ phase diagram (Section 3.2, Fig. 6)
+# Every statistic of the phase grids is computed over the seeds the grid ran with, as the
+# random_maxima reading has it (data/paper/readings.yaml): an extreme (a maximum, a minimum, the
+# ends of a range) is one value per seed and agrees when the paper's value lies within the seeds'
+# range (Value.seeds); a bound stated for every cell must hold on every seed; a mean or a share gets
+# its bootstrap interval over seeds.  Under random_maxima=one_seed only the first seed counts.
 _PHASE = SYN + ", EP8 phase grid (Section 3.2's skews x replications x batch ladder)"
+_RM = ("random_maxima",)
 
 
 def _best_fixed(p):
     return p[["ms_metro", "ms_token_lp", "ms_uniform"]].min(axis=1)
 
 
-@claim("phase_min_gain", ["phase_diagram"], "synthetic", _PHASE)
-def phase_min_gain(f):
-    return float(f["phase_diagram"].gain_pct.min())
+def _where(row) -> str:
+    return f"s = {row['skew']:g}, {row.replication:g}x, B = {int(row.B)}" + (f", seed {int(row.seed)}" if "seed" in row else "")
 
 
-def _max_gain(f, shape, rep=None):
-    p = f["phase_diagram"]
+@claim("phase_min_gain", ["phase_diagram"], "synthetic", _PHASE, uses=_RM)
+def phase_min_gain(f, reading=None):
+    # "min gain >= -0.3%" on the grid: a bound for every cell, so it must hold on every seed
+    p, seeds = seeded(f["phase_diagram"], reading)
+    per = p.groupby("seed").gain_pct.min() if "seed" in p else pd.Series([p.gain_pct.min()], index=[0])
+    w = p.loc[p.gain_pct.idxmin()]
+    return Value(float(per.min()), seeds=seed_range(per), n_seeds=len(per),
+                 note=f"lowest cell gain per seed: {seeds_text(per, '.3f')}; lowest at {w['shape']}, {_where(w)}")
+
+
+def _max_gain(f, shape, rep=None, reading=None):
+    p, seeds = seeded(f["phase_diagram"], reading)
     sub = p[(p["shape"] == shape) & ((p.replication == rep) if rep else True)]
-    return float(sub.gain_pct.max()) if len(sub) else None
-
-
-claim("phase_max_gain_dsv3", ["phase_diagram"], "synthetic", _PHASE + ", DSv3")(lambda f: _max_gain(f, "DSv3"))
-claim("phase_max_gain_qwen3", ["phase_diagram"], "synthetic", _PHASE + ", Qwen3-30B")(lambda f: _max_gain(f, "Qwen3-30B"))
-claim("phase_max_gain_dsv2", ["phase_diagram"], "synthetic", _PHASE + ", DSv2-Lite at 1.5x")(
-    lambda f: _max_gain(f, "DSv2-Lite", 1.5))
-
-
-@claim("phase_metro_worst", ["phase_diagram"], "synthetic", _PHASE + ", cells where token-LP wins")
-def phase_metro_worst(f):
-    p = f["phase_diagram"]
-    c = p[p.winner == "L"]
-    return float((c.ms_metro / _best_fixed(c)).max()) if len(c) else None
-
-
-@claim("phase_tokenlp_memory_max", ["phase_diagram"], "synthetic", _PHASE + ", cells where METRO wins")
-def phase_tokenlp_memory_max(f):
-    # the paper: "token-LP in the memory regime costs 5-17%": both ends, over the cells where METRO wins
-    p = f["phase_diagram"]
-    m = p[p.winner == "M"]
-    if m.empty:
+    if sub.empty:
         return None
-    pen = 100 * (m.ms_token_lp / _best_fixed(m) - 1)
-    return (float(pen.min()), float(pen.max()))
+    per = sub.groupby("seed").gain_pct.max() if "seed" in sub else pd.Series([sub.gain_pct.max()], index=[0])
+    w = sub.loc[sub.gain_pct.idxmax()]
+    return Value(float(per.median()), seeds=seed_range(per), n_seeds=len(per),
+                 note=f"largest gain over the grid per seed: {seeds_text(per)}; the largest at {_where(w)}")
 
 
-def boundary_hits(phase: pd.DataFrame, shape: str = "DSv3", ep: int = 8) -> pd.DataFrame:
-    """Per (skew, replication) column: the analytic B* (Section 3.2) and whether it lands in
-    the observed flip band.  A column whose winner never flips from M to L on the ladder has
-    no band, and counts as a miss (``flips`` False)."""
+claim("phase_max_gain_dsv3", ["phase_diagram"], "synthetic", _PHASE + ", DSv3", uses=_RM)(
+    lambda f, reading=None: _max_gain(f, "DSv3", reading=reading))
+claim("phase_max_gain_qwen3", ["phase_diagram"], "synthetic", _PHASE + ", Qwen3-30B", uses=_RM)(
+    lambda f, reading=None: _max_gain(f, "Qwen3-30B", reading=reading))
+claim("phase_max_gain_dsv2", ["phase_diagram"], "synthetic", _PHASE + ", DSv2-Lite at 1.5x", uses=_RM)(
+    lambda f, reading=None: _max_gain(f, "DSv2-Lite", 1.5, reading=reading))
+
+
+def _per_seed(p, fn) -> pd.Series:
+    """``fn(rows)`` per seed of a phase grid (one value when the grid has no seed column), NaN
+    where a seed has no rows ``fn`` can use."""
+    if "seed" not in p:
+        return pd.Series([fn(p)], index=[0], dtype=float)
+    return pd.Series({int(s): fn(g) for s, g in p.groupby("seed")}, dtype=float)
+
+
+@claim("phase_metro_worst", ["phase_diagram"], "synthetic", _PHASE + ", cells where token-LP wins", uses=_RM)
+def phase_metro_worst(f, reading=None):
+    p, _ = seeded(f["phase_diagram"], reading)
+
+    def worst(g):
+        c = g[g.winner == "L"]  # a tied cell (M+L) is won by neither (the ties reading)
+        return float((c.ms_metro / _best_fixed(c)).max()) if len(c) else float("nan")
+
+    per = _per_seed(p, worst).dropna()
+    if per.empty:
+        return None
+    return Value(float(per.median()), seeds=seed_range(per), n_seeds=len(per),
+                 note=f"METRO over the best fixed policy, worst cell where token-LP wins alone, per seed: {seeds_text(per)}")
+
+
+@claim("phase_tokenlp_memory_max", ["phase_diagram"], "synthetic", _PHASE + ", cells where METRO wins", uses=_RM)
+def phase_tokenlp_memory_max(f, reading=None):
+    # the paper: "token-LP in the memory regime costs 5-17%": both ends, over the cells where METRO wins
+    p, _ = seeded(f["phase_diagram"], reading)
+
+    def pen(g):
+        m = g[g.winner == "M"]
+        return 100 * (m.ms_token_lp / _best_fixed(m) - 1)
+
+    lo = _per_seed(p, lambda g: pen(g).min() if (g.winner == "M").any() else float("nan")).dropna()
+    hi = _per_seed(p, lambda g: pen(g).max() if (g.winner == "M").any() else float("nan")).dropna()
+    if lo.empty:
+        return None
+    return Value((float(lo.median()), float(hi.median())), seeds=(seed_range(lo), seed_range(hi)), n_seeds=len(lo),
+                 note=f"token-LP's cost where METRO wins alone, lowest cell per seed: {seeds_text(lo)}; "
+                      f"highest: {seeds_text(hi)}")
+
+
+def boundary_hits(phase: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=None) -> pd.DataFrame:
+    """Per (skew, replication) column of one seed's grid: the analytic B* (Section 3.2) and
+    whether it lands in the observed flip band, under ``reading`` (default the paper's: the
+    router and placement the grid ran with, ``hot_share``'s p_1; :func:`boundary_table`).
+
+    ``flips``: whether the winner flips from M to L on the ladder, i.e. a cell token-LP wins
+    alone lies above the last cell METRO wins alone.  A tied cell ("M+L", the ``ties``
+    reading) is won by neither policy, so it neither ends nor starts the band; a column whose
+    top cells tie and where token-LP never wins alone does not flip, has no band and counts as a
+    miss (Section 3.2 reads the band from the winning policy's letter)."""
     from ....studies.simulator import boundary_table
 
-    bt = boundary_table(phase, shape, ep)
+    bt = boundary_table(phase, shape, ep, reading=reading)
     sub = phase[(phase["shape"] == shape) & (phase.ep == ep)]
     flips = []
     for r in bt.itertuples():
@@ -110,45 +161,76 @@ def boundary_hits(phase: pd.DataFrame, shape: str = "DSv3", ep: int = 8) -> pd.D
     return bt
 
 
-@claim("phase_boundary_hits", ["phase_diagram"], "synthetic", _PHASE + ", DSv3 columns")
-def phase_boundary_hits(f):
-    bt = boundary_hits(f["phase_diagram"])
-    if bt.empty:
+@claim("phase_boundary_hits", ["phase_diagram"], "synthetic", _PHASE + ", DSv3 columns", uses=("random_maxima", "hot_share"))
+def phase_boundary_hits(f, reading=None):
+    p, seeds = seeded(f["phase_diagram"], reading)
+    tables = {s: boundary_hits(p[p.seed == s] if "seed" in p else p, reading=reading) for s in seeds}
+    tables = {s: t for s, t in tables.items() if not t.empty}
+    if not tables:
         return None
-    return Value(100 * float(bt.hit.mean()), note=f"{int(bt.hit.sum())} of {len(bt)} columns (paper: 12 of 12); "
-                                                 f"{int((~bt.flips).sum())} columns never flip on our ladder")
+    share = pd.Series({s: 100 * float(t.hit.mean()) for s, t in tables.items()})
+    cols = len(next(iter(tables.values())))
+    never = pd.Series({s: int((~t.flips).sum()) for s, t in tables.items()})
+    ci = bootstrap_ci(share.to_numpy(), np.mean) if len(share) > 1 else None
+    return Value(float(share.mean()), ci=ci, n_seeds=len(share),
+                 note=f"{share.mean() * cols / 100:.1f} of {cols} columns on average (paper: 12 of 12); per seed "
+                      f"{int(share.min() * cols / 100 + 0.5)} to {int(share.max() * cols / 100 + 0.5)} of {cols}; "
+                      f"{never.min()} to {never.max()} columns per seed never flip from M to L on the ladder "
+                      f"(tied top cells, M+L, end no band)")
 
 
 # ------------------------------------------------------------------ scale (Section 3.3, Fig. 12)
 _SCALE = SYN + ", DSv3 shape, 1.25x replication, EP 8-64"
 
 
-@claim("scale_max_gain", ["phase_diagram-scale"], "synthetic", _SCALE + ", s = 0")
-def scale_max_gain(f):
+@claim("scale_max_gain", ["phase_diagram-scale"], "synthetic", _SCALE + ", s = 0", uses=_RM)
+def scale_max_gain(f, reading=None):
     # the paper's "(max 15.5%)" belongs to the s = 0 clause on EP32-64 (P:237)
-    s = f["phase_diagram-scale"]
+    s, _ = seeded(f["phase_diagram-scale"], reading)
     sub = s[(s.ep >= 32) & (s["skew"] == 0.0)]
-    return float(sub.gain_pct.max()) if len(sub) else None
+    if sub.empty:
+        return None
+    per = _per_seed(sub, lambda g: float(g.gain_pct.max()))
+    return Value(float(per.median()), seeds=seed_range(per), n_seeds=len(per),
+                 note=f"largest gain at s = 0 on EP32-64 per seed: {seeds_text(per)}")
 
 
-@claim("scale_mean_gain_s0", ["phase_diagram-scale"], "synthetic", _SCALE + ", s = 0")
-def scale_mean_gain_s0(f):
-    # "mean 6-6.5% at s = 0 on EP32-64": the mean over the batch ladder, one per EP; both ends
-    s = f["phase_diagram-scale"]
+@claim("scale_mean_gain_s0", ["phase_diagram-scale"], "synthetic", _SCALE + ", s = 0", uses=_RM)
+def scale_mean_gain_s0(f, reading=None):
+    # "mean 6-6.5% at s = 0 on EP32-64": the mean over the batch ladder (and the seeds), one per EP; both ends
+    s, seeds = seeded(f["phase_diagram-scale"], reading)
     m = s[(s.ep >= 32) & (s["skew"] == 0.0)].groupby("ep").gain_pct.mean()
-    return (float(m.min()), float(m.max())) if len(m) else None
+    if m.empty:
+        return None
+    return Value((float(m.min()), float(m.max())), n_seeds=len(seeds),
+                 note="mean over the batch ladder and " + (f"{len(seeds)} seeds" if len(seeds) > 1 else "one seed")
+                      + ": " + ", ".join(f"EP{int(e)} {v:.2f}%" for e, v in m.items()))
 
 
-@claim("scale_mean_gain_s12", ["phase_diagram-scale"], "synthetic", _SCALE + ", s = 1.2, EP32")
-def scale_mean_gain_s12(f):
-    s = f["phase_diagram-scale"]
+@claim("scale_mean_gain_s12", ["phase_diagram-scale"], "synthetic", _SCALE + ", s = 1.2, EP32", uses=_RM)
+def scale_mean_gain_s12(f, reading=None):
+    s, seeds = seeded(f["phase_diagram-scale"], reading)
     sub = s[(s.ep == 32) & (s["skew"] == 1.2)]
-    return float(sub.gain_pct.mean()) if len(sub) else None
+    if sub.empty:
+        return None
+    # a mean over a designed ladder whose random part is the batches: bootstrap the seeds within each B
+    ci = bootstrap_ci(sub.gain_pct.to_numpy(), np.mean, strata=sub.B.to_numpy()) if len(seeds) > 1 else None
+    per = _per_seed(sub, lambda g: float(g.gain_pct.mean()))
+    return Value(float(sub.gain_pct.mean()), ci=ci, n_seeds=len(seeds),
+                 note=f"mean over the batch ladder and the seeds; per seed {seeds_text(per)}"
+                      + (f"; 95% bootstrap interval {ci[0]:.2f} to {ci[1]:.2f} (seeds resampled within each B)" if ci else ""))
 
 
-@claim("scale_comm_effect", ["phase_diagram-scale"], "synthetic", _SCALE + ", scored with k_r = 0.0037 us/token")
-def scale_comm_effect(f):
-    s = f["phase_diagram-scale"]
-    shift = (s.groupby(["ep", "skew"]).gain_comm_pct.mean() - s.groupby(["ep", "skew"]).gain_pct.mean()).abs()
+@claim("scale_comm_effect", ["phase_diagram-scale"], "synthetic", _SCALE + ", scored with k_r = 0.0037 us/token", uses=_RM)
+def scale_comm_effect(f, reading=None):
+    # "changes no conclusion (< 1 p)": a bound, so it must hold on every seed
+    s, _ = seeded(f["phase_diagram-scale"], reading)
+
+    def shift(g):
+        return float((g.groupby(["ep", "skew"]).gain_comm_pct.mean() - g.groupby(["ep", "skew"]).gain_pct.mean()).abs().max())
+
+    per = _per_seed(s, shift)
     flips = int((s.winner != s.winner_comm).sum())
-    return Value(float(shift.max()), note=f"the best fixed policy changes in {flips} of {len(s)} cells")
+    return Value(float(per.max()), seeds=seed_range(per), n_seeds=len(per),
+                 note=f"largest shift of a mean gain (EP, skew) per seed: {seeds_text(per, '.3f')}; the best fixed "
+                      f"policy changes in {flips} of {len(s)} cells")

@@ -26,6 +26,27 @@ def grid_note(df: pd.DataFrame) -> str:
             if "routing" in df and (df.routing == "trace").any() else "phase-grid batches, not real traces")
 
 
+def seeded(df: pd.DataFrame, reading, col: str = "seed") -> tuple[pd.DataFrame, list]:
+    """The rows of a seeded grid (``col``: ``seed`` of the phase grids, ``batch_seed`` of the
+    ablation) a statistic is computed over under ``reading``'s ``random_maxima``: every seed
+    (``"seeds"``, the paper's reading: at least 8), or the first only (``"one_seed"``).  A
+    result without the column is one seed.  Returns (rows, seeds)."""
+    if col not in df:
+        return df, [0]
+    seeds = sorted(df[col].unique())
+    if reading is not None and reading["random_maxima"] == "one_seed":
+        seeds = seeds[:1]
+    return df[df[col].isin(seeds)], [int(x) for x in seeds]
+
+
+def seeds_text(per_seed: pd.Series, fmt: str = ".2f") -> str:
+    """``"median M, range L-H over N seeds"`` of a statistic computed once per seed."""
+    if len(per_seed) == 1:
+        return f"one seed ({per_seed.index[0]})"
+    return (f"median {per_seed.median():{fmt}}, range {per_seed.min():{fmt}} to {per_seed.max():{fmt}} "
+            f"over {len(per_seed)} seeds")
+
+
 def named_model(name):
     """The cost model of a named parameter set (paper Tables 6, 7)."""
     from ....core.cost import CostModel

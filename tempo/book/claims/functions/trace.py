@@ -36,8 +36,8 @@ def trace_evidence(frames: dict, stems) -> tuple[str | None, str | None]:
 
 
 def _on_trace(fn, stems):
-    def wrapped(frames):
-        v = fn(frames)
+    def wrapped(frames, **kw):  # kw: the reading, for a function that declares ``uses``
+        v = fn(frames, **kw)
         prov, note = trace_evidence(frames, stems)
         if v is None or (prov is None and note is None):
             return v

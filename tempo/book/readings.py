@@ -1,0 +1,79 @@
+"""The readings of ``data/paper/readings.yaml`` as the book uses them: the chapters run every
+study the ledger's claims read under :meth:`Reading.paper` (passed explicitly,
+``studies.run(..., reading=READING)``), and the ledger shows what each reading moves.
+
+The loader and the :class:`Reading` object live in :mod:`tempo.core.readings` (the studies take
+a reading as a parameter and may not import the book); this module re-exports them and adds the
+tables a page shows."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..core.readings import BATCH_LADDERS, N_SEEDS, SKEW_GRIDS, Reading, ReadingSpec, spec, specs  # noqa: F401
+
+PAPER = Reading.paper  # constructors, for chapters: READING = readings.PAPER()
+LIBRARY = Reading.library
+
+
+def table() -> pd.DataFrame:
+    """One row per reading: id, section, how settled, the paper's choice, the library's
+    default, the alternatives and the claims it moves (in file order)."""
+    return pd.DataFrame([{"reading": s.id, "section": s.section, "settled": s.settled, "paper": s.paper,
+                          "library": s.library, "alternatives": ", ".join(s.choices), "claims": len(s.claims),
+                          "calibration": s.calibration} for s in specs().values()]).set_index("reading")
+
+
+def claims_of(reading_id: str) -> list[str]:
+    """The ledger claims a reading moves (its ``claims`` list)."""
+    return list(spec(reading_id).claims)
+
+
+def readings_of(claim_id: str) -> list[str]:
+    """The readings whose ``claims`` list names ``claim_id``, in file order."""
+    return [s.id for s in specs().values() if claim_id in s.claims]
+
+
+def matrix() -> pd.DataFrame:
+    """Claims x readings: True where the reading lists the claim (rows: every claim some
+    reading lists, sorted)."""
+    ids = sorted({c for s in specs().values() for c in s.claims})
+    return pd.DataFrame({s.id: [c in s.claims for c in ids] for s in specs().values()}, index=pd.Index(ids, name="claim"))
+
+
+def alternative_ids(stem: str) -> list[str]:
+    """The readings whose alternatives a chapter runs result ``stem`` under (``"phase_diagram"``,
+    ``"phase_diagram-scale"``, ``"ablation-whole"`` ...): those its experiment depends on
+    (``@experiment(..., readings=...)``) that ``readings.yaml`` lists for a claim reading ``stem``,
+    in file order.  The ledger shows each such claim under each of them."""
+    from ..studies import READINGS
+    from .claims import REGISTRY  # the package registers every claim's function
+
+    deps = READINGS.get(stem.split("-", 1)[0], ())
+    claims = {cid for cid, sp in REGISTRY.items() if stem in sp.inputs}
+    return [s.id for s in specs().values() if s.id in deps and claims & set(s.claims)]
+
+
+def run_alternatives(stem: str, config: dict, profile: str, reading: Reading) -> dict:
+    """Result ``stem`` (``<experiment>[-<tag>]``) under ``reading`` and under each single
+    alternative of :func:`alternative_ids`: :func:`tempo.studies.run_alternatives` (cached; each
+    run writes its CSV for the ledger).  ``{(id, choice): DataFrame}``, ``(None, None)`` for
+    ``reading``."""
+    from .. import studies
+
+    name, _, tag = stem.partition("-")
+    return studies.run_alternatives(name, config, profile, reading=reading, ids=alternative_ids(stem), tag=tag or None)
+
+
+def run_skew_grids(stem: str, config: dict, profile: str, reading: Reading) -> dict:
+    """Result ``stem`` with its config's ``skews`` set by each other choice of the ``skew_grid``
+    reading (Section 3.2's grid; a config value, not a reading the experiment takes), written as
+    the stem the ledger looks for (``<stem>-skew_grid=<choice>``).  ``{choice: DataFrame}``."""
+    from .. import studies
+
+    name, _, tag = stem.partition("-")
+    out = {}
+    for alt in reading.alternatives("skew_grid"):
+        choice = alt["skew_grid"]
+        out[choice] = studies.run(name, {**config, "skews": alt.skews}, profile, reading=reading,
+                                  tag=studies.alternative_tag("skew_grid", choice, tag or None))
+    return out

@@ -1,0 +1,303 @@
+"""The ledger under the paper's reading (issue 24, items 3, 4 and 7): the sensitivity columns
+and the readings x claims table, the verdict rules that compare like with like (seeds and
+intervals, propagated rounding, the MILP's answer at its limit, pure-Python timing), stand-ins
+counted apart, calibration readings giving "consistent", and the before/after comparison."""
+from __future__ import annotations
+
+import inspect
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tempo.book import claims, paper, readings
+from tempo.book.chapters import ch99_claims_ledger as ch99
+from tempo.book.claims import Value, check
+from tempo.book.claims.functions import ch01, ch03, ch04_regimes
+from tempo.book.readings import Reading
+from tempo.core import paths
+
+
+@pytest.fixture
+def put(tmp_path, monkeypatch):
+    """An empty build/ for one test; ``put(stem, df, experiment, tag, reading)`` writes a result
+    and its .meta.json as tempo.studies.run does (``reading``: the config's id -> choice)."""
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    from tempo.calib import record
+
+    monkeypatch.setattr(record, "MEASURED", tmp_path / "measured")
+
+    def _put(stem, df, experiment=None, tag=None, reading=None, profile="smoke"):
+        d = paths.results_dir(profile)
+        df.to_csv(d / f"{stem}.csv", index=False)
+        cfg = {"reading": reading} if reading else {}
+        (d / f"{stem}.meta.json").write_text(json.dumps({"experiment": experiment or stem.split("-")[0], "tag": tag,
+                                                         "config": cfg, "profile": profile, "code_version": "test",
+                                                         "written_utc": "2026-01-01T00:00:00Z"}))
+    return _put
+
+
+def _row(**kw):
+    base = {"id": "x", "paper": 1.0, "paper_text": "1.0", "unit": "x", "needs": None}
+    base.update(kw)
+    return base
+
+
+def _phase(gains_by_seed, shape="DSv3"):
+    """A phase grid with one cell per seed and the given gains (the other columns consistent)."""
+    rows = []
+    for seed, g in enumerate(gains_by_seed):
+        rows.append({"shape": shape, "ep": 8, "skew": 1.2, "replication": 1.25, "B": 128, "seed": seed, "winner": "M",
+                     "tie": False, "gain_pct": g, "ms_metro": 100.0, "ms_token_lp": 110.0, "ms_uniform": 120.0,
+                     "ms_tempo": 100.0 * (1 - g / 100)})
+    return pd.DataFrame(rows)
+
+
+PHASE_READING = Reading.paper().select(("synthetic_router", "placement_loads", "token_lp_face", "ensemble_lp",
+                                        "tempo_preset", "metro_order", "ties"))
+
+
+# ------------------------------------------------------------------ the verdict rules
+
+
+def test_a_maximum_over_seeds_agrees_when_the_paper_lies_in_the_seeds_range():
+    # paper 8.5 (precision 0.05): the seeds' maxima span 7.0-9.0 -> agrees; 9.0-12.0 -> deviates
+    row = _row(paper=8.5, paper_text="8.5")
+    assert check(row, Value(8.0, seeds=(7.0, 9.0), n_seeds=8))[0]
+    assert not check(row, Value(10.0, seeds=(9.0, 12.0), n_seeds=8))[0]
+    assert check(row, Value(10.0, seeds=(8.55, 12.0), n_seeds=8))[0]      # within the printed precision
+    assert not check(row, Value(10.0, seeds=(8.56, 12.0), n_seeds=8))[0]
+    # a range claim: each end within that end's seed range
+    rng = _row(paper=[5, 17], paper_text=["5", "17"])
+    assert check(rng, Value((3.0, 20.0), seeds=((1.0, 5.2), (15.0, 25.0)), n_seeds=8))[0]
+    assert not check(rng, Value((3.0, 20.0), seeds=((1.0, 4.0), (15.0, 25.0)), n_seeds=8))[0]
+    # a bound ignores the range: it must hold for ours (the extreme over every seed)
+    low = _row(paper=-0.3, paper_text="-0.3", bound="lower")
+    assert not check(low, Value(-0.5, seeds=(-0.5, 0.0), n_seeds=8))[0]
+    assert check(low, Value(-0.2, seeds=(-0.2, 0.0), n_seeds=8))[0]
+
+
+def test_the_phase_maximum_is_taken_per_seed_and_one_seed_is_the_alternative():
+    f = {"phase_diagram": _phase([6.0, 9.0, 12.0, 7.0, 8.0, 10.0, 11.0, 13.0])}
+    v = ch04_regimes._max_gain(f, "DSv3", reading=Reading.paper())
+    assert v.seeds == (6.0, 13.0) and v.n_seeds == 8 and v.ours == pytest.approx(9.5)   # median of the maxima
+    row = {**paper.claim("phase_max_gain_dsv3")}
+    assert check(row, v)[0]                                   # 8.5 lies in 6-13
+    one = ch04_regimes._max_gain(f, "DSv3", reading=Reading.paper(random_maxima="one_seed"))
+    assert one.ours == 6.0 and one.n_seeds == 1 and not check(row, one)[0]
+    # the minimum gain is a bound: the lowest seed decides
+    mn = ch04_regimes.phase_min_gain({"phase_diagram": _phase([1.0, -0.5, 2.0])}, reading=Reading.paper())
+    assert mn.ours == -0.5 and not check(paper.claim("phase_min_gain"), mn)[0]
+
+
+def test_a_mean_gets_its_bootstrap_interval_over_seeds_within_each_cell():
+    rng = np.random.default_rng(0)
+    rows = [{"ep": 32, "skew": 1.2, "B": B, "seed": s, "gain_pct": 5.0 + B / 1000 + rng.normal(0, 0.5)}
+            for B in (16, 64, 256, 1024) for s in range(8)]
+    v = ch04_regimes.scale_mean_gain_s12({"phase_diagram-scale": pd.DataFrame(rows)}, reading=Reading.paper())
+    lo, hi = v.ci
+    assert lo < v.ours < hi and hi - lo < 1.0 and v.n_seeds == 8
+    # stratified: resampling within cells keeps the grid, so a constant per-cell offset adds no width
+    flat = claims.bootstrap_ci([1.0, 1.0, 5.0, 5.0], np.mean, strata=["a", "a", "b", "b"])
+    assert flat == (3.0, 3.0)
+    with pytest.raises(ValueError, match="strata"):
+        claims.bootstrap_ci([1.0, 2.0, 3.0], np.mean, strata=["a"])
+
+
+def test_printed_rounding_divides_what_the_paper_printed():
+    # Section 2.2: fitted b (Table 6: 14.78) over the roofline floor as printed (13.1): 1.128 -> 1.13
+    paper_r = ch01._roof_ratios(Reading.paper())
+    raw = ch01._roof_ratios(Reading.paper(printed_rounding="unrounded"))
+    assert paper_r["DSv3"] == pytest.approx(14.78 / 13.1) and raw["DSv3"] == pytest.approx(14.78 / 13.146, rel=1e-3)
+    mn = ch01._roof("min", Reading.paper())
+    assert check(paper.claim("roofline_ratio_min"), mn)[0]
+    assert not check(paper.claim("roofline_ratio_min"), ch01._roof("min", Reading.paper(printed_rounding="unrounded")))[0]
+
+
+def test_solve_time_compares_the_python_run_and_shows_the_compiled_one_beside():
+    keys = {"ep": 8, "skew": 0.0, "replication": 1.25, "batch": 0}
+    rt = pd.DataFrame([{**keys, "tokens_per_gpu": B, "runtime": r, "cpu_ms": ms, "wall_ms": 2 * ms}
+                       for B in (16, 256, 1024) for r, ms in (("python", 2.0), ("compiled", 0.2))])
+    svm = pd.DataFrame([{**keys, "tokens_per_gpu": B, "milp_s": 0.1} for B in (16, 256, 1024)])
+    f = {"solver_vs_milp": svm, "solver_runtime": rt}
+    v = ch03.solver_time_small_b(f, reading=Reading.paper())
+    assert v.ours == 2.0 and "compiled: 0.200 ms" in v.note
+    assert ch03.solver_time_small_b(f, reading=Reading.paper(solver_runtime="compiled")).ours == 0.2
+    assert ch03.solver_speedup(f, reading=Reading.paper()).ours == pytest.approx(50.0)     # 100 ms / 2 ms
+    assert ch03.solver_speedup(f, reading=Reading.paper(solver_runtime="compiled")).ours == pytest.approx(500.0)
+
+
+def test_calibration_readings_give_consistent_never_reproduced(monkeypatch):
+    import importlib
+
+    from tempo.book.claims.registry import REGISTRY, Spec
+
+    led = importlib.import_module("tempo.book.claims.ledger")
+    from tempo.core import readings as core_readings
+
+    specs = dict(core_readings.specs())
+    cal = specs["batch_fluctuation"]
+    monkeypatch.setattr(core_readings, "specs", lambda: {**specs, "batch_fluctuation": type(cal)(
+        **{**cal.__dict__, "claims": ("x_calibrated",)})})
+    monkeypatch.setitem(REGISTRY, "x_calibrated", Spec((), lambda f: 1.0, "model", "test"))
+    e = led.evaluate(_row(id="x_calibrated", chapter="01"), "smoke")
+    assert e["status"] == "consistent" and "batch_fluctuation" in e["note"]
+    monkeypatch.setitem(REGISTRY, "x_calibrated", Spec((), lambda f: 3.0, "model", "test"))
+    assert led.evaluate(_row(id="x_calibrated", chapter="01"), "smoke")["status"] == "deviates"
+
+
+# ------------------------------------------------------------------ stand-ins
+
+
+def test_stand_ins_are_counted_apart_and_never_a_verdict(put):
+    from tempo.book import figures
+
+    v = Value(20.0, evidence="gpu", stand_in="a partial grid")
+    assert "stand-in" in claims.STATUSES and "stand-in" not in claims.VERDICTS
+    df = pd.DataFrame({"id": ["a", "b", "c"], "chapter": ["05", "05", "01"],
+                       "status": ["stand-in", "stand-in", "reproduced"]})
+    c = claims.counts(df)
+    assert c["stand-in"] == 2 and c["deviates"] == 0 and c["reproduced"] == 1
+    assert "2 stand-ins" in claims.summary_markdown(df, "smoke")
+    figures.ledger_by_chapter(df)  # the chart knows the status and its colour
+    assert len(figures.LEDGER_COLORS) == len(claims.STATUSES) == len(ch99.STATUS_COLORS)
+    assert v.stand_in and not claims.verdict_moves("stand-in", "needs a GPU")
+    assert claims.verdict_moves("stand-in", "deviates") and not claims.verdict_moves("not run in this build", "deviates")
+
+
+def test_a_recording_is_a_stand_in_unless_the_papers_testbed_on_appendix_b_grid():
+    from tempo.book.claims.functions.ch05 import stand_in_reason
+
+    full = pd.DataFrame([{"kind": "grid", "G": G, "n": n} for G in (1, 2, 4, 8, 16, 40)
+                         for n in (1, 2, 4, 16, 64, 256, 1024, 2048, 4096)])
+    short = full[full.G.isin([1, 8]) & (full.n <= 2048)]
+    h200 = {"device": "NVIDIA H200"}
+    assert stand_in_reason({"device": "X", "testbed": "A"}, full, "A") == ""
+    assert stand_in_reason({"device": "X", "testbed": "a"}, full, "A") == ""
+    why = stand_in_reason(h200, full, "A")          # another GPU, the full grid
+    assert "not the paper's Testbed A" in why and "partial" not in why
+    why = stand_in_reason({"testbed": "B"}, short, "B")   # the testbed, a partial grid
+    assert "partial grid" in why and "Testbed" not in why.split(";")[0].split("(")[0]
+    assert stand_in_reason({"testbed": "B"}, full, "A") != ""   # Testbed B measures no Testbed A number
+    both = stand_in_reason(h200, short, "B")
+    assert "NVIDIA H200" in both and "partial grid" in both
+    with pytest.raises(ValueError, match="testbed"):
+        stand_in_reason(h200, full, "C")
+
+
+# ------------------------------------------------------------------ sensitivity
+
+
+def test_sensitivity_shows_each_alternative_beside_the_paper_reading(put):
+    put("phase_diagram", _phase([9.0, 6.0, 12.0]), reading=PHASE_READING)
+    alt = {**PHASE_READING, "token_lp_face": "maxflow_vertex"}
+    put("phase_diagram-token_lp_face=maxflow_vertex", _phase([20.0, 21.0, 22.0]), tag="token_lp_face=maxflow_vertex",
+        reading=alt)
+    row = next(r for r in claims.claim_rows() if r["id"] == "phase_max_gain_dsv3")
+    base = claims.evaluate(row, "smoke")
+    assert base["status"] == "reproduced" and base["reading"] == "paper"     # 8.5 lies in 6-12
+    sens = {(a["reading"], a["choice"]): a for a in claims.sensitivity(row, "smoke")}
+    # one entry per alternative of every reading the claim is listed under
+    want = {(r, c) for r in readings.readings_of("phase_max_gain_dsv3") for c in readings.spec(r).choices
+            if c != readings.spec(r).paper}
+    assert set(sens) == want
+    assert sens[("token_lp_face", "maxflow_vertex")]["ours"] == "21" and \
+        sens[("token_lp_face", "maxflow_vertex")]["status"] == "deviates"
+    assert sens[("token_lp_face", "even_spread")]["status"] == "not run in this build"    # no such run
+    assert sens[("random_maxima", "one_seed")]["ours"] == "9"                              # the first seed only
+    assert sens[("skew_grid", "seven_skews")]["status"] == "not run in this build"
+    led = claims.ledger("smoke")
+    s = led.attrs["sensitivity"]
+    assert {"id", "reading", "choice", "ours", "status", "paper_reading_status"} <= set(s.columns)
+    r = led.set_index("id").loc["phase_max_gain_dsv3"]
+    assert "token_lp_face=maxflow_vertex: 21 (deviates)" in r["under other readings"]
+    written = pd.read_csv(paths.results_dir("smoke") / "claims_sensitivity.csv")
+    assert len(written) == len(s)
+    m = ch99.readings_claims(led)
+    assert m.loc["phase_max_gain_dsv3", "token_lp_face"] == "verdict"
+    assert m.loc["phase_max_gain_dsv3", "random_maxima"] == "verdict"     # 9 alone misses 8.5
+    assert m.loc["phase_max_gain_dsv3", "ties"] == ""                   # ties does not list it
+    moved = ch99.verdicts_moved_by(led).set_index("alternative")
+    assert "phase_max_gain_dsv3 (reproduced -> deviates)" in moved.loc["token_lp_face = maxflow_vertex", "verdict moves"]
+    view = claims.sensitivity_view("smoke", ["phase_max_gain_dsv3"])
+    assert view.loc[("phase_max_gain_dsv3", "token_lp_face = maxflow_vertex"), "status"] == "deviates (verdict moves)"
+    assert "<details>" in ch99.ledger_html(led)
+
+
+def test_an_input_run_under_another_reading_is_named(put):
+    put("phase_diagram", _phase([9.0]), reading={**PHASE_READING, "synthetic_router": "distinct_topk"})
+    row = next(r for r in claims.claim_rows() if r["id"] == "phase_max_gain_dsv3")
+    assert "inputs differ: synthetic_router=distinct_topk" in claims.evaluate(row, "smoke")["reading"]
+
+
+def test_every_reading_a_claim_lists_can_move_it():
+    """Each (claim, reading) pair of readings.yaml is one the ledger can compute: the reading is
+    one an input experiment declares, one the claim's function reads (``uses``), or the phase
+    grids' config-level skew grid."""
+    from tempo.studies import READINGS
+
+    bad = []
+    for sp in readings.specs().values():
+        for cid in sp.claims:
+            spec = claims.REGISTRY.get(cid)
+            if spec is None:
+                continue
+            study = set().union(*[set(READINGS.get(s.split("-", 1)[0], ())) for s in spec.inputs]) if spec.inputs else set()
+            grid = sp.id == "skew_grid" and any(s.split("-", 1)[0] in ("phase_diagram", "solver_vs_milp") for s in spec.inputs)
+            if not (sp.id in study or sp.id in spec.uses or grid):
+                bad.append((sp.id, cid))
+            if sp.id in spec.uses:
+                assert "reading" in inspect.signature(spec.fn).parameters, cid
+    assert not bad, f"readings.yaml lists claims no input or function of theirs depends on: {bad}"
+
+
+def test_alternative_ids_are_the_listed_readings_an_experiment_takes():
+    assert readings.alternative_ids("mixed_regime") == ["synthetic_router"]
+    assert "ties" in readings.alternative_ids("phase_diagram")
+    assert "ties" not in readings.alternative_ids("phase_diagram-scale")        # no scale claim reads a winner label
+    assert readings.alternative_ids("ablation-whole") == ["synthetic_router", "ablation_reference"]
+    assert readings.alternative_ids("no_such_result") == []
+
+
+# ------------------------------------------------------------------ before and after
+
+
+def test_compare_ledgers_lists_moved_verdicts_with_the_reading_that_moved_them(tmp_path):
+    before = pd.DataFrame({"id": ["a", "b", "c"], "status": ["deviates", "deviates", "reproduced"],
+                           "ours": ["1", "2", "3"], "paper": ["1", "1", "3"], "note": ["", "", ""]})
+    after = pd.DataFrame({"id": ["a", "b", "c"], "status": ["reproduced", "stand-in", "reproduced"],
+                          "ours": ["1.5", "2", "3"], "paper": ["1", "1", "3"], "note": ["seeds", "partial grid", ""]})
+    sens = pd.DataFrame({"id": ["a", "a"], "reading": ["random_maxima", "ties"], "choice": ["one_seed", "first_listed"],
+                         "ours": ["1", "1.5"], "status": ["deviates", "reproduced"], "note": ["", ""],
+                         "paper_reading_ours": ["1.5", "1.5"], "paper_reading_status": ["reproduced", "reproduced"]})
+    before.to_csv(tmp_path / "before.csv", index=False)
+    (tmp_path / "after").mkdir()
+    after.to_csv(tmp_path / "after" / "claims.csv", index=False)
+    sens.to_csv(tmp_path / "after" / "claims_sensitivity.csv", index=False)
+    counts, moved = ch99.compare_ledgers(tmp_path / "before.csv", tmp_path / "after" / "claims.csv")
+    assert counts.loc["deviates"].tolist() == [2, 0] and counts.loc["stand-in"].tolist() == [0, 1]
+    m = moved.set_index("id")
+    assert list(m.index) == ["a", "b"]
+    assert m.loc["a", "before status under (after build)"] == "random_maxima=one_seed"
+    assert m.loc["b", "before status under (after build)"] == "-" and m.loc["b", "note (after)"] == "partial grid"
+    with pytest.raises(ValueError, match="no such file"):
+        ch99.compare_ledgers(tmp_path / "missing.csv", tmp_path / "after" / "claims.csv")
+
+
+def test_the_readme_counts_are_generated_with_stand_ins_apart(tmp_path):
+    import importlib
+
+    led = importlib.import_module("tempo.book.claims.ledger")
+    start, end = led.README_MARKERS
+    assert start in (paths.ROOT / "README.md").read_text()
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before {start}old{end} after\n")
+    df = pd.DataFrame({"id": ["a", "b", "c"], "status": ["stand-in", "deviates", "reproduced"]})
+    line = led.write_readme_counts(df, "full", readme)
+    text = readme.read_text()
+    assert text.startswith("before " + start) and text.endswith(end + " after\n") and "old" not in text
+    assert "3 quantitative claims" in line and "1 reproduced" in line and "1 stand-ins" in line and "1 deviate" in line
+    readme.write_text("no markers")
+    with pytest.raises(ValueError, match="markers"):
+        led.write_readme_counts(df, "full", readme)
