@@ -571,6 +571,11 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
             ms = float(rs.times().max())
             if ms < best_ms * (1 - 1e-12):
                 best_ms, chosen, shares = ms, name, rs.shares()
+    if o.ensemble and st.P and o.paper_candidate and best_ms > st.lb:
+        # the paper preset's complete output joins the heuristic pool (strict minimum)
+        d = tempo_oracle(inst, model, "paper")
+        if d.meta["makespan"] < best_ms:
+            best_ms, chosen, shares = d.meta["makespan"], "paper_preset", d.shares.copy()
     if o.ensemble and st.P:
         # when the lower bound already rules out a switch, the candidates are not built
         if st.lb >= (1 - o.tau) * best_ms and not cache:

@@ -25,7 +25,10 @@ Four stages, each switchable for the ablations of Tables 2 and 8:
 4. **Ensemble with switching tolerance** (Proposition 1).  Token-LP (both the vertex and the
    even variant) and, under full replication, the round-robin A3 of Theorem 2 are scored
    under the model; the solver switches to the best only if it is more than ``tau`` (1%)
-   better than the local-search result.  Two exact shortcuts save time without changing
+   better than the heuristic result.  The default's heuristic pool holds its local-search
+   (and restart) results and the ``"paper"`` preset's complete output, compared by strict
+   minimum, so the default is never worse than the paper's algorithm under the model
+   (the argument: :func:`tempo.policies._compiled.solve`).  Two exact shortcuts save time without changing
    the guarantee: candidates are not built when the lower bound already rules out a
    switch, and when the bottleneck is token-bound after stage 2 and the token-LP candidate
    attains the lower bound, it is returned at once (it is optimal).
@@ -74,8 +77,10 @@ class TempoOptions:
     ``"default"``
         Our solver: the greedy seed may water-fill an expert over its least-loaded replica
         GPUs, augmenting paths of any length after the 1- and 2-step chains, partial moves
-        with 2-step follow-ups, the token-LP / round-robin ensemble with tolerance ``tau``, and
-        (full replication) local-search restarts from the wrap-around and apportionment seeds.
+        with 2-step follow-ups, the token-LP / round-robin ensemble with tolerance ``tau``
+        whose heuristic pool holds the paper preset's output (never worse than ``"paper"``),
+        and (full replication) local-search restarts from the wrap-around and apportionment
+        seeds.
     ``"paper"``
         Section 4.2 as written: whole-expert seed, chains truncated at depth 2, the four
         stages, no restarts.
@@ -110,6 +115,11 @@ class TempoOptions:
     restarts : bool
         Full replication: rerun the local search from the wrap-around and apportionment seeds,
         then try pairwise exchanges on the bottleneck (:func:`exchange_pass`).
+    paper_candidate : bool
+        Stage 4 (with ``ensemble``): solve the ``"paper"`` preset too and put its complete
+        output in the heuristic pool the tolerance rule compares against, so that the result
+        is never worse than ``options="paper"``'s under the model
+        (:func:`tempo.policies._compiled.solve` states the argument).
     """
 
     seed: str = "greedy"
@@ -123,12 +133,13 @@ class TempoOptions:
     fanout: int = 4
     lp_variants: object = "auto"
     restarts: bool = True
+    paper_candidate: bool = True
 
     def __post_init__(self):
         """Check every field (``TypeError`` / ``ValueError`` naming it): :func:`tempo.solve`
         and :meth:`resolve` build this, so the checks hold for every way in."""
         check.choice("tempo", "seed", self.seed, ("greedy", "whole", "static"))
-        for name in ("chains", "local_search", "partial", "ensemble", "restarts"):
+        for name in ("chains", "local_search", "partial", "ensemble", "restarts", "paper_candidate"):
             check.flag("tempo", name, getattr(self, name))
         check.integer("tempo", "chain_depth", self.chain_depth, lambda v: v >= 2, ">= 2", optional=True)
         check.number("tempo", "tau", self.tau, lambda v: 0 <= v < 1, "in [0, 1)")
@@ -169,7 +180,7 @@ class TempoOptions:
 
 
 PRESETS = {"default": TempoOptions(),
-           "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False)}
+           "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False, paper_candidate=False)}
 
 
 @register("tempo", needs_model=True, options=TempoOptions, family="tempo", servable=True, color="#54a24b",
@@ -206,7 +217,7 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
         # asked for on restricted replica sets: the even token-LP split is a QP, solved here
         even_shares = np.ascontiguousarray(token_lp_even(inst).shares, dtype=np.float64)
     shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model),
-                                     _options(o, vertex, even), even_shares)
+                                     _options(o, vertex, even), _paper_options(), even_shares)
     if o.restarts and o.local_search and full and inst.n_experts * inst.n_gpus <= 4096:
         x, ms2 = exchange_pass(inst, model, shares)
         if ms2 < ms * (1 - 1e-12):
@@ -238,7 +249,18 @@ def _options(o: TempoOptions, vertex: bool, even: bool):
                      chain_depth=C.UNLIMITED if o.chain_depth is None else int(o.chain_depth),
                      local_search=bool(o.local_search), partial=bool(o.partial), ensemble=bool(o.ensemble),
                      tau=float(o.tau), max_iter=int(o.max_iter), fanout=int(o.fanout or 0), lp_vertex=bool(vertex),
-                     lp_even=bool(even), restarts=bool(o.restarts), chain_cap=64)
+                     lp_even=bool(even), restarts=bool(o.restarts), chain_cap=64,
+                     paper_pool=bool(o.paper_candidate))
+
+
+_PAPER_RECORD = []
+
+
+def _paper_options():
+    """The ``"paper"`` preset's compiled record (the heuristic-pool candidate of stage 4)."""
+    if not _PAPER_RECORD:
+        _PAPER_RECORD.append(_options(PRESETS["paper"], *_lp_candidates(PRESETS["paper"].lp_variants)))
+    return _PAPER_RECORD[0]
 
 
 def _stage_times(st, ms: float) -> dict:
@@ -359,8 +381,8 @@ def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, options: Te
     o = TempoOptions.resolve(options, overrides)
     if o.lp_variants != "auto":
         raise ValueError("solve_layers scores the token-LP candidates of lp_variants='auto' only")
-    p, opts = Pricer.of(model), _options(o, vertex=True, even=True)
+    p, opts, po = Pricer.of(model), _options(o, vertex=True, even=True), _paper_options()
     out = np.empty(rep.shape)
     for layer in range(counts.shape[0]):
-        out[layer] = C.solve(counts[layer], rep[layer], int(n_gpus), p, opts, _NO_SHARES)[0]
+        out[layer] = C.solve(counts[layer], rep[layer], int(n_gpus), p, opts, po, _NO_SHARES)[0]
     return out
