@@ -634,3 +634,13 @@ def test_the_paper_preset_joins_the_pool_where_it_wins():
             wins += 1
             assert d.meta["chosen"] == "paper_preset" and m.makespan(inst, d) == pytest.approx(pp, rel=1e-12)
     assert wins >= 1
+
+
+def test_zero_load_metadata_includes_the_traffic_constant():
+    """Reliability review D16: with every count zero, the lower bound and tempo's
+    ``meta["makespan"]`` are an idle GPU's time max(a, c, c2) (25.0 here, not 16.4)."""
+    m = CostModel(a=16.4, b=2.99, c=15.6, beta=0.0179, c2=25, gamma=0.1)
+    for inst in (Instance.full_replication([0, 0, 0], 2), Instance([0, 0], [[0, 1], [1, -1]], 2)):
+        d = tempo.solve(inst, m)
+        assert m.lower_bound(inst) == d.meta["makespan"] == m.makespan(inst, d) == 25.0
+        assert m.makespan(inst, tempo.solve(inst, m, "tempo", options="paper")) == 25.0

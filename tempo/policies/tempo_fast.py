@@ -115,6 +115,15 @@ class TempoOptions:
     restarts : bool
         Full replication: rerun the local search from the wrap-around and apportionment seeds,
         then try pairwise exchanges on the bottleneck (:func:`exchange_pass`).
+    compound : bool
+        Stage 3 (with ``partial``), under the three-term model (Eq. 4) only: when no single
+        move, chain or augmenting path improves, try a whole expert off the bottleneck followed
+        by a partial share back out of its destination
+        (:func:`tempo.policies._compiled._chain_whole_partial`); then the support polish
+        (activation patterns re-solved by the restricted token LP,
+        :func:`tempo.policies._compiled._polish`).
+        Where the activation floor and the ``c2 + gamma*N`` piece cross near the optimum, the
+        single moves and whole-expert chains stall.
     paper_candidate : bool
         Stage 4 (with ``ensemble``): solve the ``"paper"`` preset too and put its complete
         output in the heuristic pool the tolerance rule compares against, so that the result
@@ -134,12 +143,13 @@ class TempoOptions:
     lp_variants: object = "auto"
     restarts: bool = True
     paper_candidate: bool = True
+    compound: bool = True
 
     def __post_init__(self):
         """Check every field (``TypeError`` / ``ValueError`` naming it): :func:`tempo.solve`
         and :meth:`resolve` build this, so the checks hold for every way in."""
         check.choice("tempo", "seed", self.seed, ("greedy", "whole", "static"))
-        for name in ("chains", "local_search", "partial", "ensemble", "restarts", "paper_candidate"):
+        for name in ("chains", "local_search", "partial", "ensemble", "restarts", "paper_candidate", "compound"):
             check.flag("tempo", name, getattr(self, name))
         check.integer("tempo", "chain_depth", self.chain_depth, lambda v: v >= 2, ">= 2", optional=True)
         check.number("tempo", "tau", self.tau, lambda v: 0 <= v < 1, "in [0, 1)")
@@ -180,7 +190,8 @@ class TempoOptions:
 
 
 PRESETS = {"default": TempoOptions(),
-           "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False, paper_candidate=False)}
+           "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False, paper_candidate=False,
+                                  compound=False)}
 
 
 @register("tempo", needs_model=True, options=TempoOptions, family="tempo", servable=True, color="#54a24b",
@@ -250,7 +261,7 @@ def _options(o: TempoOptions, vertex: bool, even: bool):
                      local_search=bool(o.local_search), partial=bool(o.partial), ensemble=bool(o.ensemble),
                      tau=float(o.tau), max_iter=int(o.max_iter), fanout=int(o.fanout or 0), lp_vertex=bool(vertex),
                      lp_even=bool(even), restarts=bool(o.restarts), chain_cap=64,
-                     paper_pool=bool(o.paper_candidate))
+                     paper_pool=bool(o.paper_candidate), compound=bool(o.compound))
 
 
 _PAPER_RECORD = []
