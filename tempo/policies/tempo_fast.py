@@ -21,7 +21,13 @@ Four stages, each switchable for the ablations of Tables 2 and 8:
    snapped to the neighbouring 128-token tile boundaries.  A partial move may be followed by
    a whole move out of its destination (a 2-step chain with a partial first step); without
    it a seed like Fig. 1b's "hot + 2 cold | 4 cold" is a local optimum.  At most
-   ``max_iter`` (300) accepted moves.
+   ``max_iter`` (300) accepted moves.  Under the three-term model (Eq. 4) the default adds
+   two moves for the mixed regime, where the activation floor ``a + b*G`` and the traffic
+   piece ``c2 + gamma*N`` cross near the optimum and every single move off an
+   activation-bound bottleneck lifts some GPU's token piece above it: a whole expert off the
+   bottleneck followed by a partial share back out of its destination, and the support
+   polish (close one of the bottleneck's pairs, re-solve the token LP restricted to the
+   remaining activation pattern: tokens move along paths of any length) (``compound``).
 4. **Ensemble with switching tolerance** (Proposition 1).  Token-LP (both the vertex and the
    even variant) and, under full replication, the round-robin A3 of Theorem 2 are scored
    under the model; the solver switches to the best only if it is more than ``tau`` (1%)
@@ -48,7 +54,9 @@ numba, int64 counts and flows; the one implementation, checked against the numpy
 ``tests/oracle_tempo.py`` and the MILP); the exchange pass after it is vectorised numpy.
 :func:`solve_layers` solves a whole model's layers in one call.
 
-Known gap: on one bench batch (EP8, 256 experts, 512 tokens/GPU, EPLB 1.25x) tempo stays at
+Known gaps: under the three-term model, batches of the held-out shape (256 experts, 16 GPUs,
+48 tokens/GPU, Zipf 1.3, 1.25x) can still end one activation above the MILP's pattern (1.3%
+above it; ``make bench``'s preset grid); on one bench batch (EP8, 256 experts, 512 tokens/GPU, EPLB 1.25x) tempo stays at
 33 activations on a GPU where the MILP proves 32 fit (3.1% above the optimum, as at 8cd688e):
 relieving the token-bound hot expert needs a split that costs an activation elsewhere, a
 compound move the local search does not make.
