@@ -650,9 +650,10 @@ def test_default_against_the_milp_on_every_family_three_term_included():
     """Issue 23: the default against the cold MILP on fixed seeds of every family of ``make bench``
     (tempo.benchmarks.bench.families and three_term_families: few experts over many GPUs, EPLB
     1.25x / 1.5x, full replication, tile-aware, the three-term model in each shape and the
-    held-out 256-expert shape).  Measured at issue 23 (n = 6 per family, 20 s MILP): every
-    family mean 1.0000 and max 1.0000 (before: three-term EPLB 1.25x max 1.0089, held-out max
-    1.0465); asserted here on 3 per family with margins; the gap per family is printed."""
+    held-out 256-expert shape).  Measured at issue 23 (``make bench``'s preset grid, n = 6 per
+    family, 20 s MILP): every family mean 1.0000 and max 1.0000 (before: three-term EPLB 1.25x
+    max 1.0089, held-out max 1.0465); asserted here on 3 per family with margins; the gap per
+    family is printed."""
     from tempo.benchmarks.bench import families, three_term_families
 
     worst = {}

@@ -270,33 +270,22 @@ PRESET_RUNS = {"default": {}, "paper": {"options": "paper"},
 
 def three_term_families(n: int = 6, seed: int = 0) -> dict:
     """Three-term (Eq. 4, proxy-serving: c2 = 25, gamma = 0.10) instance families of issue 23,
-    each a list of (Instance, CostModel): few experts over many GPUs (full replication), EPLB
-    placements at 1.25x and 1.5x (32 experts, 8 GPUs), full replication (16 experts), and the
-    held-out shape (256 experts, 16 GPUs, 48 tokens/GPU, Zipf 1.3, 1.25x) with its two-term twin
-    (the same batches without the traffic term)."""
+    each a list of (Instance, CostModel), beside :func:`families`' "three-term" EPLB 1.25x one:
+    few experts over many GPUs (full replication), and :func:`families`' EPLB 1.5x and full
+    replication batches under the three-term model; and the held-out shape (256 experts, 16
+    GPUs, 48 tokens/GPU, Zipf 1.3, 1.25x) with its two-term twin (the same batches without the
+    traffic term)."""
     rng = np.random.default_rng(seed + 23)
     m = CostModel.named("proxy-serving")
-    out = {}
     few = []
     for i in range(n):
         E = int(rng.integers(2, 7))
         g = int(rng.choice([4, 8, 12, 16]))
         few.append((Instance.full_replication(np.maximum(1, rng.lognormal(5.5, 1.0, E)).astype(np.int64), g), m))
-    out["3-term few experts, many GPUs"] = few
-    for rep in (1.25, 1.5):
-        rows = []
-        for i in range(n):
-            pop = zipf_popularity(32, 1.0, seed=seed + i)
-            pl = eplb_placement(expected_loads(pop, 8), 8, rep)
-            c = sample_counts(pop, [32, 128, 512][i % 3], 8, 8, seed=seed + i)[0]
-            rows.append((Instance.from_placement(c, pl, 8), m))
-        out[f"3-term EPLB {rep}x"] = rows
-    full = []
-    for i in range(n):
-        g = int(rng.choice([4, 8]))
-        pop = zipf_popularity(16, 1.0, seed=seed + i)
-        full.append((Instance.full_replication(sample_counts(pop, [32, 128, 512][i % 3], 8, g, seed=i)[0], g), m))
-    out["3-term full replication"] = full
+    base = families(n, seed)
+    out = {"3-term few experts, many GPUs": few,
+           "3-term EPLB 1.5x": [(i, m) for i, _ in base["EPLB 1.5x (dsv3)"]],
+           "3-term full replication": [(i, m) for i, _ in base["full replication (dsv3)"]]}
     pop = zipf_popularity(256, 1.3, seed=seed)
     pl = eplb_placement(expected_loads(pop, 8), 16, 1.25)
     held = [Instance.from_placement(c, pl, 16) for c in sample_counts(pop, 48, 8, 16, n_batches=n, seed=seed + 1)]

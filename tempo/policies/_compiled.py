@@ -877,15 +877,8 @@ def _chain_whole_partial(p, x, pairs, L, gb, thresh, t):
                             bI, bJ, bI2, bJ2 = i, j, i2, j2
     if not bval < thresh:
         return False
-    x[bJ] += x[bI]
-    x[bI] = 0.0
-    if bdel >= x[bI2] - EPS * max(1.0, x[bI2]):
-        bdel = x[bI2]
-    x[bI2] -= bdel
-    x[bJ2] += bdel
-    if x[bI2] < EPS:
-        x[bI2] = 0.0
-    features(p, x, pairs.pgpu, L)
+    _apply(p, x, pgpu, L, bI, bJ, x[bI], -1, -1)
+    _apply(p, x, pgpu, L, bI2, bJ2, bdel, -1, -1)
     return True
 
 
