@@ -1609,6 +1609,17 @@ def _is_full(pairs, E, g):
 
 
 @njit(cache=True)
+def _vertex(counts, pairs, g, p, xv, have_v, ms_v):
+    """The token-LP vertex in the cache ``xv`` (built once per solve): ``(have_v, ms_v)``."""
+    if not have_v:
+        W, k = token_lp(counts, pairs, g, xv)
+        have_v = W >= 0
+        if have_v:
+            ms_v = makespan(p, xv, pairs.pgpu, g)
+    return have_v, ms_v
+
+
+@njit(cache=True)
 def _heuristic(counts, pairs, g, p, o, lb, full, xg, given_even, xv, have_v, ms_v, R):
     """Stages 1-3 and the full-replication restarts of one preset ``o``: the heuristic output
     A_H of Proposition 1, before the ensemble.
@@ -1652,11 +1663,7 @@ def _heuristic(counts, pairs, g, p, o, lb, full, xg, given_even, xv, have_v, ms_
         if token_time(p, L.N[gb]) >= activation_time(p, L.G[gb], L.T[gb]):
             checked = True
             if o.lp_vertex:
-                if not have_v:
-                    W, k = token_lp(counts, pairs, g, xv)
-                    have_v = W >= 0
-                    if have_v:
-                        ms_v = makespan(p, xv, pgpu, g)
+                have_v, ms_v = _vertex(counts, pairs, g, p, xv, have_v, ms_v)
                 if have_v and ms_v <= lb * (1 + 1e-9):
                     return (xv.copy(), ms_v, LOCAL_SEARCH, s_seed, s_chains, s_local, TOKEN_LP_VERTEX, have_v, ms_v,
                             checked)
@@ -1710,11 +1717,7 @@ def _ensemble(counts, pairs, g, p, o, lb, full, x, best, chosen, xg, given_even,
     cwho = LOCAL_SEARCH
     xc = np.zeros(P)
     if o.lp_vertex:
-        if not have_v:
-            W, k = token_lp(counts, pairs, g, xv)
-            have_v = W >= 0
-            if have_v:
-                ms_v = makespan(p, xv, pgpu, g)
+        have_v, ms_v = _vertex(counts, pairs, g, p, xv, have_v, ms_v)
         if have_v and ms_v < cbest:
             cbest, cwho = ms_v, TOKEN_LP_VERTEX
     if (o.lp_even and full) or given_even:
