@@ -67,10 +67,12 @@ VARIANTS = [
     ("lp=even", {"lp_variants": ("even",)}),
     ("no local search", {"local_search": False}),
     ("no ls, ensemble", {"local_search": False, "chains": False}),
+    ("no paper candidate", {"paper_candidate": False}),  # issue 23: without the paper preset in the pool
+    ("before #23", {"paper_candidate": False, "compound": False}),  # issue 23: the default as it was
 ]
 # variants run on every instance (the rest on every small instance and a seeded sample of the large)
 ALWAYS = {"default", "preset=paper", "no partial", "no chains", "no ensemble", "seed only whole",
-          "+chains", "no restarts"}
+          "+chains", "no restarts", "no paper candidate", "before #23"}
 OTHER = sorted(p for p in REGISTRY if p not in ("tempo", "milp"))
 
 

@@ -6,8 +6,11 @@ candidate deltas, acceptance rule and tie-breaks for the seed and the single mov
 agree on most instances and differ where ties among chain moves or among optimal token-LP
 vertices are broken differently.  :func:`tempo_oracle` runs the whole default path: seed,
 chains, local search, the restarts from the wrap-around and apportionment seeds (full
-replication), the ensemble (Proposition 1) and the exchange pass.  Prices come from
-:mod:`tempo.core.pricing`, the library's single definition of Eq. 1/2/4.
+replication), the ensemble (Proposition 1) with the paper preset's output in its heuristic
+pool (issue 23) and the exchange pass.  The three-term compound moves (``compound``: the
+whole-then-partial chain and the support polish, issue 23) have no numpy twin: under a traffic
+term the two may differ there, and tests/test_solver.py checks those moves against the MILP.
+Prices come from :mod:`tempo.core.pricing`, the library's single definition of Eq. 1/2/4.
 """
 from __future__ import annotations
 
@@ -571,6 +574,11 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
             ms = float(rs.times().max())
             if ms < best_ms * (1 - 1e-12):
                 best_ms, chosen, shares = ms, name, rs.shares()
+    if o.ensemble and st.P and o.paper_candidate and best_ms > st.lb:
+        # the paper preset's complete output joins the heuristic pool (strict minimum)
+        d = tempo_oracle(inst, model, "paper")
+        if d.meta["makespan"] < best_ms:
+            best_ms, chosen, shares = d.meta["makespan"], "paper_preset", d.shares.copy()
     if o.ensemble and st.P:
         # when the lower bound already rules out a switch, the candidates are not built
         if st.lb >= (1 - o.tau) * best_ms and not cache:

@@ -172,7 +172,7 @@ def test_compiled_records_are_typed():
     """The compiled interface takes named records, not positional arrays and codes."""
     from tempo.core.pricing import Pricer
     from tempo.policies import _compiled as C
-    from tempo.policies.tempo_fast import TempoOptions, _options
+    from tempo.policies.tempo_fast import TempoOptions, _options, _paper_options
 
     p = Pricer.of(CostModel.named("proxy-serving"))
     assert p.has_traffic and (p.c2, p.gamma) == (25.0, 0.1) and p.tile == 128.0
@@ -182,7 +182,7 @@ def test_compiled_records_are_typed():
     assert _options(TempoOptions(), True, False).chain_depth == C.UNLIMITED
     inst = Instance.full_replication([600, 30, 30, 30, 30, 30, 30], 2)
     shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, 2, Pricer.of(CostModel(a=0, b=15, c=0, beta=0.1)),
-                                     _options(TempoOptions(), True, True), np.zeros((0, 0)))
+                                     _options(TempoOptions(), True, True), _paper_options(), np.zeros((0, 0)))
     assert isinstance(st, C.Stages) and st.seed >= st.chains >= st.local_search and not st.shortcut
     assert C.CHOSEN[chosen] in C.CHOSEN and shares.shape == (7, 2)
 
@@ -524,7 +524,8 @@ def test_never_beaten_by_a_proxy_on_random_instances():
     """Proposition 1 holds against the token-LP candidates the ensemble scores: the default
     (``lp_variants="auto"``: the max-flow vertex) against every proxy but the HiGHS vertex,
     which it does not score (it can be more than 1% better than the default: on one of this
-    seed's 60 instances the default is 1.017x the HiGHS vertex); with
+    seed's 60 instances the default was 1.017x the HiGHS vertex before issue 23; with the paper
+    preset in its pool the default is within 1% of it on all 60); with
     ``lp_variants=("vertex", "highs")`` against every proxy."""
     from tempo.benchmarks.bench import proxy_makespans
 
@@ -539,7 +540,7 @@ def test_never_beaten_by_a_proxy_on_random_instances():
         highs_wins += px["token_lp_highs"] < t * (1 - 0.01) - 1e-9
         both = m.makespan(inst, tempo.solve(inst, m, lp_variants=("vertex", "highs")))
         assert both <= min(px.values()) * 1.01 + 1e-9, min(px, key=px.get)
-    assert highs_wins == 1  # instance 18
+    assert highs_wins == 0  # instance 18 before issue 23: 1
 
 
 def test_family_grid_quality():
@@ -651,3 +652,89 @@ def test_exchange_pass_leaves_other_layouts_alone():
     x, ms = exchange_pass(inst, m, x0)
     assert np.array_equal(x, x0) and ms == pytest.approx(m.makespan(inst, x0))
     tempo.solve(inst, m, "tempo").validate(inst)
+
+
+# ------------------------------------------------------------------ issue 23: never worse than the paper preset
+def _never_worse_case(rng, three_term):
+    """A random instance (full or restricted replication, up to 12 GPUs and 24 experts, counts
+    from a few tokens to thousands) and a model of the given form: Eq. 1/2 (two-term, a third
+    with tiles) or Eq. 4 (three-term: ``c2 + gamma*N``)."""
+    inst = random_instance(rng, max_gpus=int(rng.choice([4, 8, 12])), max_experts=int(rng.choice([9, 16, 24])),
+                           max_slots=4)
+    if rng.random() < 0.5:  # heavier counts: the linear regime
+        inst = Instance(inst.counts * int(rng.integers(5, 60)), inst.replica_gpu, inst.n_gpus)
+    m = random_model(rng, tiles=rng.random() < 0.3)
+    if three_term:
+        m = CostModel(a=m.a, b=m.b, c=m.c, beta=m.beta, b2=m.b2, c2=float(rng.uniform(0, 40)),
+                      gamma=float(rng.uniform(0.01, 0.3)))
+    return inst, m
+
+
+@pytest.mark.parametrize("three_term", [False, True], ids=["two-term", "three-term"])
+def test_default_never_worse_than_the_paper_preset(three_term):
+    """Issue 23: the default's makespan <= the paper preset's on every instance, the paper
+    preset solved separately (``options="paper"``) and both priced by CostModel.makespan (not
+    by the ensemble's own bookkeeping); 1,000 random instances of each model form."""
+    rng = np.random.default_rng(2300 + three_term)
+    better = 0
+    for _ in range(1000):
+        inst, m = _never_worse_case(rng, three_term)
+        d = m.makespan(inst, tempo.solve(inst, m, "tempo"))
+        pp = m.makespan(inst, tempo.solve(inst, m, "tempo", options="paper"))
+        assert d <= pp * (1 + 1e-12) + 1e-12, (inst, m, d, pp)
+        better += d < pp * (1 - 1e-9)
+    assert better > 0  # the presets do differ: the property is not vacuous
+
+
+def test_the_paper_preset_joins_the_pool_where_it_wins():
+    """Chapter 02's probe instance 229 (8 experts, 4 GPUs, Qwen3 parameters) and chapter 01's toy:
+    the default used to end above the paper preset (5.22 vs the optimum 4.471; 55.60 vs 54.756);
+    now it returns the paper preset's output there, and turning the candidate off restores the
+    old result."""
+    from tempo.theory.bounds import probe_instance
+
+    toy = Instance.full_replication([600, 30, 30, 30, 30, 30, 30], 2)
+    _, _, inst229, m229 = probe_instance(229)
+    wins = 0
+    for inst, m in [(toy, CostModel.named("dsv3-offline")), (inst229, m229)]:
+        d = tempo.solve(inst, m, "tempo")
+        pp = m.makespan(inst, tempo.solve(inst, m, "tempo", options="paper"))
+        off = m.makespan(inst, tempo.solve(inst, m, "tempo", paper_candidate=False))
+        assert m.makespan(inst, d) <= pp + 1e-12
+        if off > pp * (1 + 1e-9):
+            wins += 1
+            assert d.meta["chosen"] == "paper_preset" and m.makespan(inst, d) == pytest.approx(pp, rel=1e-12)
+    assert wins >= 1
+
+
+def test_zero_load_metadata_includes_the_traffic_constant():
+    """Reliability review D16: with every count zero, the lower bound and tempo's
+    ``meta["makespan"]`` are an idle GPU's time max(a, c, c2) (25.0 here, not 16.4)."""
+    m = CostModel(a=16.4, b=2.99, c=15.6, beta=0.0179, c2=25, gamma=0.1)
+    for inst in (Instance.full_replication([0, 0, 0], 2), Instance([0, 0], [[0, 1], [1, -1]], 2)):
+        d = tempo.solve(inst, m)
+        assert m.lower_bound(inst) == d.meta["makespan"] == m.makespan(inst, d) == 25.0
+        assert m.makespan(inst, tempo.solve(inst, m, "tempo", options="paper")) == 25.0
+
+
+def test_default_against_the_milp_on_every_family_three_term_included():
+    """Issue 23: the default against the cold MILP on fixed seeds of every family of ``make bench``
+    (tempo.benchmarks.bench.families and three_term_families: few experts over many GPUs, EPLB
+    1.25x / 1.5x, full replication, tile-aware, the three-term model in each shape and the
+    held-out 256-expert shape).  Measured at issue 23 (``make bench``'s preset grid, n = 6 per
+    family, 20 s MILP): every family mean 1.0000 and max 1.0000 (before: three-term EPLB 1.25x
+    max 1.0089, held-out max 1.0465); asserted here on 3 per family with margins; the gap per
+    family is printed."""
+    from tempo.benchmarks.bench import families, three_term_families
+
+    worst = {}
+    for fam, insts in {**families(3), **three_term_families(3)}.items():
+        r = []
+        for inst, m in insts:
+            mi = tempo.solve(inst, m, "milp", time_limit=20, warm_start=False)
+            assert mi.meta["optimal"], fam
+            r.append(m.makespan(inst, tempo.solve(inst, m)) / mi.meta["objective"])
+        worst[fam] = (float(np.mean(r)), float(np.max(r)))
+    print("tempo / MILP (mean, max) per family:", worst)
+    assert all(mx >= 1 - 1e-6 for _, mx in worst.values())
+    assert all(mx <= 1.02 and mean <= 1.005 for mean, mx in worst.values()), worst

@@ -329,6 +329,80 @@ def policy_time_summary(df: pd.DataFrame, goal: float = POLICY_TIME_GOAL_S) -> s
     return "\n".join(lines)
 
 
+#: issue 23's presets: the default, the paper's algorithm (Section 4.2), and the default as it was
+#: before issue 23 (no paper preset in the heuristic pool, no three-term compound moves)
+PRESET_RUNS = {"default": {}, "paper": {"options": "paper"},
+               "before #23": {"paper_candidate": False, "compound": False}}
+
+
+def three_term_families(n: int = 6, seed: int = 0) -> dict:
+    """Three-term (Eq. 4, proxy-serving: c2 = 25, gamma = 0.10) instance families of issue 23,
+    each a list of (Instance, CostModel), beside :func:`families`' "three-term" EPLB 1.25x one:
+    few experts over many GPUs (full replication), and :func:`families`' EPLB 1.5x and full
+    replication batches under the three-term model; and the held-out shape (256 experts, 16
+    GPUs, 48 tokens/GPU, Zipf 1.3, 1.25x) with its two-term twin (the same batches without the
+    traffic term)."""
+    rng = np.random.default_rng(seed + 23)
+    m = CostModel.named("proxy-serving")
+    few = []
+    for i in range(n):
+        E = int(rng.integers(2, 7))
+        g = int(rng.choice([4, 8, 12, 16]))
+        few.append((Instance.full_replication(np.maximum(1, rng.lognormal(5.5, 1.0, E)).astype(np.int64), g), m))
+    base = families(n, seed)
+    out = {"3-term few experts, many GPUs": few,
+           "3-term EPLB 1.5x": [(i, m) for i, _ in base["EPLB 1.5x (dsv3)"]],
+           "3-term full replication": [(i, m) for i, _ in base["full replication (dsv3)"]]}
+    pop = zipf_popularity(256, 1.3, seed=seed)
+    pl = eplb_placement(expected_loads(pop, 8), 16, 1.25)
+    held = [Instance.from_placement(c, pl, 16) for c in sample_counts(pop, 48, 8, 16, n_batches=n, seed=seed + 1)]
+    out["3-term held-out (256 x 16, B=48, Zipf 1.3)"] = [(i, m) for i in held]
+    out["2-term twin of the held-out"] = [(i, m.without("traffic")) for i in held]
+    return out
+
+
+def preset_grid(n: int = 6, milp_limit: float = 20.0, seed: int = 0, probe: bool = True,
+                probe_limit: float = 5.0) -> pd.DataFrame:
+    """Issue 23, one run: each preset of :data:`PRESET_RUNS` against the cold MILP (mean and max
+    of makespan / MILP objective) on every family of :func:`families` and
+    :func:`three_term_families`, and on chapter 02's probe suite (:func:`tempo.theory.bounds.probe_suite`,
+    the instances with E*g <= 64 whose optimum the MILP proves in ``probe_limit`` s, as the
+    thm2_probe experiment pins them; the MILP's objective there is min(MILP, every preset))."""
+    rows = []
+    fams = {**families(n, seed), **three_term_families(n, seed)}
+    for fam, insts in fams.items():
+        r = {k: [] for k in PRESET_RUNS}
+        proven = 0
+        for inst, model in insts:
+            mi = solve(inst, model, "milp", time_limit=milp_limit, warm_start=False)
+            proven += bool(mi.meta["optimal"])
+            for k, kw in PRESET_RUNS.items():
+                r[k].append(model.makespan(inst, solve(inst, model, "tempo", **kw)) / mi.meta["objective"])
+        row = {"family": fam, "n": len(insts), "milp_proven": proven}
+        for k in PRESET_RUNS:
+            row[f"{k} mean"], row[f"{k} max"] = float(np.mean(r[k])), float(np.max(r[k]))
+        rows.append(row)
+    if probe:
+        from ..theory.bounds import probe_suite
+
+        r = {k: [] for k in PRESET_RUNS}
+        for kind, name, inst, model in probe_suite(1296):
+            if inst.n_experts * inst.n_gpus > 64:
+                continue
+            mi = solve(inst, model, "milp", time_limit=probe_limit)
+            if not mi.meta["optimal"]:
+                continue
+            ms = {k: model.makespan(inst, solve(inst, model, "tempo", **kw)) for k, kw in PRESET_RUNS.items()}
+            opt = min(mi.meta["objective"], *ms.values())
+            for k in PRESET_RUNS:
+                r[k].append(ms[k] / opt)
+        row = {"family": "probe suite, MILP-pinned (chapter 02)", "n": len(r["default"]), "milp_proven": len(r["default"])}
+        for k in PRESET_RUNS:
+            row[f"{k} mean"], row[f"{k} max"] = float(np.mean(r[k])), float(np.max(r[k]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def model_refresh(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int = 32, reps: int = 5,
                   seed: int = 0) -> dict:
     """Median seconds of one whole-model solve in this process, each layer's EPLB placement
@@ -639,6 +713,11 @@ def main(argv=None):
             print()
             print("family grid (tempo against every proxy and the cold MILP):")
             print(fam.to_string(index=False))
+        if args.families:
+            pg = preset_grid(args.families, milp_limit=max(args.milp_limit, 1.0) * 2)
+            print()
+            print("presets against the cold MILP (issue 23; 'before #23': paper_candidate=False, compound=False):")
+            print(pg.to_string(index=False))
     print()
     print(policy_time_summary(policy_time_grid()))
     print()

@@ -198,8 +198,8 @@ class CostModel:
         g = inst.n_gpus
         live = inst.live
         L = int(live.sum())
-        if L == 0:
-            return max(self.a, self.c)
+        if L == 0:  # every GPU idle: max(a, c, c2), the traffic constant included (Eq. 4)
+            return float(gpu_time(self, 0.0, 0.0, 0.0))
         has = np.zeros((inst.n_experts, g), dtype=bool)
         e, r = np.nonzero(inst.valid)
         has[e, inst.replica_gpu[e, r]] = True
