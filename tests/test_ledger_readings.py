@@ -301,3 +301,16 @@ def test_the_readme_counts_are_generated_with_stand_ins_apart(tmp_path):
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="markers"):
         led.write_readme_counts(df, "full", readme)
+
+
+def test_compact_ledger_puts_note_and_source_under_the_claim():
+    from tempo.book.chapters import ch99_claims_ledger as ch99
+
+    show = pd.DataFrame([{"id": "x", "status": "reproduced", "claim": "B < 64 holds", "note": "a & b",
+                          "provenance": "run.csv", "tolerance": "10%"}])
+    out = ch99.compact_columns(show)
+    assert list(out.columns) == ["id", "status", "claim", "tolerance"]
+    assert out.claim[0] == ("B &lt; 64 holds<br><small>a &amp; b</small><details><summary><small>source</small>"
+                            "</summary><small>run.csv</small></details>")
+    bare = ch99.compact_columns(show.assign(note="", provenance=float("nan")))
+    assert bare.claim[0] == "B &lt; 64 holds"

@@ -49,11 +49,29 @@ def ledger_html(df: pd.DataFrame) -> str:
     sens = df.attrs.get("sensitivity")
     if sens is not None and "under other readings" in show:
         show = show.assign(**{"under other readings": [_alternatives_html(sens, i) for i in show.id]})
-    show = show.drop(columns=[c for c in ("readings",) if c in show])
+    show = compact_columns(show.drop(columns=[c for c in ("readings",) if c in show]))
     table = (show.style.apply(lambda r: [f"background-color: {colors[r.status]}"] * len(r), axis=1)
-             .set_properties(subset=["claim", "note", "provenance", "tolerance"], **{"min-width": "14em"})
+             .set_properties(subset=["claim"], **{"min-width": "22em"})
+             .set_properties(subset=["tolerance"], **{"min-width": "8em"})
              .hide(axis="index").to_html())
     return f'<div style="overflow-x: auto; font-size: 0.85em">{table}</div>'
+
+
+def compact_columns(show: pd.DataFrame) -> pd.DataFrame:
+    """The ledger table narrow enough for a 1280 px page: the note goes under the claim's text
+    (small type) and the provenance into a collapsed "source" detail below it, so the wide
+    free-text columns no longer need a horizontal scroll; the other columns are unchanged."""
+    import html
+
+    def cell(r):
+        out = html.escape(str(r.claim))
+        if str(r.note or "").strip() and str(r.note) != "nan":
+            out += f'<br><small>{html.escape(str(r.note))}</small>'
+        if str(r.provenance or "").strip() and str(r.provenance) != "nan":
+            out += f'<details><summary><small>source</small></summary><small>{html.escape(str(r.provenance))}</small></details>'
+        return out
+
+    return show.assign(claim=[cell(r) for r in show.itertuples()]).drop(columns=["note", "provenance"])
 
 
 def readings_claims(df: pd.DataFrame) -> pd.DataFrame:
