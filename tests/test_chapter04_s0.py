@@ -17,14 +17,17 @@ def test_colocated_replicas_known_answer():
 
 
 @pytest.mark.parametrize("ep", [8, 32, 64])
-def test_uniform_eplb_colocates_every_replica_and_a_tie_break_spreads_them(ep):
+def test_uniform_eplb_in_index_order_colocates_every_replica_and_unordered_ties_spread_them(ep):
     pop = zipf_popularity(256, 0.0, seed=1)
+    stable = ch04._s0_placement(pop, 8, ep, CANDS["EPLB ties in index order"], seed=1)
+    assert ch04.colocated_replicas(stable, ep) == (64, 64)
     built = ch04._s0_placement(pop, 8, ep, CANDS["as built"], seed=1)
-    assert ch04.colocated_replicas(built, ep) == (64, 64)
+    n_rep, n_col = ch04.colocated_replicas(built, ep)
+    assert n_rep == 64 and n_col <= {8: 16, 32: 4, 64: 2}[ep]  # eplb.py under torch 2.13: 16, 1, 1
     broken = ch04._s0_placement(pop, 8, ep, CANDS["EPLB ties broken"], seed=1)
     assert ch04.colocated_replicas(broken, ep) == (64, 0)
     measured = ch04._s0_placement(pop, 8, ep, CANDS["EPLB from 64 measured batches"], seed=1)
-    assert ch04.colocated_replicas(measured, ep)[1] == {8: 4, 32: 0, 64: 0}[ep]  # noisy loads: ties gone
+    assert ch04.colocated_replicas(measured, ep)[1] == 0  # counted loads: no replicas stacked
 
 
 def test_routers():
@@ -40,10 +43,11 @@ def test_routers():
 
 
 def test_candidates_on_one_cell():
-    cands = [CANDS["as built"], CANDS["EPLB ties broken"]]
+    cands = [CANDS["EPLB ties in index order"], CANDS["EPLB ties broken"]]
     df = ch04.scale_s0_candidates([16], 1, eps=(32,), candidates=cands).set_index("candidate")
-    # as built nothing can move: TEMPO ties the best fixed policy exactly
-    assert df.loc["as built", "gain_pct"] == 0.0 and df.loc["as built", "colocated"] == 64
+    # ties in index order: nothing can move, TEMPO ties the best fixed policy exactly
+    assert df.loc["EPLB ties in index order", "gain_pct"] == 0.0
+    assert df.loc["EPLB ties in index order", "colocated"] == 64
     # ties broken: in the flat regime TEMPO drops one activation of nine on the bottleneck GPU
     assert df.loc["EPLB ties broken", "gain_pct"] == pytest.approx(100 / 9)
     assert df.loc["EPLB ties broken", "winner"] == "M"
@@ -57,7 +61,8 @@ def test_table_and_text():
     assert t.set_index(["candidate", "ep"]).loc[("fix", 32)].tolist() == [7.0, 12.0, 64, 0]
     text = ch04.scale_s0_text(t, 6.0, 6.5)
     assert text.startswith("As built, the mean gain at s = 0 is 0.00-0.00% on EP32-64")
-    assert "EP32: 64 of 64, EP64: 64 of 64" in text and "fix: 7.00-7.00%." in text and "half: 4.00-4.00%." in text
+    assert "GPU: EP32 64 of 64, EP64 64 of 64." in text
+    assert "fix: 7.00-7.00% (EP32 0 of 64, EP64 0 of 64)." in text and "half: 4.00-4.00% (" in text
     assert text.endswith("At least the low end of the paper's 6-6.5% on every EP size: fix.")
     t2 = t[t.candidate != "fix"]
     assert ch04.scale_s0_text(t2, 6.0, 6.5).endswith(

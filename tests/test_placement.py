@@ -1,8 +1,9 @@
 import numpy as np
+import pytest
 
 import tempo
 from tempo.world.workloads import zipf_popularity
-from tempo.world.placement import balanced_packing, eplb_placement, rebalance_experts, replicate_experts
+from tempo.world.placement import balanced_packing, eplb_placement, packing_order, rebalance_experts, replicate_experts
 
 
 def test_eplb_readme_golden():
@@ -32,3 +33,37 @@ def test_eplb_placement_instance():
     assert pl.size == 40
     inst = tempo.Instance.from_placement(np.ones(32, int), pl, 8)
     assert (inst.n_replicas >= 1).all() and inst.n_replicas.sum() == 40
+
+
+def _colocated(placement, n_gpus):
+    gpu = np.arange(placement.size) // (placement.size // n_gpus)
+    return sum(np.unique(gpu[placement == e]).size == 1 for e in np.flatnonzero(np.bincount(placement) > 1))
+
+
+def test_equal_loads_are_packed_in_an_uninformative_order_not_index_order():
+    """The eplb_ties reading: DeepSeek's eplb.py sorts with torch's unstable sort, so on uniform
+    loads (256 experts, 1.25x on 32 GPUs) it puts both replicas of 1 of the 64 replicated
+    experts on one GPU (torch 2.13, CPU); a stable sort (index order) puts all 64 there."""
+    w = np.ones(256)
+    assert _colocated(eplb_placement(w, 32, 1.25, ties="index_order"), 32) == 64
+    unordered = eplb_placement(w, 32, 1.25)
+    assert _colocated(unordered, 32) <= 4
+    assert (unordered == eplb_placement(w, 32, 1.25, ties="unordered", seed=0)).all()  # deterministic
+    assert not (unordered == eplb_placement(w, 32, 1.25, seed=1)).all()  # the seed draws the order
+    # loads without ties are packed the same either way
+    p = np.random.default_rng(3).random(64)
+    assert (eplb_placement(p, 8, 1.25) == eplb_placement(p, 8, 1.25, ties="index_order")).all()
+    # Zipf(1.0) ties across experts (rank 1 over 6 replicas = rank 6 over 1, exactly): index order
+    # walks the tied replicas expert by expert and stacks some on one GPU, the random order fewer
+    z = zipf_popularity(64, 1.0, seed=3)
+    assert _colocated(eplb_placement(z, 8, 1.25, ties="index_order"), 8) > _colocated(eplb_placement(z, 8, 1.25), 8)
+    with pytest.raises(ValueError, match="ties must be one of unordered, index_order"):
+        balanced_packing(w, 4, ties="stable")
+
+
+def test_packing_order_breaks_only_ties():
+    w = np.array([3.0, 1.0, 3.0, 2.0, 1.0, 3.0])
+    order = packing_order(w, "unordered", seed=5)
+    assert w[order].tolist() == sorted(w.tolist(), reverse=True)
+    assert packing_order(w, "index_order").tolist() == [0, 2, 5, 3, 1, 4]
+

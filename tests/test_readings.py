@@ -297,10 +297,12 @@ def test_ties_are_labelled_as_ties():
 
 
 def test_a_real_tied_cell():
-    # s = 0, deep in the compute regime: every fixed policy reaches the token optimum (the review's "never flips")
+    # s = 0 with EPLB's equal loads packed in index order (every replica of a replicated expert on
+    # one GPU), deep in the compute regime: every fixed policy reaches the token optimum (the
+    # review's "never flips")
     cell = {"shape": "DSv3", "ep": 8, "B": 2048, "skew": 0.0, "replication": 1.25, "batches": 1, "seed": 0}
-    tie = phase_cell({**cell, "reading": {"ties": "tie"}}).iloc[0]
-    first = phase_cell({**cell, "reading": {"ties": "first_listed"}}).iloc[0]
+    tie = phase_cell({**cell, "reading": {"ties": "tie", "eplb_ties": "index_order"}}).iloc[0]
+    first = phase_cell({**cell, "reading": {"ties": "first_listed", "eplb_ties": "index_order"}}).iloc[0]
     assert tie.tie and "+" in tie.winner and "L" in tie.winner
     assert not first.tie and first.winner == tie.winner[0]
     assert tie.gain_pct == first.gain_pct

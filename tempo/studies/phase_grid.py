@@ -27,8 +27,8 @@ from .sweep import run_grid
 
 
 #: the readings the grid depends on (those of the phase diagram but its tie labels)
-PHASE_GRID_READINGS = ("synthetic_router", "placement_loads", "token_lp_face", "ensemble_lp", "tempo_preset",
-                       "metro_order")
+PHASE_GRID_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "token_lp_face", "ensemble_lp",
+                       "tempo_preset", "metro_order")
 
 
 def phase_grid_cell(cell: dict) -> pd.DataFrame:

@@ -24,9 +24,10 @@ def of(config) -> Reading:
 def batches(reading: Reading, n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, replication: float,
             n_batches: int, seed: int, top_k: int = 8, trace=None) -> list[Instance]:
     """:func:`tempo.studies.scenarios.zipf_batches` with the reading's router
-    (``synthetic_router``) and placement (``placement_loads``)."""
+    (``synthetic_router``) and placement (``placement_loads``, ``eplb_ties``)."""
     return zipf_batches(n_experts, n_gpus, tokens_per_gpu, skew, replication, n_batches, seed=seed, top_k=top_k,
-                        trace=trace, router=reading["synthetic_router"], placement_from=reading["placement_loads"])
+                        trace=trace, router=reading["synthetic_router"], placement_from=reading["placement_loads"],
+                        eplb_ties=reading["eplb_ties"])
 
 
 def tempo_options(reading: Reading, preset_reading: str = "tempo_preset") -> dict:

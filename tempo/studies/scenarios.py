@@ -16,7 +16,7 @@ from ..world.workloads import (expected_loads, pair_shares, popularity_timeline,
 def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, replication: float,
                  n_batches: int, seed: int, top_k: int = 8, kappa: float = 2000.0,
                  trace: "TraceRouting | None" = None, router: str = "distinct_topk",
-                 placement_from: str = "long_run_pair_loads") -> list[Instance]:
+                 placement_from: str = "long_run_pair_loads", eplb_ties: str = "unordered") -> list[Instance]:
     """Decode batches under Zipf(skew) routing with a fresh EPLB placement built from the
     long-run per-expert loads (Section 3.2, "EPLB-style placement from long-run averages"):
     each batch's router weights are Dirichlet(kappa p) around the long-run popularity (the
@@ -29,7 +29,8 @@ def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, 
     from the expected pair shares of the same router
     (:func:`tempo.world.workloads.pair_shares`: ``p`` itself under independent draws, the
     inclusion probabilities :func:`tempo.world.workloads.expected_loads` under distinct top-K);
-    ``"router_weights"`` from ``p``.
+    ``"router_weights"`` from ``p``.  ``eplb_ties`` (the ``eplb_ties`` reading): how EPLB's
+    packing orders equal loads (:func:`tempo.world.placement.packing_order`).
 
     With ``trace`` (a :class:`TraceRouting`) the batches come from the recorded routing
     instead: ``tokens_per_gpu`` tokens per GPU routed with each recorded step's shares, the
@@ -38,7 +39,7 @@ def zipf_batches(n_experts: int, n_gpus: int, tokens_per_gpu: int, skew: float, 
     if trace is not None:
         return trace.batches(tokens_per_gpu, n_batches, n_gpus, replication, seed=seed, top_k=trace.top_k(top_k))
     pop = zipf_popularity(n_experts, skew, seed=seed)
-    placement = zipf_placement(n_experts, skew, seed, top_k, n_gpus, replication, router, placement_from)
+    placement = zipf_placement(n_experts, skew, seed, top_k, n_gpus, replication, router, placement_from, eplb_ties)
     counts = sample_counts(pop, tokens_per_gpu, top_k, n_gpus, n_batches=n_batches, kappa=kappa, seed=seed + 1,
                            router=router)
     return [Instance.from_placement(c, placement, n_gpus) for c in counts]
@@ -61,22 +62,23 @@ def placement_weights(pop, top_k: int, router: str = "distinct_topk",
 
 @lru_cache(maxsize=256)
 def _zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: int, replication: float,
-                    router: str, placement_from: str) -> np.ndarray:
+                    router: str, placement_from: str, eplb_ties: str) -> np.ndarray:
     pop = zipf_popularity(n_experts, skew, seed=seed)
-    placement = eplb_placement(placement_weights(pop, top_k, router, placement_from), n_gpus, replication)
+    placement = eplb_placement(placement_weights(pop, top_k, router, placement_from), n_gpus, replication, eplb_ties)
     placement.setflags(write=False)
     return placement
 
 
 def zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: int, replication: float,
-                   router: str = "distinct_topk", placement_from: str = "long_run_pair_loads") -> np.ndarray:
+                   router: str = "distinct_topk", placement_from: str = "long_run_pair_loads",
+                   eplb_ties: str = "unordered") -> np.ndarray:
     """int64[P]: the fresh EPLB placement of :func:`zipf_batches` (built from
     :func:`placement_weights`: by default the long-run pair loads of Zipf(``skew``) routing under
     ``router``), computed once per argument set (a grid's batch sizes share it); a fresh copy."""
     if placement_from not in PLACEMENT_FROM:
         raise ValueError(f"placement_from must be one of {', '.join(PLACEMENT_FROM)}, got {placement_from!r}")
     return _zipf_placement(int(n_experts), float(skew), int(seed), int(top_k), int(n_gpus), float(replication),
-                           str(router), str(placement_from)).copy()
+                           str(router), str(placement_from), str(eplb_ties)).copy()
 
 
 def drift_timeline(pop, n_batches: int, seed: int, tau: float = 300.0, sigma: float | None = None,

@@ -101,8 +101,8 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
 #: reading): no policy wins the cell.
 TIE_REL = 1e-9
 #: The readings a phase-diagram cell depends on.
-PHASE_READINGS = ("synthetic_router", "placement_loads", "token_lp_face", "ensemble_lp", "tempo_preset",
-                  "metro_order", "ties")
+PHASE_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "token_lp_face", "ensemble_lp",
+                  "tempo_preset", "metro_order", "ties")
 
 
 def winner_label(ms: dict, ties: str = "tie") -> tuple[str, bool]:
@@ -217,7 +217,8 @@ def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=N
         after = l_idx[l_idx > (m_idx.max() if m_idx.size else -1)]
         hi = Bs[after.min()] if after.size else Bs.max()
         pop = zipf_popularity(E, s, seed=seed)
-        placement = eplb_placement(placement_weights(pop, K, router, reading["placement_loads"]), ep, r)
+        placement = eplb_placement(placement_weights(pop, K, router, reading["placement_loads"]), ep, r,
+                                   reading["eplb_ties"])
         reps = np.bincount(placement, minlength=E)
         p = pair_shares(pop, K, router) if reading["hot_share"] == "pair_share" else pop
         bstar, bavg, bhot = flip_boundary(p, reps, n_star, K, ep)
@@ -227,7 +228,7 @@ def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=N
     return pd.DataFrame(rows)
 
 
-@experiment("token_lp_faces", readings=("synthetic_router", "placement_loads"))
+@experiment("token_lp_faces", readings=("synthetic_router", "placement_loads", "eplb_ties"))
 def token_lp_faces(config: dict) -> pd.DataFrame:
     """The three optimal token-LP dispatches of :data:`tempo.policies.proxies.TOKEN_LP_FACES`
     (the ``token_lp_face`` reading) on phase-grid batches (Section 3.2; Section 5.14's "exact
@@ -397,7 +398,8 @@ def _anatomy_dispatch(name, inst, model, reading):
     return rd.dispatch(inst, model, name, reading)
 
 
-@experiment("phase_anatomy", readings=("synthetic_router", "token_lp_face", "ensemble_lp", "tempo_preset", "metro_order"))
+@experiment("phase_anatomy", readings=("synthetic_router", "eplb_ties", "token_lp_face", "ensemble_lp", "tempo_preset",
+                                       "metro_order"))
 def phase_anatomy(config: dict) -> pd.DataFrame:
     """Why TEMPO gains what it gains in chosen phase-diagram cells (Fig. 6): per cell
     (``config["cells"]``: dicts with shape, skew, replication, B; EP8, the cell's own batches
@@ -429,7 +431,7 @@ def phase_anatomy(config: dict) -> pd.DataFrame:
         counts = sample_counts(pop, cell["B"], K, ep, n_batches=nb, kappa=2000.0, seed=seed + 1, router=router)
         hot = int(np.argmax(pop))
         for src, weight in zip(ANATOMY_PLACEMENTS, (placement_weights(pop, K, router), pop)):
-            placement = eplb_placement(weight, ep, cell["replication"])
+            placement = eplb_placement(weight, ep, cell["replication"], reading["eplb_ties"])
             insts = [Instance.from_placement(c, placement, ep) for c in counts]
             lb = float(np.mean([model.lower_bound(i) for i in insts]))
             for name in ANATOMY:

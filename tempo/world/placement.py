@@ -1,5 +1,12 @@
-"""EPLB placement (DeepSeek EPLB, github deepseek-ai/EPLB ``eplb.py``), re-implemented in
-numpy with stable sorts (EPLB issue #8: ``torch.sort`` is not stable)."""
+"""EPLB placement (DeepSeek EPLB, github deepseek-ai/EPLB ``eplb.py``), re-implemented in numpy.
+
+Equal loads: ``eplb.py`` orders the items it packs with ``torch.sort``, which is not stable (EPLB
+issue #8), so items of equal load come out in whatever order the sort returns.  This port orders
+them by a seeded random permutation (``ties="unordered"``, the default; the ``eplb_ties`` reading
+of ``data/paper/readings.yaml``) so the result is deterministic but, like the unstable sort's,
+not index order.  ``ties="index_order"`` (a stable sort) was this port's behaviour before: on
+uniform loads it puts both replicas of every replicated expert on one GPU (256 experts on 32
+GPUs at 1.25x: 64 of 64, where ``eplb.py`` under torch 2.13 puts 1 of 64)."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,10 +30,32 @@ def replicate_experts(weight: np.ndarray, n_slots: int):
     return phy2log, rank, logcnt
 
 
-def balanced_packing(weight: np.ndarray, n_packs: int):
+#: How :func:`balanced_packing` orders items of equal load (the ``eplb_ties`` reading).
+TIES = ("unordered", "index_order")
+
+
+def _check_ties(ties: str) -> None:
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
+
+
+def packing_order(weight: np.ndarray, ties: str = "unordered", seed: int = 0) -> np.ndarray:
+    """The order EPLB's greedy packing visits items in: heaviest first; items of equal load in
+    a random order drawn from ``seed`` (``ties="unordered"``) or in index order
+    (``"index_order"``, a stable sort)."""
+    _check_ties(ties)
+    weight = np.asarray(weight, dtype=np.float64)
+    if ties == "index_order":
+        return np.argsort(-weight, kind="stable")
+    tiebreak = np.random.default_rng(seed).permutation(weight.size)
+    return np.lexsort((tiebreak, -weight))
+
+
+def balanced_packing(weight: np.ndarray, n_packs: int, ties: str = "unordered", seed: int = 0):
     """Pack ``n`` items into ``n_packs`` packs of exactly ``n / n_packs`` items: heaviest
-    first, each to the lightest pack with room (ties to the lowest pack).
-    Returns (pack int64[n], rank_in_pack int64[n])."""
+    first (equal loads in :func:`packing_order`'s order), each to the lightest pack with room
+    (ties to the lowest pack).  Returns (pack int64[n], rank_in_pack int64[n])."""
+    _check_ties(ties)
     weight = np.asarray(weight, dtype=np.float64)
     n = weight.size
     if n % n_packs:
@@ -38,7 +67,7 @@ def balanced_packing(weight: np.ndarray, n_packs: int):
         return np.arange(n, dtype=np.int64), np.zeros(n, np.int64)
     load = [0.0] * n_packs
     cnt = [0] * n_packs
-    for i in np.argsort(-weight, kind="stable").tolist():
+    for i in packing_order(weight, ties, seed).tolist():
         best = min((p for p in range(n_packs) if cnt[p] < per), key=lambda p: (load[p], p))
         pack[i] = best
         rank[i] = cnt[best]
@@ -48,7 +77,7 @@ def balanced_packing(weight: np.ndarray, n_packs: int):
 
 
 def rebalance_experts(weight: np.ndarray, n_slots: int, n_groups: int = 1, n_nodes: int = 1,
-                      n_gpus: int = 1):
+                      n_gpus: int = 1, ties: str = "unordered", seed: int = 0):
     """EPLB's ``rebalance_experts_hierarchical`` for one or more layers.
 
     Parameters
@@ -60,6 +89,8 @@ def rebalance_experts(weight: np.ndarray, n_slots: int, n_groups: int = 1, n_nod
     n_groups, n_nodes, n_gpus : int
         Expert groups, nodes and GPUs; hierarchical when ``n_groups % n_nodes == 0``,
         else the global policy (one group, one node).
+    ties, seed : str, int
+        How the packings order equal loads (:func:`packing_order`; the ``eplb_ties`` reading).
 
     Returns
     -------
@@ -86,7 +117,7 @@ def rebalance_experts(weight: np.ndarray, n_slots: int, n_groups: int = 1, n_nod
         wl = w[layer]
         # 1) groups onto nodes
         gw = wl.reshape(n_groups, group_size).sum(axis=1)
-        gpack, grank = balanced_packing(gw, n_nodes)
+        gpack, grank = balanced_packing(gw, n_nodes, ties, seed)
         log_of_mlog = np.zeros(E, np.int64)  # node-major logical order -> logical id
         for grp in range(n_groups):
             base = (gpack[grp] * groups_per_node + grank[grp]) * group_size
@@ -98,7 +129,7 @@ def rebalance_experts(weight: np.ndarray, n_slots: int, n_groups: int = 1, n_nod
             p2l, _, cnt = replicate_experts(wl[mlog], slots_per_node)
             # 3) pack replicas onto the node's GPUs
             tok = wl[mlog][p2l] / cnt[p2l]
-            pack, prank = balanced_packing(tok, gpus_per_node)
+            pack, prank = balanced_packing(tok, gpus_per_node, ties, seed)
             per_gpu = slots_per_node // gpus_per_node
             phy = pack * per_gpu + prank
             node_slots = np.empty(slots_per_node, np.int64)
@@ -123,13 +154,15 @@ def logical_to_physical(phy2log: np.ndarray, n_logical: int):
     return log2phy, logcnt
 
 
-def eplb_placement(weight: np.ndarray, n_gpus: int, replication: float = 1.25) -> np.ndarray:
+def eplb_placement(weight: np.ndarray, n_gpus: int, replication: float = 1.25, ties: str = "unordered",
+                   seed: int = 0) -> np.ndarray:
     """int64[P]: a one-layer EPLB placement (global policy) with about ``replication * E``
-    slots, rounded up to a whole number of slots per GPU."""
+    slots, rounded up to a whole number of slots per GPU; ``ties``/``seed``: how equal loads are
+    ordered (:func:`packing_order`)."""
     weight = np.asarray(weight, dtype=np.float64)
     E = weight.size
     per_gpu = int(np.ceil(replication * E / n_gpus - 1e-9))
-    phy2log, _, _ = rebalance_experts(weight, per_gpu * n_gpus, 1, 1, n_gpus)
+    phy2log, _, _ = rebalance_experts(weight, per_gpu * n_gpus, 1, 1, n_gpus, ties, seed)
     return phy2log[0]
 
 

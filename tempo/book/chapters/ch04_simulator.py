@@ -677,11 +677,15 @@ def trace_source_text(tr_cfg: dict) -> str:
 #: (Section 3.3, claims scale_mean_gain_s0 / scale_max_gain): each changes one thing of the
 #: scale study's cell (:func:`tempo.studies.simulator.phase_cell`: DSv3, Zipf(0), EPLB 1.25x
 #: from the long-run loads, Dirichlet(2000 p) batches, distinct top-8 routing).
-#: ``placement``: "expected" (the study's: EPLB on the exact long-run pair loads), "tie-broken"
-#: (the same loads times 1 + 1e-9 noise: only EPLB's ties change), "history" (EPLB on the loads
-#: counted over 64 batches of the same routing, as a deployment measures them).
+#: ``placement``: "expected" (the study's: EPLB on the exact long-run pair loads, equal loads in
+#: an uninformative order, the ``eplb_ties`` reading), "index-order" (the same, equal loads in
+#: index order: this port before that reading), "tie-broken" (the loads times 1 + 1e-9 noise),
+#: "history" (EPLB on the loads counted over 64 batches of the same routing, as a deployment
+#: measures them).
 S0_CANDIDATES = (
     {"candidate": "as built", "router": "distinct", "kappa": 2000.0, "replication": 1.25, "placement": "expected"},
+    {"candidate": "EPLB ties in index order", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
+     "placement": "index-order"},
     {"candidate": "independent draws (Section 3.2)", "router": "independent", "kappa": 2000.0, "replication": 1.25,
      "placement": "expected"},
     {"candidate": "noisier batches (kappa 200)", "router": "distinct", "kappa": 200.0, "replication": 1.25,
@@ -719,9 +723,10 @@ def _s0_placement(pop, K: int, ep: int, cand: dict, seed: int) -> np.ndarray:
         w = w * (1 + 1e-9 * np.random.default_rng(seed + 7).random(w.size))
     elif cand["placement"] == "history":
         w = _s0_counts(pop, 256, K, ep, 64, cand["router"], cand["kappa"], seed + 11).sum(axis=0).astype(float)
-    elif cand["placement"] != "expected":
-        raise ValueError(f"placement must be expected, tie-broken or history, got {cand['placement']!r}")
-    return eplb_placement(w, ep, cand["replication"])
+    elif cand["placement"] not in ("expected", "index-order"):
+        raise ValueError(f"placement must be expected, index-order, tie-broken or history, got {cand['placement']!r}")
+    return eplb_placement(w, ep, cand["replication"], ties="index_order" if cand["placement"] == "index-order"
+                          else "unordered")
 
 
 def colocated_replicas(placement: np.ndarray, n_gpus: int) -> tuple[int, int]:
@@ -780,20 +785,20 @@ def scale_s0_table(cand: pd.DataFrame) -> pd.DataFrame:
 def scale_s0_text(table: pd.DataFrame, paper_lo: float, paper_hi: float) -> str:
     """Which candidates of :func:`scale_s0_table` reach the paper's mean gain at s = 0
     (``paper_lo``-``paper_hi`` %, on every EP size of the table), written from the table."""
-    base = table[table.candidate == table.candidate.iloc[0]]
     m = table.groupby("candidate", sort=False).mean_gain_pct.agg(["min", "max"])
     reach = [c for c, r in m.iterrows() if r["min"] >= paper_lo]
     near = [c for c, r in m.iterrows() if c not in reach and r["max"] >= paper_lo / 2]
-    col = ", ".join(f"EP{r.ep}: {r.colocated} of {r.replicated}" for r in base.itertuples())
+
+    def col(c):
+        return ", ".join(f"EP{r.ep} {r.colocated} of {r.replicated}" for r in table[table.candidate == c].itertuples())
+
+    first = m.index[0]
     parts = [f"As built, the mean gain at s = 0 is {m.iloc[0]['min']:.2f}-{m.iloc[0]['max']:.2f}% on "
-             f"EP{int(table.ep.min())}-{int(table.ep.max())}, and its EPLB placement puts every replica of each "
-             f"replicated expert on one GPU ({col} replicated experts): with exactly uniform long-run loads EPLB's "
-             "greedy packing meets only ties, which this port breaks in index order "
-             "(`tempo.world.placement.balanced_packing` sorts stably), so no token can change GPU and every dispatch "
-             "that does not split an expert over its co-located copies ties TEMPO. Each other candidate changes one "
-             "thing (mean gain over the ladder, lowest-highest over the EP sizes):"]
+             f"EP{int(table.ep.min())}-{int(table.ep.max())}; replicated experts whose every replica sits on one "
+             f"GPU: {col(first)}. Each other candidate changes one thing (mean gain over the ladder, lowest-highest "
+             "over the EP sizes; co-located replicated experts):"]
     for c, r in m.iloc[1:].iterrows():
-        parts.append(f"{c}: {r['min']:.2f}-{r['max']:.2f}%.")
+        parts.append(f"{c}: {r['min']:.2f}-{r['max']:.2f}% ({col(c)}).")
     parts.append((f"At least the low end of the paper's {paper_lo:g}-{paper_hi:g}% on every EP size: "
                   + ", ".join(reach) + ".")
                  if reach else f"No candidate reaches the paper's {paper_lo:g}-{paper_hi:g}% on every EP size" +
