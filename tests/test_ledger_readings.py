@@ -167,21 +167,28 @@ def test_stand_ins_are_counted_apart_and_never_a_verdict(put):
 
 
 def test_a_recording_is_a_stand_in_unless_the_papers_testbed_on_appendix_b_grid():
+    """One rule for the ledger and the calibration package: ch05.stand_in_reason is
+    tempo.calib.preset.stand_in_reasons of its coverage (every cell of Appendix B's grid, the
+    testbed's GPU generation or the manifest's testbed marker)."""
     from tempo.book.claims.functions.ch05 import stand_in_reason
+    from tempo.calib import preset as P
 
-    full = pd.DataFrame([{"kind": "grid", "G": G, "n": n} for G in (1, 2, 4, 8, 16, 40)
-                         for n in (1, 2, 4, 16, 64, 256, 1024, 2048, 4096)])
+    full = P.PRESETS["appendix-b"].grid()
     short = full[full.G.isin([1, 8]) & (full.n <= 2048)]
-    h200 = {"device": "NVIDIA H200"}
-    assert stand_in_reason({"device": "X", "testbed": "A"}, full, "A") == ""
-    assert stand_in_reason({"device": "X", "testbed": "a"}, full, "A") == ""
-    why = stand_in_reason(h200, full, "A")          # another GPU, the full grid
-    assert "not the paper's Testbed A" in why and "partial" not in why
-    why = stand_in_reason({"testbed": "B"}, short, "B")   # the testbed, a partial grid
-    assert "partial grid" in why and "Testbed" not in why.split(";")[0].split("(")[0]
-    assert stand_in_reason({"testbed": "B"}, full, "A") != ""   # Testbed B measures no Testbed A number
+    h200, b200 = {"device": "NVIDIA H200"}, {"device": "NVIDIA B200"}
+    assert stand_in_reason(b200, full, "B") == ""                      # Blackwell, the whole grid
+    assert stand_in_reason({"device": "X", "testbed": "a"}, full, "A") == ""  # the marker names the node
+    assert stand_in_reason(h200, full, "A") == ""                      # Hopper is Testbed A's generation
+    why = stand_in_reason(h200, full, "B")                             # another generation, the whole grid
+    assert why == "NVIDIA H200 (Hopper) is not Testbed B's generation (Blackwell)"
+    why = stand_in_reason({"testbed": "B"}, short, "B")                # the testbed, a partial grid
+    assert why.startswith("partial grid: ") and "Testbed" not in why
+    assert stand_in_reason({"device": "NVIDIA H100", "testbed": "B"}, full, "A") == \
+        "its manifest marks it as Testbed B's, not Testbed A's"      # the marker wins over the name
     both = stand_in_reason(h200, short, "B")
     assert "NVIDIA H200" in both and "partial grid" in both
+    for cov_src in (h200, b200):
+        assert stand_in_reason(cov_src, short, "A") == "; ".join(P.stand_in_reasons(P.coverage(short, cov_src), "A"))
     with pytest.raises(ValueError, match="testbed"):
         stand_in_reason(h200, full, "C")
 

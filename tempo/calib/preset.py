@@ -395,7 +395,9 @@ def coverage(samples: pd.DataFrame, manifest: dict | None = None, name: str = "a
     (every grid cell held), ``G`` (the G values measured), ``n_min``/``n_max`` (tokens per
     expert), ``missing_G`` (ladder values with no cell), ``tile_cells``, ``device``,
     ``generation`` (:func:`gpu_generation`), ``testbed_generation`` (testbed -> whether the
-    generation is that of the paper's testbed, :data:`TESTBEDS`)."""
+    generation is that of the paper's testbed, :data:`TESTBEDS`), ``testbed`` (the manifest's
+    ``testbed`` marker, "A" or "B" upper-cased, "" when absent: a recording made on the paper's
+    own node says so)."""
     if not {"G", "n"} <= set(samples.columns):
         raise ValueError("samples need columns G and n")
     manifest = manifest or {}
@@ -411,7 +413,8 @@ def coverage(samples: pd.DataFrame, manifest: dict | None = None, name: str = "a
             "n_max": int(samples.n.max()) if len(samples) else 0,
             "missing_G": sorted(set(g.G.tolist()) - {G for G, _ in held}), "tile_cells": int((kinds == "tile").sum()),
             "device": device, "backend": manifest.get("backend"), "shape": manifest.get("shape"),
-            "generation": gen, "testbed_generation": {t: gen == v["generation"] for t, v in TESTBEDS.items()}}
+            "generation": gen, "testbed_generation": {t: gen == v["generation"] for t, v in TESTBEDS.items()},
+            "testbed": str(manifest.get("testbed") or "").strip().upper()}
 
 
 def recording_coverage(path) -> dict:
@@ -425,16 +428,23 @@ def recording_coverage(path) -> dict:
 
 def stand_in_reasons(cov: dict, testbed: str) -> list[str]:
     """Why a recording (``cov``: :func:`coverage`) cannot give a verdict on a hardware claim the
-    paper measured on ``testbed`` ("A" or "B"): a partial grid, another GPU generation.  An empty
-    list: Appendix B's grid on the testbed's generation (the GPU part may still differ; the
-    paper names none)."""
+    paper measured on ``testbed`` ("A" or "B"): a partial grid (not every cell of Appendix B's
+    grid), another GPU generation.  A manifest's ``testbed`` marker decides the second: a
+    recording marked with the testbed is it, one marked with the other testbed is not, whatever
+    the device name says.  An empty list: Appendix B's grid on the testbed's generation (the GPU
+    part may still differ; the paper names none).  The ledger's stand-in rule
+    (:func:`tempo.book.claims.functions.ch05.stand_in_reason`, the ``hardware_grid`` reading)."""
     if testbed not in TESTBEDS:
         raise ValueError(f"testbed must be one of {', '.join(TESTBEDS)}, got {testbed!r}")
     out = []
     if not cov["covers_grid"]:
         out.append(f"partial grid: {cov['grid_cells']} of Appendix B's {cov['grid_planned']} cells "
                    f"(G {cov['G']}, n {cov['n_min']}-{cov['n_max']})")
-    if not cov["testbed_generation"][testbed]:
+    marked = cov.get("testbed", "")
+    if marked:
+        if marked != testbed:
+            out.append(f"its manifest marks it as Testbed {marked}'s, not Testbed {testbed}'s")
+    elif not cov["testbed_generation"][testbed]:
         out.append(f"{cov['device'] or 'an unknown device'} ({cov['generation']}) is not Testbed {testbed}'s "
                    f"generation ({TESTBEDS[testbed]['generation']})")
     return out

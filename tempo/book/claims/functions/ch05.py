@@ -33,43 +33,27 @@ def _measured_recording(path):
     return s, man, f"measurement: {man.get('device', '?')}, {man.get('date', '?')}, data/measured/{path.parent.name}/{path.name}"
 
 
-#: Appendix B's calibration grid: activated experts G in 1..40 x tokens per expert 1..4096 (log ladder)
-APPENDIX_B = {"G": (1, 40), "n": (1, 4096)}
+def appendix_b_coverage(samples: pd.DataFrame, manifest: dict | None = None) -> tuple[bool, str]:
+    """Whether a recording holds every cell of Appendix B's grid
+    (:func:`tempo.calib.preset.coverage`, the ``appendix-b`` preset: G 1..40 x tokens per expert
+    1..4096), and what it holds, for a claim's note."""
+    from ....calib.preset import coverage
 
-
-def appendix_b_coverage(samples: pd.DataFrame) -> tuple[bool, str]:
-    """Whether a recording's grid cells (``kind`` "grid", else all) cover Appendix B's grid
-    (:data:`APPENDIX_B`: G from 1 to 40 and tokens per expert from 1 to 4096, at least 5 G values
-    and 8 token counts), and what they cover, for a claim's note.  (The hardware-loop work of
-    chapter 05 may replace this with the calibration package's own classifier; the ledger only
-    needs the answer.)"""
-    g = samples[samples.kind == "grid"] if "kind" in samples else samples
-    Gs, ns = sorted(int(x) for x in g.G.unique()), sorted(int(x) for x in g.n.unique())
-    (g_lo, g_hi), (n_lo, n_hi) = APPENDIX_B["G"], APPENDIX_B["n"]
-    ok = bool(Gs and ns and Gs[0] <= g_lo and Gs[-1] >= g_hi and ns[0] <= n_lo and ns[-1] >= n_hi
-              and len(Gs) >= 5 and len(ns) >= 8)
-    what = (f"{len(g)} grid cells, G in {{{', '.join(map(str, Gs))}}}, tokens per expert {ns[0]}-{ns[-1]}"
-            if Gs else "no grid cells")
-    return ok, what
+    c = coverage(samples, manifest)
+    what = (f"{c['grid_cells']} of Appendix B's {c['grid_planned']} grid cells, G in {{{', '.join(map(str, c['G']))}}}, "
+            f"tokens per expert {c['n_min']}-{c['n_max']}")
+    return bool(c["covers_grid"]), what
 
 
 def stand_in_reason(manifest: dict, samples: pd.DataFrame, testbed: str = "A") -> str:
     """Why a GPU recording cannot decide a claim the paper measured on its Testbed ``testbed``
-    on Appendix B's grid (the ``hardware_grid`` reading), or "" when it can: the recording's GPU
-    is not the paper's testbed (the paper anonymises both GPUs, so a recording is the testbed
-    only when its manifest says ``testbed: A`` or ``B``), or its grid is partial
-    (:func:`appendix_b_coverage`).  The stand-in rule of the ledger; the hardware-loop work
-    (issue 24 item 5) provides the calibration package's classifier of a recording, which should
-    replace :func:`appendix_b_coverage` and the testbed test here."""
-    if testbed not in ("A", "B"):
-        raise ValueError(f"testbed must be 'A' or 'B', got {testbed!r}")
-    why = []
-    if str(manifest.get("testbed", "")).strip().upper() != testbed:
-        why.append(f"measured on {manifest.get('device', 'an unnamed GPU')}, not the paper's Testbed {testbed}")
-    covers, what = appendix_b_coverage(samples)
-    if not covers:
-        why.append(f"a partial grid ({what}), not Appendix B's (G 1..40 x 1..4096 tokens per expert)")
-    return "; ".join(why)
+    on Appendix B's grid (the ``hardware_grid`` reading), or "" when it can: the calibration
+    package's classifier (:func:`tempo.calib.preset.stand_in_reasons` of
+    :func:`tempo.calib.preset.coverage`): a partial grid, or another GPU generation than the
+    testbed's (a manifest's ``testbed`` marker overrides the device name)."""
+    from ....calib.preset import coverage, stand_in_reasons
+
+    return "; ".join(stand_in_reasons(coverage(samples, manifest), testbed))
 
 
 def _hardware_value(ours, samples, man, prov, reading, testbed="A"):
@@ -78,14 +62,14 @@ def _hardware_value(ours, samples, man, prov, reading, testbed="A"):
     Appendix B's grid (:func:`stand_in_reason`); a verdict under ``short_grid``.  ``testbed``: the
     paper's testbed of the number (A, the older generation, for Table 6; B, the newer, for the
     tile staircase), named in the note since the paper anonymises both GPUs."""
-    _, what = appendix_b_coverage(samples)
+    _, what = appendix_b_coverage(samples, man)
     device = man.get("device", "?")
     strict = reading is None or reading["hardware_grid"] == "appendix_b_grid"
     stand_in = stand_in_reason(man, samples, testbed) if strict else ""
     paper = (f"the paper's number is from its Testbed {testbed} ({'the older' if testbed == 'A' else 'the newer'} "
              f"of two anonymised GPU generations) on Appendix B's grid")
-    # a stand-in's reason already names the GPU and the grid
-    note = paper if stand_in else f"measured on {device} ({what}); {paper}"
+    # a stand-in's reason already names the grid when it is partial
+    note = f"measured on {device}; {paper}" if stand_in else f"measured on {device} ({what}); {paper}"
     return Value(ours, evidence="gpu", provenance=prov, note=note, stand_in=stand_in)
 
 
