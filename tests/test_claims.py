@@ -354,7 +354,10 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     assert "measurement: GPU X, 2026-01-02" in led.loc["fit_err_dsv3", "provenance"]
     assert led.loc["tile_err", "status"] == "needs a GPU"  # no tile sweep in that recording
     # Appendix B's grid (G 1..40 x 1..4096 tokens per expert) gets a verdict
-    rows = [(G, n) for G in (1, 2, 4, 8, 13, 20, 40) for n in (1, 4, 16, 64, 256, 512, 1024, 2048, 4096)]
+    from tempo.calib.preset import PRESETS
+
+    full = PRESETS["appendix-b"].grid(tile_sweep=False)  # every cell of Appendix B's grid
+    rows = list(zip(full.G.astype(int).tolist(), full.n.astype(int).tolist()))
     df = pd.DataFrame(rows, columns=["G", "n"])
     df["N"], df["T"], df["kind"] = df.G * df.n, df.G * np.ceil(df.n / 128).astype(int), "grid"
     df["t_us"] = [max(m.b * G, m.beta * G * n) for G, n in rows]
@@ -362,7 +365,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     led = claims.ledger("smoke").set_index("id")
     # on another GPU than the paper's testbed it stays a stand-in
     assert led.loc["fit_err_dsv3", "status"] == "stand-in"
-    assert "not the paper's Testbed A" in led.loc["fit_err_dsv3", "note"]
+    assert "GPU X (cpu) is not Testbed A's generation (Hopper)" in led.loc["fit_err_dsv3", "note"]
     assert "partial" not in led.loc["fit_err_dsv3", "note"]
     (rec / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "device": "GPU X", "date": "2026-01-02",
                                                    "backend": "deep_gemm", "shape": "dsv3", "cells": len(df),
