@@ -67,3 +67,20 @@ def test_table_and_text():
     t2 = t[t.candidate != "fix"]
     assert ch04.scale_s0_text(t2, 6.0, 6.5).endswith(
         "No candidate reaches the paper's 6-6.5% on every EP size; at least half of it somewhere: half.")
+
+
+def test_activation_balancer_check_on_two_cells():
+    sizes = {"shapes": ["DSv2-Lite"], "replications": [1.25], "skews": [0.0, 1.2], "phase_tokens": [16],
+             "phase_batches": 1}
+    cells = ch04.activation_balancer_cells(sizes)
+    assert len(cells) == 2
+    # the exact balancer only adds a candidate: the gain against it is never above the gain vs the fixed policies
+    assert (cells.gain_vs_exact_pct <= cells.gain_pct + 1e-9).all()
+    # semi-matching activates no more experts than METRO's greedy, so in the flat regime it is never slower
+    assert (cells.ms_semi_matching <= cells.ms_metro * (1 + 1e-9)).all()
+    t = ch04.activation_balancer_table(cells)
+    assert t.cells.tolist() == [2] and t.min_gain_vs_exact_pct.iloc[0] == pytest.approx(cells.gain_vs_exact_pct.min())
+    text = ch04.activation_balancer_text(t)
+    assert text.startswith("Against the fixed policies TEMPO's lowest cell gain on this seed is ")
+    bad = t.assign(**{"cells_below_-0.3pct": 1, "min_gain_vs_exact_pct": -2.0})
+    assert "depends on which activation balancer" in ch04.activation_balancer_text(bad)

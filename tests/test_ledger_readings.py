@@ -321,3 +321,50 @@ def test_compact_ledger_puts_note_and_source_under_the_claim():
                             "</summary><small>run.csv</small></details>")
     bare = ch99.compact_columns(show.assign(note="", provenance=float("nan")))
     assert bare.claim[0] == "B &lt; 64 holds"
+
+
+# ------------------------------------------------------------------ computed causes of deviations
+
+
+def test_whole_activation_steps_and_the_ablation_cause():
+    from tempo.book.claims.functions.ch03 import _ablation_cause, whole_step
+
+    assert whole_step(25.0) == 4 and whole_step(16.6667) == 6 and whole_step(20.0) == 5
+    assert whole_step(13.75) is None and whole_step(0.0) is None
+    g = pd.DataFrame({"degradation_pct": [0.0] * 97 + [25.0, 1.0, 2.0], "ep": 32, "skew": 1.2, "tokens_per_gpu": 64})
+    p95 = _ablation_cause(g, "p95")
+    assert p95.startswith("removing it changes the makespan in 3.0% of the 100 batches (by 9.33% on average")
+    assert p95.endswith("the 95th percentile falls among unchanged ones")
+    assert _ablation_cause(g, "mean").endswith("(3.0% x 9.33%)")
+    assert "one whole activation step (100/4: 4 activated experts instead of 3" in _ablation_cause(g, "max")
+
+
+def test_a_deviation_without_its_own_cause_gets_one_from_the_readings():
+    from tempo.book.claims.ledger import reading_cause
+
+    alt = [{"reading": "metro_order", "choice": "descending_tokens", "ours": "2.9", "status": "reproduced"},
+           {"reading": "ties", "choice": "first_listed", "ours": "4.5", "status": "deviates"}]
+    assert reading_cause(alt) == ("computed cause: the verdict rests on a reading; it agrees under "
+                                  "metro_order=descending_tokens (2.9)")
+    assert reading_cause(alt[1:]).startswith("computed cause: outside the readings; it deviates under every "
+                                             "alternative run too (1 of 1: ties=first_listed 4.5)")
+    assert reading_cause([]) == ""
+
+
+def test_a_claim_cause_reaches_the_note_only_when_it_deviates(put):
+    import importlib
+
+    from tempo.book.claims.registry import REGISTRY, Spec, Value
+
+    L = importlib.import_module("tempo.book.claims.ledger")
+    row = {"id": "x_cause", "needs": None, "paper": 1.0, "unit": "", "kind": "value", "chapter": "03",
+           "section": "", "claim": "", "paper_text": "1.0", "tolerance": 0.01}
+    try:
+        REGISTRY["x_cause"] = Spec((), lambda f: Value(2.0, note="n", cause="because"), "synthetic", "")
+        e = L.evaluate(row, "smoke")
+        assert e["status"] == "deviates" and e["note"] == "computed cause: because; n"
+        REGISTRY["x_cause"] = Spec((), lambda f: Value(1.0, note="n", cause="because"), "synthetic", "")
+        e = L.evaluate(row, "smoke")
+        assert e["status"] == "reproduced" and e["note"] == "n"
+    finally:
+        REGISTRY.pop("x_cause", None)

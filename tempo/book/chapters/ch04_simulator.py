@@ -804,3 +804,61 @@ def scale_s0_text(table: pd.DataFrame, paper_lo: float, paper_hi: float) -> str:
                  if reach else f"No candidate reaches the paper's {paper_lo:g}-{paper_hi:g}% on every EP size" +
                  (f"; at least half of it somewhere: {', '.join(near)}." if near else "."))
     return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------- phase_min_gain vs an exact activation balancer
+def activation_balancer_cells(sizes: dict, reading=None, seed: int = 0) -> pd.DataFrame:
+    """Section 3.2's "TEMPO min gain >= -0.3%" against a stronger activation balancer: on the
+    phase grid (shapes x replications x skews x batch ladder of ``sizes``, one ``seed``, the
+    phase study's batches and placement under ``reading``), per cell the mean makespan of each
+    fixed policy, of ``semi_matching`` (the exact fewest-activations dispatch, Lemma 2: what
+    METRO's greedy approximates) and of TEMPO; TEMPO's gain over the best fixed policy (the
+    paper's metric) and over the best of the fixed policies and ``semi_matching``."""
+    from ...core.readings import Reading
+    from ...studies import reading as rd
+    from ...studies.simulator import FIXED, SHAPES
+
+    reading = reading if reading is not None else Reading.paper()
+    rows = []
+    for shape in sizes["shapes"]:
+        E, K, params = SHAPES[shape]
+        model = CostModel.named(params)
+        for r in sizes["replications"]:
+            for s in sizes["skews"]:
+                for B in sizes["phase_tokens"]:
+                    insts = rd.batches(reading, E, 8, B, s, r, int(sizes["phase_batches"]), seed=seed, top_k=K)
+                    ms = {p: float(np.mean([model.makespan(i, rd.dispatch(i, model, p, reading)) for i in insts]))
+                          for p in list(FIXED) + ["semi_matching", "tempo"]}
+                    fixed = min(ms[p] for p in FIXED)
+                    rows.append({"shape": shape, "replication": r, "skew": s, "B": B, **{f"ms_{p}": v for p, v in ms.items()},
+                                 "gain_pct": 100 * (1 - ms["tempo"] / fixed),
+                                 "gain_vs_exact_pct": 100 * (1 - ms["tempo"] / min(fixed, ms["semi_matching"]))})
+    return pd.DataFrame(rows)
+
+
+def activation_balancer_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per shape: TEMPO's lowest cell gain over the best fixed policy and over the best of those
+    and the exact activation balancer, the cells where the exact balancer beats TEMPO by more than
+    0.3%, and where the lowest of those sits."""
+    out = []
+    for shape, g in cells.groupby("shape", sort=False):
+        worst = g.loc[g.gain_vs_exact_pct.idxmin()]
+        out.append({"shape": shape, "min_gain_vs_fixed_pct": g.gain_pct.min(),
+                    "min_gain_vs_exact_pct": g.gain_vs_exact_pct.min(),
+                    "cells_below_-0.3pct": int((g.gain_vs_exact_pct < -0.3).sum()), "cells": len(g),
+                    "lowest_at": f"s = {worst['skew']:g}, {worst['replication']:g}x, B = {int(worst['B'])}"})
+    return pd.DataFrame(out)
+
+
+def activation_balancer_text(table: pd.DataFrame) -> str:
+    """The sentence under :func:`activation_balancer_table`, written from it."""
+    lo_f, lo_x = table.min_gain_vs_fixed_pct.min(), table.min_gain_vs_exact_pct.min()
+    n_bad = int(table["cells_below_-0.3pct"].sum())
+    worst = table.loc[table.min_gain_vs_exact_pct.idxmin()]
+    return (f"Against the fixed policies TEMPO's lowest cell gain on this seed is {lo_f:.2f}%; with the exact "
+            f"activation balancer added to them it is {lo_x:.2f}% ({worst['shape']}, {worst['lowest_at']}), and "
+            f"{n_bad} of {int(table.cells.sum())} cells fall below the paper's -0.3% bound. "
+            + ("The paper's bound therefore depends on which activation balancer it is read against: METRO's greedy "
+               "(the baseline the paper names) or the exact one, which TEMPO's search does not always match in the "
+               "flat regime." if n_bad else
+               "The paper's bound holds against the exact balancer too."))

@@ -201,6 +201,8 @@ def evaluate(row: dict, profile: str, alternative=None) -> dict:
     else:
         status = "reproduced" if ok else "deviates"
     note = v.note
+    if status == "deviates" and v.cause:
+        note = "; ".join(x for x in (f"computed cause: {v.cause}", note) if x)
     calib = [r.id for r in reading_specs().values() if r.calibration and row["id"] in r.claims]
     if status == "reproduced" and calib:
         # decided by one of the paper's own inputs (readings.yaml `calibration`): consistent, not reproduced
@@ -278,6 +280,8 @@ def ledger(profile: str, write: bool = True) -> pd.DataFrame:
         for a in alt:
             a["paper_reading_status"], a["paper_reading_ours"] = e["status"], format_value(e["ours"])
         sens += alt
+        if e["status"] == "deviates" and "computed cause: " not in e["note"]:
+            e["note"] = "; ".join(x for x in (reading_cause(alt), e["note"]) if x)
         rows.append({"id": r["id"], "section": r["section"], "claim": r["claim"], "unit": r["unit"],
                      "paper": r["paper"], "paper_text": printed(r["paper_text"]), "ours": e["ours"], "tolerance": e["tolerance"], "status": e["status"],
                      "evidence": e["evidence"], "provenance": e["provenance"], "note": e["note"],
@@ -295,6 +299,22 @@ def ledger(profile: str, write: bool = True) -> pd.DataFrame:
         atomic_write_csv(df.attrs["sensitivity"], d / "claims_sensitivity.csv")
         atomic_write_text(d / "ledger_summary.md", summary_markdown(df, profile))
     return df
+
+
+def reading_cause(alt: list[dict]) -> str:
+    """The computed cause of a deviation that has no claim-specific one, from its
+    :func:`sensitivity` rows: the alternatives under which it would not deviate, or the
+    statement that no listed reading moves it (then the cause is outside the readings)."""
+    moved = [a for a in alt if a["status"] in ("reproduced", "consistent")]
+    if moved:
+        return ("computed cause: the verdict rests on a reading; it agrees under "
+                + ", ".join(f"{a['reading']}={a['choice']} ({a['ours']})" for a in moved))
+    ran = [a for a in alt if a["status"] == "deviates"]
+    if ran:
+        return (f"computed cause: outside the readings; it deviates under every alternative run too "
+                f"({len(ran)} of {len(alt)}: " + ", ".join(f"{a['reading']}={a['choice']} {a['ours']}" for a in ran[:4])
+                + (", ..." if len(ran) > 4 else "") + ")")
+    return ""
 
 
 def alternatives_text(alt: list[dict]) -> str:

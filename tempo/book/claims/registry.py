@@ -56,7 +56,11 @@ class Value:
 
     ``stand_in``: why this value cannot decide the claim (a measurement on another GPU or on
     a partial grid, the ``hardware_grid`` reading): the ledger shows it with status
-    "stand-in", never as a verdict."""
+    "stand-in", never as a verdict.
+
+    ``cause``: what in this build's results makes the value what it is, computed from them (a
+    decomposition, the cell that sets an extreme, the term that differs from the paper's
+    setting); the ledger adds it to the note of a claim that deviates."""
     ours: float | tuple
     ci: tuple | None = None
     note: str = ""
@@ -65,6 +69,16 @@ class Value:
     seeds: tuple | None = None
     n_seeds: int = 0
     stand_in: str = ""
+    cause: str = ""
+
+
+def cause_of(fn, frame=None, needs=()) -> str:
+    """``fn()``, the text of a :attr:`Value.cause`, or ``""`` when ``frame`` lacks one of the
+    columns ``needs`` (a reduced result, a test's minimal frame): a cause is only written from
+    the columns it reads."""
+    if frame is not None and not set(needs) <= set(frame.columns):
+        return ""
+    return fn()
 
 
 @dataclass
