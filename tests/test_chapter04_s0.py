@@ -82,5 +82,7 @@ def test_activation_balancer_check_on_two_cells():
     assert t.cells.tolist() == [2] and t.min_gain_vs_exact_pct.iloc[0] == pytest.approx(cells.gain_vs_exact_pct.min())
     text = ch04.activation_balancer_text(t)
     assert text.startswith("Against the fixed policies TEMPO's lowest cell gain on this seed is ")
+    assert (t.max_gain_vs_exact_pct <= t.max_gain_vs_fixed_pct + 1e-9).all()
+    assert f"DSv2-Lite {t.max_gain_vs_fixed_pct.iloc[0]:.2f}% -> " in text
     bad = t.assign(**{"cells_below_-0.3pct": 1, "min_gain_vs_exact_pct": -2.0})
     assert "depends on which activation balancer" in ch04.activation_balancer_text(bad)
