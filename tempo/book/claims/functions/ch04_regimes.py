@@ -209,6 +209,23 @@ def phase_boundary_hits(f, reading=None):
 _SCALE = SYN + ", DSv3 shape, 1.25x replication, EP 8-64"
 
 
+def _s0_cause(sub) -> str:
+    """What sets the scale grid's s = 0 gains (EP32-64): per EP the cells where TEMPO only ties
+    the best fixed policy, the winner of the others, and where TEMPO loses."""
+    def text():
+        parts = []
+        for ep, g in sub.groupby("ep"):
+            tie = int((g.gain_pct.abs() <= 0.05).sum())
+            lose = int((g.gain_pct < -0.05).sum())
+            best = g[["ms_metro", "ms_token_lp", "ms_uniform"]].idxmin(axis=1).str[3:].value_counts().idxmax()
+            parts.append(f"EP{int(ep)}: TEMPO ties the best fixed policy in {tie} of {len(g)} cells, loses in {lose}, "
+                         f"{best} wins most")
+        return ("at s = 0 (EPLB's replicas spread, the eplb_ties reading) the run's TEMPO rarely beats the best fixed "
+                "policy: " + "; ".join(parts))
+
+    return cause_of(text, sub, ("ms_metro", "ms_token_lp", "ms_uniform", "ms_tempo", "gain_pct"))
+
+
 @claim("scale_max_gain", ["phase_diagram-scale"], "synthetic", _SCALE + ", s = 0", uses=_RM)
 def scale_max_gain(f, reading=None):
     # the paper's "(max 15.5%)" belongs to the s = 0 clause on EP32-64 (P:237)
@@ -217,7 +234,7 @@ def scale_max_gain(f, reading=None):
     if sub.empty:
         return None
     per = _per_seed(sub, lambda g: float(g.gain_pct.max()))
-    return Value(float(per.median()), seeds=seed_range(per), n_seeds=len(per),
+    return Value(float(per.median()), seeds=seed_range(per), n_seeds=len(per), cause=_s0_cause(sub),
                  note=f"largest gain at s = 0 on EP32-64 per seed: {seeds_text(per)}")
 
 
@@ -225,10 +242,11 @@ def scale_max_gain(f, reading=None):
 def scale_mean_gain_s0(f, reading=None):
     # "mean 6-6.5% at s = 0 on EP32-64": the mean over the batch ladder (and the seeds), one per EP; both ends
     s, seeds = seeded(f["phase_diagram-scale"], reading)
-    m = s[(s.ep >= 32) & (s["skew"] == 0.0)].groupby("ep").gain_pct.mean()
+    sub = s[(s.ep >= 32) & (s["skew"] == 0.0)]
+    m = sub.groupby("ep").gain_pct.mean()
     if m.empty:
         return None
-    return Value((float(m.min()), float(m.max())), n_seeds=len(seeds),
+    return Value((float(m.min()), float(m.max())), n_seeds=len(seeds), cause=_s0_cause(sub),
                  note="mean over the batch ladder and " + (f"{len(seeds)} seeds" if len(seeds) > 1 else "one seed")
                       + ": " + ", ".join(f"EP{int(e)} {v:.2f}%" for e, v in m.items()))
 
