@@ -336,7 +336,7 @@ def test_whole_activation_steps_and_the_ablation_cause():
     assert p95.startswith("removing it changes the makespan in 3.0% of the 100 batches (by 9.33% on average")
     assert p95.endswith("the 95th percentile falls among unchanged ones")
     assert _ablation_cause(g, "mean").endswith("(3.0% x 9.33%)")
-    assert "one whole activation step (100/4: 4 activated experts instead of 3" in _ablation_cause(g, "max")
+    assert "one whole activation step (100/4: 5 activated experts instead of 4" in _ablation_cause(g, "max")
 
 
 def test_a_deviation_without_its_own_cause_gets_one_from_the_readings():

@@ -154,8 +154,8 @@ def _ablation_cause(g, stat: str) -> str:
         return base + f"; the mean is that share times that size ({100 * share:.1f}% x {where:.2f}%)"
     w = g.loc[g.degradation_pct.idxmax()]
     k = whole_step(float(w.degradation_pct))
-    step = (f"; the largest, {w.degradation_pct:.2f}%, is one whole activation step (100/{k}: {k} activated experts "
-            f"instead of {k - 1} on the bottleneck GPU at EP{w.ep}, s = {w['skew']}, B = {w.tokens_per_gpu})") if k else ""
+    step = (f"; the largest, {w.degradation_pct:.2f}%, is one whole activation step (100/{k}: {k + 1} activated experts "
+            f"instead of {k} on the bottleneck GPU at EP{w.ep}, s = {w['skew']}, B = {w.tokens_per_gpu})") if k else ""
     return base + step
 
 
