@@ -86,3 +86,21 @@ def test_activation_balancer_check_on_two_cells():
     assert f"DSv2-Lite {t.max_gain_vs_fixed_pct.iloc[0]:.2f}% -> " in text
     bad = t.assign(**{"cells_below_-0.3pct": 1, "min_gain_vs_exact_pct": -2.0})
     assert "depends on which activation balancer" in ch04.activation_balancer_text(bad)
+
+
+def test_a_candidate_can_run_the_paper_preset():
+    from tempo.core.cost import CostModel
+    from tempo.core.instance import Instance
+    from tempo.policies import solve
+    from tempo.studies.simulator import FIXED, SHAPES
+
+    cand = CANDS["TEMPO's paper preset (Section 4.2)"]
+    row = ch04.scale_s0_candidates([16], 1, eps=(32,), candidates=[cand]).iloc[0]
+    E, K, params = SHAPES["DSv3"]
+    model = CostModel.named(params)
+    pop = zipf_popularity(E, 0.0, seed=1)
+    pl = ch04._s0_placement(pop, K, 32, cand, 1)
+    inst = Instance.from_placement(ch04._s0_counts(pop, 16, K, 32, 1, "distinct", 2000.0, 2)[0], pl, 32)
+    best = min(model.makespan(inst, solve(inst, model, p)) for p in FIXED)
+    paper = model.makespan(inst, solve(inst, model, "tempo", options="paper"))
+    assert row.gain_pct == pytest.approx(100 * (1 - paper / best))
