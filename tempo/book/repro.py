@@ -27,10 +27,11 @@ REGENERATED = ("yes", "partly", "no")
 #: the paper's numbered items (arXiv 2608.13057v2): Tables 1-11, Figures 1-13
 PAPER_TABLES = 11
 PAPER_FIGURES = 13
-#: seconds per chapter, PROFILE=full, on a 2-core VM: the artifact-evaluation review's run of
-#: commit 8cd688e (``make book`` from scratch, 884 s in all including setup)
-CHAPTER_CPU_S = {"01_balance_time": 5, "02_theory": 191, "03_solver": 180, "04_simulator": 316,
-                 "05_calibration": 42, "06_runtime": 42, "07_serving": 57, "99_claims_ledger": 11}
+#: seconds per chapter, PROFILE=full, on the 2-core VM, idle: the notebooks' execution times of
+#: ``make build/executed/full/99_claims_ledger.ipynb`` from an empty ``build/`` on 2026-12-01
+#: (commit 9a94bab, 1,095 s in all; every seed and alternative reading of the ledger included)
+CHAPTER_CPU_S = {"01_balance_time": 8, "02_theory": 136, "03_solver": 344, "04_simulator": 504,
+                 "05_calibration": 22, "06_runtime": 31, "07_serving": 22, "99_claims_ledger": 18}
 #: Section 2.2: the fitted floors sit at 1.13-1.24x the weight-streaming (roofline) bound
 ROOFLINE_RATIO = (1.13, 1.24)
 
