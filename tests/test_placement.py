@@ -59,6 +59,10 @@ def test_equal_loads_are_packed_in_an_uninformative_order_not_index_order():
     assert _colocated(eplb_placement(z, 8, 1.25, ties="index_order"), 8) > _colocated(eplb_placement(z, 8, 1.25), 8)
     with pytest.raises(ValueError, match="ties must be one of unordered, index_order"):
         balanced_packing(w, 4, ties="stable")
+    from tempo.studies.scenarios import zipf_placement
+
+    with pytest.raises(ValueError, match="eplb_ties must be one of unordered, index_order, got 'stable'"):
+        zipf_placement(64, 0.0, 0, 8, 8, 1.25, eplb_ties="stable")
 
 
 def test_packing_order_breaks_only_ties():

@@ -8,7 +8,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..core.instance import Instance
-from ..world.placement import drift_corrupt, eplb_placement
+from ..world.placement import TIES, drift_corrupt, eplb_placement
 from ..world.workloads import (expected_loads, pair_shares, popularity_timeline, route_counts, sample_counts,
                                zipf_popularity)
 
@@ -77,6 +77,8 @@ def zipf_placement(n_experts: int, skew: float, seed: int, top_k: int, n_gpus: i
     ``router``), computed once per argument set (a grid's batch sizes share it); a fresh copy."""
     if placement_from not in PLACEMENT_FROM:
         raise ValueError(f"placement_from must be one of {', '.join(PLACEMENT_FROM)}, got {placement_from!r}")
+    if eplb_ties not in TIES:
+        raise ValueError(f"eplb_ties must be one of {', '.join(TIES)}, got {eplb_ties!r}")
     return _zipf_placement(int(n_experts), float(skew), int(seed), int(top_k), int(n_gpus), float(replication),
                            str(router), str(placement_from), str(eplb_ties)).copy()
 

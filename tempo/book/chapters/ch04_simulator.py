@@ -870,6 +870,5 @@ def activation_balancer_text(table: pd.DataFrame) -> str:
                                                              f"{r.max_gain_vs_exact_pct:.2f}%" for _, r in table.iterrows())
             + "). "
             + ("The paper's bound therefore depends on which activation balancer it is read against: METRO's greedy "
-               "(the baseline the paper names) or the exact one, which TEMPO's search does not always match in the "
-               "flat regime." if n_bad else
+               "(the baseline the paper names) or the exact one, which TEMPO's search does not always match." if n_bad else
                "The paper's bound holds against the exact balancer too."))
