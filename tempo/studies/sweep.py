@@ -35,6 +35,25 @@ def _counted(fn, cell):
     return out, fallback_count() - before
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _worker_init(blas_threads: int) -> None:
+    """A local worker's start: its share of the cores for BLAS (:mod:`tempo.core.threads`).
+    The pools the worker inherited from its parent are set now; a BLAS library it loads later
+    reads the environment variables set here."""
+    from ..core.threads import limit_blas_threads
+
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(blas_threads)
+    limit_blas_threads(blas_threads)
+
+
 def _bar(total: int, desc: str, progress: bool):
     if not progress:
         return None
@@ -89,7 +108,10 @@ def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers:
                     if bar:
                         bar.update(1)
             else:
-                with ProcessPoolExecutor(max_workers=workers) as pool:
+                # each worker gets its share of the cores for BLAS: the pools it would inherit
+                # spin against the other workers' (:mod:`tempo.core.threads`)
+                share = max(1, _cores() // workers)
+                with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(share,)) as pool:
                     futs = {pool.submit(_counted, fn, cell): i for i, cell in enumerate(cells)}
                     for fut in as_completed(futs):
                         results[futs[fut]], n_fallback = fut.result()
