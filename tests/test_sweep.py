@@ -42,3 +42,67 @@ def test_empty_and_bad_input():
     assert run_grid(cell_fn, [], progress=False).empty
     with pytest.raises(TypeError):
         run_grid(42, CELLS[:1], progress=False)
+
+
+def memo_cell(cell):
+    """Reads the memo entry of its key, then stores its own value (module level, so it pickles)."""
+    from tempo.studies.sweep import memo_get, memo_put
+
+    seen = memo_get(("test", cell["k"]))
+    memo_put(("test", cell["k"]), cell["k"] * 10)
+    return [{"k": cell["k"], "seen": -1 if seen is None else seen}]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_memo_entries_travel_back_and_reach_the_next_grid(workers):
+    from tempo.studies import sweep
+
+    sweep.memo_clear()
+    cells = [{"k": k} for k in range(6)]
+    first = run_grid(memo_cell, cells, workers=workers, progress=False)
+    assert first.seen.tolist() == [-1] * 6  # nothing stored before
+    assert [sweep.memo_get(("test", k)) for k in range(6)] == [0, 10, 20, 30, 40, 50]  # back in this process
+    second = run_grid(memo_cell, cells, workers=workers, progress=False)
+    assert second.seen.tolist() == [0, 10, 20, 30, 40, 50]  # the next grid's workers start with them
+    assert sweep.memo_clear() == 6 and sweep.memo_get(("test", 0)) is None
+
+
+def test_dispatch_times_reuse_same_inputs_only(monkeypatch):
+    """tempo.studies.reading.dispatch_times: the same batch, model, policy and options are solved
+    once (the times equal a direct solve's), other options are solved again, and a reused
+    dispatch that came from a fallback is counted again."""
+    import tempo
+    from tempo.core.readings import Reading
+    from tempo.policies._fallback import fallback_count, mark_fallback
+    from tempo.studies import reading as rd, sweep
+    from tempo.studies.scenarios import zipf_batches
+
+    sweep.memo_clear()
+    model = tempo.CostModel.named("dsv3-offline")
+    inst = zipf_batches(64, 8, 64, 1.2, 1.25, 1, seed=3)[0]
+    calls = []
+
+    def counting_solve(inst, model, policy, **kw):
+        calls.append((policy, tuple(sorted(kw.items()))))
+        d = tempo.solve(inst, model, policy, **kw)
+        return mark_fallback(d, "test") if policy == "uniform" else d
+
+    monkeypatch.setattr(rd, "solve", counting_solve)
+    paper = Reading.paper()
+    t, N = rd.dispatch_times(inst, model, "metro", paper)
+    assert np.array_equal(t, model.gpu_times(inst, tempo.solve(inst, model, "metro", order=paper["metro_order"])))
+    assert N.sum() == pytest.approx(inst.total_tokens)
+    t2, _ = rd.dispatch_times(inst, model, "metro", paper)
+    assert np.array_equal(t, t2) and len(calls) == 1
+    rd.dispatch_times(inst, model, "metro", paper.with_(metro_order="random_order"))  # other options: solved
+    assert len(calls) == 2
+    other = zipf_batches(64, 8, 64, 1.2, 1.25, 1, seed=4)[0]
+    rd.dispatch_times(other, model, "metro", paper)  # another batch: solved
+    assert len(calls) == 3
+    before = fallback_count()
+    rd.dispatch_times(inst, model, "uniform", paper)
+    rd.dispatch_times(inst, model, "uniform", paper)
+    assert len(calls) == 4 and fallback_count() - before == 2
+    with pytest.raises(ValueError):
+        t[0] = 0.0  # the stored times are read-only
+    sweep.memo_clear()

@@ -4,11 +4,17 @@ fixed policies' faces and orders, and which TEMPO runs.  Every study that depend
 calls these, so one choice means one thing everywhere."""
 from __future__ import annotations
 
+import hashlib
+
+import numpy as np
+
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
 from ..core.readings import Reading
 from ..policies import solve
+from ..policies._fallback import add_count, fallback_count
 from .scenarios import zipf_batches
+from .sweep import memo_get, memo_put
 
 #: ``ensemble_lp`` choices -> tempo's ``lp_variants`` (Section 4.2 stage 4, Proposition 1).
 LP_VARIANTS = {"highs_vertex": ("highs",), "maxflow_vertex": ("vertex",), "auto": "auto"}
@@ -60,3 +66,38 @@ def dispatch(inst: Instance, model: CostModel | None, policy: str, reading: Read
              face_reading: str = "token_lp_face") -> Dispatch:
     """``solve(inst, model, policy)`` as the reading has it (:func:`policy_options`)."""
     return solve(inst, model, policy, **policy_options(reading, policy, face_reading))
+
+
+def _dispatch_key(inst: Instance, model: CostModel, policy: str, options: dict) -> bytes:
+    """Everything a dispatch's per-GPU times depend on: the batch (counts, replica placement,
+    group and node sizes), the cost model, the policy and its options."""
+    h = hashlib.sha256()
+    for a in (inst.counts, inst.replica_gpu):
+        arr = np.ascontiguousarray(a)
+        h.update(repr((arr.dtype.str, arr.shape)).encode())
+        h.update(arr.tobytes())
+    h.update(repr((inst.n_gpus, inst.gpus_per_node, model, policy, sorted(options.items()))).encode())
+    return b"dispatch_times:" + h.digest()
+
+
+def dispatch_times(inst: Instance, model: CostModel, policy: str, reading: Reading,
+                   face_reading: str = "token_lp_face") -> tuple[np.ndarray, np.ndarray]:
+    """``(t, N)``: each GPU's time (Eq. 1/2, ``model.time``) and tokens under
+    :func:`dispatch`, reused when this process (or a worker of a grid it ran) dispatched the
+    same batch with the same policy and options before (:func:`tempo.studies.sweep.memo_get`):
+    an alternative reading that changes one policy re-runs only that one.  The fallbacks the
+    first dispatch marked are counted again on reuse."""
+    options = policy_options(reading, policy, face_reading)
+    key = _dispatch_key(inst, model, policy, options)
+    hit = memo_get(key)
+    if hit is None:
+        before = fallback_count()
+        G, N, T = model.gpu_features(inst, solve(inst, model, policy, **options))
+        t, N = model.time(G, N, T), np.array(N, dtype=float)
+        t.setflags(write=False)
+        N.setflags(write=False)
+        hit = (t, N, fallback_count() - before)
+        memo_put(key, hit)
+    else:
+        add_count(hit[2])
+    return hit[0], hit[1]

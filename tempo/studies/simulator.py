@@ -143,8 +143,7 @@ def phase_cell(cell: dict) -> pd.DataFrame:
     for p in list(FIXED) + ["tempo"]:
         per, perc = [], []
         for i in insts:
-            G, N, T = model.gpu_features(i, rd.dispatch(i, model, p, reading))
-            t = model.time(G, N, T)
+            t, N = rd.dispatch_times(i, model, p, reading)
             per.append(t.max())
             perc.append((t + kr * N).max())
         ms[p], msc[p] = float(np.mean(per)), float(np.mean(perc))

@@ -86,7 +86,8 @@ def thm2_probe(config: dict) -> pd.DataFrame:
     """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
     instance is small enough (its proven bound and incumbent), else [lower bound, tempo].
     ``tempo`` is the reading's (``tempo_preset``, ``ensemble_lp``; Section 4.2's algorithm
-    under the paper's reading)."""
+    under the paper's reading); the MILP does not depend on the reading, so a run under another
+    reading in the same process compares against the same MILP answer (:func:`_milp`)."""
     tempo_kw = rd.tempo_options(rd.of(config))
     rows = []
     suite = theory.probe_suite(config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
@@ -97,7 +98,7 @@ def thm2_probe(config: dict) -> pd.DataFrame:
         lb = model.lower_bound(inst)
         opt_lo, opt_hi, how = lb, min(tp, rr), "bounds"
         if inst.n_experts * inst.n_gpus <= config.get("milp_max_vars", 256):
-            d = solve(inst, model, "milp", time_limit=config.get("time_limit", 5.0))
+            d = _milp(inst, model, config.get("time_limit", 5.0))  # the alternatives reuse it
             opt_lo, opt_hi, how = max(lb, d.meta["lower_bound"]), min(opt_hi, d.meta["objective"]), "milp"
         term = theory.additive_term(model, float(inst.counts.max()))
         rows.append({"i": i, "kind": kind, "params": pname, "experts": inst.n_experts, "n_gpus": inst.n_gpus,
@@ -152,7 +153,7 @@ def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
 
 
 #: MILP answers already computed in this process, by instance, model and limits: the
-#: alternative readings of :func:`solver_vs_milp` that keep the batches (another TEMPO preset,
+#: alternative readings of :func:`solver_vs_milp` and :func:`thm2_probe` that keep the batches (another TEMPO preset,
 #: ensemble or token-LP face) compare against the same MILP answer instead of re-solving it
 #: (a time-limited MILP's incumbent depends on the machine's load; reusing it keeps the
 #: comparison like with like and saves the time).

@@ -3,18 +3,63 @@
 Each cell is a dict; ``fn(cell)`` returns a pandas DataFrame (or a list of row dicts).  The
 results come back in cell order, concatenated, with the cell's keys prepended, so the same
 grid gives the same table whether it ran here or on a cluster.  Seeds belong in the cells.
+
+A cell may also reuse what an earlier cell (of this grid or of an earlier grid run by this
+process) computed, through :func:`memo_get` / :func:`memo_put`: entries a worker makes travel
+back with its cell's result into this process's memo, so the next grid's workers (forked from
+it) start with them.  Only for deterministic computations keyed by everything they depend on
+(:func:`tempo.studies.reading.dispatch_times`: the phase diagram's alternative readings re-run
+the same batches and reuse every policy the alternative does not change).
 """
 from __future__ import annotations
 
 import functools
 import os
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Iterable
 
 import pandas as pd
 
 from ..policies._fallback import add_count
+
+
+#: the memo's entries in this process (:func:`memo_get`); cleared when it reaches :data:`MEMO_MAX`
+_MEMO: dict = {}
+#: entries made while a worker runs one cell, shipped back with its result (``new`` is None
+#: outside a cell; per thread: a Dask worker may run cells in threads of one process)
+_LOCAL = threading.local()
+MEMO_MAX = 400_000
+
+
+def memo_get(key):
+    """The value :func:`memo_put` stored under ``key`` in this process (or in a worker of an
+    earlier grid it ran), or None."""
+    return _MEMO.get(key)
+
+
+def memo_put(key, value) -> None:
+    """Store ``value`` (picklable) under ``key`` (hashable): a deterministic result that a later
+    cell with the same inputs may reuse."""
+    if len(_MEMO) >= MEMO_MAX:
+        _MEMO.clear()
+    _MEMO[key] = value
+    new = getattr(_LOCAL, "new", None)
+    if new is not None:
+        new[key] = value
+
+
+def memo_clear() -> int:
+    """Forget every memo entry of this process; returns how many there were."""
+    n = len(_MEMO)
+    _MEMO.clear()
+    return n
+
+
+def _merge(new: dict) -> None:
+    for key, value in new.items():
+        memo_put(key, value)
 
 
 def _as_frame(result, cell: dict) -> pd.DataFrame:
@@ -26,13 +71,18 @@ def _as_frame(result, cell: dict) -> pd.DataFrame:
 
 
 def _counted(fn, cell):
-    """``(fn(cell), fallbacks marked while it ran)``: a worker's fallbacks travel back to the
-    parent's count (:func:`tempo.policies._fallback.add_count`), so a study counts them all."""
+    """``(fn(cell), fallbacks marked while it ran, memo entries it made)``: a worker's fallbacks
+    travel back to the parent's count (:func:`tempo.policies._fallback.add_count`), so a study
+    counts them all, and its memo entries to the parent's memo (:func:`memo_put`)."""
     from ..policies._fallback import fallback_count
 
     before = fallback_count()
-    out = fn(cell)
-    return out, fallback_count() - before
+    _LOCAL.new = new = {}
+    try:
+        out = fn(cell)
+        return out, fallback_count() - before, new
+    finally:
+        _LOCAL.new = None
 
 
 def _cores() -> int:
@@ -94,8 +144,9 @@ def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers:
             futures = client.map(functools.partial(_counted, fn), cells, pure=False)
             index = {f.key: i for i, f in enumerate(futures)}
             for fut in dask_completed(futures):
-                results[index[fut.key]], n_fallback = fut.result()
+                results[index[fut.key]], n_fallback, new = fut.result()
                 add_count(n_fallback)
+                _merge(new)
                 if bar:
                     bar.update(1)
             if client is not scheduler:
@@ -114,8 +165,9 @@ def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers:
                 with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(share,)) as pool:
                     futs = {pool.submit(_counted, fn, cell): i for i, cell in enumerate(cells)}
                     for fut in as_completed(futs):
-                        results[futs[fut]], n_fallback = fut.result()
+                        results[futs[fut]], n_fallback, new = fut.result()
                         add_count(n_fallback)
+                        _merge(new)
                         if bar:
                             bar.update(1)
     finally:
