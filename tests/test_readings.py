@@ -369,13 +369,23 @@ def test_solver_runtime_times_the_same_batches_compiled_and_as_python():
     assert df.groupby("runtime")[["ep", "skew", "replication", "tokens_per_gpu", "batch"]].first().nunique().max() == 1
 
 
-def test_solver_vs_milp_alternatives_reuse_the_milps_answer():
-    from tempo.studies import solver as solver_studies
+@pytest.mark.parametrize("workers", [1, 2])
+def test_solver_vs_milp_alternatives_reuse_the_milps_answer(workers, monkeypatch):
+    """The MILP runs once per batch: an alternative reading that keeps the batches (another
+    TEMPO preset) reuses its answer, also when the first run's cells ran in worker processes."""
+    from tempo.studies import solver as solver_studies, sweep
 
-    cfg = {"eps": [8], "skews": [1.2], "replications": [1.25], "tokens": [16], "batches": 1, "time_limit": 2.0}
+    sweep.memo_clear()
+    cfg = {"eps": [8], "skews": [1.2], "replications": [1.25], "tokens": [16, 32], "batches": 1, "time_limit": 2.0,
+           "workers": workers, "progress": False}
     a = studies.EXPERIMENTS["solver_vs_milp"](studies.with_reading("solver_vs_milp", cfg, Reading.paper()))
-    n = len(solver_studies._MILP_MEMO)
-    b = studies.EXPERIMENTS["solver_vs_milp"](studies.with_reading("solver_vs_milp", cfg,
+    milps = [k for k in sweep._MEMO if k.startswith(b"milp:")]
+    assert len(milps) == 2                                           # one per batch, back in this process
+    calls = []
+    real = solver_studies.solve
+    monkeypatch.setattr(solver_studies, "solve", lambda inst, model, policy, **kw: calls.append(policy) or real(inst, model, policy, **kw))
+    b = studies.EXPERIMENTS["solver_vs_milp"](studies.with_reading("solver_vs_milp", {**cfg, "workers": 1},
                                                                    Reading.paper(tempo_preset="default")))
-    assert len(solver_studies._MILP_MEMO) == n                       # the same batches: no new MILP
+    assert "milp" not in calls and "tempo" in calls                  # the same batches: no new MILP
     assert a.milp.tolist() == b.milp.tolist() and a.milp_lb.tolist() == b.milp_lb.tolist()
+    sweep.memo_clear()

@@ -123,6 +123,10 @@ class Reading(Mapping):
             full[rid] = choice
         self._choices = MappingProxyType(full)
 
+    def __reduce__(self):
+        """Pickles as its choices (a grid's cells carry it to worker processes)."""
+        return (Reading, (dict(self._choices),))
+
     # constructors
     @classmethod
     def paper(cls, **overrides) -> "Reading":

@@ -18,16 +18,7 @@ from ..core.instance import Instance
 from . import reading as rd
 from .registry import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, zipf_batches
-
-
-def _progress(iterable, total=None, desc=""):
-    """A progress bar on a terminal; silent in notebooks and logs (not a TTY)."""
-    try:
-        from tqdm import tqdm
-
-        return tqdm(iterable, total=total, desc=desc, leave=False, disable=None)
-    except ImportError:
-        return iterable
+from .sweep import memo_get, memo_put, run_grid
 
 
 # ---------------------------------------------------------------------------- Theorem 1
@@ -60,39 +51,47 @@ def _random_restricted(rng, g, E):
     return Instance(counts, rep, g)
 
 
+def _lemma_cell(cell: dict) -> list[dict]:
+    """One instance of :func:`lemmas`: the MILP, the lemma's polynomial policy and tempo under
+    each of its two cost models."""
+    i, inst, cases, time_limit = cell["case"]
+    rows = []
+    for lemma, model, poly in cases:
+        opt = solve(inst, model, "milp", time_limit=time_limit)
+        p = model.makespan(inst, solve(inst, model, poly))
+        t = model.makespan(inst, solve(inst, model, "tempo"))
+        rows.append({"instance": i, "lemma": lemma, "n_gpus": inst.n_gpus, "experts": inst.n_experts,
+                     "full": inst.is_full_replication(), "milp": opt.meta["objective"], "optimal": opt.meta["optimal"],
+                     "polynomial": p, "tempo": t, "poly_over_milp": p / opt.meta["objective"],
+                     "tempo_over_milp": t / opt.meta["objective"]})
+    return rows
+
+
 @experiment("lemmas")
 def lemmas(config: dict) -> pd.DataFrame:
-    """Lemma 1 (a = b = 0: token LP = MILP) and Lemma 2 (c = beta = 0: semi-matching = MILP)."""
+    """Lemma 1 (a = b = 0: token LP = MILP) and Lemma 2 (c = beta = 0: semi-matching = MILP).
+    The instances and cost models are drawn here, in order from one seeded generator; their
+    solves run as a grid (:func:`tempo.studies.sweep.run_grid`, ``config["workers"]``)."""
     rng = np.random.default_rng(config.get("seed", 0))
-    rows = []
+    cells = []
     for i in range(config["n"]):
         g = int(rng.integers(2, 7))
         E = int(rng.integers(4, 16))
         inst = _random_restricted(rng, g, E) if i % 2 else Instance.full_replication(rng.integers(0, 300, size=E), g)
-        for lemma, model, poly in [(1, CostModel(0, 0, float(rng.uniform(0, 5)), float(rng.uniform(0.05, 1))), "token_lp"),
-                                   (2, CostModel(float(rng.uniform(0, 5)), float(rng.uniform(1, 20)), 0, 0), "semi_matching")]:
-            opt = solve(inst, model, "milp", time_limit=config.get("time_limit", 10.0))
-            p = model.makespan(inst, solve(inst, model, poly))
-            t = model.makespan(inst, solve(inst, model, "tempo"))
-            rows.append({"instance": i, "lemma": lemma, "n_gpus": g, "experts": E, "full": inst.is_full_replication(),
-                         "milp": opt.meta["objective"], "optimal": opt.meta["optimal"], "polynomial": p, "tempo": t,
-                         "poly_over_milp": p / opt.meta["objective"], "tempo_over_milp": t / opt.meta["objective"]})
-    return pd.DataFrame(rows)
+        cases = [(1, CostModel(0, 0, float(rng.uniform(0, 5)), float(rng.uniform(0.05, 1))), "token_lp")]
+        cases.append((2, CostModel(float(rng.uniform(0, 5)), float(rng.uniform(1, 20)), 0, 0), "semi_matching"))
+        cells.append({"case": (i, inst, tuple(cases), config.get("time_limit", 10.0))})
+    return run_grid(_lemma_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
+                    desc="lemmas")
 
 
 # ---------------------------------------------------------------------------- Theorem 2
-@experiment("thm2_probe", readings=("tempo_preset", "ensemble_lp"))
-def thm2_probe(config: dict) -> pd.DataFrame:
-    """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
-    instance is small enough (its proven bound and incumbent), else [lower bound, tempo].
-    ``tempo`` is the reading's (``tempo_preset``, ``ensemble_lp``; Section 4.2's algorithm
-    under the paper's reading); the MILP does not depend on the reading, so a run under another
-    reading in the same process compares against the same MILP answer (:func:`_milp`)."""
-    tempo_kw = rd.tempo_options(rd.of(config))
+def _probe_cell(cell: dict) -> list[dict]:
+    """A chunk of :func:`thm2_probe`'s suite: ``cell["items"]`` (index, kind, cost-model name,
+    instance, model)."""
+    config, tempo_kw = cell["config"], cell["tempo_kw"]
     rows = []
-    suite = theory.probe_suite(config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
-                               max_gpus=config.get("max_gpus", 16))
-    for i, (kind, pname, inst, model) in enumerate(_progress(suite, total=config["n"], desc="probe suite")):
+    for i, kind, pname, inst, model in cell["items"]:
         rr = model.makespan(inst, solve(inst, model, "round_robin"))
         tp = model.makespan(inst, solve(inst, model, "tempo", **tempo_kw))
         lb = model.lower_bound(inst)
@@ -108,7 +107,30 @@ def thm2_probe(config: dict) -> pd.DataFrame:
                      "rr_over_bound_hi": rr / (opt_lo + term), "rr_over_bound_lo": rr / (opt_hi + term),
                      "rr_over_opt_max": rr / opt_lo, "rr_over_opt_min": rr / opt_hi,
                      "tempo_over_opt_max": tp / opt_lo, "eps": term / lb if lb > 0 else np.nan})
-    return pd.DataFrame(rows)
+    return rows
+
+
+#: instances of :func:`thm2_probe`'s suite per grid cell
+PROBE_CHUNK = 16
+
+
+@experiment("thm2_probe", readings=("tempo_preset", "ensemble_lp"))
+def thm2_probe(config: dict) -> pd.DataFrame:
+    """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
+    instance is small enough (its proven bound and incumbent), else [lower bound, tempo].
+    ``tempo`` is the reading's (``tempo_preset``, ``ensemble_lp``; Section 4.2's algorithm
+    under the paper's reading); the MILP does not depend on the reading, so a run under another
+    reading in the same process compares against the same MILP answer (:func:`_milp`).  The
+    suite is drawn here; chunks of :data:`PROBE_CHUNK` instances run as a grid
+    (:func:`tempo.studies.sweep.run_grid`, ``config["workers"]``)."""
+    tempo_kw = rd.tempo_options(rd.of(config))
+    suite = [(i, *item) for i, item in enumerate(theory.probe_suite(
+        config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
+        max_gpus=config.get("max_gpus", 16)))]
+    cells = [{"items": tuple(suite[k:k + PROBE_CHUNK]), "config": config, "tempo_kw": tempo_kw}
+             for k in range(0, len(suite), PROBE_CHUNK)]
+    return run_grid(_probe_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
+                    desc="probe suite")
 
 
 @experiment("thm2_epsilon")
@@ -152,35 +174,31 @@ def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
     return df["ratio"] if r["milp_reference"] == "incumbent" else df["ratio_to_lb"]
 
 
-#: MILP answers already computed in this process, by instance, model and limits: the
-#: alternative readings of :func:`solver_vs_milp` and :func:`thm2_probe` that keep the batches (another TEMPO preset,
-#: ensemble or token-LP face) compare against the same MILP answer instead of re-solving it
-#: (a time-limited MILP's incumbent depends on the machine's load; reusing it keeps the
-#: comparison like with like and saves the time).
-_MILP_MEMO: dict = {}
-
-
-def _milp_key(inst: Instance, model: CostModel, time_limit, warm_start) -> str:
+def _milp_key(inst: Instance, model: CostModel, time_limit, warm_start) -> bytes:
     h = hashlib.sha256()
     for a in (inst.counts, inst.replica_gpu):
         arr = np.ascontiguousarray(a)
         h.update(str((arr.dtype.str, arr.shape)).encode())
         h.update(arr.tobytes())
     h.update(repr((inst.n_gpus, model, float(time_limit), bool(warm_start))).encode())
-    return h.hexdigest()
+    return b"milp:" + h.digest()
 
 
 def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
-    """The MILP's dispatch (cold, or warm-started from tempo), memoised in this process when it
-    starts cold (:data:`_MILP_MEMO`)."""
+    """The MILP's dispatch (cold, or warm-started from tempo).  A cold one is kept in the grid
+    memo (:func:`tempo.studies.sweep.memo_get`, by instance, model and limit): the alternative
+    readings of :func:`solver_vs_milp` and :func:`thm2_probe` that keep the batches (another
+    TEMPO preset, ensemble or token-LP face) compare against the same MILP answer instead of
+    re-solving it (a time-limited MILP's incumbent depends on the machine's load; reusing it
+    keeps the comparison like with like and saves the time)."""
     if warm_start:
         return solve(inst, model, "milp", time_limit=time_limit, warm_start=warm_start)
     key = _milp_key(inst, model, time_limit, warm_start)
-    if key not in _MILP_MEMO:
-        if len(_MILP_MEMO) > 4096:
-            _MILP_MEMO.clear()
-        _MILP_MEMO[key] = solve(inst, model, "milp", time_limit=time_limit)
-    return _MILP_MEMO[key]
+    d = memo_get(key)
+    if d is None:
+        d = solve(inst, model, "milp", time_limit=time_limit)
+        memo_put(key, d)
+    return d
 
 
 @experiment("solver_vs_milp", readings=SOLVER_READINGS)
@@ -199,40 +217,62 @@ def solver_vs_milp(config: dict) -> pd.DataFrame:
     batch size of the grid, ``batches`` batches drawn from the trace (:class:`TraceRouting`,
     layers cycled, fresh placement from its history); ``skew`` is NaN there and a ``routing``
     column says which rows are which."""
-    model = CostModel.named(config.get("params", "dsv3-offline"))
-    reading = rd.of(config)
-    tempo_kw = rd.tempo_options(reading)
     cells = list(_phase_cells(config))
-    tr = TraceRouting.of(config)
+    tr = _trace_of(config)
     if tr:  # one trace cell per (EP, replication, B) of the grid: the trace replaces the skew axis
         trace_cells = dict.fromkeys((g, rep, B) for g, _, _, rep, B in cells)
         cells = [(*c, "synthetic") for c in cells] + [(g, tr.n_experts, float("nan"), rep, B, "trace")
                                                       for g, rep, B in trace_cells]
+    return run_grid(_milp_cell, [{"cell": c, "config": config} for c in cells], workers=config.get("workers"),
+                    progress=config.get("progress", True), desc="tempo vs MILP")
+
+
+_TRACES: dict = {}
+
+
+def _trace_of(config: dict):
+    """``TraceRouting.of(config)``, read once per process (the cells of a grid share it)."""
+    key = (config.get("trace"), config.get("trace_sha256"), config.get("trace_history", 0.5))
+    if key[0] is None:
+        return None
+    if key not in _TRACES:
+        _TRACES.clear()
+        _TRACES[key] = TraceRouting.of(config)
+    return _TRACES[key]
+
+
+def _milp_cell(cell: dict) -> list[dict]:
+    """One cell of :func:`solver_vs_milp`: its batches, tempo timed, the MILP, the three
+    token-LP faces."""
+    config = cell["config"]
+    g, E, s, rep, B, *routing = cell["cell"]
+    model = CostModel.named(config.get("params", "dsv3-offline"))
+    reading = rd.of(config)
+    tempo_kw = rd.tempo_options(reading)
+    src = _trace_of(config) if routing == ["trace"] else None
     rows = []
-    for g, E, s, rep, B, *routing in _progress(cells, desc="tempo vs MILP"):
-        src = tr if routing == ["trace"] else None
-        for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
-                                            trace=src)):
-            t0 = time.perf_counter()
-            d = solve(inst, model, "tempo", **tempo_kw)
-            t_ms = 1e3 * (time.perf_counter() - t0)
-            ms = model.makespan(inst, d)
-            m = _milp(inst, model, config["time_limit"], config.get("warm_start", False))
-            lp = {face: model.makespan(inst, solve(inst, model, "token_lp", face=face))
-                  for face in ("even_spread", "maxflow_vertex", "highs_vertex")}
-            lp_even, lp_vertex = lp["even_spread"], lp["maxflow_vertex"]
-            rows.append({"ep": g, "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
-                         "tempo": ms, "milp": m.meta["objective"], "milp_lb": m.meta["lower_bound"],
-                         "milp_optimal": m.meta["optimal"], "ratio": ms / m.meta["objective"],
-                         # no proven bound (a cold MILP stopped before its root bound): NaN, never a ratio
-                         "ratio_to_lb": ms / m.meta["lower_bound"] if m.meta["lower_bound"] > 0 else float("nan"),
-                         "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
-                         "chosen": d.meta["chosen"], "token_lp_even": lp_even, "token_lp_vertex": lp_vertex,
-                         "token_lp_highs": lp["highs_vertex"],
-                         "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1),
-                         "vs_token_lp_face_pct": 100 * (ms / lp[reading["token_lp_face"]] - 1),
-                         **({"routing": routing[0]} if routing else {})})
-    return pd.DataFrame(rows)
+    for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
+                                        trace=src)):
+        t0 = time.perf_counter()
+        d = solve(inst, model, "tempo", **tempo_kw)
+        t_ms = 1e3 * (time.perf_counter() - t0)
+        ms = model.makespan(inst, d)
+        m = _milp(inst, model, config["time_limit"], config.get("warm_start", False))
+        lp = {face: model.makespan(inst, solve(inst, model, "token_lp", face=face))
+              for face in ("even_spread", "maxflow_vertex", "highs_vertex")}
+        lp_even, lp_vertex = lp["even_spread"], lp["maxflow_vertex"]
+        rows.append({"ep": g, "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
+                     "tempo": ms, "milp": m.meta["objective"], "milp_lb": m.meta["lower_bound"],
+                     "milp_optimal": m.meta["optimal"], "ratio": ms / m.meta["objective"],
+                     # no proven bound (a cold MILP stopped before its root bound): NaN, never a ratio
+                     "ratio_to_lb": ms / m.meta["lower_bound"] if m.meta["lower_bound"] > 0 else float("nan"),
+                     "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
+                     "chosen": d.meta["chosen"], "token_lp_even": lp_even, "token_lp_vertex": lp_vertex,
+                     "token_lp_highs": lp["highs_vertex"],
+                     "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1),
+                     "vs_token_lp_face_pct": 100 * (ms / lp[reading["token_lp_face"]] - 1),
+                     **({"routing": routing[0]} if routing else {})})
+    return rows
 
 
 def _time_solves(config: dict) -> list[dict]:
@@ -312,27 +352,33 @@ def ablation(config: dict) -> pd.DataFrame:
     ``default_whole_seed`` reference's; the chapter's second table runs the library default with
     its own "greedy" seed); ``config["batch_seeds"]`` (a list of offsets, default ``[0]``) repeats the grid with
     other random batches (``batch_seed`` column)."""
+    cells = [{"cell": (bseed, grid, *c), "config": config} for bseed in config.get("batch_seeds", [0])
+             for grid in ("phase", "scale") for c in _phase_cells(config[grid])]
+    return run_grid(_ablation_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
+                    desc="ablation")
+
+
+def _ablation_cell(cell: dict) -> list[dict]:
+    """One cell of :func:`ablation`: its batches under the reference and each variant."""
+    config = cell["config"]
+    bseed, grid, g, E, s, rep, B = cell["cell"]
     model = CostModel.named(config.get("params", "dsv3-offline"))
     reading = rd.of(config)
     kw = rd.tempo_options(reading, "ablation_reference")
     seed = config.get("seed", "whole")  # both references of the reading seed with whole experts
     kw["seed"] = seed
     rows = []
-    for bseed in config.get("batch_seeds", [0]):
-        for grid in ("phase", "scale"):
-            cells = list(_phase_cells(config[grid]))
-            for g, E, s, rep, B in _progress(cells, desc=f"ablation ({grid})"):
-                for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=B + 17 + 1000 * bseed)):
-                    full = model.makespan(inst, solve(inst, model, "tempo", **kw))
-                    for name, opts in VARIANTS.items():
-                        if name == "full":
-                            continue
-                        v = model.makespan(inst, solve(inst, model, "tempo", **kw, **opts))
-                        rows.append({"seed": seed, "preset": kw["options"], "batch_seed": bseed, "grid": grid, "ep": g,
-                                     "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
-                                     "variant": name, "makespan": v, "full": full,
-                                     "degradation_pct": 100 * (v / full - 1)})
-    return pd.DataFrame(rows)
+    for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=B + 17 + 1000 * bseed)):
+        full = model.makespan(inst, solve(inst, model, "tempo", **kw))
+        for name, opts in VARIANTS.items():
+            if name == "full":
+                continue
+            v = model.makespan(inst, solve(inst, model, "tempo", **kw, **opts))
+            rows.append({"seed": seed, "preset": kw["options"], "batch_seed": bseed, "grid": grid, "ep": g,
+                         "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
+                         "variant": name, "makespan": v, "full": full,
+                         "degradation_pct": 100 * (v / full - 1)})
+    return rows
 
 
 # ---------------------------------------------------------------------------- drift-16 (Tables 8, 9)
