@@ -29,9 +29,9 @@ PAPER_TABLES = 11
 PAPER_FIGURES = 13
 #: seconds per chapter, PROFILE=full, on the 2-core VM, idle: the notebooks' execution times of
 #: ``make build/executed/full/99_claims_ledger.ipynb`` from an empty ``build/`` on 2026-12-01
-#: (commit 9a94bab, 1,095 s in all; every seed and alternative reading of the ledger included)
-CHAPTER_CPU_S = {"01_balance_time": 8, "02_theory": 136, "03_solver": 344, "04_simulator": 504,
-                 "05_calibration": 22, "06_runtime": 31, "07_serving": 22, "99_claims_ledger": 18}
+#: (commit aead779, 600 s in all; every seed and alternative reading of the ledger included)
+CHAPTER_CPU_S = {"01_balance_time": 7, "02_theory": 59, "03_solver": 202, "04_simulator": 256,
+                 "05_calibration": 9, "06_runtime": 18, "07_serving": 20, "99_claims_ledger": 19}
 #: Section 2.2: the fitted floors sit at 1.13-1.24x the weight-streaming (roofline) bound
 ROOFLINE_RATIO = (1.13, 1.24)
 
