@@ -106,3 +106,18 @@ def test_dispatch_times_reuse_same_inputs_only(monkeypatch):
     with pytest.raises(ValueError):
         t[0] = 0.0  # the stored times are read-only
     sweep.memo_clear()
+
+
+def test_refresh_forgets_the_memo(monkeypatch, tmp_path):
+    """studies.run(refresh=True) recomputes everything, so it also forgets the grid memo; a
+    plain run keeps it (the alternatives after it reuse its solves)."""
+    from tempo import studies
+    from tempo.studies import sweep
+
+    sweep.memo_put(("test", "x"), 1)
+    monkeypatch.setattr(studies, "cached", lambda name, config, fn, refresh=False: pd.DataFrame({"a": [1]}))
+    monkeypatch.setattr(studies.paths, "results_dir", lambda profile: tmp_path)
+    studies.run("lemmas", {"n": 1}, "smoke")
+    assert sweep.memo_get(("test", "x")) == 1
+    studies.run("lemmas", {"n": 1}, "smoke", refresh=True)
+    assert sweep.memo_get(("test", "x")) is None

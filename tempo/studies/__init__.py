@@ -74,12 +74,17 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
 
     ``reading`` (a :class:`tempo.core.readings.Reading`; default the paper's): the choices the
     experiment depends on (:data:`READINGS`) go into its config (:func:`with_reading`), so they
-    are part of the cache key and of the ``.meta.json`` the ledger reads."""
+    are part of the cache key and of the ``.meta.json`` the ledger reads.  ``refresh`` recomputes
+    the result and forgets the grid memo (:func:`tempo.studies.sweep.memo_clear`) first."""
     if _trace and name in TRACE_EXPERIMENTS and not config.get("trace"):
         config = {**config, **_trace}
     config = with_reading(name, config, reading)
     if profile not in ("smoke", "full", "gpu"):
         raise ValueError(f"profile must be 'smoke', 'full' or 'gpu', got {profile!r}")
+    if refresh:  # recompute everything: also what the grid memo kept from earlier runs in this process
+        from .sweep import memo_clear
+
+        memo_clear()
     df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
     stem = f"{name}-{tag}" if tag else name
     atomic_write_csv(df, paths.results_dir(profile) / f"{stem}.csv")
