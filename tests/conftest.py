@@ -57,6 +57,17 @@ def optional_module(name: str):
     return importlib.import_module(name)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_grid_memo():
+    """No test sees grid-memo entries (tempo.studies.sweep) that an earlier test left."""
+    import sys
+
+    yield
+    sweep = sys.modules.get("tempo.studies.sweep")
+    if sweep is not None:
+        sweep.memo_clear()
+
+
 @pytest.fixture
 def toy():
     """Paper Fig. 1b: one hot expert (600 tokens), six cold (30), 2 GPUs, full replication,

@@ -389,3 +389,33 @@ def test_solver_vs_milp_alternatives_reuse_the_milps_answer(workers, monkeypatch
     assert "milp" not in calls and "tempo" in calls                  # the same batches: no new MILP
     assert a.milp.tolist() == b.milp.tolist() and a.milp_lb.tolist() == b.milp_lb.tolist()
     sweep.memo_clear()
+
+
+def test_a_reused_milp_answer_counts_its_fallback_again(monkeypatch):
+    """solver._milp solves an instance once; a reuse that came from a fallback is counted again,
+    so an alternative's .meta.json flags what the first run flagged."""
+    import numpy as np
+
+    import tempo
+    from tempo.policies._fallback import fallback_count, mark_fallback
+    from tempo.studies import solver as solver_studies, sweep
+
+    sweep.memo_clear()
+    calls = []
+
+    def fake(inst, model, policy, **kw):
+        calls.append(policy)
+        return mark_fallback(tempo.Dispatch(np.ones((2, 1)) * [[3.0], [4.0]], {"objective": 1.0}), "no incumbent")
+
+    monkeypatch.setattr(solver_studies, "solve", fake)
+    inst = tempo.Instance(np.array([3, 4]), np.array([[0], [1]]), 2)
+    model = tempo.CostModel.named("dsv3-offline")
+    try:
+        before = fallback_count()
+        a = solver_studies._milp(inst, model, 1.0)
+        b = solver_studies._milp(inst, model, 1.0)
+        assert a is b and calls == ["milp"] and fallback_count() - before == 2
+        solver_studies._milp(inst, model, 2.0)  # another limit: solved again
+        assert calls == ["milp", "milp"]
+    finally:
+        sweep.memo_clear()

@@ -73,7 +73,7 @@ def test_dispatch_times_reuse_same_inputs_only(monkeypatch):
     dispatch that came from a fallback is counted again."""
     import tempo
     from tempo.core.readings import Reading
-    from tempo.policies._fallback import fallback_count, mark_fallback
+    from tempo.policies._fallback import mark_fallback
     from tempo.studies import reading as rd, sweep
     from tempo.studies.scenarios import zipf_batches
 
@@ -88,6 +88,17 @@ def test_dispatch_times_reuse_same_inputs_only(monkeypatch):
         return mark_fallback(d, "test") if policy == "uniform" else d
 
     monkeypatch.setattr(rd, "solve", counting_solve)
+    try:
+        _check_reuse(rd, model, inst, calls, zipf_batches(64, 8, 64, 1.2, 1.25, 1, seed=4)[0])
+    finally:
+        sweep.memo_clear()  # no entry of this fake solve outlives the test
+
+
+def _check_reuse(rd, model, inst, calls, other):
+    import tempo
+    from tempo.core.readings import Reading
+    from tempo.policies._fallback import fallback_count
+
     paper = Reading.paper()
     t, N = rd.dispatch_times(inst, model, "metro", paper)
     assert np.array_equal(t, model.gpu_times(inst, tempo.solve(inst, model, "metro", order=paper["metro_order"])))
@@ -96,7 +107,6 @@ def test_dispatch_times_reuse_same_inputs_only(monkeypatch):
     assert np.array_equal(t, t2) and len(calls) == 1
     rd.dispatch_times(inst, model, "metro", paper.with_(metro_order="random_order"))  # other options: solved
     assert len(calls) == 2
-    other = zipf_batches(64, 8, 64, 1.2, 1.25, 1, seed=4)[0]
     rd.dispatch_times(other, model, "metro", paper)  # another batch: solved
     assert len(calls) == 3
     before = fallback_count()
@@ -105,7 +115,6 @@ def test_dispatch_times_reuse_same_inputs_only(monkeypatch):
     assert len(calls) == 4 and fallback_count() - before == 2
     with pytest.raises(ValueError):
         t[0] = 0.0  # the stored times are read-only
-    sweep.memo_clear()
 
 
 def test_refresh_forgets_the_memo(monkeypatch, tmp_path):
@@ -121,3 +130,25 @@ def test_refresh_forgets_the_memo(monkeypatch, tmp_path):
     assert sweep.memo_get(("test", "x")) == 1
     studies.run("lemmas", {"n": 1}, "smoke", refresh=True)
     assert sweep.memo_get(("test", "x")) is None
+
+
+def test_refresh_of_alternatives_forgets_the_memo_once(monkeypatch, tmp_path):
+    """run_alternatives(refresh=True): the memo is forgotten before the first run only, so the
+    alternatives still reuse what the refreshed run computed (the same MILP answers)."""
+    from tempo import studies
+    from tempo.core.readings import Reading
+    from tempo.studies import sweep
+
+    seen = []
+
+    def fake(name, config, fn, refresh=False):
+        seen.append(sweep.memo_get(("test", "y")))
+        sweep.memo_put(("test", "y"), len(seen))
+        return pd.DataFrame({"a": [1]})
+
+    sweep.memo_put(("test", "y"), 0)
+    monkeypatch.setattr(studies, "cached", fake)
+    monkeypatch.setattr(studies.paths, "results_dir", lambda profile: tmp_path)
+    out = studies.run_alternatives("thm2_probe", {"n": 1}, "smoke", reading=Reading.paper(), refresh=True)
+    assert len(out) >= 2 and seen == [None] + list(range(1, len(out)))
+    sweep.memo_clear()

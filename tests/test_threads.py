@@ -44,11 +44,13 @@ def seen_threads(cell):
 @linux
 def test_local_workers_get_their_share_of_the_cores(monkeypatch):
     parent = blas_threads()
-    monkeypatch.setattr(sweep, "_cores", lambda: 4)
+    inherited = max(parent.values())
+    share = inherited + 1  # a count the workers cannot have inherited
+    monkeypatch.setattr(sweep, "_cores", lambda: 2 * share)
     df = run_grid(seen_threads, [{"x": i} for i in range(4)], workers=2, progress=False)
     assert df.x.tolist() == [0, 1, 2, 3]
-    assert all(b == [2] for b in df.blas) and set(df.env) == {"2"}
+    assert all(b == [share] for b in df.blas) and set(df.env) == {str(share)}
     monkeypatch.setattr(sweep, "_cores", lambda: 2)
     df = run_grid(seen_threads, [{"x": i} for i in range(4)], workers=2, progress=False)
     assert all(b == [1] for b in df.blas) and set(df.env) == {"1"}
-    assert blas_threads() == parent  # the parent's own pools are untouched
+    assert blas_threads() == parent  # the limits were set in the workers, not here

@@ -48,7 +48,7 @@ def _functions(path: str):
     """``(set, get)`` ctypes functions of the library at ``path`` (already loaded: dlopen
     returns the same handle), or None when it exports none of :data:`_SYMBOLS`."""
     try:
-        lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | ctypes.RTLD_GLOBAL)
+        lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0))
     except OSError:
         return None
     for set_name, get_name in _SYMBOLS:

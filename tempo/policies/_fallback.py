@@ -9,11 +9,18 @@ ledger flags a claim whose inputs had one.
 """
 from __future__ import annotations
 
+import threading
+
 #: the ``Dispatch.meta`` key a fallback sets
 FALLBACK = "fallback"
 
-#: fallbacks marked in this process since :func:`reset_count` (the studies count per experiment)
-_count = [0]
+#: fallbacks marked in this thread since :func:`reset_count` (the studies count per experiment;
+#: per thread, so cells that a threaded Dask worker runs side by side count only their own)
+_local = threading.local()
+
+
+def _get() -> int:
+    return getattr(_local, "n", 0)
 
 
 def mark_fallback(dispatch, why: str):
@@ -22,7 +29,7 @@ def mark_fallback(dispatch, why: str):
         raise ValueError(f"why must be a non-empty string, got {why!r}")
     prev = dispatch.meta.get(FALLBACK)
     dispatch.meta[FALLBACK] = f"{prev}; {why}" if prev else why
-    _count[0] += 1
+    _local.n = _get() + 1
     return dispatch
 
 
@@ -33,16 +40,17 @@ def fallback_of(dispatch) -> str | None:
 
 
 def fallback_count() -> int:
-    """How many dispatches :func:`mark_fallback` marked in this process since :func:`reset_count`."""
-    return _count[0]
+    """How many dispatches :func:`mark_fallback` marked in this thread since :func:`reset_count`
+    (plus what :func:`add_count` added in it)."""
+    return _get()
 
 
 def reset_count() -> int:
-    """Reset the process-wide fallback counter; returns its value before."""
-    n, _count[0] = _count[0], 0
+    """Reset this thread's fallback counter; returns its value before."""
+    n, _local.n = _get(), 0
     return n
 
 
 def add_count(n: int) -> None:
-    """Add ``n`` fallbacks marked elsewhere (a worker process of a sweep) to this process's count."""
-    _count[0] += int(n)
+    """Add ``n`` fallbacks marked elsewhere (a worker of a sweep) to this thread's count."""
+    _local.n = _get() + int(n)

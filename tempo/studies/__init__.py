@@ -66,7 +66,7 @@ def with_reading(name: str, config: dict, reading: Reading | None = None) -> dic
 
 
 def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str | None = None,
-        reading: Reading | None = None) -> pd.DataFrame:
+        reading: Reading | None = None, _forget: bool = True) -> pd.DataFrame:
     """Run (or load from cache) experiment ``name`` and write its tidy CSV,
     ``<name>.csv`` (or ``<name>-<tag>.csv`` when one notebook runs the same experiment twice).
     On a trace (:func:`use_trace`) a :data:`TRACE_EXPERIMENTS` experiment's config gains the
@@ -81,7 +81,7 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
     config = with_reading(name, config, reading)
     if profile not in ("smoke", "full", "gpu"):
         raise ValueError(f"profile must be 'smoke', 'full' or 'gpu', got {profile!r}")
-    if refresh:  # recompute everything: also what the grid memo kept from earlier runs in this process
+    if refresh and _forget:  # recompute everything: also what the grid memo kept from earlier runs here
         from .sweep import memo_clear
 
         memo_clear()
@@ -117,9 +117,9 @@ def run_alternatives(name: str, config: dict, profile: str, reading: Reading | N
     wanted = deps if ids is None else [i for i in ids if i in deps]
     out = {(None, None): run(name, config, profile, refresh=refresh, tag=tag, reading=reading)}
     for rid in wanted:
-        for alt in reading.alternatives(rid):
+        for alt in reading.alternatives(rid):  # refresh forgot the memo once, before the first run
             out[(rid, alt[rid])] = run(name, config, profile, refresh=refresh,
-                                       tag=alternative_tag(rid, alt[rid], tag), reading=alt)
+                                       tag=alternative_tag(rid, alt[rid], tag), reading=alt, _forget=False)
     return out
 
 

@@ -18,6 +18,7 @@ from ..core.instance import Instance
 from . import reading as rd
 from .registry import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, zipf_batches
+from ..policies._fallback import add_count, fallback_count
 from .sweep import memo_get, memo_put, run_grid
 
 
@@ -190,15 +191,19 @@ def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
     readings of :func:`solver_vs_milp` and :func:`thm2_probe` that keep the batches (another
     TEMPO preset, ensemble or token-LP face) compare against the same MILP answer instead of
     re-solving it (a time-limited MILP's incumbent depends on the machine's load; reusing it
-    keeps the comparison like with like and saves the time)."""
+    keeps the comparison like with like and saves the time); the fallbacks it came from are
+    counted again on reuse."""
     if warm_start:
         return solve(inst, model, "milp", time_limit=time_limit, warm_start=warm_start)
     key = _milp_key(inst, model, time_limit, warm_start)
-    d = memo_get(key)
-    if d is None:
+    hit = memo_get(key)
+    if hit is None:
+        before = fallback_count()
         d = solve(inst, model, "milp", time_limit=time_limit)
-        memo_put(key, d)
-    return d
+        memo_put(key, (d, fallback_count() - before))
+        return d
+    add_count(hit[1])  # a reused answer that came from a fallback is counted again
+    return hit[0]
 
 
 @experiment("solver_vs_milp", readings=SOLVER_READINGS)
@@ -235,10 +240,13 @@ def _trace_of(config: dict):
     key = (config.get("trace"), config.get("trace_sha256"), config.get("trace_history", 0.5))
     if key[0] is None:
         return None
-    if key not in _TRACES:
-        _TRACES.clear()
-        _TRACES[key] = TraceRouting.of(config)
-    return _TRACES[key]
+    tr = _TRACES.get(key)
+    if tr is None:
+        tr = TraceRouting.of(config)
+        if len(_TRACES) >= 2:
+            _TRACES.clear()
+        _TRACES[key] = tr
+    return tr
 
 
 def _milp_cell(cell: dict) -> list[dict]:

@@ -14,6 +14,7 @@ the same batches and reuse every policy the alternative does not change).
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import sys
 import threading
@@ -93,6 +94,12 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+def _context():
+    """Local workers fork on Linux (Python 3.14 would default to forkserver): a forked worker
+    starts with this process's imports, compiled code and memo."""
+    return multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+
+
 def _worker_init(blas_threads: int) -> None:
     """A local worker's start: its share of the cores for BLAS (:mod:`tempo.core.threads`).
     The pools the worker inherited from its parent are set now; a BLAS library it loads later
@@ -162,7 +169,8 @@ def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers:
                 # each worker gets its share of the cores for BLAS: the pools it would inherit
                 # spin against the other workers' (:mod:`tempo.core.threads`)
                 share = max(1, _cores() // workers)
-                with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(share,)) as pool:
+                with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_worker_init,
+                                         initargs=(share,)) as pool:
                     futs = {pool.submit(_counted, fn, cell): i for i, cell in enumerate(cells)}
                     for fut in as_completed(futs):
                         results[futs[fut]], n_fallback, new = fut.result()
