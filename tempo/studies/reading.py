@@ -68,16 +68,23 @@ def dispatch(inst: Instance, model: CostModel | None, policy: str, reading: Read
     return solve(inst, model, policy, **policy_options(reading, policy, face_reading))
 
 
-def _dispatch_key(inst: Instance, model: CostModel, policy: str, options: dict) -> bytes:
-    """Everything a dispatch's per-GPU times depend on: the batch (counts, replica placement,
-    group and node sizes), the cost model, the policy and its options."""
+def batch_hash(inst: Instance, *more) -> bytes:
+    """sha256 of a batch (counts and replica placement, their dtypes and shapes, group and node
+    sizes) and of ``repr(more)``: the key of a memoised computation on it (the grid memo,
+    :func:`tempo.studies.sweep.memo_get`)."""
     h = hashlib.sha256()
     for a in (inst.counts, inst.replica_gpu):
         arr = np.ascontiguousarray(a)
         h.update(repr((arr.dtype.str, arr.shape)).encode())
         h.update(arr.tobytes())
-    h.update(repr((inst.n_gpus, inst.gpus_per_node, model, policy, sorted(options.items()))).encode())
-    return b"dispatch_times:" + h.digest()
+    h.update(repr((inst.n_gpus, inst.gpus_per_node, *more)).encode())
+    return h.digest()
+
+
+def _dispatch_key(inst: Instance, model: CostModel, policy: str, options: dict) -> bytes:
+    """Everything a dispatch's per-GPU times depend on: the batch, the cost model, the policy
+    and its options."""
+    return b"dispatch_times:" + batch_hash(inst, model, policy, sorted(options.items()))
 
 
 def dispatch_times(inst: Instance, model: CostModel, policy: str, reading: Reading,

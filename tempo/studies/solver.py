@@ -1,7 +1,6 @@
 """Theory and solver-quality studies (paper Sections 3.1, 4.2; Appendix A; Tables 2, 8, 9)."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -176,13 +175,7 @@ def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
 
 
 def _milp_key(inst: Instance, model: CostModel, time_limit, warm_start) -> bytes:
-    h = hashlib.sha256()
-    for a in (inst.counts, inst.replica_gpu):
-        arr = np.ascontiguousarray(a)
-        h.update(str((arr.dtype.str, arr.shape)).encode())
-        h.update(arr.tobytes())
-    h.update(repr((inst.n_gpus, model, float(time_limit), bool(warm_start))).encode())
-    return b"milp:" + h.digest()
+    return b"milp:" + rd.batch_hash(inst, model, float(time_limit), bool(warm_start))
 
 
 def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
