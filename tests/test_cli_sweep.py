@@ -85,7 +85,8 @@ def _bad_files(d):
         p2l = [[0, 1, 2, 0]]
         save("list_dump", [1, 2, 3])
         save("empty_dict", {})
-        save("counts_2d", {"logical_count": torch.ones(2, 3, dtype=torch.int64)})
+        save("counts_1d", {"logical_count": torch.ones(3, dtype=torch.int64)})
+        save("counts_2d", {"logical_count": torch.ones(2, 3, dtype=torch.int64)})  # an older SGLang's whole-run sum
         save("counts_negative", {"logical_count": -torch.ones(1, 2, 3, dtype=torch.int64)})
         save("counts_float", {"logical_count": torch.rand(1, 2, 3)})
         save("counts_string", {"logical_count": "many"})
@@ -165,7 +166,7 @@ def _cases(f, d):
           (sb + ["--input-len", "0"], 2)]
     # import-trace: every bad file, and bad outputs
     for name in ["missing", "empty", "garbage", "directory", "evil_pickle", "truncated_zip", "list_dump",
-                 "empty_dict", "counts_2d", "counts_negative", "counts_float", "counts_string",
+                 "empty_dict", "counts_1d", "counts_negative", "counts_float", "counts_string",
                  "counts_zero_experts", "pp_wrong_shape", "pp_string_id", "pp_missing_key", "pp_1d_map",
                  "pp_all_empty_map", "pp_negative", "pp_records_not_list"]:
         if name in f:  # without torch an existing dump cannot be read at all: failed work, 1
@@ -176,6 +177,9 @@ def _cases(f, d):
               (["import-trace", str(f["good_stat"]), "-o", nodir], 2),
               (["import-trace", str(f["good_stat"]), str(f["evil_pickle"]), "-o", out], 2),
               (["import-trace", "-o", out], 2)]
+    # make-traces: a missing or unusable source
+    c += [(["make-traces"], 2), (["make-traces", "--source", str(f["missing"]), "--out", str(d / "traces")], 2),
+          (["make-traces", "--source", str(f["a_file"]), "--out", str(d / "traces")], 2)]
     # drift-location: every bad trace, bad k / seed / output
     dl = str(d / "drift.json")
     for name in ["missing", "empty", "garbage", "directory", "truncated_zip", "npz_without_keys", "npz_bad_json",
@@ -281,6 +285,7 @@ def _good_cases(f, d):
           "--command", "python -m tempo epbench --device cuda --world-size 8 --tokens 32"]]
     if "good_stat" in f:
         c.append(["import-trace", str(f["good_stat"]), "-o", str(d / "ok.npz"), "--model", "m"])
+        c.append(["import-trace", str(f["counts_2d"]), "-o", str(d / "ok2.npz")])
     return c
 
 

@@ -52,21 +52,52 @@ def as_counts(value, name: str, ndim: int | None = None) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- tempo traces
-def write_trace(path, counts, **metadata) -> None:
-    """Save a routing trace: ``counts`` int[steps, layers, experts] plus JSON-able metadata
-    (model, top_k, n_gpus, source, ...), as a compressed ``.npz``, written atomically."""
+#: What one step of a trace is (metadata ``step_kind``): ``"batch"``, the token-expert pairs of
+#: a batch of concurrent tokens (``step_tokens`` tokens each); ``"request"``, one request's
+#: forward pass; ``"aggregate"``, the pairs summed over a whole run (millions of tokens, not
+#: a batch any GPU ever served).
+STEP_KINDS = ("batch", "request", "aggregate")
+
+
+class TraceWarning(UserWarning):
+    """A trace is used in a way that changes what it recorded (a rescaled step keeps its empty
+    experts, a short trace is reused)."""
+
+
+def write_npz(path, arrays: dict) -> None:
+    """Save ``arrays`` (name -> array, no objects) as a compressed ``.npz``, atomically; the
+    bytes depend only on the arrays (fixed zip timestamps), so the same input writes the same
+    file."""
     import io
+    import zipfile
 
     from ..core.io import atomic_write_bytes
 
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, arr in arrays.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.asarray(arr), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, member.getvalue())
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def write_trace(path, counts, **metadata) -> None:
+    """Save a routing trace: ``counts`` int[steps, layers, experts] plus JSON-able metadata
+    (model, top_k, step_kind, source, ...), as a compressed ``.npz``, written atomically
+    (:func:`write_npz`: the same input writes the same bytes)."""
     counts = np.asarray(counts)
     if counts.ndim != 3:
         raise ValueError(f"counts must be [steps, layers, experts], got shape {counts.shape}")
     counts = as_counts(counts, "counts", 3)
+    kind = metadata.get("step_kind")
+    if kind is not None and kind not in STEP_KINDS:
+        raise ValueError(f"step_kind must be one of {', '.join(STEP_KINDS)}, got {kind!r}")
     meta = {"version": TRACE_VERSION, **metadata}
-    buf = io.BytesIO()
-    np.savez_compressed(buf, counts=counts, metadata=np.array(json.dumps(meta, default=str)))
-    atomic_write_bytes(path, buf.getvalue())
+    write_npz(path, {"counts": counts, "metadata": np.array(json.dumps(meta, default=str))})
 
 
 def read_trace(path):
@@ -131,7 +162,9 @@ def sglang_dump_counts(dumps) -> np.ndarray:
     * ``per_pass`` mode: one dict per rank, ``{"records": [{"forward_pass_id", "rank",
       "global_physical_count": [L, P]}, ...], "last_physical_to_logical_map": [L, P]}``.
       Counts of the same forward pass are summed over ranks and mapped physical -> logical.
-    * ``stat`` mode: one dict with ``"logical_count": [buffer, L, E]`` (rank 0's dump).
+    * ``stat`` mode: one dict with ``"logical_count": [buffer, L, E]`` (rank 0's dump: one row
+      per forward pass, in the circular buffer's slot order; unfilled slots are zero), or an
+      older SGLang's ``[L, E]``, the sum over the whole run (one step, an aggregate).
 
     Counts must be non-negative integers (float counts with a fraction are refused, not
     truncated); a ``ValueError`` names what is wrong.
@@ -147,7 +180,13 @@ def sglang_dump_counts(dumps) -> np.ndarray:
         if not isinstance(d, dict):
             raise ValueError(f"dump {i} is a {type(d).__name__}, expected a dict (an SGLang recorder dump)")
     if all("logical_count" in d for d in dumps):
-        parts = [as_counts(d["logical_count"], f"dump {i}: logical_count", 3) for i, d in enumerate(dumps)]
+        parts = []
+        for i, d in enumerate(dumps):
+            c = as_counts(d["logical_count"], f"dump {i}: logical_count")
+            if c.ndim not in (2, 3):
+                raise ValueError(f"dump {i}: logical_count must be [L, E] (a whole-run sum) or [buffer, L, E] "
+                                 f"(one row per forward pass), got shape {c.shape}")
+            parts.append(c[None] if c.ndim == 2 else c)
         if len({p.shape[1:] for p in parts}) > 1:
             raise ValueError(f"stat dumps disagree on [L, E]: {[p.shape[1:] for p in parts]}")
         counts = np.concatenate(parts)
@@ -204,12 +243,54 @@ def sglang_dump_counts(dumps) -> np.ndarray:
     return out
 
 
-def import_sglang_dumps(paths, out, **metadata) -> np.ndarray:
+def sglang_step_kind(dumps) -> str:
+    """What a step of :func:`sglang_dump_counts`'s output is (:data:`STEP_KINDS`): ``"batch"``
+    (one forward pass: per_pass records, stat rows of ``[buffer, L, E]``) or ``"aggregate"``
+    (an ``[L, E]`` stat sum over a whole run).  A ``ValueError`` when the dumps mix the two."""
+    if isinstance(dumps, dict):
+        dumps = [dumps]
+    kinds = {"aggregate" if "logical_count" in d and np.ndim(_np(d["logical_count"])) == 2 else "batch"
+             for d in dumps}
+    if len(kinds) > 1:
+        raise ValueError("the dumps mix whole-run sums ([L, E] logical_count) with per-pass rows; convert them apart")
+    return kinds.pop()
+
+
+def sglang_metadata(dumps, counts: np.ndarray, top_k: int | None) -> dict:
+    """The step metadata of a trace converted from SGLang recorder dumps: ``step_kind``,
+    ``step_tokens`` (pairs of each step's first layer over ``top_k``; None without top_k) and
+    ``pooling`` (how a step's tokens came together)."""
+    kind = sglang_step_kind(dumps)
+    pooling = {"aggregate": "the recorder's sum over the whole run (all requests, all forward passes)",
+               "batch": "one forward pass of the serving batch, summed over the EP ranks; steps in forward-pass "
+                        "order (stat mode: the circular buffer's slot order)"}[kind]
+    tokens = None if not top_k else [int(c) for c in counts[:, 0].sum(axis=1) // int(top_k)]
+    return {"step_kind": kind, "step_tokens": tokens, "pooling": pooling}
+
+
+def relative_path(path, root=None) -> str:
+    """``path`` relative to ``root`` (default: the working folder), with ``/`` separators: what
+    trace metadata stores (never an absolute path)."""
+    import os
+
+    rel = os.path.relpath(Path(path).resolve(), Path(root or ".").resolve())
+    return Path(rel).as_posix()
+
+
+def source_files(paths, root=None) -> list[dict]:
+    """``[{"path": relative path, "sha256": hex}, ...]`` of the files a trace was made from."""
+    return [{"path": relative_path(p, root), "sha256": file_sha256(p)} for p in paths]
+
+
+def import_sglang_dumps(paths, out, top_k: int | None = None, **metadata) -> np.ndarray:
     """Read SGLang recorder dump files (:func:`load_dump`; torch needed only here), convert
-    with :func:`sglang_dump_counts` and write a routing trace to ``out``."""
+    with :func:`sglang_dump_counts` and write a routing trace to ``out`` (source files as
+    paths relative to the working folder, with their sha256)."""
     dumps = [load_dump(p) for p in paths]
     counts = sglang_dump_counts(dumps)
-    write_trace(out, counts, source="sglang-recorder", files=[str(p) for p in paths], **metadata)
+    extra = {"top_k": int(top_k)} if top_k else {}
+    write_trace(out, counts, source="sglang-recorder", files=source_files(paths), **extra,
+                **sglang_metadata(dumps, counts, top_k), **metadata)
     return counts
 
 
@@ -246,10 +327,63 @@ def import_main(argv=None) -> int:
     if a.top_k is not None and a.top_k > counts.shape[2]:
         ap.fail("--top-k", f"must be at most the trace's {counts.shape[2]} experts, got {a.top_k}")
     extra = {"top_k": a.top_k} if a.top_k is not None else {}
-    write_trace(a.out, counts, source="sglang-recorder", files=[str(p) for p in a.dumps], model=a.model, **extra)
+    try:
+        steps = sglang_metadata(dumps, counts, a.top_k)
+    except ValueError as exc:
+        ap.fail("dumps", str(exc))
+    write_trace(a.out, counts, source="sglang-recorder", files=source_files(a.dumps), model=a.model, **extra, **steps)
     print(f"wrote {a.out}: {counts.shape[0]} steps x {counts.shape[1]} layers x {counts.shape[2]} experts")
     return 0
 
+
+
+# ---------------------------------------------------------------------------- rescaling recorded steps
+def rescale_effect(steps, routed, top_k: int, reference) -> dict:
+    """What rescaling recorded steps did to them.  ``steps`` int[n, E]: the recorded steps;
+    ``routed`` int[n, E]: the batches routed from their shares; ``reference`` [n, E]: for each
+    step, its layer's pairs over the whole recording (the long-run popularity).
+
+    A step routed to more tokens than it recorded keeps its empty experts: an expert the step
+    did not route to gets nothing at any batch size, and the step's own sampling noise becomes
+    the router weights.  Returns ``upscaled`` (steps with fewer recorded tokens than the
+    batch), ``recorded_tokens`` (median over those), ``empty_kept`` (mean experts empty in an
+    upscaled step that the layer's recording routes to), ``max_over_mean_reference`` and
+    ``max_over_mean_rescaled`` (median over the upscaled steps of the hottest expert's pair
+    share times ``E``, in the layer's recording and in the rescaled batch)."""
+    steps, routed, ref = (np.asarray(a, dtype=np.float64) for a in (steps, routed, reference))
+    if steps.shape != routed.shape or steps.shape != ref.shape or steps.ndim != 2:
+        raise ValueError(f"steps, routed and reference must share one [n, E] shape, got {steps.shape}, "
+                         f"{routed.shape}, {ref.shape}")
+    E = steps.shape[1]
+    rec_tok = steps.sum(axis=1) / top_k
+    up = rec_tok < routed.sum(axis=1) / top_k
+    out = {"upscaled": int(up.sum()), "steps": int(steps.shape[0]), "experts": E}
+    if not up.any():
+        return {**out, "recorded_tokens": None, "empty_kept": 0.0, "max_over_mean_reference": None,
+                "max_over_mean_rescaled": None}
+    empty = ((steps[up] == 0) & (ref[up] > 0)).sum(axis=1)
+
+    def mm(x):
+        return float(np.median(x.max(axis=1) / x.sum(axis=1) * E))
+
+    return {**out, "recorded_tokens": float(np.median(rec_tok[up])), "empty_kept": float(empty.mean()),
+            "max_over_mean_reference": mm(ref[up]), "max_over_mean_rescaled": mm(routed[up])}
+
+
+def warn_rescale(effect: dict, tokens: int, where: str = "") -> None:
+    """A :class:`TraceWarning` when :func:`rescale_effect` found upscaled steps that keep empty
+    experts, saying how many and how the skew moved."""
+    if not effect["upscaled"] or effect["empty_kept"] <= 0:
+        return
+    import warnings
+
+    warnings.warn(
+        f"{where + ': ' if where else ''}{effect['upscaled']} of {effect['steps']} recorded steps (about "
+        f"{effect['recorded_tokens']:.0f} tokens each) were rescaled to {tokens} tokens and keep their empty experts: "
+        f"{effect['empty_kept']:.1f} of {effect['experts']} experts empty on average that the layer's recording routes "
+        f"to; the hottest expert's pair share is {effect['max_over_mean_rescaled']:.2f}x the mean in the rescaled "
+        f"batches against {effect['max_over_mean_reference']:.2f}x in the layer's whole recording (a trace of batches "
+        f"near {tokens} tokens avoids this)", TraceWarning, stacklevel=3)
 
 
 # ---------------------------------------------------------------------------- a trace as a build input
