@@ -13,7 +13,7 @@ from tempo import studies as experiments
 from tempo.core import paths
 from tempo.studies import scenarios, simulator
 from tempo.studies.scenarios import TraceRouting
-from tempo.world.traces import file_sha256, trace_config, with_trace, write_trace
+from tempo.world.traces import TraceWarning, file_sha256, trace_config, with_trace, write_trace
 from tempo.world.workloads import synthetic_trace
 
 
@@ -77,10 +77,13 @@ def test_trace_routing_windows_placement_and_sizes(tmp_path):
     counts = _trace(tmp_path / "t.npz", steps=10, layers=3, experts=64)
     tr = TraceRouting(tmp_path / "t.npz")
     assert (tr.split, tr.n_layers, tr.n_experts, tr.top_k()) == (5, 3, 64, 8)
-    # layers cycled over the steps after the history window, wrapping when the trace runs out
+    # layers cycled over the steps after the history window, wrapping (with a warning) when the trace runs out
     assert tr.windows(4) == [(0, 5), (1, 5), (2, 5), (0, 6)]
-    assert len(tr.windows(40)) == 40 and tr.windows(40)[15] == tr.windows(40)[0]
+    with pytest.warns(TraceWarning, match="25 of the 40 batches reuse a window"):
+        assert len(tr.windows(40)) == 40 and tr.windows(40)[15] == tr.windows(40)[0]
     assert tr.windows(6, "time")[:6] == [(0, 5), (0, 6), (0, 7), (0, 8), (0, 9), (1, 5)]
+    with pytest.raises(ValueError, match="timeline needs 16"):  # a timeline never wraps
+        tr.windows(16, "time")
     # every batch: B tokens per GPU x 8 GPUs, top-8 distinct experts, only experts the step used
     insts = tr.batches(16, 6, 8, 1.25)
     for inst, (layer, step) in zip(insts, tr.windows(6)):

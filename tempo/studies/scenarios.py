@@ -163,9 +163,12 @@ class TraceRouting:
     (batch ``i`` is layer ``i mod L`` at the ``i div L``-th evaluation step: layers cycled, so
     a few batches already span the model's layers, as the paper's "over windows and layers");
     ``order="time"`` for timelines (Section 5.5's stale-1 table, Table 10's refreshes):
-    consecutive evaluation steps of layer 0, then of layer 1, and so on.  Either wraps to its
-    start when the trace holds fewer usable steps than batches (a new routing draw of the
-    same step).  A step with fewer than ``k`` experts routed to is skipped.
+    consecutive evaluation steps of layer 0, then of layer 1, and so on.  A timeline longer
+    than the trace's usable windows is an error; independent batches past them reuse windows
+    from the start (a new routing draw of the same step) with a
+    :class:`tempo.world.traces.TraceWarning`.  A step with fewer than ``k`` experts routed to is
+    skipped.  Rescaling a step to more tokens than it recorded warns when the step keeps empty
+    experts (:func:`tempo.world.traces.rescale_effect`).
 
     Everything is seeded: the same trace, sizes and seed give the same batches.
     """
@@ -222,16 +225,34 @@ class TraceRouting:
             seq = [(layer, s) for layer in range(self.n_layers) for s in steps if usable[s - self.split, layer]]
         if not seq:
             raise ValueError(f"trace {self.path}: no step after the history window routes to {top_k} or more experts")
+        if n_batches > len(seq):
+            held = f"{len(seq)} usable (layer, step) windows after its {self.split} history steps"
+            if order == "time":
+                raise ValueError(f"trace {self.path} holds {held}; the study's timeline needs {n_batches}: record a "
+                                 "longer trace or shorten the timeline")
+            import warnings
+
+            from ..world.traces import TraceWarning
+
+            warnings.warn(f"trace {self.path} holds {held}; {n_batches - len(seq)} of the {n_batches} batches reuse a "
+                          "window (a new routing draw of the same step)", TraceWarning, stacklevel=2)
         return [seq[i % len(seq)] for i in range(n_batches)]
 
     def route(self, windows, tokens_per_gpu: int, n_gpus: int, top_k: int, seed: int = 0) -> np.ndarray:
         """int64[len(windows), E]: ``tokens_per_gpu * n_gpus`` tokens routed top-``top_k`` with each
         window's recorded shares as router weights."""
+        from ..world.traces import rescale_effect, warn_rescale
+
         rng = np.random.default_rng(seed)
         out = np.zeros((len(windows), self.n_experts), np.int64)
         for i, (layer, s) in enumerate(windows):
             c = self.counts[s, layer]
             out[i] = route_counts(c / c.sum(), tokens_per_gpu * n_gpus, top_k, rng)
+        if windows:
+            lay = [w[0] for w in windows]
+            steps = np.stack([self.counts[s, layer] for layer, s in windows])
+            warn_rescale(rescale_effect(steps, out, top_k, self.counts.sum(axis=0)[lay]), tokens_per_gpu * n_gpus,
+                         f"trace {self.path}")
         return out
 
     def batches(self, tokens_per_gpu: int, n_batches: int, n_gpus: int, replication: float, drift: int = 0,
