@@ -4,6 +4,8 @@
 #   make notebook NB=05_calibration PROFILE=gpu    run one notebook (uses an activated conda env, see TEMPO_PYTHON)
 #   make book TRACE=trace.npz  the claims the paper computes on recorded routing, on your recorded trace
 #   make test                  unit tests, smoke build of the whole book, browser check
+#   make traces                the shipped routing traces and profiles (data/traces/) from the public recordings
+#                              in SOURCE=../shared/data/routing (about 4 minutes; the book reads only data/traces/)
 #   make sglang-test           optional: the SGLang plugin against sglang 0.5.23 at its own pins (CPU, large download)
 #   make gpu-check             on a GPU node, in the GPU environment: about 7 minutes of checks and short
 #                              calibration grids into build/gpu-check (GPU_CHECK_ARGS=--record: data/measured);
@@ -32,14 +34,14 @@ NB_NAMES := $(notdir $(basename $(NB_SRC)))
 LEDGER := 99_claims_ledger
 EXEC := build/executed/$(PROFILE)
 EXECUTED := $(addprefix $(EXEC)/,$(addsuffix .ipynb,$(NB_NAMES)))
-DEPS := $(shell find tempo -name '*.py') $(wildcard data/paper/* data/params/*) $(shell find data/measured -type f 2>/dev/null) $(STAMP)
+DEPS := $(shell find tempo -name '*.py') $(wildcard data/paper/* data/params/* data/traces/*) $(shell find data/measured -type f 2>/dev/null) $(STAMP)
 ifeq ($(PROFILE),smoke)
 BOOK_OUT := build/smoke-book
 else
 BOOK_OUT := .
 endif
 
-.PHONY: all book test unit browser bench venv notebook clean sglang-test gpu-check
+.PHONY: all book test unit browser bench venv notebook clean sglang-test gpu-check traces
 .SECONDARY:
 .DELETE_ON_ERROR:
 all: book
@@ -128,6 +130,10 @@ GPU_PYTHON ?= python3
 GPU_CHECK_ARGS ?=
 gpu-check:
 	$(GPU_PYTHON) -m tempo gpu-check $(GPU_CHECK_ARGS)
+
+SOURCE ?= ../shared/data/routing
+traces: $(STAMP)
+	$(PY) -m tempo make-traces --source $(SOURCE)
 
 clean:
 	rm -rf _build build book/generated _static/vega-bundle.js _vendor

@@ -1,8 +1,9 @@
 """Packaging hook: the wheel carries the data tempo reads at run time.
 
-``data/params`` (cost parameters, paper Tables 6, 7) and ``data/paper`` (the paper's tables and
-``claims.yaml``) live at the top of the repository, where the book and the reviewers read them;
-``build_py`` copies them into the package as ``tempo/_data/{params,paper}``, which
+``data/params`` (cost parameters, paper Tables 6, 7), ``data/paper`` (the paper's tables and
+``claims.yaml``) and ``data/traces`` (the shipped routing traces and profiles) live at the top of
+the repository, where the book and the reviewers read them; ``build_py`` copies them into the
+package as ``tempo/_data/{params,paper,traces}``, which
 ``tempo.core.paths`` finds with ``importlib.resources`` when there is no checkout.  Everything else
 is declared in pyproject.toml.
 """
@@ -13,7 +14,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-PACKAGE_DATA = {"params": ["*.csv", "*.md"], "paper": ["*.csv", "*.yaml"]}
+PACKAGE_DATA = {"params": ["*.csv", "*.md"], "paper": ["*.csv", "*.yaml"], "traces": ["*.npz", "*.json", "*.md"]}
 
 
 class build_py_with_data(build_py):

@@ -24,6 +24,9 @@ COMMANDS = {
     "epbench": ("tempo.benchmarks.epbench:main", "wall-clock EP microbenchmark (gloo CPU ranks, NCCL GPUs, --emulate)"),
     "serve-bench": ("tempo.benchmarks.servebench:main", "SGLang serving benchmark driver (GPU servers)"),
     "import-trace": ("tempo.world.traces:import_main", "SGLang expert-distribution recorder dumps -> routing trace"),
+    "make-traces": ("tempo.world.recorded:make_main",
+                    "public routing recordings (--source ../shared/data/routing) -> data/traces/ traces and profiles"),
+    "routing-profiles": ("tempo.world.skew:main", "the named routing profiles and their Zipf-equivalent skews"),
     "drift-location": ("tempo.benchmarks.servebench:drift_main", "drift-K placement file for --init-expert-location"),
     "ledger": ("tempo.book.claims.ledger:main", "rebuild the claims ledger from this build's results: --profile full"),
 }

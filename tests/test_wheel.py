@@ -39,7 +39,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     # 1. build from a copy of the sources (an in-tree build would write build/ and *.egg-info here)
     src = tmp_path / "src"
     shutil.copytree(ROOT / "tempo", src / "tempo", ignore=shutil.ignore_patterns("__pycache__"))
-    for sub in ("params", "paper"):
+    for sub in ("params", "paper", "traces"):
         shutil.copytree(ROOT / "data" / sub, src / "data" / sub)
     for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
         shutil.copy2(ROOT / name, src / name)
@@ -51,6 +51,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
 
     names = zipfile.ZipFile(wheels[0]).namelist()
     assert "tempo/_data/params/cost_params.csv" in names and "tempo/_data/paper/claims.yaml" in names
+    assert "tempo/_data/traces/profiles.npz" in names and "tempo/_data/traces/manifest.json" in names
     # 2. a fresh venv that sees this environment's packages but not its tempo
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], tmp_path, env)
@@ -98,3 +99,8 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     assert (res["b"], res["beta"]) == (model.b, model.beta)
     assert res["default"] == "proxy-serving" and "proxy-serving" in res["plugin_model"]
     assert res["table_rows"] == 4 and res["n_claims"] >= 60 and res["table6"] >= 1
+    # 5. the shipped routing profiles, read from the package data
+    probe = ("from tempo.world.workloads import popularity; from tempo.core import paths; "
+             "print(popularity(None, 'esft-dsv2lite', layer=0).size, paths.TRACES)")
+    size, where = _run([str(py), "-c", probe], run, env).split()
+    assert size == "64" and where.startswith(str(venv))

@@ -3,8 +3,8 @@
 * In a source checkout (``data/params/cost_params.csv`` next to ``tempo/``), or with
   ``TEMPO_ROOT`` set, ``ROOT`` is that folder: data is read from ``ROOT/data`` and outputs go
   to ``ROOT/build``.
-* In an installed wheel there is no checkout: the cost parameters (paper Tables 6, 7) and the
-  paper's tables and claims are package data (``tempo/_data/``, located with
+* In an installed wheel there is no checkout: the cost parameters (paper Tables 6, 7), the
+  paper's tables and claims, and the shipped routing traces are package data (``tempo/_data/``, located with
   :mod:`importlib.resources`), and ``ROOT`` is the working folder, so ``build/`` and
   ``data/measured/`` are created where the command runs.
 """
@@ -37,6 +37,8 @@ IN_CHECKOUT = _is_checkout(ROOT)
 DATA = ROOT / "data"
 PARAMS = DATA / "params" if (DATA / "params").is_dir() else _package_data("params")
 PAPER = DATA / "paper" if (DATA / "paper").is_dir() else _package_data("paper")
+#: the shipped routing traces and profiles (``python -m tempo make-traces``; ``data/traces/``)
+TRACES = DATA / "traces" if IN_CHECKOUT or (DATA / "traces").is_dir() else _package_data("traces")
 MEASURED = DATA / "measured"
 BUILD = ROOT / "build"
 NOTEBOOKS = ROOT / "notebooks"

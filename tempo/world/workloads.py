@@ -51,6 +51,8 @@ import functools
 
 import numpy as np
 
+from .profiles import PROFILES, profile
+
 
 def _rng(seed) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
@@ -247,6 +249,63 @@ def _expected_loads(p: tuple, k: int, n_grid: int = 3000) -> np.ndarray:
     return out
 
 
+def hottest_pair_share(popularity, top_k: int, n_grid: int = 3000) -> float:
+    """The long-run pair share of the most popular expert under the distinct top-``top_k``
+    router: ``expected_loads(popularity, top_k).max()`` computed for that expert alone (the same
+    clock integral, ``O(E * n_grid * top_k)`` instead of the prefix/suffix sweep over every
+    expert; agrees to about 1e-9)."""
+    p = _popularity(popularity)
+    k = _int_arg("top_k", top_k)
+    if k > np.count_nonzero(p):
+        raise ValueError(f"top_k={k} exceeds the {np.count_nonzero(p)} experts with positive popularity")
+    w = p / p.sum()
+    e = int(np.argmax(w))
+    pos = w[w > 0]
+    t = np.exp(np.linspace(np.log(1e-10 / pos.max()), np.log(50.0 / pos.min()), n_grid))
+    pmf = np.zeros((t.size, k))  # clocks of the other experts before t: 0..k-1 of them
+    pmf[:, 0] = 1.0
+    for j in np.flatnonzero(w > 0):
+        if j == e:
+            continue
+        q = -np.expm1(-w[j] * t)
+        nxt = pmf * (1.0 - q)[:, None]
+        nxt[:, 1:] += pmf[:, :-1] * q[:, None]
+        pmf = nxt
+    f = w[e] * t * np.exp(-w[e] * t) * pmf.sum(axis=1)
+    pi = float(((f[1:] + f[:-1]) * 0.5 * np.diff(np.log(t))).sum())
+    return pi / k
+
+
+def router_weights(pair_shares, top_k: int, rtol: float = 1e-7, max_iter: int = 50) -> np.ndarray:
+    """float64[E]: the router weights ``p`` whose long-run pair shares under the distinct
+    top-``top_k`` router are ``pair_shares`` (the inverse of :func:`expected_loads`; sums to 1).
+
+    A recorded profile gives pair shares; routing tokens with those shares as weights would
+    understate every hot expert (its inclusion saturates below ``top_k`` times its weight).
+    Start from the exponential-clock approximation ``p_e ~ -log(1 - K s_e)`` and iterate
+    ``p <- p * s / expected_loads(p)`` until every share is matched within ``rtol`` (relative;
+    about five rounds).  Needs every share below ``1 / top_k`` (no expert takes more than one
+    pair per token) and at least ``top_k`` positive shares; zero shares stay zero."""
+    s = _popularity(pair_shares, "pair_shares")
+    k = _int_arg("top_k", top_k)
+    s = s / s.sum()
+    if k > np.count_nonzero(s):
+        raise ValueError(f"top_k={k} exceeds the {np.count_nonzero(s)} experts with a positive pair share")
+    if s.max() * k >= 1.0:
+        raise ValueError(f"pair_shares hold a share of {s.max():.4f} >= 1/top_k = {1 / k:.4f}: no top-{k} router of "
+                         "distinct experts gives it")
+    p = -np.log1p(-k * s)
+    p /= p.sum()
+    pos = s > 0
+    for _ in range(_int_arg("max_iter", max_iter)):
+        el = _expected_loads.__wrapped__(tuple(p.tolist()), k)  # intermediate rounds stay out of the cache
+        if np.abs(el[pos] / s[pos] - 1.0).max() <= rtol:
+            return p
+        p = np.where(pos, p * s / np.where(pos, el, 1.0), 0.0)
+        p /= p.sum()
+    raise ValueError(f"router_weights did not match the pair shares within rtol={rtol} in {max_iter} rounds")
+
+
 def _dirichlet_rows(rng, w: np.ndarray, kappa) -> np.ndarray:
     """Each row of ``w`` (normalised) as the mean of a Dirichlet(kappa * w) draw."""
     w = w / w.sum(axis=-1, keepdims=True)
@@ -320,6 +379,47 @@ def pair_shares(popularity, top_k: int, router: str = "distinct_topk") -> np.nda
         _int_arg("top_k", top_k)
         return p / p.sum()
     return expected_loads(popularity, top_k)
+
+
+# ---------------------------------------------------------------------------- recorded popularity profiles
+def popularity(n_experts: int | None, skew, seed: int = 0, layer: int | None = None) -> np.ndarray:
+    """float64[E]: router weights for ``skew``, a Zipf skew (a number:
+    :func:`zipf_popularity` with ``seed`` shuffling the ranks) or a
+    profile name (:data:`tempo.world.profiles.PROFILES`: the weights of the profile's layer ``layer``, default
+    ``seed mod L``, so seeds that give different Zipf shuffles give different recorded layers).
+    ``n_experts`` must match a profile's experts (None: the profile's)."""
+    if isinstance(skew, str):
+        prof = profile(skew)
+        if n_experts is not None and int(n_experts) != prof.n_experts:
+            raise ValueError(f"routing profile {skew!r} has {prof.n_experts} experts, not n_experts={n_experts}")
+        idx = (int(seed) % prof.n_layers) if layer is None else _int_arg("layer", layer, lo=0)
+        if idx >= prof.n_layers:
+            raise ValueError(f"layer={layer} is past the profile's {prof.n_layers} layers")
+        return prof.weights[idx].copy()
+    if isinstance(skew, bool) or not isinstance(skew, (int, float, np.integer, np.floating)):
+        raise ValueError(f"skew must be a number or a routing profile name ({', '.join(PROFILES)}), got {skew!r}")
+    if n_experts is None:
+        raise ValueError("n_experts is needed for a Zipf skew")
+    return zipf_popularity(int(n_experts), float(skew), seed=seed)
+
+
+def sample_profile(name: str, tokens_per_gpu: int, n_gpus: int, n_batches: int = 1, kappa: float | None = 2000.0,
+                   seed: int = 0, layers=None) -> tuple[np.ndarray, np.ndarray]:
+    """(counts int64[n_batches, E], layer int64[n_batches]): decode batches under the routing
+    profile ``name`` (:mod:`tempo.world.profiles`) of
+    ``tokens_per_gpu * n_gpus`` tokens routed to the profile's ``top_k`` distinct experts
+    (:func:`sample_counts`, Dirichlet(``kappa``) batch fluctuation around
+    the layer's weights), batch ``i`` on layer ``layers[i % len(layers)]`` (default: every layer
+    of the profile, in order)."""
+    prof = profile(name)
+    nb = _int_arg("n_batches", n_batches)
+    lay = np.arange(prof.n_layers) if layers is None else np.asarray(layers, dtype=np.int64).ravel()
+    if lay.size == 0 or lay.min() < 0 or lay.max() >= prof.n_layers:
+        raise ValueError(f"layers must be indices in [0, {prof.n_layers}) of the profile's layers, got {layers!r}")
+    which = lay[np.arange(nb) % lay.size]
+    counts = sample_counts(prof.weights[which], tokens_per_gpu, prof.top_k, n_gpus, n_batches=nb, kappa=kappa,
+                           seed=seed)
+    return counts, which
 
 
 # ---------------------------------------------------------------------------- drifting popularity
@@ -478,18 +578,24 @@ def routing_stats(counts, top_k: int, n_star: float | None = None, lag: int = 1,
 # ---------------------------------------------------------------------------- routing traces
 # Trace I/O (write_trace, read_trace, the SGLang recorder import) is tempo.world.traces.
 def synthetic_trace(steps: int, layers: int, n_experts: int, tokens_per_gpu: int, top_k: int = 8,
-                    n_gpus: int = 8, skew: float = 1.0, drift: float = 0.05, seed: int = 0):
+                    n_gpus: int = 8, skew: float | str = 1.0, drift: float = 0.05, seed: int = 0):
     """A synthetic routing trace in the :func:`tempo.world.traces.write_trace` layout, for demos and tests: per
-    layer a Zipf(skew) popularity that drifts slowly (each step multiplies it by
-    ``exp(drift * N(0, 1))`` per expert) and decode batches drawn around it.  Returns
-    (counts int64[steps, layers, experts], metadata) with ``source = "synthetic"``."""
+    layer a Zipf(skew) popularity (or, for a profile name, the profile's layer ``l mod L``
+    router weights; ``n_experts`` must be the profile's) that drifts slowly (each step
+    multiplies it by ``exp(drift * N(0, 1))`` per expert) and decode batches drawn around it.
+    Returns (counts int64[steps, layers, experts], metadata) with ``source = "synthetic"``,
+    ``step_kind = "batch"``."""
     rng = np.random.default_rng(seed)
     counts = np.zeros((steps, layers, n_experts), np.int64)
     for layer in range(layers):
-        p = zipf_popularity(n_experts, skew, seed=rng)
+        if isinstance(skew, str):
+            p = popularity(n_experts, skew, layer=layer % profile(skew).n_layers)
+        else:
+            p = zipf_popularity(n_experts, skew, seed=rng)
         for s in range(steps):
             p = p * np.exp(drift * rng.standard_normal(n_experts))
             p /= p.sum()
             counts[s, layer] = sample_counts(p, tokens_per_gpu, top_k, n_gpus, seed=rng)[0]
-    meta = {"source": "synthetic", "top_k": top_k, "n_gpus": n_gpus, "skew": skew, "drift": drift, "seed": seed}
+    meta = {"source": "synthetic", "top_k": top_k, "n_gpus": n_gpus, "skew": skew, "drift": drift, "seed": seed,
+            "step_kind": "batch", "step_tokens": [int(tokens_per_gpu * n_gpus)] * int(steps)}
     return counts, meta
