@@ -6,7 +6,7 @@
 * In an installed wheel there is no checkout: the cost parameters (paper Tables 6, 7) and the
   paper's tables and claims are package data (``tempo/_data/``, located with
   :mod:`importlib.resources`), and ``ROOT`` is the working folder, so ``build/`` and
-  ``data/measured/`` are created where the command runs.
+  ``data/measured/`` (:mod:`tempo.measured.store`) are created where the command runs.
 """
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ IN_CHECKOUT = _is_checkout(ROOT)
 DATA = ROOT / "data"
 PARAMS = DATA / "params" if (DATA / "params").is_dir() else _package_data("params")
 PAPER = DATA / "paper" if (DATA / "paper").is_dir() else _package_data("paper")
-MEASURED = DATA / "measured"
 BUILD = ROOT / "build"
 NOTEBOOKS = ROOT / "notebooks"
 
