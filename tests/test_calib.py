@@ -142,7 +142,8 @@ def test_fp8_layouts_round_trip():
 @pytest.mark.needs("torch")
 def test_cpu_backend_and_recording(tmp_path):
     from tempo.calib.backends import available_backends, make_backend
-    from tempo.calib.record import calibrate, load_recording, recordings
+    from tempo.calib.record import calibrate
+    from tempo.measured.catalog import load_recording, recordings
 
     assert "cpu" in available_backends()
     with pytest.raises(ValueError, match="backend"):
@@ -167,16 +168,16 @@ def test_cpu_backend_and_recording(tmp_path):
     out2 = calibrate("cpu", "tiny", grid, out_root=tmp_path, progress=False, date="2026-01-01", reps=2)
     s2, _, _ = load_recording(out2)
     assert s2[(s2.G == 1) & (s2.n == 1)].t_us.iloc[0] == 12345.0
-    rec = recordings(root=tmp_path)
+    rec = recordings("calibration", root=tmp_path)
     assert len(rec) == 1 and rec["shape"].iloc[0] == "tiny"
     assert json.loads((out / "manifest.json").read_text())["device"]
     del folder
 
 
 def test_committed_cpu_recording_is_readable():
-    from tempo.calib.record import load_recording, recordings
+    from tempo.measured.catalog import load_recording, recordings
 
-    rec = recordings(backend="cpu")
+    rec = recordings("calibration", backend="cpu")
     assert len(rec) >= 1
     s, fits, man = load_recording(rec.path.iloc[0])
     assert man["cells"] == len(s) and fits["max_affine"]["error"] < 0.5

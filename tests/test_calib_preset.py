@@ -11,7 +11,8 @@ import pytest
 
 from tempo.calib import preset as P
 from tempo.calib import command, record
-from tempo.calib.record import MEASURED, load_recording, recordings
+from tempo.measured.catalog import load_recording, recordings
+from tempo.measured.store import ROOT as MEASURED
 
 H200 = MEASURED / "nvidia-h200"
 
@@ -235,7 +236,7 @@ def test_cli_runs_a_part_with_the_fake(fake, capsys):
 
 # ------------------------------------------------------------------------------- coverage
 def test_coverage_of_the_real_recordings():
-    cov = {r.path.name: P.recording_coverage(r.path) for r in recordings().itertuples()}
+    cov = {r.path.name: P.recording_coverage(r.path) for r in recordings("calibration").itertuples()}
     d = cov["2026-11-30-deep_gemm-dsv3"]
     assert (d["grid_cells"], d["grid_planned"], d["G"], d["n_min"], d["n_max"], d["tile_cells"]) == \
         (26, 117, [1, 8], 1, 4096, 32)

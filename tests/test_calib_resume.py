@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from tempo.calib import command, record
-from tempo.calib.record import calibrate, cell_line, load_recording, read_partial
+from tempo.calib.record import calibrate, cell_line, read_partial
+from tempo.measured.catalog import load_recording
 
 DATE = "2026-01-01"
 HEADER = record._HEADER + "\n"

@@ -8,12 +8,14 @@ from IPython.display import Markdown
 
 from tempo.benchmarks import gpucheck
 from tempo.book.chapters import ch05_calibration as ch05
-from tempo.calib.record import recording_fits, recordings
+from tempo.calib.record import recording_fits
+from tempo.measured.catalog import recordings
+from tempo.measured.store import ROOT as MEASURED
 
 
 @pytest.fixture(scope="module")
 def recs():
-    r = recordings()
+    r = recordings("calibration")
     if r.empty:
         pytest.skip("no recording under data/measured/")
     return r
@@ -36,7 +38,7 @@ def test_listings(recs):
     assert "path" not in view[0].columns and isinstance(view[1], Markdown)
     assert ch05.recordings_view(recs.iloc[:0])[0].data == "No recordings under `data/measured/` yet."
     assert ch05.recordings_view(recs[recs.backend == "cpu"])[-1].data.startswith("**No GPU recording exists yet**")
-    chk = gpucheck.checks()
+    chk = recordings("gpu-check")
     assert gpucheck.newest_check(chk.iloc[:0]) is None and ch05.timer_table(None) is None
     assert "run `make gpu-check`" in ch05.gpu_check_view(chk.iloc[:0], None)[0].data
     if len(chk):
@@ -102,7 +104,6 @@ def test_prediction_check_on_the_h200_recordings(recs):
     # the recording's own fit.json holds the same fits
     import json
 
-    from tempo.calib.record import MEASURED
     fj = json.loads((MEASURED / "nvidia-h200" / "2026-11-30-deep_gemm-dsv3" / "fit.json").read_text())
     assert tile["b (us)"] == pytest.approx(fj["tile"]["params"]["b"], rel=1e-3)
     assert tile["n*"] == pytest.approx(fj["tile"]["params"]["n_star"], rel=1e-3)

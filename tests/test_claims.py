@@ -17,9 +17,9 @@ from tempo.book.claims import Value, check, precision
 def build(tmp_path, monkeypatch):
     """An empty build/ for one test; ``put(stem, df)`` writes a result as experiments.run does."""
     monkeypatch.setattr(paths, "BUILD", tmp_path)
-    from tempo.calib import record
+    from tempo.measured import store
 
-    monkeypatch.setattr(record, "MEASURED", tmp_path / "measured")  # no recordings unless a test writes one
+    monkeypatch.setattr(store, "ROOT", tmp_path / "measured")  # no recordings unless a test writes one
 
     def put(stem, df, profile="smoke"):
         d = paths.results_dir(profile)
@@ -330,7 +330,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     import numpy as np
 
     from tempo import CostModel
-    from tempo.calib import record
+    from tempo.measured import store
 
     led = claims.ledger("smoke").set_index("id")
     assert led.loc["fit_err_dsv3", "status"] == "needs a GPU"
@@ -339,7 +339,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     df = pd.DataFrame(rows, columns=["G", "n"])
     df["N"], df["T"], df["kind"] = df.G * df.n, df.G * np.ceil(df.n / 128).astype(int), "grid"
     df["t_us"] = [max(m.b * G, m.beta * G * n) for G, n in rows]
-    rec = record.MEASURED / "gpu-x" / "2026-01-02-deep_gemm-dsv3"
+    rec = store.ROOT / "gpu-x" / "2026-01-02-deep_gemm-dsv3"
     rec.mkdir(parents=True)
     df.to_csv(rec / "samples.csv.gz", index=False, compression="gzip")
     (rec / "fit.json").write_text("{}")
@@ -362,6 +362,8 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     df["N"], df["T"], df["kind"] = df.G * df.n, df.G * np.ceil(df.n / 128).astype(int), "grid"
     df["t_us"] = [max(m.b * G, m.beta * G * n) for G, n in rows]
     df.to_csv(rec / "samples.csv.gz", index=False, compression="gzip")
+    (rec / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "device": "GPU X", "date": "2026-01-02",
+                                                   "backend": "deep_gemm", "shape": "dsv3", "cells": len(df)}))
     led = claims.ledger("smoke").set_index("id")
     # on another GPU than the paper's testbed it stays a stand-in
     assert led.loc["fit_err_dsv3", "status"] == "stand-in"

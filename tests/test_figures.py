@@ -219,7 +219,9 @@ def test_recording_choice_fits_and_roofline_table(tmp_path):
 
     import pytest
 
-    from tempo.calib.record import pick_recording, recording_fits, recordings
+    from tempo.calib.record import recording_fits
+    from tempo.measured.catalog import pick as pick_recording
+    from tempo.measured.catalog import recordings
     from tempo.calib.shapes import roofline_table, shape
 
     S = _fake_recording().query("kind == 'grid'")  # the grid follows the known truth exactly
@@ -230,7 +232,7 @@ def test_recording_choice_fits_and_roofline_table(tmp_path):
         (d / "fit.json").write_text("{}")
         (d / "manifest.json").write_text(json.dumps({"backend": backend, "shape": "dsv3", "date": date, "cells": len(S),
                                                      "device": "x", "machine": "m"}))
-    recs = recordings(root=tmp_path)
+    recs = recordings("calibration", root=tmp_path)
     assert pick_recording(recs, "dsv3").backend == "deep_gemm"  # a GPU recording wins over a newer CPU one
     assert pick_recording(recs[recs.backend == "cpu"], "dsv3").backend == "cpu"
     assert pick_recording(recs, "qwen3-30b") is None

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from tempo.benchmarks import gpucheck
+from tempo.measured import catalog
 
 
 def test_gpu_check_argument_errors(capsys):
@@ -64,11 +65,12 @@ def test_cuda_home_follows_deep_gemm_rules(monkeypatch, tmp_path):
 
 
 def test_a_second_run_never_overwrites_the_first(tmp_path):
-    a = gpucheck._fresh(tmp_path / "2026-11-30-gpu-check")
-    b = gpucheck._fresh(tmp_path / "2026-11-30-gpu-check")
-    c = gpucheck._fresh(tmp_path / "2026-11-30-gpu-check")
-    assert [p.name for p in (a, b, c)] == ["2026-11-30-gpu-check", "2026-11-30-gpu-check-2", "2026-11-30-gpu-check-3"]
-    assert all(p.is_dir() for p in (a, b, c))
+    from tempo.measured import store
+
+    got = [store.write("m", "2026-11-30-gpu-check", {"results.json": f'{{"run": {i}}}'.encode()}, {}, tmp_path).path
+           for i in range(3)]
+    assert [p.name for p in got] == ["2026-11-30-gpu-check", "2026-11-30-gpu-check-2", "2026-11-30-gpu-check-3"]
+    assert [(p / "results.json").read_text() for p in got] == ['{"run": 0}', '{"run": 1}', '{"run": 2}']
 
 
 def test_checks_lists_gpu_check_folders_newest_first(tmp_path):
@@ -87,7 +89,7 @@ def test_checks_lists_gpu_check_folders_newest_first(tmp_path):
     rec = tmp_path / "gpu-x" / "2026-01-03-deep_gemm-dsv3"  # a calibration recording: not a check
     rec.mkdir()
     (rec / "manifest.json").write_text(json.dumps({"date": "2026-01-03", "backend": "deep_gemm", "shape": "dsv3"}))
-    c = gpucheck.checks(tmp_path)
+    c = catalog.recordings("gpu-check", root=tmp_path)
     assert [p.name for p in c.path] == ["2026-01-02-gpu-check-2", "2026-01-02-gpu-check", "2026-01-01-gpu-check"]
     res, md, files = gpucheck.load_check(c.path[0])
     assert res["date"] == "2026-01-02" and md.startswith("# gpu-check 2026-01-02") and list(files) == ["timer"]
@@ -96,12 +98,12 @@ def test_checks_lists_gpu_check_folders_newest_first(tmp_path):
 def test_newest_check_is_the_first_listed(tmp_path):
     import json
 
-    assert gpucheck.newest_check(gpucheck.checks(tmp_path)) is None
+    assert gpucheck.newest_check(catalog.recordings("gpu-check", root=tmp_path)) is None
     d = tmp_path / "gpu-x" / "2026-01-01-gpu-check"
     d.mkdir(parents=True)
     (d / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "date": "2026-01-01", "sections": ["env"]}))
     (d / "results.json").write_text(json.dumps({"date": "2026-01-01", "seconds": {"env": 1.0}, "env": {"error": "x"}}))
-    res, md, files = gpucheck.newest_check(gpucheck.checks(tmp_path))
+    res, md, files = gpucheck.newest_check(catalog.recordings("gpu-check", root=tmp_path))
     assert res["date"] == "2026-01-01" and files == {}
 
 

@@ -11,6 +11,7 @@ from tempo.book.claims.functions import ch05, ch06, ch07
 from tempo.book import claims, ingest
 from tempo import cli
 from tempo.core import paths
+from tempo.measured import catalog, store
 
 EP8 = "python -m tempo epbench --device cuda --world-size 8 --shape dsv3 --tokens {B} --steps 10"
 POLICIES = ("static", "uniform", "token_lp", "metro", "tempo")
@@ -19,9 +20,9 @@ POLICIES = ("static", "uniform", "token_lp", "metro", "tempo")
 @pytest.fixture
 def root(tmp_path, monkeypatch):
     """An empty data/measured (and build/) for one test."""
-    from tempo.calib import record
+    from tempo.measured import store
 
-    monkeypatch.setattr(record, "MEASURED", tmp_path / "measured")
+    monkeypatch.setattr(store, "ROOT", tmp_path / "measured")
     monkeypatch.setattr(paths, "BUILD", tmp_path / "build")
     return tmp_path / "measured"
 
@@ -85,7 +86,7 @@ def test_refuses_large_files_and_writes_nothing_on_failure(root, tmp_path, monke
 
     def boom(*a):
         raise OSError("disk full")
-    monkeypatch.setattr(ingest.os, "rename", boom)
+    monkeypatch.setattr(store.os, "rename", boom)
     with pytest.raises(OSError, match="disk full"):
         ingest.ingest(src, machine="m", command=EP8.format(B=32))
     assert list((root / "m").iterdir()) == []   # atomic: neither the folder nor its temporary copy
@@ -136,7 +137,7 @@ def test_calibration_folder_is_validated_and_copied(root, tmp_path):
     assert (folder / "samples.csv.gz").read_bytes() == (d / "samples.csv.gz").read_bytes()
     man = json.loads((folder / "manifest.json").read_text())
     assert man["kind"] == "calibration" and man["command"].endswith("--out cal") and str(tmp_path) not in json.dumps(man)
-    rec = record.recordings()
+    rec = catalog.recordings("calibration")
     assert list(rec.path) == [folder] and rec.backend.item() == "deep_gemm"   # the GPU claims' reader finds it
     row = ledger_row("fit_err_dsv3")   # read by the ledger: an H200 on a partial grid is a stand-in (hardware_grid)
     assert row["status"] == "stand-in" and "NVIDIA H200" in row["note"] and "partial grid" in row["note"]

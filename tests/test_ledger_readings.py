@@ -24,9 +24,9 @@ def put(tmp_path, monkeypatch):
     """An empty build/ for one test; ``put(stem, df, experiment, tag, reading)`` writes a result
     and its .meta.json as tempo.studies.run does (``reading``: the config's id -> choice)."""
     monkeypatch.setattr(paths, "BUILD", tmp_path)
-    from tempo.calib import record
+    from tempo.measured import store
 
-    monkeypatch.setattr(record, "MEASURED", tmp_path / "measured")
+    monkeypatch.setattr(store, "ROOT", tmp_path / "measured")
 
     def _put(stem, df, experiment=None, tag=None, reading=None, profile="smoke"):
         d = paths.results_dir(profile)

@@ -86,9 +86,14 @@ def test_fit_text_gpu_and_cpu():
     assert "A CPU has no weight-streaming floor" in text and "within the 4-8%" not in text
 
 
-def test_pick_recording_takes_the_longest_grid_of_the_shape():
-    recs = pd.DataFrame({"shape": ["dsv3", "dsv3", "qwen3-30b"], "cells": [36, 58, 192], "backend": ["deep_gemm"] * 3})
-    assert ch08.pick_recording(recs, "dsv3")["cells"] == 58
+def test_pick_recording_is_the_rule_chapter_05_uses():
+    recs = pd.DataFrame({"shape": ["dsv3", "dsv3", "qwen3-30b", "qwen3-30b", "qwen3-30b"],
+                         "cells": [36, 58, 192, 36, 36], "date": ["2026-11-30", "2026-11-29", "2026-11-29", "2026-11-30",
+                                                                 "2026-12-01"],
+                         "backend": ["deep_gemm", "deep_gemm", "cpu", "deep_gemm", "torch_bf16"]})
+    assert ch08.pick_recording(recs, "dsv3")["cells"] == 58                 # the longer grid, though older
+    assert ch08.pick_recording(recs, "qwen3-30b")["backend"] == "torch_bf16"  # a GPU before the CPU's 192 cells;
+    assert ch08.pick_recording(recs[recs.backend == "cpu"], "qwen3-30b")["cells"] == 192  # of equal grids the newest
     with pytest.raises(ValueError, match="recorded: \\['dsv3', 'qwen3-30b'\\]"):
         ch08.pick_recording(recs, "tiny")
 
@@ -180,9 +185,9 @@ def test_measured_text_with_and_without_gpu_recordings():
 
 def test_measured_vs_expected_reads_the_shipped_h200_recordings():
     from tempo.book.chapters import ch98_reproduction_map as ch98
-    from tempo.calib.record import recordings
+    from tempo.measured.catalog import recordings
 
-    t = ch98.measured_vs_expected(recordings())
+    t = ch98.measured_vs_expected(recordings("calibration"))
     assert len(t) >= 1 and set(t.backend) == {"deep_gemm"}                 # fp8 only: the prediction assumes 1 byte per weight
     dsv3 = t[t.recording.str.endswith("deep_gemm-dsv3")].iloc[0]
     assert dsv3["cells"] == 58 and dsv3["measured b (us)"] == pytest.approx(12.654, abs=1e-3)

@@ -120,6 +120,12 @@ def test_configurations_sglang_refuses(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(sb, "drive", lambda *a, **k: (failed, pd.DataFrame()))
     (tmp_path / "sg.json").write_text("[]")  # --dataset-path must exist (checked before any server starts)
     assert sb.main(["--policies", "tempo", "--dataset-path", str(tmp_path / "sg.json"), "--out", str(tmp_path)]) == 1
+    from tempo.measured import store
+
+    monkeypatch.setattr(store, "ROOT", tmp_path)  # the recordings root: only ingest writes there
+    with pytest.raises(SystemExit) as exc:
+        sb.main(["--dry-run", "--out", str(tmp_path / "m" / "serve-bench-x")])
+    assert exc.value.code == 2 and "python -m tempo ingest" in capsys.readouterr().err
 
 
 def test_drift_location_file(tmp_path):

@@ -21,9 +21,9 @@ from tempo.world.workloads import synthetic_trace
 def build(tmp_path, monkeypatch):
     """An empty build/ (results and cache) for one test, no active trace before or after."""
     monkeypatch.setattr(paths, "BUILD", tmp_path / "build")
-    from tempo.calib import record
+    from tempo.measured import store
 
-    monkeypatch.setattr(record, "MEASURED", tmp_path / "measured")
+    monkeypatch.setattr(store, "ROOT", tmp_path / "measured")
     experiments.use_trace(None)
     yield tmp_path
     experiments.use_trace(None)

@@ -20,9 +20,9 @@ EP8 = "python -m tempo epbench --device cuda --world-size 8 --shape dsv3 --token
 
 @pytest.fixture
 def root(tmp_path, monkeypatch):
-    from tempo.calib import record
+    from tempo.measured import store
 
-    monkeypatch.setattr(record, "MEASURED", tmp_path / "measured")
+    monkeypatch.setattr(store, "ROOT", tmp_path / "measured")
     monkeypatch.setattr(paths, "BUILD", tmp_path / "build")
     return tmp_path / "measured"
 
@@ -216,8 +216,8 @@ def test_concurrent_ingests_of_one_file_store_one_recording(root, tmp_path):
 
 # ------------------------------------------------------------------ D2: the ledger survives a bad recording
 def test_one_poisoned_recording_is_skipped_with_a_warning_and_the_ledger_still_runs(root, tmp_path, monkeypatch):
-    from tempo.book import claims, recordings
-    from tempo.calib import record
+    from tempo.book import claims
+    from tempo.measured import catalog
 
     good = calib_folder(root / "nvidia-h200" / "2026-11-30-deep_gemm-dsv3")
     bad = calib_folder(root / "nvidia-h200" / "2026-12-01-deep_gemm-dsv3", samples=lambda s: s.assign(G="x"), fits=[])
@@ -229,10 +229,10 @@ def test_one_poisoned_recording_is_skipped_with_a_warning_and_the_ledger_still_r
     (ep / "manifest.json").write_text(json.dumps({"kind": "epbench", "machine": "m", "date": "2026-12-01"}))
     (ep / "epbench.csv.gz").write_bytes(gzip.compress(b"step,policy\nx,y\n"))
     with pytest.warns(RuntimeWarning, match="2026-12-01-deep_gemm-dsv3"):
-        rec = record.recordings()
+        rec = catalog.recordings("calibration")
     assert list(rec.path) == [good] and len(rec.attrs["skipped"]) == 2   # the bad one and the linked manifest
     with pytest.warns(RuntimeWarning, match="2026-12-01-epbench-x"):
-        assert recordings.recordings("epbench").empty
+        assert catalog.recordings("epbench").empty
     row = {r["id"]: r for r in claims.claim_rows()}["fit_err_dsv3"]
     with pytest.warns(RuntimeWarning):
         e = claims.evaluate(row, "smoke")

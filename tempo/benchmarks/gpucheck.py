@@ -51,14 +51,17 @@ Output folder (``--out``, default ``build/gpu-check``): ``<date>-gpu-check/`` wi
 ``results.json``, ``summary.md`` (also printed: paste it into a note), ``manifest.json`` and the
 per-section CSVs, and one calibration recording per grid, ``<date>-<backend>-<shape>-gpucheck/``
 (a second run the same day adds ``-2``), in the format
-:func:`tempo.calib.record.load_recording` reads.  ``--record`` writes into
+:func:`tempo.measured.catalog.load_recording` reads.  ``--record`` writes into
 ``data/measured/<machine>/`` instead (with ``--out ROOT``: ``ROOT/<machine>/``), where the
-calibration chapter and the ledger find it.
+calibration chapter and the ledger find it.  Each folder is written through
+:mod:`tempo.measured.store`: it appears when the run ends, whole; a run stopped by Ctrl-C keeps
+what it wrote in a hidden temporary folder beside it, named in the message.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gzip
 import json
 import os
 import platform
@@ -71,6 +74,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from ..measured import catalog, store
 
 SECTIONS = ("env", "triton", "rowmask", "serving", "nccl", "numerics", "timer", "grids", "epbench")
 #: seconds per section at the default total budget of 420 s (scaled with ``--budget-s``); the
@@ -181,7 +186,7 @@ def section_env(ctx) -> dict:
     del a, b
     torch.cuda.empty_cache()
     ctx["copy_tb_s"] = out["copy_tb_s"]
-    ctx["machine"] = _slug(out["device"])
+    ctx["machine"] = store.slug(out["device"]) or "unknown"
     return out
 
 
@@ -764,18 +769,18 @@ def section_grids(ctx) -> dict:
                        roofline_datasheet_us=round(roofline_us(sh, H200_HBM_TB_S, bytes_per), 2),
                        roofline_measured_copy_us=round(roofline_us(sh, ctx.get("copy_tb_s") or H200_HBM_TB_S,
                                                                   bytes_per), 2))
-            rec = _fresh(ctx["root"] / f"{ctx['date']}-{backend}-{sh}-gpucheck")
-            samples[["G", "n", "N", "T", "kind", "t_us"]].sort_values(["G", "n"]).to_csv(
-                rec / "samples.csv.gz", index=False, compression="gzip")
-            (rec / "fit.json").write_text(json.dumps(fits, indent=1))
-            man = {"machine": ctx.get("machine"), **info, "backend": backend, "shape": sh,
+            table = samples[["G", "n", "N", "T", "kind", "t_us"]].sort_values(["G", "n"]).to_csv(index=False)
+            files = {"samples.csv.gz": gzip.compress(table.encode(), mtime=0),
+                     "fit.json": json.dumps(fits, indent=1).encode()}
+            man = {"kind": "calibration", "machine": ctx.get("machine"), **info, "backend": backend, "shape": sh,
                    "d_model": shape(sh).d_model, "d_ff": shape(sh).d_ff, "date": ctx["date"], "cells": len(samples),
                    "duration_s": res["seconds"], "command": ctx["command"] + "  (grid section)",
                    "python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform(),
                    "grid": "gpu-check short grid: G in " + str(list(Gs)) + ", n in " + str(sorted(N_ORDER)) +
                            " measured in the order " + str(list(N_ORDER)) + " per G until the section's budget ran out"}
-            (rec / "manifest.json").write_text(json.dumps(man, indent=1))
-            res["recording"] = rec.name
+            out_dir = ctx["root"]
+            res["recording"] = store.write(out_dir.name, f"{ctx['date']}-{backend}-{sh}-gpucheck", files, man,
+                                           out_dir.parent).path.name
         out[f"{backend}/{sh}"] = res
     return out
 
@@ -853,34 +858,17 @@ def section_epbench(ctx) -> dict:
     return out
 
 
-def checks(root=None) -> pd.DataFrame:
-    """Every gpu-check folder under ``data/measured/`` (newest first): machine, date, device,
-    sections, path."""
-    from ..core import paths
-
-    rows = []
-    for m in sorted(Path(root or paths.MEASURED).glob("*/*/manifest.json")):
-        man = json.loads(m.read_text())
-        if "sections" not in man:
-            continue
-        rows.append({"machine": man.get("machine"), "date": man.get("date"), "device": man.get("device"),
-                     "sections": ", ".join(man.get("sections", [])), "path": m.parent})
-    df = pd.DataFrame(rows, columns=["machine", "date", "device", "sections", "path"])
-    return df.iloc[::-1].sort_values("date", ascending=False, kind="stable").reset_index(drop=True)
-
-
 def load_check(path) -> tuple[dict, str, dict]:
-    """``(results, summary markdown, {section csv name: DataFrame})`` of one gpu-check folder."""
-    path = Path(path)
-    res = json.loads((path / "results.json").read_text())
-    md = (path / "summary.md").read_text() if (path / "summary.md").exists() else summary_md(res)
-    files = {p.name.split(".")[0]: pd.read_csv(p) for p in sorted(path.glob("*.csv.gz"))}
-    return res, md, files
+    """``(results, summary markdown, {section csv name: DataFrame})`` of one gpu-check folder
+    (:func:`tempo.measured.catalog.load_check`; the summary rebuilt from the results when the
+    folder has none)."""
+    res, md, files = catalog.load_check(path)
+    return res, md if md is not None else summary_md(res), files
 
 
 def newest_check(chk: pd.DataFrame):
-    """:func:`load_check` of the newest gpu-check folder of ``chk`` (:func:`checks`), or None
-    when there is none."""
+    """:func:`load_check` of the newest gpu-check folder of ``chk``
+    (``tempo.measured.catalog.recordings("gpu-check")``), or None when there is none."""
     return load_check(chk.path.iloc[0]) if len(chk) else None
 
 
@@ -890,23 +878,6 @@ FUNCS = {"env": section_env, "triton": section_triton, "rowmask": section_rowmas
 
 
 # ------------------------------------------------------------------------------------ driver
-def _fresh(path: Path) -> Path:
-    """``path``, or ``path-2``, ``path-3``, ... : the first that does not exist yet (created), so a
-    second run on the same day never overwrites the first one's recording."""
-    cand, k = Path(path), 1
-    while cand.exists():
-        k += 1
-        cand = Path(f"{path}-{k}")
-    cand.mkdir(parents=True)
-    return cand
-
-
-def _slug(text: str) -> str:
-    import re
-
-    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-")[:60] or "unknown"
-
-
 def _numerics_line(k: str, v: dict) -> str:
     if "skipped" in v:
         return f"- numerics {k}: skipped ({v['skipped']})"
@@ -1046,7 +1017,13 @@ def run(out: Path, sections=SECTIONS, budget_s: float = 420.0, command: str = ""
     scale = budget_s / sum(BUDGET.values())
     date = dt.date.today().isoformat()
     out = Path(out)
-    folder = _fresh(out / f"{date}-gpu-check")
+    with store.Stage(out.name, f"{date}-gpu-check", out.parent) as stage:
+        results = _run(stage, out, date, sections, scale, command)
+    return results
+
+
+def _run(stage, out: Path, date: str, sections, scale: float, command: str) -> dict:
+    """:func:`run`'s sections, written into the stage as they finish, then committed."""
     ctx = {"root": out, "date": date, "files": {}, "command": command, "budget": {k: v * scale for k, v in BUDGET.items()}}
     results = {"date": date, "command": command, "seconds": {}}
     t_start = time.time()
@@ -1067,20 +1044,20 @@ def run(out: Path, sections=SECTIONS, budget_s: float = 420.0, command: str = ""
         results["seconds"][name] = round(time.time() - t0, 1)
         verdict = "FAILED" if ("error" in results[name] or ctx["failed"]) else "done"
         print(f"[gpu-check] {name} {verdict} in {results['seconds'][name]} s", flush=True)
-        (folder / "results.json").write_text(json.dumps(results, indent=1, default=str))  # nothing lost if cut off
+        stage.write_text("results.json", json.dumps(results, indent=1, default=str))  # nothing lost if cut off
         for fname, df in ctx.pop("files").items():
-            df.to_csv(folder / (fname + ".gz"), index=False, compression="gzip")
+            stage.write_bytes(fname + ".gz", gzip.compress(df.to_csv(index=False).encode(), mtime=0))
         ctx["files"] = {}
     md = summary_md(results)
-    (folder / "summary.md").write_text(md)
+    stage.write_text("summary.md", md)
     man = {"machine": ctx.get("machine"), "date": date, "command": command, "duration_s": round(time.time() - t_start, 1),
            "sections": list(sections), "failed_sections": sorted(failed_sections(results)),
            "device": results.get("env", {}).get("device"),
            "driver": results.get("env", {}).get("driver"), "torch": results.get("env", {}).get("torch"),
            "triton": results.get("env", {}).get("triton"),
            "deep_gemm": results.get("env", {}).get("backends", {}).get("deep_gemm", {}).get("why"),
-           "files": sorted(p.name for p in folder.iterdir())}
-    (folder / "manifest.json").write_text(json.dumps(man, indent=1))
+           "kind": "gpu-check"}
+    stage.commit(man)
     return results
 
 
@@ -1111,9 +1088,13 @@ def main(argv=None) -> int:
     from ..core import paths
 
     if a.record:
-        out = Path(a.out or paths.MEASURED) / _slug(torch.cuda.get_device_name(0))
+        out = store.root(a.out) / (store.slug(torch.cuda.get_device_name(0)) or "unknown")
     else:
         out = Path(a.out) if a.out else paths.BUILD / "gpu-check"
+        try:
+            store.safe_name(out.name, "--out")
+        except ValueError as exc:
+            ap.error(f"{exc}: the check's folders go under it as <date>-gpu-check/")
     cmd = "python -m tempo gpu-check " + " ".join(argv if argv is not None else sys.argv[2:])
     if "env" not in secs:
         secs = ["env"] + secs  # the environment is always recorded

@@ -14,7 +14,9 @@ it and records the reason.
 
 Results: one tidy row per run (``runs.csv``: throughput, TTFT / TPOT / ITL medians and p99,
 status) and one per kept pair (``pairs.csv``: deltas against same-window static), plus a
-``manifest.json`` (commands, versions, GPU, times).  ``--dry-run`` prints the commands.
+``manifest.json`` (commands, versions, GPU, times), in ``--out`` (a work folder, default
+``build/serve-bench``; never under ``data/measured/``): ``python -m tempo ingest OUT`` stores the
+finished run as a recording the ledger and chapter 07 read.  ``--dry-run`` prints the commands.
 
 Two nodes (Section 5.15, Tables 5 and 11, Fig. 13: EP16 over 2 x 8 GPUs): ``--nnodes 2
 --dist-init-addr NODE0:PORT`` passes SGLang 0.5.23's ``--nnodes``, ``--node-rank`` and
@@ -44,6 +46,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..core import paths
+from ..core.io import atomic_write_csv, atomic_write_text
+from ..measured import store
 
 #: policy -> (--ep-dispatch-algorithm, extra environment)
 POLICIES = {
@@ -514,8 +518,8 @@ def drive(spec: ServerSpec, policies: list[str], workloads: list[Workload], wind
     if bar:
         bar.close()
     runs, pairs = apply_window_rule(list(done.values()), baseline)
-    runs.to_csv(out_dir / "runs.csv", index=False)
-    pairs.to_csv(out_dir / "pairs.csv", index=False)
+    atomic_write_csv(runs, out_dir / "runs.csv")
+    atomic_write_csv(pairs, out_dir / "pairs.csv")
     manifest = {"policies": policies, "baseline": baseline, "windows": windows, "workloads": [vars(w) for w in workloads],
                 "server": vars(spec), "duration_s": round(time.time() - t0, 1), "argv": sys.argv,
                 "window_rule": "exclude a pair only for server_failed / bench_failed / incomplete runs"}
@@ -532,7 +536,7 @@ def drive(spec: ServerSpec, policies: list[str], workloads: list[Workload], wind
         manifest["sglang"] = version("sglang")
     except Exception:
         pass
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=1, default=str))
     return runs, pairs
 
 
@@ -578,6 +582,9 @@ def main(argv=None) -> int:
     ap.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: extra sglang.launch_server arguments")
     a = ap.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if Path(a.out).resolve().is_relative_to(store.root().resolve()):
+        ap.fail("--out", f"{a.out} lies under {store.root()}, which only `python -m tempo ingest` writes: run into "
+                         "a work folder (default build/serve-bench), then `python -m tempo ingest OUT`")
     if a.node_rank >= a.nnodes:
         ap.fail("--node-rank", f"must lie in [0, --nnodes = {a.nnodes}), got {a.node_rank}")
     if a.tp % a.ep:  # SGLang's expert-parallel group lies inside the TP group

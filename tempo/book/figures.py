@@ -296,7 +296,7 @@ def _need(df: pd.DataFrame, cols, what: str) -> None:
 def fig2_regimes(samples: pd.DataFrame, models: dict, label: str = ""):
     """Fig. 2a: one expert alone (G = 1): measured time against tokens (log-log) with each
     fitted model of ``models`` (``{legend: CostModel}``) drawn as a line.  ``samples`` is a
-    calibration recording (:func:`tempo.calib.record.load_recording`); grid cells only."""
+    calibration recording (:func:`tempo.measured.catalog.load_recording`); grid cells only."""
     import numpy as np
 
     alt = _alt()

@@ -25,25 +25,23 @@ load as they are.  The manifest records the kind, machine, date, the command whe
 sha256 of every stored file, the tempo version and the source's basename (never an absolute
 path: every absolute path inside the stored text is cut to its basename).  A stored file over
 5 MiB is refused; the same content ingested twice is found by its ``source_sha256`` and not
-stored again; a recording appears atomically (written to a temporary folder, then renamed).
+stored again; a recording appears atomically (:func:`tempo.measured.store.write`: a temporary
+folder, then one rename).
 
 After storing, the command prints the ledger claims the recording now decides, with their
 verdicts (a CPU or ``--emulate`` run decides no cluster claim: it appears in the note as a
 stand-in only; see :mod:`tempo.book.claims.functions`).  The stored recordings are read back by
-:mod:`tempo.book.recordings`.
+:mod:`tempo.measured.catalog`.
 """
 from __future__ import annotations
 
 import datetime as dt
 import gzip
-import hashlib
 import io
 import json
 import math
-import os
 import re
 import shlex
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,11 +49,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.io import UnsafeFile, fsync_dir, gunzip_limited, read_regular  # fsync_dir: as the calibration writer
+from ..core.io import UnsafeFile, gunzip_limited, read_regular
+from ..measured import catalog, store
+from ..measured.catalog import check_fits, check_manifest, check_samples
 from .claims.ledger import claims_reading, evaluate
 from .claims.registry import REGISTRY, format_value, printed
 from .paper import claim_rows
-from .recordings import manifests, measured_root, recordings  # noqa: F401  (ingest.recordings: chapter 99)
 
 MAX_BYTES = 5 * 2**20
 #: the most bytes read from one source file, and the most a gzip file may inflate to
@@ -65,7 +64,7 @@ MAX_COLUMNS = 64
 #: how deep a manifest.json may nest (the producers write 3 levels)
 MAX_JSON_DEPTH = 32
 #: the longest name (machine, date, backend, shape, label) that becomes a folder name
-MAX_NAME = 100
+MAX_NAME = store.MAX_NAME
 EPBENCH_COLUMNS = ("step", "policy", "layer_us", "expert_us", "model_us")
 SERVE_PAIRS_COLUMNS = ("window", "workload", "policy", "kept")
 CALIB_COLUMNS = ("G", "n", "N", "T", "kind", "t_us")
@@ -82,28 +81,16 @@ class IngestError(ValueError):
         super().__init__(f"{arg}: {msg}")
 
 
-def slug(text: str) -> str:
-    """``text`` lower-cased, every run of characters other than (Unicode) letters and digits
-    made one ``-`` (``NVIDIA H200`` -> ``nvidia-h200``, ``機械`` stays ``機械``), at most 60."""
-    return re.sub(r"[\W_]+", "-", str(text).lower()).strip("-")[:60]
-
-
-_NAME = re.compile(r"[\w.+-]+")
+slug = store.slug
 
 
 def safe_name(value, arg: str) -> str:
-    """``value`` when it can be one folder name under the recordings root: a string of
-    (Unicode) letters, digits and ``_ . + -``, at most :data:`MAX_NAME` characters, not
-    ``.``/``..``, not starting with ``.`` or ``-``; raises :class:`IngestError` naming
-    ``arg`` otherwise (a separator, ``..``, a NUL, an absolute path, a number ...)."""
-    if not isinstance(value, str):
-        raise IngestError(arg, f"must be a string, got {type(value).__name__} {value!r:.60}")
-    if not value or len(value) > MAX_NAME:
-        raise IngestError(arg, f"must be 1 to {MAX_NAME} characters, got {len(value)}")
-    if not _NAME.fullmatch(value) or value.startswith((".", "-")):
-        raise IngestError(arg, f"must be one folder name (letters, digits, _ . + -; no separator, no leading dot), "
-                               f"got {value!r:.80}")
-    return value
+    """``value`` when it can be one folder name under the recordings root
+    (:func:`tempo.measured.store.safe_name`); :class:`IngestError` naming ``arg`` otherwise."""
+    try:
+        return store.safe_name(value, arg)
+    except ValueError as exc:
+        raise IngestError(arg, str(exc).split(": ", 1)[1]) from None
 
 
 def _json(data: bytes, what: str, arg: str = "PATH"):
@@ -162,8 +149,7 @@ def strip_paths(obj):
     return obj
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+_sha = store.sha256
 
 
 def _gz(data: bytes) -> bytes:
@@ -405,8 +391,6 @@ def _prepare_serve(path: Path) -> Plan:
 
 
 def _prepare_calibration(path: Path) -> Plan:
-    from ..calib.record import check_fits, check_manifest, check_samples
-
     raw = {n: _read(path / n, "PATH") for n in ("samples.csv.gz", "fit.json", "manifest.json")
            if (path / n).is_file() or (path / n).is_symlink()}
     for n in ("fit.json", "manifest.json"):
@@ -421,7 +405,7 @@ def _prepare_calibration(path: Path) -> Plan:
     s = _csv(raw["samples.csv.gz"], "samples.csv.gz", "PATH", CALIB_COLUMNS)
     if len(s) < 6:
         raise IngestError("PATH", f"{path.name}/samples.csv.gz has {len(s)} cells; a fit needs at least 6")
-    try:  # the checks the ledger's reader makes (tempo.calib.record.load_recording): stored only if it loads
+    try:  # the checks the ledger's reader makes (tempo.measured.catalog.load_recording): stored only if it loads
         check_manifest(cm, f"{path.name}/manifest.json")
         check_fits(fits, f"{path.name}/fit.json")
         check_samples(s, f"{path.name}/samples.csv.gz")
@@ -534,7 +518,7 @@ def prepare(path, machine: str | None = None, date: str | None = None, label: st
     plan.manifest = {"kind": plan.kind, "machine": plan.machine, "date": plan.date, "label": plan.label or None,
                      "command": strip_paths(command) if command else plan.manifest.pop("command", None),
                      **plan.manifest, "source": path.name, "source_sha256": plan.source_sha256,
-                     "files": {n: {"sha256": _sha(d), "bytes": len(d)} for n, d in sorted(plan.files.items())},
+                     "files": store.files_field(plan.files),
                      "tempo_version": __version__}
     return plan
 
@@ -542,82 +526,27 @@ def prepare(path, machine: str | None = None, date: str | None = None, label: st
 # ---------------------------------------------------------------------------- storing
 def find_duplicate(source_sha256: str, root: Path | None = None) -> Path | None:
     """The recording already stored from the same content, if any."""
-    for folder, man in manifests(Path(root or measured_root())):
+    for folder, man in catalog.manifests(root):
         if man.get("source_sha256") == source_sha256:
             return folder
     return None
 
 
 def write(plan: Plan, root: Path | None = None) -> tuple[Path, bool]:
-    """Store ``plan`` under ``root`` (default data/measured); ``(folder, created)``.  The same
-    content stored before returns that folder and ``created`` False."""
-    root = Path(root or measured_root())
-    if plan.kind == "calibration" and plan.source.resolve().is_relative_to(root.resolve()):
+    """Store ``plan`` under ``root`` (default data/measured) through
+    :func:`tempo.measured.store.write`; ``(folder, created)``.  The same content stored before
+    (its ``source_sha256``) returns that folder and ``created`` False."""
+    base = store.root(root)
+    if plan.kind == "calibration" and plan.source.resolve().is_relative_to(base.resolve()):
         return plan.source, False  # calibrate wrote it under data/measured already: the GPU claims read it there
     safe_name(plan.machine, "--machine")
     safe_name(plan.folder_name, "PATH")
-    root.mkdir(parents=True, exist_ok=True)
-    with _lock(root):  # one ingest at a time per root: the duplicate check and the rename are one step
-        dup = find_duplicate(plan.source_sha256, root)
-        if dup is not None:
-            return dup, False
-        return _write_locked(plan, root), True
-
-
-def _lock(root: Path):
-    """An exclusive ``flock`` on ``root/.ingest.lock`` (released when the block ends)."""
-    import contextlib
-    import fcntl
-
-    @contextlib.contextmanager
-    def held():
-        fd = os.open(root / ".ingest.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-    return held()
-
-
-def _inside(path: Path, root: Path, arg: str) -> Path:
-    """``path`` when it resolves inside ``root`` (no link or ``..`` leads out); else a usage error."""
-    if not path.resolve().is_relative_to(root.resolve()):
-        raise IngestError(arg, f"{path} would lie outside the recordings root {root}")
-    return path
-
-
-def _write_locked(plan: Plan, root: Path) -> Path:
-    parent = _inside(root / plan.machine, root, "--machine")
-    if parent.is_symlink():
-        raise IngestError("--machine", f"{parent} is a symbolic link; recordings are not stored through links")
-    parent.mkdir(exist_ok=True)
-    _inside(parent / plan.folder_name, root, "PATH")
-    tmp = parent / f".{plan.folder_name}.{os.getpid()}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    man = {**plan.manifest, "ingested_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     try:
-        man = {**plan.manifest, "ingested_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-        for name, data in {**plan.files, "manifest.json": json.dumps(man, indent=1, default=str).encode()}.items():
-            with open(tmp / name, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        fsync_dir(tmp)
-        for i in range(1, 1000):
-            folder = parent / (plan.folder_name if i == 1 else f"{plan.folder_name}-{i}")
-            try:
-                os.rename(tmp, folder)  # atomic; fails when the folder exists (then the next suffix)
-                break
-            except OSError:
-                if not folder.exists():
-                    raise
-        else:
-            raise RuntimeError(f"no free folder name for {plan.folder_name} under {parent}")
-        fsync_dir(parent)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+        w = store.write(plan.machine, plan.folder_name, plan.files, man, base, same=("source_sha256",))
+    except ValueError as exc:  # the machine folder is a link, or lies outside the root
+        raise IngestError("--machine", str(exc).split(": ", 1)[-1]) from None
+    return w.path, w.created
 
 
 def ingest(path, machine=None, date=None, label=None, command=None, root=None) -> tuple[Path, bool]:
@@ -632,7 +561,7 @@ def decided(folder, profile: str = "full") -> pd.DataFrame:
     folder = Path(folder)
     tag = f"{folder.parent.name}/{folder.name}"
     rows = {r["id"]: r for r in claim_rows()}
-    man = json.loads((folder / "manifest.json").read_text())
+    man = catalog.read_manifest(folder)
     ids = claims_reading(man.get("kind", "")) if man.get("kind") != "calibration" else \
         [c for c in rows if rows[c]["needs"] == "gpu" and c in REGISTRY and not REGISTRY[c].inputs]
     out = []
@@ -683,7 +612,7 @@ def main(argv=None) -> int:
         folder, created = write(plan, root)
         print(f"{plan.source.name}: " + (f"stored {plan.kind} recording in {folder}: {sizes}" if created else
                                           f"already stored as {folder} (same content); nothing written"))
-        if root is None or Path(root).resolve() == measured_root().resolve():
+        if root is None or Path(root).resolve() == store.root().resolve():
             d = decided(folder, a.profile)
             if d.empty:
                 print("  it decides no ledger claim" + (": " + plan.manifest["config_note"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from pathlib import Path
 
-from .record import MEASURED, calibrate, load_recording
+from ..measured import catalog, store
+from .record import calibrate, completed
 from .grid import plan_grid
 
 
@@ -28,7 +28,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int_range(1, 2**40), help="skip cells with more tokens in total (CPU)")
     ap.add_argument("--no-tile-sweep", action="store_true")
     ap.add_argument("--out", type=output_dir, help="recordings root (default data/measured)")
-    ap.add_argument("--fresh", action="store_true", help="delete a partial run of the same recording and start over")
+    ap.add_argument("--fresh", action="store_true", help="measure every cell again: a partial run of the same recording "
+                                                         "is deleted, a complete one replaced (without it a complete "
+                                                         "recording is left as it is)")
     ap.add_argument("--max-seconds", type=nonneg_float, help="stop starting new cells after this long; fit what was "
                                                              "measured, keep the partial so a rerun completes it")
     ap.add_argument("--date", help="the recording's date, YYYY-MM-DD (default today): resume a partial recording "
@@ -60,14 +62,29 @@ def main(argv=None) -> int:
             a.date = dt.date.fromisoformat(a.date).isoformat()
         except ValueError:
             ap.fail("--date", f"must be a date YYYY-MM-DD, got {a.date!r}")
+    done = None if a.fresh else _completed(a.backend, a.shape, grid, a.date, a.out)
+    if done is not None:
+        print(f"{done} already holds every cell of this grid: nothing measured (--fresh measures them again)")
+        return 0
     folder = calibrate(a.backend, a.shape, grid, out_root=a.out, resume=not a.fresh, max_seconds=a.max_seconds,
                        date=a.date,
                        command="python -m tempo calibrate " + " ".join(argv if argv is not None else sys.argv[2:]))
-    _, fits, man = load_recording(folder)
+    _, fits, man = catalog.load_recording(folder)
     print(f"wrote {folder} ({man['cells']} cells, {man['duration_s']} s on {man['device']})")
     for form, f in fits.items():
         print(f"  {form:24s} error {100 * f['error']:.1f}%  " + ", ".join(f"{k}={v:.4g}" for k, v in f["params"].items()))
     return 0
+
+
+def _completed(backend: str, shape: str, grid, date: str | None, out):
+    """The folder of the complete recording this command would write (:func:`record.completed`),
+    found by its name on any machine under ``out``; None when there is none (or two)."""
+    from .backends import detect_backend
+
+    backend = detect_backend() if backend == "auto" else backend
+    name = f"{date or dt.date.today().isoformat()}-{backend}-{shape}"
+    found = [f for f, _ in catalog.manifests(out) if f.name == name]
+    return found[0] if len(found) == 1 and completed(found[0], grid) else None
 
 
 def _main_preset(ap, a, argv) -> int:
@@ -111,7 +128,7 @@ def _main_preset(ap, a, argv) -> int:
             print(f"part {k}/{n_parts} measures what parts 1..{k} left: up to {len(c)} cells "
                   f"({int((plan.part == k).sum())} of its own)")
         return 0
-    out_root = Path(a.out) if a.out is not None else MEASURED
+    out_root = store.root(a.out)
     cmd = "python -m tempo calibrate " + " ".join(argv if argv is not None else sys.argv[2:])
     try:
         res = P.run_part(k, plan, out_root, a.preset, part_s=a.part_seconds, date=a.date, command=cmd)
@@ -119,7 +136,7 @@ def _main_preset(ap, a, argv) -> int:
         print(f"calibrate --preset {a.preset} --part {k}/{n_parts}: {err}", file=sys.stderr)
         return 1
     for folder in res["recordings"]:
-        _, _, man = load_recording(folder)
+        _, _, man = catalog.load_recording(folder)
         print(f"wrote {folder} ({man['cells']} of {man['cells_planned']} cells, "
               f"{'complete' if man['complete'] else 'incomplete'}, {man['run_s']} s this run)")
     tail = (f"{res['left']} cells of parts 1..{k} left: rerun --part {k}/{n_parts}" if res["left"] else

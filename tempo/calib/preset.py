@@ -29,7 +29,6 @@ another generation or on a partial grid is a stand-in (``data/paper/readings.yam
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import re
 import time
@@ -104,9 +103,9 @@ def cell_costs(root: Path | None = None, machine: str = "nvidia-h200", backends=
     spent (:data:`LAUNCHES_PER_CELL` x the sum of its measured times) and the wall seconds per
     cell beyond them (``overhead_s``: graph capture, DeepGEMM's compilation, host work).  One row
     per recording; ``backends`` keeps only those."""
-    from .record import MEASURED, load_recording, recordings
+    from ..measured.catalog import load_recording, recordings
 
-    recs = recordings(root=Path(root or MEASURED))
+    recs = recordings("calibration", root=root)
     recs = recs[recs.machine == machine]
     if backends is not None:
         recs = recs[recs.backend.isin(list(backends))]
@@ -148,7 +147,8 @@ class CellCost:
 def cost_models(costs: pd.DataFrame, backends) -> dict:
     """:class:`CellCost` per backend from :func:`cell_costs`' rows; a backend without a
     recording raises ValueError (nothing to estimate from)."""
-    from .record import fit_model, load_recording
+    from ..measured.catalog import load_recording
+    from .record import fit_model
 
     out = {}
     for b in backends:
@@ -272,14 +272,13 @@ def runnable(backend: str) -> tuple[bool, str]:
 def _preset_folders(out_root: Path, backend: str, shape: str, name: str):
     """(date, folder) of this preset's recordings of (backend, shape) under ``out_root``: a
     folder ``<date>-<backend>-<shape>`` holding a partial file or a manifest of the preset."""
+    from ..measured import catalog
+
     pat = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})-" + re.escape(f"{backend}-{shape}") + r"$")
-    for folder in sorted(Path(out_root).glob(f"*/*-{backend}-{shape}")):
+    ours = {folder for folder, man in catalog.manifests(out_root) if man.get("preset") == name}
+    for folder in sorted(ours | set(catalog.in_progress(out_root))):
         m = pat.fullmatch(folder.name)
-        if not m:
-            continue
-        man = folder / "manifest.json"
-        ours = man.exists() and json.loads(man.read_text()).get("preset") == name
-        if ours or (folder / "samples.partial.csv").exists():
+        if m:
             yield m.group(1), folder
 
 
@@ -292,16 +291,17 @@ def segment_date(out_root: Path, backend: str, shape: str, name: str = "appendix
 
 def _held(out_root: Path, backend: str, shape: str, date: str, name: str) -> set:
     """The (G, n) cells the preset's recording of (backend, shape) at ``date`` holds already."""
-    from .record import read_partial
+    from ..measured import catalog
+    from .record import PARTIAL, read_partial
 
     held = set()
     for d, folder in _preset_folders(out_root, backend, shape, name):
         if d != date:
             continue
-        cells, _, _ = read_partial(folder / "samples.partial.csv")
+        cells, _, _ = read_partial(folder / PARTIAL)
         held |= set(zip(cells.G.tolist(), cells.n.tolist()))
-        if (folder / "samples.csv.gz").exists():
-            s = pd.read_csv(folder / "samples.csv.gz")
+        if catalog.stored(folder):
+            s, _, _ = catalog.load_recording(folder)
             held |= set(zip(s.G.tolist(), s.n.tolist()))
     return held
 
@@ -420,7 +420,7 @@ def coverage(samples: pd.DataFrame, manifest: dict | None = None, name: str = "a
 def recording_coverage(path) -> dict:
     """:func:`coverage` of one recording folder (``samples.csv.gz`` and ``manifest.json``), with
     its ``path``."""
-    from .record import load_recording
+    from ..measured.catalog import load_recording
 
     samples, _, manifest = load_recording(path)
     return {**coverage(samples, manifest), "path": Path(path)}

@@ -1,28 +1,33 @@
-"""Calibration runs and their recordings (issue: "Recordings").
+"""Calibration runs and their recordings.
 
 A run measures a planned grid with one backend and shape, fits the three model forms and
-writes ``data/measured/<machine>/<date>-<backend>-<shape>/``:
+writes ``data/measured/<machine>/<date>-<backend>-<shape>/`` through :mod:`tempo.measured.store`:
 
 * ``samples.csv.gz`` -- one row per cell: G, n, N, T, kind, t_us;
 * ``fit.json`` -- each form's parameters and fit error;
-* ``manifest.json`` -- machine, device, library versions, command, start, duration, grid size.
+* ``manifest.json`` -- machine, device, library versions, command, start, duration, grid size
+  and the sha256 of each file.
 
-Cells are appended to ``samples.partial.csv`` as they are measured, so an interrupted run
-resumes where it stopped (``resume=True``) and loses nothing.  Each cell is one ``write`` of a
-whole line, flushed and fsynced, so a crash can at worst tear the last line.  On resume
-:func:`read_partial` keeps every complete, well-formed line (dtypes checked field by field),
-drops a torn last line (no newline), malformed lines (NUL bytes, wrong field count, bad
-numbers, repeated headers) and duplicate cells (the first is kept), logs what it dropped, and
-the partial file is rewritten atomically (temp file + ``os.replace``) before measuring goes on.
-``resume=False`` (CLI ``--fresh``) deletes the partial file and starts over.
+The three appear together in one rename, so a killed run leaves the recording before it or
+the one after it.  Cells are appended to ``samples.partial.csv`` (in the recording's folder)
+as they are measured, so an interrupted run resumes where it stopped (``resume=True``) and
+loses nothing.  Each cell is one ``write`` of a whole line, flushed and fsynced, so a crash
+can at worst tear the last line.  On resume :func:`read_partial` keeps every complete,
+well-formed line (dtypes checked field by field), drops a torn last line (no newline),
+malformed lines (NUL bytes, wrong field count, bad numbers, repeated headers) and duplicate
+cells (the first is kept), logs what it dropped, and the partial file is rewritten atomically
+before measuring goes on.  The partial file stays with an incomplete recording and goes in the
+same rename that writes the complete one.  A recording that already holds every cell of the
+grid is left as it is (the run says so); ``resume=False`` (CLI ``--fresh``) deletes the partial
+file and measures every cell again.
 """
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import json
 import logging
 import math
-import os
 import platform
 import re
 import sys
@@ -33,13 +38,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core import paths
-from ..core.io import fsync_dir
+from ..measured import catalog, store
 from .fit import FORMS, fit_cost_model
 from .grid import plan_grid, tiles
 from .shapes import shape as get_shape
 
-MEASURED = paths.ROOT / "data" / "measured"
+PARTIAL = "samples.partial.csv"
 PARTIAL_COLUMNS = ["G", "n", "kind", "t_us"]
 #: the partial file's header: each line ends with the CRC-32 of the rest of the line (8 hex digits),
 #: so a damaged byte that still leaves a well-formed line (1212.01 for 12.02, re-audit D17) is
@@ -94,11 +98,8 @@ def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
     byte, the cell is measured again) and ``duplicate`` (a cell already seen; the first is
     kept).  Repeated header lines are dropped silently.  A missing file reads as empty.
     """
-    path = Path(path)
     dropped = {"torn": 0, "malformed": 0, "duplicate": 0}
-    from ..core.io import read_regular
-
-    raw = read_regular(path, MAX_RECORDING_BYTES) if path.exists() or path.is_symlink() else b""
+    raw = catalog.read_progress(path)
     parts = raw.split(b"\n")
     tail = parts.pop()  # after the last newline: empty for an intact file
     if tail:
@@ -132,49 +133,26 @@ def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
     return cells, lines, dropped
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` so that a crash leaves either the old or the new file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def _append_line(fd: int, line: str) -> None:
-    """One cell = one ``write`` of the whole line, then fsync (a crash tears at most this line)."""
-    data = line.encode("ascii")
-    while data:
-        data = data[os.write(fd, data):]
-    os.fsync(fd)
-
-
-def resume_partial(path, resume: bool = True) -> pd.DataFrame:
-    """Prepare ``path`` for appending and return the cells it already holds.
+def resume_partial(journal: store.Journal, resume: bool = True) -> pd.DataFrame:
+    """Prepare a run's partial file (``journal``, :class:`tempo.measured.store.Journal`) for
+    appending and return the cells it already holds.
 
     ``resume=False`` deletes it (a fresh start).  Otherwise the damaged parts are dropped (see
     :func:`read_partial`, logged with counts) and the file is rewritten atomically as a header
     plus the kept lines, so that appending continues on a clean line boundary."""
-    path = Path(path)
     if not resume:
-        path.unlink(missing_ok=True)
-    cells, lines, dropped = read_partial(path)
+        journal.remove()
+    cells, lines, dropped = read_partial(journal.path)
     if any(dropped.values()):
-        log.warning("%s: kept %d cells; dropped %s", path,
+        log.warning("%s: kept %d cells; dropped %s", journal.path,
                     len(cells), ", ".join(f"{v} {k}" for k, v in dropped.items() if v))
-    _write_atomic(path, "".join(f"{x}\n" for x in [_HEADER, *lines]))
+    journal.reset("".join(f"{x}\n" for x in [_HEADER, *lines]))
     return cells
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "unknown"
 
 
 def machine_name(info: dict) -> str:
     """Folder name for a machine: the device model as a slug (e.g. ``nvidia-h200``)."""
-    return slug(info.get("device", platform.node()))
+    return store.slug(info.get("device", platform.node())) or "unknown"
 
 
 def fit_all(samples: pd.DataFrame, name: str = "") -> dict:
@@ -262,17 +240,24 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     be = make_backend(backend, sh, int(grid.G.max()), int(grid.n.max()), **backend_kw)
     info = be.info()
     date = date or dt.date.today().isoformat()
-    folder = Path(out_root or MEASURED) / machine_name(info) / f"{date}-{backend}-{shape}"
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / "samples.partial.csv"
+    machine, name = machine_name(info), f"{date}-{backend}-{shape}"
+    store.recover(machine, name, out_root)  # what a killed run of this recording left beside it
+    journal = store.Journal(machine, name, PARTIAL, out_root)
+    folder = journal.folder
+    planned = set(zip(grid.G.astype(int), grid.n.astype(int)))
+    if resume and completed(folder, grid):
+        log.warning("calibrate: %s already holds every cell of this grid; nothing measured "
+                    "(--fresh, resume=False, measures them again)", folder)
+        return folder
+    stored = _stored(folder)  # (cells, manifest) of the recording there, or None
+    in_progress = resume and len(read_partial(journal.path)[0]) > 0  # a run to resume (a --fresh one, say)
     prior_s = 0.0  # a resumed incomplete recording: the seconds its earlier runs spent (manifest)
-    if resume and partial.exists() and (folder / "manifest.json").exists():
-        try:
-            prior = json.loads((folder / "manifest.json").read_text())
-            prior_s = float(prior.get("duration_s", 0.0)) if prior.get("complete") is False else 0.0
-        except (OSError, ValueError, TypeError):
-            prior_s = 0.0
-    done = resume_partial(partial, resume)
+    if resume and stored is not None and stored[1].get("complete") is False:
+        prior_s = float(stored[1].get("duration_s", 0.0) or 0.0)
+    if resume and stored is not None and not in_progress:
+        # the recording's cells seed the partial file: a larger grid measures only what is new
+        journal.reset("".join(f"{x}\n" for x in [_HEADER, *stored[0].values()]))
+    done = resume_partial(journal, resume)
     have = set(zip(done.G.tolist(), done.n.tolist()))
     todo = [r for r in grid.itertuples() if (int(r.G), int(r.n)) not in have]
     if cells is not None:
@@ -287,213 +272,81 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
     t0 = time.time()
     # cheapest first, so the time-left estimate grows honest early
     todo.sort(key=lambda r: r.G * r.n)
-    fd = os.open(partial, os.O_WRONLY | os.O_APPEND)
     stopped = 0
     try:
-        for i, r in enumerate(todo):
-            if max_seconds is not None and i > 0 and time.time() - t0 > max_seconds:
-                stopped = len(todo) - i
-                log.warning("calibrate: --max-seconds %s reached; %d of %d cells left for a later resume",
-                            max_seconds, stopped, len(grid))
-                break
-            t = float(be.measure(int(r.G), int(r.n)))
-            if not (math.isfinite(t) and t >= 0):
-                raise RuntimeError(f"backend {backend!r} measured t_us={t} for cell (G={int(r.G)}, n={int(r.n)})")
-            _append_line(fd, cell_line(int(r.G), int(r.n), r.kind, t) + "\n")
-            if bar:
-                bar.update(1)
+        with journal:
+            for i, r in enumerate(todo):
+                if max_seconds is not None and i > 0 and time.time() - t0 > max_seconds:
+                    stopped = len(todo) - i
+                    log.warning("calibrate: --max-seconds %s reached; %d of %d cells left for a later resume",
+                                max_seconds, stopped, len(grid))
+                    break
+                t = float(be.measure(int(r.G), int(r.n)))
+                if not (math.isfinite(t) and t >= 0):
+                    raise RuntimeError(f"backend {backend!r} measured t_us={t} for cell (G={int(r.G)}, n={int(r.n)})")
+                journal.append(cell_line(int(r.G), int(r.n), r.kind, t) + "\n")
+                if bar:
+                    bar.update(1)
     finally:
-        os.close(fd)
         if bar:
             bar.close()
-    samples, _, dropped = read_partial(partial)
+    samples, _, dropped = read_partial(journal.path)
     if any(dropped.values()):
-        raise RuntimeError(f"{partial} was damaged while this run appended to it ({dropped}); rerun to resume")
-    complete = set(zip(grid.G.astype(int), grid.n.astype(int))) <= set(zip(samples.G, samples.n))
+        raise RuntimeError(f"{journal.path} was damaged while this run appended to it ({dropped}); rerun to resume")
+    complete = planned <= set(zip(samples.G, samples.n))
     if not complete and len(samples) < 6:  # fit_cost_model needs 6 samples
         raise RuntimeError(f"{'stopped by max_seconds' if stopped else 'this part measured'} {len(samples)} cells, "
-                           f"too few to fit; rerun the same command to resume ({partial})")
+                           f"too few to fit; rerun the same command to resume ({journal.path})")
     samples["N"] = samples.G * samples.n
     samples["T"] = samples.G * tiles(samples.n)
     samples = samples[["G", "n", "N", "T", "kind", "t_us"]].sort_values(["G", "n"]).reset_index(drop=True)
-    samples.to_csv(folder / "samples.csv.gz", index=False, compression="gzip")
     fits = fit_all(samples, name=f"{backend}-{shape}")
-    (folder / "fit.json").write_text(json.dumps(fits, indent=1))
-    manifest = {"machine": machine_name(info), **info, "backend": backend, "shape": shape,
+    manifest = {"kind": "calibration", "machine": machine, **info, "backend": backend, "shape": shape,
                 "d_model": sh.d_model, "d_ff": sh.d_ff, "date": date, "cells": int(len(samples)),
                 "duration_s": round(prior_s + time.time() - t0, 1), "run_s": round(time.time() - t0, 1),
                 "run_cells": int(len(samples) - len(done)), "command": command or " ".join(sys.argv),
                 "python": platform.python_version(), "numpy": np.__version__, "platform": platform.platform(),
                 "complete": bool(complete), "cells_planned": int(len(grid)), **(manifest_extra or {})}
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    if complete:
-        partial.unlink()
-    return folder
+    # samples, fit and manifest appear together; the partial file stays only while incomplete
+    files = {"samples.csv.gz": gzip.compress(samples.to_csv(index=False).encode(), mtime=0),
+             "fit.json": json.dumps(fits, indent=1).encode()}
+    return store.write(machine, name, files, manifest, out_root, exists="replace",
+                       same=("files", "complete", "cells_planned"), keep=() if complete else (PARTIAL,)).path
 
 
-#: the most bytes a recording's file may hold on disk, and its samples once inflated
-MAX_RECORDING_BYTES = 64 * 2**20
-SAMPLE_COLUMNS = ("G", "n", "N", "T", "kind", "t_us")
+def completed(folder, grid: pd.DataFrame) -> bool:
+    """Whether the calibration in ``folder`` is complete for ``grid`` (columns G, n): it loads,
+    its manifest does not say ``complete: false``, it holds every cell of the grid, and no run
+    is in progress there (its partial file holds no cell)."""
+    stored = _stored(Path(folder))
+    if stored is None or stored[1].get("complete") is False or len(read_partial(Path(folder) / PARTIAL)[0]):
+        return False
+    return set(zip(grid.G.astype(int), grid.n.astype(int))) <= set(stored[0])
 
 
-def _number(v) -> bool:
-    """A JSON number (not a bool, not NaN; ``n_star`` may be Infinity)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
-
-
-def check_samples(s: pd.DataFrame, what: str = "samples.csv.gz") -> pd.DataFrame:
-    """``s`` with its columns typed (G, n, N, T int64; kind str; t_us float64) when every cell is
-    well formed: G, n integers >= 1, N, T integers >= 0, kind a plain word, t_us finite >= 0.
-    Raises ``ValueError`` naming the column otherwise (a recording is whole and valid or refused)."""
-    missing = [c for c in SAMPLE_COLUMNS if c not in s.columns]
-    if missing:
-        raise ValueError(f"{what} lacks the columns {missing}")
-    if s.empty:
-        raise ValueError(f"{what} has no rows")
-    out = s.copy()
-    for c, lo in (("G", 1), ("n", 1), ("N", 0), ("T", 0)):
-        v = pd.to_numeric(s[c], errors="coerce").to_numpy(dtype=float)
-        if not (np.isfinite(v).all() and (v == np.round(v)).all() and (v >= lo).all() and (v < 2**53).all()):
-            raise ValueError(f"{what}: column {c} must hold integers >= {lo}")
-        out[c] = v.astype(np.int64)
-    t = pd.to_numeric(s["t_us"], errors="coerce").to_numpy(dtype=float)
-    if not (np.isfinite(t).all() and (t >= 0).all()):
-        raise ValueError(f"{what}: column t_us must hold finite numbers >= 0")
-    out["t_us"] = t
-    kinds = s["kind"].astype(str)
-    if not kinds.map(lambda k: bool(_KIND.fullmatch(k))).all():
-        raise ValueError(f"{what}: column kind must hold plain words (letters, digits, _ . -)")
-    out["kind"] = kinds
-    return out
-
-
-def check_fits(fits, what: str = "fit.json") -> dict:
-    """``fits`` when it is a ``fit.json`` as :func:`fit_all` writes it: an object of forms, each
-    ``{"params": {name: number}, "error": number or null}`` (no NaN; ``n_star`` may be Infinity); ``ValueError`` naming the
-    field otherwise."""
-    if not isinstance(fits, dict):
-        raise ValueError(f"{what} must be a JSON object of fitted forms, got {type(fits).__name__}")
-    for form, f in fits.items():
-        if not isinstance(f, dict) or not isinstance(f.get("params"), dict):
-            raise ValueError(f"{what}: form {form!r} must be an object with 'params'")
-        bad = [k for k, v in f["params"].items() if not _number(v)]
-        if bad:
-            raise ValueError(f"{what}: form {form!r} params {bad[:3]} must be numbers")
-        if f.get("error") is not None and not isinstance(f.get("error"), (int, float)):
-            raise ValueError(f"{what}: form {form!r} error must be a number")
-    return fits
-
-
-def check_manifest(man, what: str = "manifest.json") -> dict:
-    """``man`` when its fields a reader uses have their types: backend and shape strings;
-    machine, device, date strings when present (date YYYY-MM-DD); cells an integer."""
-    if not isinstance(man, dict):
-        raise ValueError(f"{what} must be a JSON object, got {type(man).__name__}")
-    for k in ("backend", "shape"):
-        if not isinstance(man.get(k), str) or not man[k]:
-            raise ValueError(f"{what}: field {k!r} must be a non-empty string, got {man.get(k)!r:.60}")
-    for k in ("machine", "device", "date", "command"):
-        if man.get(k) is not None and not isinstance(man[k], str):
-            raise ValueError(f"{what}: field {k!r} must be a string, got {type(man[k]).__name__} {man[k]!r:.60}")
-    if man.get("date") is not None:
-        try:
-            dt.date.fromisoformat(man["date"])
-        except ValueError:
-            raise ValueError(f"{what}: field 'date' must be YYYY-MM-DD, got {man['date']!r:.60}") from None
-    if man.get("cells") is not None and (isinstance(man["cells"], bool) or not isinstance(man["cells"], int)):
-        raise ValueError(f"{what}: field 'cells' must be an integer, got {man['cells']!r:.60}")
-    return man
-
-
-def _read_json(path: Path):
-    from ..core.io import read_regular
-
+def _stored(folder: Path):
+    """``({(G, n): partial-file line}, manifest)`` of the calibration in ``folder``, or None when
+    there is none that loads."""
+    if not catalog.stored(folder):
+        return None
     try:
-        return json.loads(read_regular(path, MAX_RECORDING_BYTES))
-    except RecursionError:
-        raise ValueError(f"{path.name} nests too deep") from None
-
-
-def recordings(backend: str | None = None, shape: str | None = None, root: Path | None = None) -> pd.DataFrame:
-    """Every recording under ``data/measured`` (newest first): machine, date, backend, shape,
-    device, path.
-
-    Only recordings that load and pass their checks (:func:`load_recording`) are listed: one
-    that does not is skipped with a warning naming its folder and why, never an error (it
-    came from another machine; the ledger goes on without it).  The skipped folders are in
-    ``df.attrs["skipped"]`` as ``(folder, why)``."""
-    import warnings
-
-    root = Path(root or MEASURED)
-    rows, skipped = [], []
-    for m in sorted(root.glob("*/*/manifest.json")):
-        try:
-            man = _read_json(m)
-        except (OSError, ValueError) as exc:
-            skipped.append((m.parent, f"manifest.json: {exc}"))
-            continue
-        if not isinstance(man, dict) or "backend" not in man or "shape" not in man:
-            continue  # not a calibration recording (e.g. a gpu-check folder, an ingested epbench run)
-        if (backend and man.get("backend") != backend) or (shape and man.get("shape") != shape):
-            continue
-        try:
-            load_recording(m.parent)
-        except (OSError, ValueError) as exc:
-            skipped.append((m.parent, str(exc)))
-            continue
-        rows.append({"machine": man.get("machine"), "date": man.get("date"), "backend": man.get("backend"),
-                     "shape": man.get("shape"), "device": man.get("device"), "cells": man.get("cells"),
-                     "path": m.parent})
-    for folder, why in skipped:
-        warnings.warn(f"skipping the recording {folder.parent.name}/{folder.name}: {why}", RuntimeWarning, stacklevel=2)
-    df = pd.DataFrame(rows, columns=["machine", "date", "backend", "shape", "device", "cells", "path"])
-    # newest first; on one date the recording with more cells (a calibration before a short check)
-    df = df.sort_values(["date", "cells"], ascending=False, kind="stable").reset_index(drop=True)
-    df.attrs["skipped"] = skipped
-    return df
-
-
-def load_recording(path) -> tuple[pd.DataFrame, dict, dict]:
-    """(samples, fits, manifest) of one recording folder, read as untrusted input: regular files
-    only (no link followed, no FIFO or device read), sizes capped, every field type-checked
-    (:func:`check_samples`, :func:`check_fits`, :func:`check_manifest`).  Raises ``ValueError``
-    naming the file and field (``FileNotFoundError`` for a missing file)."""
-    import io
-
-    from ..core.io import gunzip_limited, read_regular
-
-    path = Path(path)
-    raw = read_regular(path / "samples.csv.gz", MAX_RECORDING_BYTES)
-    data = gunzip_limited(raw, MAX_RECORDING_BYTES, "samples.csv.gz")
-    try:
-        samples = pd.read_csv(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 -- any parse failure is a bad recording
-        raise ValueError(f"samples.csv.gz is not a readable CSV ({type(exc).__name__})") from None
-    samples = check_samples(samples)
-    fits = check_fits(_read_json(path / "fit.json"))
-    manifest = check_manifest(_read_json(path / "manifest.json"))
-    return samples, fits, manifest
-
-
-def pick_recording(recs: pd.DataFrame, shape_name: str | None = None):
-    """The recording a chapter draws from: the first (newest) GPU recording of ``shape_name``
-    in ``recs`` (:func:`recordings`), else of that shape on any backend; ``shape_name=None``
-    ignores the shape.  None when nothing matches."""
-    r = recs if shape_name is None else recs[recs["shape"] == shape_name]
-    gpu = r[r.backend != "cpu"]
-    r = gpu if len(gpu) else r
-    return None if r.empty else r.iloc[0]
+        s, _, man = catalog.load_recording(folder)
+    except (OSError, ValueError) as exc:
+        log.warning("calibrate: the recording in %s does not load (%s); it is measured again", folder, exc)
+        return None
+    lines = {(int(g), int(n)): cell_line(g, n, k, t) for g, n, k, t in zip(s.G, s.n, s.kind, s.t_us)}
+    return lines, man
 
 
 def recording_fits(recs: pd.DataFrame) -> pd.DataFrame:
-    """Table 6's columns for every recording of ``recs`` (:func:`recordings`): the zero-intercept
+    """Table 6's columns for every recording of ``recs`` (:func:`tempo.measured.catalog.recordings`): the zero-intercept
     max-affine fit (``a = c = 0``, the paper's Table 6 form) -- floor b, slope beta, n* = b / beta
     and the fit's mean relative error in % -- one row per recording."""
     from .fit import fit_error
 
     rows = []
     for _, r in recs.iterrows():
-        samples, _, _ = load_recording(r.path)
+        samples, _, _ = catalog.load_recording(r.path)
         m = fit_cost_model(samples, "max_affine", intercept=False).model
         rows.append({"shape": r["shape"], "backend": r.backend, "device": r.device, "date": r.date, "b_us": m.b,
                      "beta_us_per_tok": m.beta, "n_star": m.n_star, "fit_err_pct": 100 * fit_error(m, samples)})

@@ -6,7 +6,7 @@
 * In an installed wheel there is no checkout: the cost parameters (paper Tables 6, 7), the
   paper's tables and claims, and the shipped routing traces are package data (``tempo/_data/``, located with
   :mod:`importlib.resources`), and ``ROOT`` is the working folder, so ``build/`` and
-  ``data/measured/`` are created where the command runs.
+  ``data/measured/`` (:mod:`tempo.measured.store`) are created where the command runs.
 """
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ PARAMS = DATA / "params" if (DATA / "params").is_dir() else _package_data("param
 PAPER = DATA / "paper" if (DATA / "paper").is_dir() else _package_data("paper")
 #: the shipped routing traces and profiles (``python -m tempo make-traces``; ``data/traces/``)
 TRACES = DATA / "traces" if IN_CHECKOUT or (DATA / "traces").is_dir() else _package_data("traces")
-MEASURED = DATA / "measured"
 BUILD = ROOT / "build"
 NOTEBOOKS = ROOT / "notebooks"
 

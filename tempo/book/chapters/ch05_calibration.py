@@ -71,7 +71,7 @@ def measure(sizes: dict) -> list:
 
 
 def recordings_view(recs: pd.DataFrame) -> list:
-    """What the chapter shows of the recordings (:func:`tempo.calib.record.recordings`): their
+    """What the chapter shows of the recordings (``tempo.measured.catalog.recordings("calibration")``): their
     listing (or that there is none) and whether any comes from a GPU.  A list to display."""
     from IPython.display import Markdown
 
@@ -133,17 +133,17 @@ class Recording:
 
 
 def main_recording(recs: pd.DataFrame) -> Recording:
-    """The newest GPU recording of the DSv3 shape, else of any shape, else the CPU one
-    (``recs``: :func:`tempo.calib.record.recordings`), loaded and fitted."""
+    """The GPU recording of the DSv3 shape :func:`tempo.measured.catalog.pick` chooses, else
+    its pick of any shape (a GPU one when there is one, else the CPU one), loaded and fitted
+    (``recs``: ``tempo.measured.catalog.recordings("calibration")``)."""
     from ...calib import fit_cost_model
-    from ...calib.record import load_recording, pick_recording
+    from ...measured import catalog
 
-    gpu_recs = recs[recs.backend != "cpu"]
-    main = (pick_recording(recs, "dsv3") if len(gpu_recs) else None)
-    main = pick_recording(recs) if main is None else main
+    main = catalog.pick(recs, "dsv3")
+    main = catalog.pick(recs) if main is None or main.backend == "cpu" else main
     if main is None:
         raise ValueError("recs holds no recording (data/measured/ is empty)")
-    S, FITS, MAN = load_recording(main.path)
+    S, FITS, MAN = catalog.load_recording(main.path)
     label = f"{MAN['device']} · {MAN['backend']} · {MAN['shape']} · {MAN['date']}"
     return Recording(S, FITS, MAN, label, fit_cost_model(S, "max_affine").model,
                      fit_cost_model(S, "max_affine", intercept=False).model, fit_cost_model(S, "tile").model)
@@ -311,7 +311,7 @@ def _inside(x: float, lo: float, hi: float, digits: int) -> bool:
 
 def prediction_check(recs: pd.DataFrame, pred: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
     """Chapter 05's H200 prediction against every fp8 GPU recording of a predicted shape
-    (``recs``: :func:`tempo.calib.record.recordings`): per recording, the tile-aware fit (Eq. 2),
+    (``recs``: ``tempo.measured.catalog.recordings("calibration")``): per recording, the tile-aware fit (Eq. 2),
     the max-affine fit (Eq. 1) and the zero-intercept Table 6 form, each refitted on the
     recording's samples, with b, n* (where one expert's two pieces cross,
     :attr:`tempo.core.cost.CostModel.n_star`) and the fit error, beside the predicted ranges and
@@ -319,7 +319,8 @@ def prediction_check(recs: pd.DataFrame, pred: pd.DataFrame | None = None) -> tu
     Returns ``(table, sentence)``: the sentence says which prediction held, every number from
     the table."""
     from ...calib.preset import recording_coverage
-    from ...calib.record import fit_all, load_recording
+    from ...calib.record import fit_all
+    from ...measured.catalog import load_recording
 
     pred = h200_prediction() if pred is None else pred
     gpu = recs[(recs.backend == "deep_gemm") & recs["shape"].isin(pred.index)]

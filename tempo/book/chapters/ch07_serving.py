@@ -6,14 +6,13 @@ paper's figures, and the chapter's claims listing.  The benchmarks themselves ar
 them (``epbench.run_here``)."""
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from pathlib import Path
 
 import pandas as pd
 
-from ...core import paths
+from ...measured import catalog
 from .common import chapter_claims
 from .common import sizes as _sizes
 
@@ -79,57 +78,45 @@ FIGURE_SERVERS = {
 
 def serving_recordings(figure: int | None, root=None) -> pd.DataFrame | None:
     """This artifact's serve-bench recordings for paper Figure ``figure`` (8, 10, 11 or 13; None:
-    every recording):
-    those stored by ``python -m tempo ingest`` (:func:`tempo.book.recordings.recordings`, the run's own
-    manifest in ``serve-bench.json.gz``) and any serve-bench output folder written straight
-    under ``data/measured/<machine>/serve-bench*/`` (``pairs.csv`` + ``manifest.json``), whose
-    server matches :data:`FIGURE_SERVERS`, as :func:`tempo.book.figures.servebench_points` frames labelled with the
-    folder; None when there is none."""
-    from .. import recordings
+    every recording): those stored by ``python -m tempo ingest``
+    (``tempo.measured.catalog.recordings("serve-bench")``, the run's own manifest in
+    ``serve-bench.json.gz``) whose server matches :data:`FIGURE_SERVERS`, as
+    :func:`tempo.book.figures.servebench_points` frames labelled with the folder; None when
+    there is none."""
     from ..figures import servebench_points
 
     if figure is not None and figure not in FIGURE_SERVERS:
         raise ValueError(f"figure must be one of {sorted(FIGURE_SERVERS)} or None, got {figure!r}")
-    root = Path(root) if root else paths.ROOT / "data" / "measured"
-    found = []  # (label, server, pairs)
-    for f in sorted(root.glob("*/serve-bench*/pairs.csv")):
-        man = f.parent / "manifest.json"
-        server = json.loads(man.read_text()).get("server", {}) if man.is_file() else {}
-        found.append((f"{f.parent.parent.name}/{f.parent.name}", server, lambda f=f: pd.read_csv(f)))
-    if root.is_dir():
-        for _, r in recordings.recordings("serve-bench", root=root).iterrows():
-            sm = Path(r.path) / "serve-bench.json.gz"
-            server = json.loads(gzip.decompress(sm.read_bytes())).get("server", {}) if sm.is_file() else {}
-            found.append((f"{Path(r.path).parent.name}/{r['name']}", server,
-                          lambda p=r.path: recordings.load_serve(p)[0]))
-    frames = [servebench_points(load(), who=f"this artifact: {label}")
-              for label, server, load in found if figure is None or FIGURE_SERVERS[figure](server or {})]
+    frames = []
+    for _, r in catalog.recordings("serve-bench", root=root).iterrows():
+        server = catalog.load_serve_manifest(r.path).get("server") or {}
+        if figure is None or FIGURE_SERVERS[figure](server):
+            frames.append(servebench_points(catalog.load_serve(r.path)[0],
+                                            who=f"this artifact: {Path(r.path).parent.name}/{r['name']}"))
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def epbench_recordings(root=None) -> pd.DataFrame | None:
-    """This artifact's EP microbenchmark recordings (``data/measured/<machine>/*/epbench.csv.gz``
-    with the run's arguments in ``results.json``, as ``gpu-check`` writes them) as
-    :func:`tempo.book.figures.epbench_points` frames: setting ``B=<tokens>``, labelled with the folder, the shape
-    and whether the ranks were emulated on one device; None when there is none."""
+    """This artifact's EP microbenchmark recordings (every recording with an ``epbench.csv.gz``,
+    with the run's arguments in ``results.json`` as ``gpu-check`` writes them:
+    :func:`tempo.measured.catalog.epbench_runs`) as :func:`tempo.book.figures.epbench_points`
+    frames: setting ``B=<tokens>``, labelled with the folder, the shape and whether the ranks
+    were emulated on one device; None when there is none."""
     from ..figures import epbench_points
 
-    root = Path(root) if root else paths.ROOT / "data" / "measured"
     frames = []
-    for f in sorted(root.glob("*/*/epbench.csv.gz")):
-        res = f.parent / "results.json"
-        info = json.loads(res.read_text()) if res.is_file() else {}
+    for folder, table, info in catalog.epbench_runs(root):
         ep = info.get("epbench", info) if isinstance(info, dict) else {}
         args = ep.get("args", {}) if isinstance(ep, dict) else {}
-        emulated = "emulate" in json.dumps(info).lower() or "gpu-check" in f.parent.name
+        emulated = "emulate" in json.dumps(info).lower() or "gpu-check" in folder.name
         tokens = args.get("tokens")
         if tokens is None:  # a folder named ...-B<tokens> (the chapter's recipe)
-            hit = re.search(r"B(\d+)$", f.parent.name)
+            hit = re.search(r"B(\d+)$", folder.name)
             tokens = hit.group(1) if hit else "?"
         setting = f"B={tokens}"
-        who = (f"this artifact: {f.parent.parent.name}/{f.parent.name} ({args.get('shape', '?')} shape, "
+        who = (f"this artifact: {folder.parent.name}/{folder.name} ({args.get('shape', '?')} shape, "
                f"{args.get('world_size', '?')} ranks{' emulated on one GPU' if emulated else ''})")
-        frames.append(epbench_points(pd.read_csv(f), setting, who=who))
+        frames.append(epbench_points(table, setting, who=who))
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
@@ -143,8 +130,8 @@ def serving_status(root=None) -> list:
     if recorded is not None:
         return [Markdown("**Recorded by this artifact** (median over kept windows, % against the same window's static):"),
                 recorded]
-    return [Markdown("**No serving measurement has been recorded by this artifact** (`data/measured/*/serve-bench*` "
-                     "is empty): every serving number on this page is the paper's. On CPU, the plugin's hook "
+    return [Markdown("**No serving measurement has been recorded by this artifact** (no serve-bench recording "
+                     "under `data/measured/`): every serving number on this page is the paper's. On CPU, the plugin's hook "
                      "targets resolve in sglang 0.5.23 and its CPU dispatch path runs there (`make sglang-test`, "
                      "hand-built dispatch infos); the runtime's rebalance, multi-rank agreement and solver faults "
                      "are tested without SGLang; the driver's window rule and result parsing against sample "

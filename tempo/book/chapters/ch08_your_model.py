@@ -37,15 +37,18 @@ def fit_summary(model: CostModel, samples: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------- step 2: the recording
 def pick_recording(recs: pd.DataFrame, shape: str) -> pd.Series:
-    """The recording of expert shape ``shape`` with the most cells (the longest grid), from a
-    recordings listing (:func:`tempo.calib.record.recordings`); ValueError naming the shapes
-    recorded when there is none."""
-    if "shape" not in recs or "cells" not in recs:
-        raise ValueError("recs must be a recordings listing (columns shape, cells, ...)")
-    mine = recs[recs["shape"] == shape]
-    if mine.empty:
+    """The recording of expert shape ``shape`` the chapter reads, chosen as chapter 05 chooses
+    (:func:`tempo.measured.catalog.pick`: a GPU one first, then the longest grid, then the
+    newest) from ``tempo.measured.catalog.recordings("calibration")``; ValueError naming the
+    shapes recorded when there is none."""
+    from ...measured import catalog
+
+    if not {"shape", "cells", "backend"} <= set(recs.columns):
+        raise ValueError("recs must be a calibration listing (columns shape, backend, cells, ...)")
+    rec = catalog.pick(recs, shape)
+    if rec is None:
         raise ValueError(f"no recording of shape {shape!r}; recorded: {sorted(set(recs['shape']))}")
-    return mine.sort_values("cells", ascending=False, kind="stable").iloc[0]
+    return rec
 
 
 def is_gpu(rec: pd.Series) -> bool:

@@ -54,11 +54,11 @@ def expected_glue(hbm_tb_s: float = 4.8) -> dict:
 
 def measured_vs_expected(recs: pd.DataFrame, hbm_tb_s: float = 4.8) -> pd.DataFrame:
     """Every fp8 GPU recording (DeepGEMM: the prediction assumes one byte per weight) under
-    ``data/measured/`` (``recs``: :func:`tempo.calib.record.recordings`) of a shape
+    ``data/measured/`` (``recs``: ``tempo.measured.catalog.recordings("calibration")``) of a shape
     :data:`FLOOR_SHAPES` predicts, with its fitted floor b and inflection (Eq. 1, the recording's
     own ``fit.json``; n* is the fit's own inflection, where one expert's two pieces cross) beside
     the prediction made before measuring."""
-    from ...calib.record import load_recording
+    from ...measured.catalog import load_recording
     from .. import repro
 
     rows = []

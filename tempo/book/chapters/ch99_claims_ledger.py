@@ -187,14 +187,16 @@ def compare_ledgers(before, after, sensitivity=None) -> tuple[pd.DataFrame, pd.D
 
 
 def recordings_view(root=None) -> list:
-    """The ingested recordings (:func:`tempo.book.recordings.recordings`: kind, machine, date,
-    folder), or that there is none, and which claims read each kind.  A list to display."""
+    """The ingested recordings (:func:`tempo.measured.catalog.recordings` stored by ``python -m
+    tempo ingest``: kind, machine, date, folder), or that there is none, and which claims read
+    each kind.  A list to display."""
     from IPython.display import Markdown
 
-    from .. import recordings
+    from ...measured import catalog
     from ..claims.ledger import claims_reading
 
-    rec = recordings.recordings(root=root)
+    rec = catalog.recordings(root=root)
+    rec = rec[rec.ingested != ""]
     if rec.empty:
         out = [Markdown("No recording has been ingested yet (`python -m tempo ingest`): every cluster claim "
                         "above reads *needs a cluster*.")]

@@ -29,6 +29,6 @@ def chapter_claims(chapter: str) -> pd.DataFrame:
 
 
 def recordings_table(recs: pd.DataFrame) -> pd.DataFrame:
-    """A recordings listing (:func:`tempo.calib.record.recordings`) as a chapter shows it: every
-    column but the file path."""
-    return recs.drop(columns="path")
+    """A recordings listing (:func:`tempo.measured.catalog.recordings`) as a chapter shows it:
+    every column but the folder and the manifest."""
+    return recs.drop(columns=["path", "manifest"], errors="ignore")

@@ -459,15 +459,14 @@ def skipped_recordings() -> list:
     recording never stops the ledger: it is left out with a warning; here it is counted)."""
     import warnings
 
-    from ...calib.record import recordings as calibrations
-    from ..recordings import recordings
+    from ...measured.catalog import recordings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return list(calibrations().attrs.get("skipped", [])) + list(recordings().attrs.get("skipped", []))
+        return list(recordings().attrs.get("skipped", []))
 
 
 def claims_reading(kind: str) -> list[str]:
     """The ledger claims whose function reads ingested recordings of ``kind`` (``"epbench"``,
-    ``"serve-bench"``; :mod:`tempo.book.recordings`)."""
+    ``"serve-bench"``; :mod:`tempo.measured.catalog`)."""
     return [c for c, k in MEASURED_CLAIMS.items() if k == kind]

@@ -12,21 +12,15 @@ from .measured import ep_pick, measured_claim, measured_value
 
 # ------------------------------------------------------------------ calibration on a GPU (Section 2.2, Table 6)
 def _gpu_recordings(shape=None):
-    """deep_gemm recordings under data/measured/ (a measurement on a GPU), newest first."""
-    from ....calib.record import recordings
+    """deep_gemm recordings under data/measured/ (the paper's kernel on a GPU), best first as
+    the chapters pick them (:func:`tempo.measured.catalog.rank`)."""
+    from ....measured import catalog
 
-    r = recordings()
-    if r.empty:
-        return r
-    r = r[r.backend == "deep_gemm"]
-    r = r[r["shape"] == shape] if shape else r
-    # newest date first; on one date the recording with more cells (a calibration grid before
-    # a gpu-check short grid)
-    return r.sort_values(["date", "cells"], ascending=False, kind="stable").reset_index(drop=True)
+    return catalog.rank(catalog.recordings("calibration"), shape, backend="deep_gemm")
 
 
 def _measured_recording(path):
-    from ....calib.record import load_recording
+    from ....measured.catalog import load_recording
 
     s, _, man = load_recording(path)
     path = Path(path)  # named as data/measured/<machine>/<folder>, never by this machine's absolute path

@@ -31,7 +31,7 @@ def measured_claim(cid, kind, what):
 
 def measured_provenance(rows) -> str:
     """The recordings a measured value comes from: machine, date and folder of each."""
-    from ...recordings import where
+    from ....measured.catalog import where
 
     return "measurement: " + "; ".join(f"{r['machine']}, {r['date']}, {where(r)}" for r in rows)
 
@@ -65,7 +65,7 @@ def ep_reasons(man, world=8, shape="dsv3"):
 def ep_pick(usable, per_tokens=False):
     """[(row, frame, reasons)]: the newest usable epbench recording (one per tokens/GPU with
     ``per_tokens``), from the cluster-grade ones when any exist, else from the stand-ins."""
-    from ...recordings import load_epbench, recordings
+    from ....measured.catalog import load_epbench, recordings
 
     cands = [(row, None, ep_reasons(row.manifest)) for _, row in recordings("epbench").iterrows() if usable(row.manifest)]
     if not cands:
@@ -155,7 +155,7 @@ def serve_reasons(man, ep=8, model=None, drift=False, redundant=None):
 def serve_pick(compute, **want):
     """(row, series, extra) of the newest serve-bench recording where ``compute(man, pairs, runs)``
     gives a non-empty per-window series, preferring the cluster-grade ones; None when none does."""
-    from ...recordings import load_serve, recordings
+    from ....measured.catalog import load_serve, recordings
 
     cands = []
     for _, row in recordings("serve-bench").iterrows():
