@@ -263,14 +263,16 @@ def test_scale_max_gain_uses_s0_on_ep32_64_only():
 
 
 def test_phase_boundary_hits_is_a_fraction_and_columns_without_a_flip_miss():
+    from tempo.studies.simulator import boundary_hits
+
     cols = []
     for s, winners in [(0.0, ["M", "M", "L", "L"]), (1.5, ["M", "M", "M", "M"])]:
         for B, w in zip([16, 64, 256, 1024], winners):
             cols.append({"shape": "DSv3", "ep": 8, "skew": s, "replication": 1.25, "B": B, "winner": w, "gain_pct": 0.0})
-    bt = ch04_regimes.boundary_hits(pd.DataFrame(cols))
+    bt = boundary_hits(pd.DataFrame(cols))
     assert bt.flips.tolist() == [True, False]
     assert not bt.hit.iloc[1]                      # no band to hit
-    v = ch04_regimes.phase_boundary_hits({"phase_diagram": pd.DataFrame(cols)})
+    v = ch04_regimes.phase_boundary_hits({"phase_boundary": bt.assign(seed=0, shape="DSv3", ep=8)})
     assert v.ours == 100 * bt.hit.mean() and v.ours <= 50
 
 

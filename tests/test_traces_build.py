@@ -147,6 +147,31 @@ def test_results_on_a_trace_name_it_and_its_claims_get_a_verdict(build):
     assert "make notebook NB=04_simulator TRACE=trace.npz" in led.loc["t4_tempo_mixed"].note
 
 
+def test_table8_evidence_draws_table8s_batches_from_the_trace(build, monkeypatch):
+    path = build / "trace.npz"
+    _trace(path)
+    experiments.use_trace(path)
+    cfg = {"tokens": [128], "batches": 3}
+    stages = experiments.run("drift16_stages", cfg, "smoke")
+    forced = experiments.run("drift16_forced", cfg, "smoke")
+    metas = [json.loads((paths.results_dir("smoke") / f"{n}.meta.json").read_text())["config"]
+             for n in ("drift16_stages", "drift16_forced")]
+    assert metas[0] == metas[1] and metas[0]["trace_sha256"] == file_sha256(path)
+    assert forced[["B", "batch"]].values.tolist() == stages[["B", "batch"]].drop_duplicates().values.tolist()
+    from tempo.studies import solver
+
+    seen = []
+    real = solver.drift_batches
+
+    def recorded(*args, **kwargs):
+        seen.append(kwargs.get("trace"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(solver, "drift_batches", recorded)
+    solver.drift16_forced(metas[1])
+    assert seen and all(t is not None and t.path == str(path) for t in seen)
+
+
 def test_a_synthetic_trace_is_never_evidence(build):
     path = build / "demo.npz"
     counts, meta = synthetic_trace(10, 3, 64, 32, seed=1)

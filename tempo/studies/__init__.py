@@ -12,7 +12,8 @@ from ..core import paths
 from ..core.io import atomic_write_csv, atomic_write_text
 from ..core.readings import Reading
 from .cache import cached, code_version
-from .registry import EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment  # noqa: F401  (tempo.studies.STATIC, ...)
+from .registry import (EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment,  # noqa: F401  (tempo.studies.STATIC, ...)
+                       result_of, with_reading)
 
 
 #: the experiments behind the claims the paper computes on recorded routing: given a trace
@@ -20,8 +21,8 @@ from .registry import EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment  
 #: (:class:`tempo.studies.scenarios.TraceRouting`).  ``trace_replay`` takes its trace in its
 #: own config.
 TRACE_EXPERIMENTS = frozenset({"mixed_regime", "proxy_mispricing", "thm2_epsilon", "solver_vs_milp",
-                               "policy_landscape", "staleness", "drift16_stages", "drift16_terms", "faster_eplb",
-                               "moonep_replay", "tile_prefill", "ba2a_regimes", "routing_stats"})
+                               "policy_landscape", "staleness", "drift16_stages", "drift16_terms", "drift16_forced",
+                               "faster_eplb", "moonep_replay", "tile_prefill", "ba2a_regimes", "routing_stats"})
 _trace: dict = {}
 
 
@@ -38,31 +39,6 @@ def use_trace(path) -> dict:
     if path:
         _trace.update(trace_config(path))
     return dict(_trace)
-
-
-def with_reading(name: str, config: dict, reading: Reading | None = None) -> dict:
-    """``config`` with ``"reading"`` set to the choices experiment ``name`` depends on
-    (:data:`READINGS`), taken from ``reading`` (default: the paper's,
-    :meth:`tempo.core.readings.Reading.paper`) with any choices ``config["reading"]`` already
-    names on top.  An experiment that depends on no reading gets no ``"reading"`` key (a
-    reading never changes its cache key)."""
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
-    if reading is not None and not isinstance(reading, Reading):
-        raise TypeError(f"reading must be a tempo.core.readings.Reading, got {type(reading).__name__}")
-    ids = READINGS.get(name, ())
-    own = config.get("reading")
-    base = reading if reading is not None else Reading.paper()
-    if isinstance(own, Reading):
-        base = own
-    elif own is not None:
-        if not isinstance(own, dict):
-            raise TypeError(f"config['reading'] must be a dict of reading id -> choice, got {own!r}")
-        base = base.with_(**own)
-    out = {k: v for k, v in config.items() if k != "reading"}
-    if ids:
-        out["reading"] = base.select(ids)
-    return out
 
 
 def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str | None = None,
@@ -156,4 +132,4 @@ def load(name: str, profile: str, tag: str | None = None) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-from . import phase_grid, reading, replay, simulator, solver, toy  # noqa: E402,F401
+from . import phase_grid, reading, replay, scale_s0, simulator, solver, toy  # noqa: E402,F401

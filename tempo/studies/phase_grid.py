@@ -22,13 +22,8 @@ import pandas as pd
 from ..core.cost import CostModel
 from . import reading as rd
 from .registry import experiment
-from .simulator import FIXED, SHAPES
+from .simulator import DISPATCH_READINGS, FIXED, SHAPES
 from .sweep import run_grid
-
-
-#: the readings the grid depends on (those of the phase diagram but its tie labels)
-PHASE_GRID_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "token_lp_face", "ensemble_lp",
-                       "tempo_preset", "metro_order")
 
 
 def phase_grid_cell(cell: dict) -> pd.DataFrame:
@@ -56,7 +51,7 @@ def phase_grid_cell(cell: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@experiment("phase_grid", readings=PHASE_GRID_READINGS)
+@experiment("phase_grid", readings=DISPATCH_READINGS)
 def phase_grid(config: dict) -> pd.DataFrame:
     """The phase explorer's grid: one row per (shape, ep, replication, skew, B, batch, policy
     [, n*]) with ``max_G``, ``max_N`` and ``makespan_us`` (module docstring).  Config: ``shapes``,
@@ -73,7 +68,7 @@ def phase_grid(config: dict) -> pd.DataFrame:
             raise ValueError(f"shapes: {sh!r}'s parameter set has a or c != 0; the n* ladder assumes a = c = 0")
     cells = [{"shape": sh, "ep": int(ep), "replication": float(r), "skew": float(s), "tokens": list(config["tokens"]),
               "batches": int(config["batches"]), "n_stars": list(config["n_stars"]), "seed": config.get("seed", 0),
-              "reading": rd.of(config).select(PHASE_GRID_READINGS)}
+              "reading": rd.of(config).select(DISPATCH_READINGS)}
              for sh in config["shapes"] for ep in config["eps"] for r in config["replications"] for s in config["skews"]]
     return run_grid(phase_grid_cell, cells, workers=config.get("workers"), progress=config.get("progress", False),
                     desc="phase grid")

@@ -391,13 +391,19 @@ STAGES = {"seed only (whole experts, as the paper)": dict(seed="whole", chains=F
           "seed+local, no chains": dict(chains=False, ensemble=False)}
 
 
-def _drift_cells(config: dict, model: CostModel):
-    """(B, batch index, instance, static makespan) over the drift-16 batches of ``config``
-    (drawn from a trace when ``config["trace"]`` names one, :func:`drift_batches`)."""
+def _drift_batches(config: dict):
+    """(B, batch index, instance) over the drift-16 batches of ``config`` (drawn from a trace
+    when ``config["trace"]`` names one, :func:`drift_batches`)."""
     tr = TraceRouting.of(config)
     for B in config["tokens"]:
         for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr)):
-            yield B, b, inst, model.makespan(inst, solve(inst, model, STATIC))
+            yield B, b, inst
+
+
+def _drift_cells(config: dict, model: CostModel):
+    """(B, batch index, instance, static makespan) over :func:`_drift_batches`."""
+    for B, b, inst in _drift_batches(config):
+        yield B, b, inst, model.makespan(inst, solve(inst, model, STATIC))
 
 
 @experiment("drift16_stages")
@@ -413,6 +419,33 @@ def drift16_stages(config: dict) -> pd.DataFrame:
             rows.append({"B": B, "batch": b, "stages": name,
                          "ratio_to_static": model.makespan(inst, d) / static,
                          "solve_ms": 1e3 * (time.perf_counter() - t0)})
+    return pd.DataFrame(rows)
+
+
+def forced_time(inst: Instance, model: CostModel) -> float:
+    """The makespan no dispatch can avoid on ``inst``: on each GPU, the experts whose only replica
+    it holds must run there with all their tokens; the slowest GPU under that forced load (Eq. 1/4
+    pricing).  A lower bound on every dispatch's makespan."""
+    single = (inst.n_replicas == 1) & (inst.counts > 0)
+    gpu = inst.replica_gpu[np.arange(inst.n_experts), np.argmax(inst.valid, axis=1)]
+    G = np.bincount(gpu[single], minlength=inst.n_gpus).astype(np.float64)
+    N = np.bincount(gpu[single], weights=inst.counts[single].astype(np.float64), minlength=inst.n_gpus)
+    return float(model.time(G, N).max())
+
+
+@experiment("drift16_forced")
+def drift16_forced(config: dict) -> pd.DataFrame:
+    """Why Table 8's rows agree: on the batches of ``drift16_stages`` (the same config, the trace's
+    when it names one), per (B, batch) whether every stage set of :data:`STAGES` ends at the same
+    makespan (``same_makespan``) and whether each ends at :func:`forced_time`, the time of the
+    single-replica experts' GPU that no stage can lower (``at_forced_time``); relative 1e-9."""
+    model = CostModel.named(config.get("params", "proxy-serving"))
+    rows = []
+    for B, b, inst in _drift_batches(config):
+        ms = [model.makespan(inst, solve(inst, model, "tempo", **o)) for o in STAGES.values()]
+        f = forced_time(inst, model)
+        rows.append({"B": B, "batch": b, "same_makespan": bool(max(ms) - min(ms) <= 1e-9 * max(ms)),
+                     "at_forced_time": bool(all(abs(v - f) <= 1e-9 * f for v in ms))})
     return pd.DataFrame(rows)
 
 

@@ -260,45 +260,18 @@ def traffic_gap(tm: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- why Table 8's rows agree
-def forced_time(inst: Instance, model: CostModel) -> float:
-    """The makespan no dispatch can avoid on ``inst``: on each GPU, the experts whose only replica
-    it holds must run there with all their tokens; the slowest GPU under that forced load (Eq. 1/4
-    pricing).  A lower bound on every dispatch's makespan."""
-    import numpy as np
-
-    single = (inst.n_replicas == 1) & (inst.counts > 0)
-    gpu = inst.replica_gpu[np.arange(inst.n_experts), np.argmax(inst.valid, axis=1)]
-    G = np.bincount(gpu[single], minlength=inst.n_gpus).astype(np.float64)
-    N = np.bincount(gpu[single], weights=inst.counts[single].astype(np.float64), minlength=inst.n_gpus)
-    return float(model.time(G, N).max())
-
-
-def drift16_forced(tokens, batches: int, seed: int = 0, params: str = "proxy-serving") -> pd.DataFrame:
-    """Table 8's evidence, on the synthetic drift-16 batches (``tempo.studies.solver.drift_batches``,
-    the experiment's own generator): per B, how many batches have every stage of Table 8 at the same
-    makespan, and how many have it equal to :func:`forced_time` (the single-replica experts' GPU),
-    which no stage can lower."""
-    from ...policies import solve
-    from ...studies.solver import STAGES, drift_batches
-
-    model = CostModel.named(params)
-    rows = []
-    for B in tokens:
-        same = forced = 0
-        n = 0
-        for inst in drift_batches(B, batches, seed=seed):
-            ms = [model.makespan(inst, solve(inst, model, "tempo", **o)) for o in STAGES.values()]
-            f = forced_time(inst, model)
-            same += int(max(ms) - min(ms) <= 1e-9 * max(ms))
-            forced += int(all(abs(v - f) <= 1e-9 * f for v in ms))
-            n += 1
-        rows.append({"B": B, "batches": n, "every stage the same makespan": same,
-                     "... equal to the single-replica experts' forced time": forced})
-    return pd.DataFrame(rows).set_index("B")
+def forced_table(forced: pd.DataFrame) -> pd.DataFrame:
+    """Table 8's evidence from the ``drift16_forced`` result: per B, the batches, how many have
+    every stage of Table 8 at the same makespan, and how many have it equal to the
+    single-replica experts' forced time (:func:`tempo.studies.solver.forced_time`), which no
+    stage can lower."""
+    return forced.groupby("B").agg(**{"batches": ("batch", "size"),
+                                      "every stage the same makespan": ("same_makespan", "sum"),
+                                      "... equal to the single-replica experts' forced time": ("at_forced_time", "sum")})
 
 
 def stages_text(table: pd.DataFrame, forced: pd.DataFrame) -> str:
-    """How to read Table 8's rows, in Markdown, from :func:`stage_table` and :func:`drift16_forced`:
+    """How to read Table 8's rows, in Markdown, from :func:`stage_table` and :func:`forced_table`:
     whether the rows are identical in this build, and whether the forced time explains it."""
     cols = [c for c in table.columns if not str(c).startswith("solve ms")]
     spread = float((table[cols].max() - table[cols].min()).max())
@@ -308,12 +281,12 @@ def stages_text(table: pd.DataFrame, forced: pd.DataFrame) -> str:
     else:
         head = (f"In this build the rows differ by at most {spread:.3f} of the static makespan: most stages land on "
                 "about the same makespan.")
-    why = (f" The evidence table says why: on {forced_n} of {n} synthetic drift-16 batches every stage ends exactly at "
+    why = (f" The evidence table says why: on {forced_n} of {n} drift-16 batches every stage ends exactly at "
            "the forced time, the time a GPU needs for the experts the stale placement left with a single replica there. "
            "No dispatch can move those tokens, so no stage can do better, and our seed already places everything else "
            "under that GPU's time.")
     if forced_n == 0:
-        why = (f" On none of the {n} synthetic drift-16 batches does every stage end at the forced time of the "
+        why = (f" On none of the {n} drift-16 batches does every stage end at the forced time of the "
                "single-replica experts, so the differences between the rows are the stages' own.")
     elif forced_n < n:
         why += f" On the other {n - forced_n} the stages differ or sit above that bound, and the table's rows show how much."

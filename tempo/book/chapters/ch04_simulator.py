@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...core.cost import CostModel
-from ...studies.simulator import FIXED
+from ...studies.simulator import FIXED, tempo_gain
 from .common import sizes as _sizes
 
 #: experiment sizes per profile: smoke is the seconds-long test build (gpu runs the full sizes)
@@ -413,13 +413,12 @@ def anatomy_gains(anatomy: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, g in anatomy.groupby(["shape", "skew", "replication", "B", "placement"], sort=False):
         ms = g.set_index("policy").makespan_us
-        best = min(FIXED, key=lambda p: ms[p])
-        best_v = min(list(FIXED) + ["token_lp_vertex"], key=lambda p: ms[p])
+        best, gain = tempo_gain(ms)
+        best_v, gain_v = tempo_gain(ms, list(FIXED) + ["token_lp_vertex"])
         rows.append({**dict(zip(["shape", "skew", "replication", "B", "placement"], key)),
-                     "best_fixed": best, "gain_pct": 100 * (1 - ms["tempo"] / ms[best]),
-                     "best_with_vertex": best_v, "gain_vs_vertex_pct": 100 * (1 - ms["tempo"] / ms[best_v]),
+                     "best_fixed": best, "gain_pct": gain, "best_with_vertex": best_v, "gain_vs_vertex_pct": gain_v,
                      "tempo_over_lb": ms["tempo"] / g.lower_bound_us.iloc[0],
-                     "paper_preset_gain_pct": 100 * (1 - ms["tempo_paper"] / ms[best])})
+                     "paper_preset_gain_pct": tempo_gain(ms, [best], "tempo_paper")[1]})
     return pd.DataFrame(rows)
 
 
@@ -462,9 +461,15 @@ def anatomy_numbers(anat: pd.DataFrame, why: pd.DataFrame) -> dict:
     return {k: float(v) for k, v in out.items()}
 
 
+def boundary_columns(bounds: pd.DataFrame) -> pd.DataFrame:
+    """The first seed's rows of a ``phase_boundary`` result (:func:`tempo.studies.simulator.boundary_hits`
+    per (skew, replication) column), without the seed, shape and EP columns."""
+    return first_seed(bounds).drop(columns=["seed", "shape", "ep"]).reset_index(drop=True)
+
+
 def boundary_text(bt: pd.DataFrame) -> str:
-    """The prose under the flip-boundary table (``claim_functions.boundary_hits``): in how many
-    columns the analytic B* lands in the observed band, and each miss."""
+    """The prose under the flip-boundary table (:func:`boundary_columns`): in how many columns
+    the analytic B* lands in the observed band, and each miss."""
     miss = bt[~bt.hit]
     hits = int(bt.hit.sum())
     desc = "; ".join(f"s = {r.skew}, {r.replication}x: B* = {r.B_star:.0f} vs band [{r.band_lo:.0f}, {r.band_hi:.0f}] "
@@ -673,111 +678,10 @@ def trace_source_text(tr_cfg: dict) -> str:
 
 
 # ---------------------------------------------------------------------------- Fig. 12 at s = 0: computed candidates
-#: The candidates for "what would have to hold for a 6% mean gain at s = 0 on EP32-64"
-#: (Section 3.3, claims scale_mean_gain_s0 / scale_max_gain): each changes one thing of the
-#: scale study's cell (:func:`tempo.studies.simulator.phase_cell`: DSv3, Zipf(0), EPLB 1.25x
-#: from the long-run loads, Dirichlet(2000 p) batches, distinct top-8 routing).
-#: ``placement``: "expected" (the study's: EPLB on the exact long-run pair loads, equal loads in
-#: an uninformative order, the ``eplb_ties`` reading), "index-order" (the same, equal loads in
-#: index order: this port before that reading), "tie-broken" (the loads times 1 + 1e-9 noise),
-#: "history" (EPLB on the loads counted over 64 batches of the same routing, as a deployment
-#: measures them).  ``preset``: TEMPO's options preset (default: the library's ``"default"``;
-#: ``"paper"``: Section 4.2's tempo_fast, which the ledger's scale claims run).
-S0_CANDIDATES = (
-    {"candidate": "as built", "router": "distinct", "kappa": 2000.0, "replication": 1.25, "placement": "expected"},
-    {"candidate": "EPLB ties in index order", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
-     "placement": "index-order"},
-    {"candidate": "independent draws (Section 3.2)", "router": "independent", "kappa": 2000.0, "replication": 1.25,
-     "placement": "expected"},
-    {"candidate": "noisier batches (kappa 200)", "router": "distinct", "kappa": 200.0, "replication": 1.25,
-     "placement": "expected"},
-    {"candidate": "replication 1.5x", "router": "distinct", "kappa": 2000.0, "replication": 1.5, "placement": "expected"},
-    {"candidate": "EPLB ties broken", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
-     "placement": "tie-broken"},
-    {"candidate": "EPLB from 64 measured batches", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
-     "placement": "history"},
-    {"candidate": "measured EPLB + independent draws", "router": "independent", "kappa": 2000.0, "replication": 1.25,
-     "placement": "history"},
-    {"candidate": "TEMPO's paper preset (Section 4.2)", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
-     "placement": "expected", "preset": "paper"},
-    {"candidate": "the paper's reading (independent draws, paper preset)", "router": "independent", "kappa": 2000.0,
-     "replication": 1.25, "placement": "expected", "preset": "paper"},
-)
-
-
-def _s0_counts(pop, B: int, K: int, ep: int, n: int, router: str, kappa: float, seed: int) -> np.ndarray:
-    """Per-expert pair counts of ``n`` batches: ``distinct`` top-K routing
-    (:func:`tempo.world.workloads.sample_counts`) or ``independent`` draws (``B K ep`` draws from
-    the batch's Dirichlet(kappa p) weights, Section 3.2's ``T = B K n_gpus``)."""
-    from ...world.workloads import sample_counts
-
-    if router == "distinct":
-        return sample_counts(pop, B, K, ep, n_batches=n, kappa=kappa, seed=seed)
-    if router != "independent":
-        raise ValueError(f"router must be 'distinct' or 'independent', got {router!r}")
-    rng = np.random.default_rng(seed)
-    return np.stack([rng.multinomial(B * K * ep, rng.dirichlet(kappa * pop)) for _ in range(n)])
-
-
-def _s0_placement(pop, K: int, ep: int, cand: dict, seed: int) -> np.ndarray:
-    from ...world.placement import eplb_placement
-    from ...world.workloads import expected_loads
-
-    w = expected_loads(pop, K)
-    if cand["placement"] == "tie-broken":
-        w = w * (1 + 1e-9 * np.random.default_rng(seed + 7).random(w.size))
-    elif cand["placement"] == "history":
-        w = _s0_counts(pop, 256, K, ep, 64, cand["router"], cand["kappa"], seed + 11).sum(axis=0).astype(float)
-    elif cand["placement"] not in ("expected", "index-order"):
-        raise ValueError(f"placement must be expected, index-order, tie-broken or history, got {cand['placement']!r}")
-    return eplb_placement(w, ep, cand["replication"], ties="index_order" if cand["placement"] == "index-order"
-                          else "unordered")
-
-
-def colocated_replicas(placement: np.ndarray, n_gpus: int) -> tuple[int, int]:
-    """(replicated experts, those whose every replica sits on one GPU) of a GPU-major slot map:
-    a token of such an expert cannot change GPU whatever the dispatch."""
-    placement = np.asarray(placement)
-    gpu = np.arange(placement.size) // (placement.size // n_gpus)
-    reps = np.bincount(placement)
-    multi = np.flatnonzero(reps > 1)
-    return int(multi.size), int(sum(np.unique(gpu[placement == e]).size == 1 for e in multi))
-
-
-def scale_s0_candidates(tokens, batches: int, eps=(32, 64), seed: int = 1, candidates=S0_CANDIDATES) -> pd.DataFrame:
-    """Fig. 12 at s = 0, each candidate of :data:`S0_CANDIDATES` computed on the scale study's
-    cell: per (candidate, EP, B) TEMPO's gain over the best fixed policy in % (mean makespans
-    over ``batches`` batches, as :func:`tempo.studies.simulator.phase_cell` scores it), the
-    winning fixed policy, and how many replicated experts have every replica on one GPU."""
-    from ...core.instance import Instance
-    from ...policies import solve
-    from ...studies.simulator import SHAPES
-    from ...world.workloads import zipf_popularity
-
-    E, K, params = SHAPES["DSv3"]
-    model = CostModel.named(params)
-    pop = zipf_popularity(E, 0.0, seed=seed)
-    rows = []
-    for cand in candidates:
-        for ep in eps:
-            pl = _s0_placement(pop, K, ep, cand, seed)
-            n_rep, n_col = colocated_replicas(pl, ep)
-            for B in tokens:
-                insts = [Instance.from_placement(c, pl, ep)
-                         for c in _s0_counts(pop, B, K, ep, batches, cand["router"], cand["kappa"], seed + 1)]
-                opts = {"tempo": {"options": cand.get("preset", "default")}}
-                ms = {p: float(np.mean([model.makespan(i, solve(i, model, p, **opts.get(p, {}))) for i in insts]))
-                      for p in list(FIXED) + ["tempo"]}
-                best = min(FIXED, key=lambda p: ms[p])
-                rows.append({**cand, "ep": ep, "B": B, "gain_pct": 100 * (1 - ms["tempo"] / ms[best]),
-                             "winner": FIXED[best], "replicated": n_rep, "colocated": n_col})
-    return pd.DataFrame(rows)
-
-
-def scale_s0_run(sizes: dict) -> pd.DataFrame:
-    """:func:`scale_s0_candidates` at the chapter's sizes: the scale study's batch ladder
-    (``phase_tokens``) and batches per cell (``phase_batches``), its seed (1)."""
-    return scale_s0_candidates(sizes["phase_tokens"], int(sizes["phase_batches"]))
+def scale_s0_config(sizes: dict) -> dict:
+    """The ``scale_s0_candidates`` config at the chapter's sizes: the scale study's batch ladder
+    (``phase_tokens``), batches per cell (``phase_batches``) and first seed (1), EP32 and EP64."""
+    return {"tokens": sizes["phase_tokens"], "batches": int(sizes["phase_batches"]), "eps": [32, 64], "seed": 1}
 
 
 def scale_s0_table(cand: pd.DataFrame) -> pd.DataFrame:
@@ -813,33 +717,11 @@ def scale_s0_text(table: pd.DataFrame, paper_lo: float, paper_hi: float) -> str:
 
 
 # ---------------------------------------------------------------------------- phase_min_gain vs an exact activation balancer
-def activation_balancer_cells(sizes: dict, reading=None, seed: int = 0) -> pd.DataFrame:
-    """Section 3.2's "TEMPO min gain >= -0.3%" against a stronger activation balancer: on the
-    phase grid (shapes x replications x skews x batch ladder of ``sizes``, one ``seed``, the
-    phase study's batches and placement under ``reading``), per cell the mean makespan of each
-    fixed policy, of ``semi_matching`` (the exact fewest-activations dispatch, Lemma 2: what
-    METRO's greedy approximates) and of TEMPO; TEMPO's gain over the best fixed policy (the
-    paper's metric) and over the best of the fixed policies and ``semi_matching``."""
-    from ...core.readings import Reading
-    from ...studies import reading as rd
-    from ...studies.simulator import FIXED, SHAPES
-
-    reading = reading if reading is not None else Reading.paper()
-    rows = []
-    for shape in sizes["shapes"]:
-        E, K, params = SHAPES[shape]
-        model = CostModel.named(params)
-        for r in sizes["replications"]:
-            for s in sizes["skews"]:
-                for B in sizes["phase_tokens"]:
-                    insts = rd.batches(reading, E, 8, B, s, r, int(sizes["phase_batches"]), seed=seed, top_k=K)
-                    ms = {p: float(np.mean([model.makespan(i, rd.dispatch(i, model, p, reading)) for i in insts]))
-                          for p in list(FIXED) + ["semi_matching", "tempo"]}
-                    fixed = min(ms[p] for p in FIXED)
-                    rows.append({"shape": shape, "replication": r, "skew": s, "B": B, **{f"ms_{p}": v for p, v in ms.items()},
-                                 "gain_pct": 100 * (1 - ms["tempo"] / fixed),
-                                 "gain_vs_exact_pct": 100 * (1 - ms["tempo"] / min(fixed, ms["semi_matching"]))})
-    return pd.DataFrame(rows)
+def activation_balancer_config(sizes: dict) -> dict:
+    """The ``activation_balancer`` config at the chapter's sizes: the phase grid's shapes,
+    replications, skews, batch ladder and batches per cell, seed 0 (the phase diagram's first)."""
+    return {"shapes": sizes["shapes"], "replications": sizes["replications"], "skews": sizes["skews"],
+            "tokens": sizes["phase_tokens"], "batches": int(sizes["phase_batches"]), "seed": 0}
 
 
 def activation_balancer_table(cells: pd.DataFrame) -> pd.DataFrame:
