@@ -21,7 +21,7 @@ from pathlib import Path
 
 #: folder under the package -> layer (the top-level files, cli.py, __main__.py and the face
 #: __init__.py, form the folder "" at the top)
-LAYERS = {"core": 0, "policies": 1, "theory": 1, "world": 1, "studies": 2, "calib": 2, "serving": 2,
+LAYERS = {"core": 0, "paper": 1, "policies": 1, "theory": 1, "world": 1, "studies": 2, "calib": 2, "serving": 2,
           "benchmarks": 3, "book": 3, "": 4}
 #: the modules allowed to import the face
 FACE_USERS = ("cli", "__main__")

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from tempo.book.chapters import ch04_simulator as ch04
-from tempo.core.readings import Reading
+from tempo.paper.readings import Reading
 from tempo.studies import registry
 from tempo.studies import scale_s0 as s0
 from tempo.world.workloads import sample_counts, zipf_popularity

@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 
 from tempo.book.claims.functions import ch02, ch03, ch04_drift, ch04_regimes
-from tempo.book import claims, paper
+from tempo.book import claims
 from tempo import studies as experiments
 from tempo.core import paths
+from tempo.paper import claims_file
 from tempo.book.claims import Value, check, precision
 
 
@@ -170,13 +171,13 @@ def test_tight_bound_is_checked_from_both_sides():
 
 
 def test_yaml_validation_names_the_claim(monkeypatch):
-    good = paper._yaml()
+    good = claims_file._yaml()
     bad = ({**good[0], "bound": "uper"},) + good[1:]
-    monkeypatch.setattr(paper, "_yaml", lambda: bad)
+    monkeypatch.setattr(claims_file, "_yaml", lambda: bad)
     with pytest.raises(ValueError, match="toy_token_lp.*bound"):
         claims.claim_rows()
     bad = ({**good[0], "tol": 1},) + good[1:]
-    monkeypatch.setattr(paper, "_yaml", lambda: bad)
+    monkeypatch.setattr(claims_file, "_yaml", lambda: bad)
     with pytest.raises(ValueError, match="tol_why"):
         claims.claim_rows()
 
@@ -287,7 +288,7 @@ def test_moonep_uses_sglang_static_and_keeps_both_ends():
 def test_solver_grid_max_scores_against_the_milps_answer_with_the_bound_beside():
     # Section 4.2 "against a 10 s HiGHS MILP": its answer at the limit (milp_reference = incumbent);
     # the lower bound is the alternative, and it is named in the note
-    from tempo.book.readings import Reading
+    from tempo.paper.readings import Reading
 
     s = pd.DataFrame({"ratio": [1.0, 0.99], "ratio_to_lb": [1.0, 1.03], "milp_optimal": [True, False],
                       "skew": [0.0, 1.2], "replication": [1.25, 1.5], "tokens_per_gpu": [16, 256]})

@@ -11,11 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo.book import claims, paper, readings
+from tempo.book import claims, readings
 from tempo.book.chapters import ch99_claims_ledger as ch99
+from tempo.paper import claims_file
+from tempo.paper import readings as paper_readings
 from tempo.book.claims import Value, check
 from tempo.book.claims.functions import ch01, ch03, ch04_regimes
-from tempo.book.readings import Reading
+from tempo.paper.readings import Reading
 from tempo.core import paths
 
 
@@ -82,13 +84,13 @@ def test_the_phase_maximum_is_taken_per_seed_and_one_seed_is_the_alternative():
     f = {"phase_diagram": _phase([6.0, 9.0, 12.0, 7.0, 8.0, 10.0, 11.0, 13.0])}
     v = ch04_regimes._max_gain(f, "DSv3", reading=Reading.paper())
     assert v.seeds == (6.0, 13.0) and v.n_seeds == 8 and v.ours == pytest.approx(9.5)   # median of the maxima
-    row = {**paper.claim("phase_max_gain_dsv3")}
+    row = {**claims_file.claim_row("phase_max_gain_dsv3")}
     assert check(row, v)[0]                                   # 8.5 lies in 6-13
     one = ch04_regimes._max_gain(f, "DSv3", reading=Reading.paper(random_maxima="one_seed"))
     assert one.ours == 6.0 and one.n_seeds == 1 and not check(row, one)[0]
     # the minimum gain is a bound: the lowest seed decides
     mn = ch04_regimes.phase_min_gain({"phase_diagram": _phase([1.0, -0.5, 2.0])}, reading=Reading.paper())
-    assert mn.ours == -0.5 and not check(paper.claim("phase_min_gain"), mn)[0]
+    assert mn.ours == -0.5 and not check(claims_file.claim_row("phase_min_gain"), mn)[0]
 
 
 def test_a_mean_gets_its_bootstrap_interval_over_seeds_within_each_cell():
@@ -111,8 +113,8 @@ def test_printed_rounding_divides_what_the_paper_printed():
     raw = ch01._roof_ratios(Reading.paper(printed_rounding="unrounded"))
     assert paper_r["DSv3"] == pytest.approx(14.78 / 13.1) and raw["DSv3"] == pytest.approx(14.78 / 13.146, rel=1e-3)
     mn = ch01._roof("min", Reading.paper())
-    assert check(paper.claim("roofline_ratio_min"), mn)[0]
-    assert not check(paper.claim("roofline_ratio_min"), ch01._roof("min", Reading.paper(printed_rounding="unrounded")))[0]
+    assert check(claims_file.claim_row("roofline_ratio_min"), mn)[0]
+    assert not check(claims_file.claim_row("roofline_ratio_min"), ch01._roof("min", Reading.paper(printed_rounding="unrounded")))[0]
 
 
 def test_solve_time_compares_the_python_run_and_shows_the_compiled_one_beside():
@@ -134,11 +136,9 @@ def test_calibration_readings_give_consistent_never_reproduced(monkeypatch):
     from tempo.book.claims.registry import REGISTRY, Spec
 
     led = importlib.import_module("tempo.book.claims.ledger")
-    from tempo.core import readings as core_readings
-
-    specs = dict(core_readings.specs())
+    specs = dict(paper_readings.specs())
     cal = specs["batch_fluctuation"]
-    monkeypatch.setattr(core_readings, "specs", lambda: {**specs, "batch_fluctuation": type(cal)(
+    monkeypatch.setattr(paper_readings, "specs", lambda: {**specs, "batch_fluctuation": type(cal)(
         **{**cal.__dict__, "claims": ("x_calibrated",)})})
     monkeypatch.setitem(REGISTRY, "x_calibrated", Spec((), lambda f: 1.0, "model", "test"))
     e = led.evaluate(_row(id="x_calibrated", chapter="01"), "smoke")
@@ -206,8 +206,8 @@ def test_sensitivity_shows_each_alternative_beside_the_paper_reading(put):
     assert base["status"] == "reproduced" and base["reading"] == "paper"     # 8.5 lies in 6-12
     sens = {(a["reading"], a["choice"]): a for a in claims.sensitivity(row, "smoke")}
     # one entry per alternative of every reading the claim is listed under
-    want = {(r, c) for r in readings.readings_of("phase_max_gain_dsv3") for c in readings.spec(r).choices
-            if c != readings.spec(r).paper}
+    want = {(r, c) for r in readings.readings_of("phase_max_gain_dsv3") for c in paper_readings.spec(r).choices
+            if c != paper_readings.spec(r).paper}
     assert set(sens) == want
     assert sens[("token_lp_face", "maxflow_vertex")]["ours"] == "21" and \
         sens[("token_lp_face", "maxflow_vertex")]["status"] == "deviates"
@@ -245,13 +245,14 @@ def test_every_reading_a_claim_lists_can_move_it():
     from tempo.studies import READINGS
 
     bad = []
-    for sp in readings.specs().values():
+    for sp in paper_readings.specs().values():
         for cid in sp.claims:
             spec = claims.REGISTRY.get(cid)
             if spec is None:
                 continue
             study = set().union(*[set(READINGS.get(s.split("-", 1)[0], ())) for s in spec.inputs]) if spec.inputs else set()
-            grid = sp.id == "skew_grid" and any(s.split("-", 1)[0] in ("phase_diagram", "solver_vs_milp") for s in spec.inputs)
+            grid = sp.id == "skew_grid" and any(s.split("-", 1)[0] in ("phase_diagram", "phase_boundary", "solver_vs_milp")
+                                                for s in spec.inputs)
             if not (sp.id in study or sp.id in spec.uses or grid):
                 bad.append((sp.id, cid))
             if sp.id in spec.uses:

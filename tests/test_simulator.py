@@ -68,7 +68,7 @@ def test_phase_boundary_reads_the_phase_diagram_it_derives_from(tmp_path, monkey
 
     from tempo import studies
     from tempo.core import paths
-    from tempo.core.readings import Reading
+    from tempo.paper.readings import Reading
     from tempo.studies import simulator
 
     monkeypatch.setattr(paths, "BUILD", tmp_path / "build")

@@ -72,7 +72,7 @@ def test_dispatch_times_reuse_same_inputs_only(monkeypatch):
     once (the times equal a direct solve's), other options are solved again, and a reused
     dispatch that came from a fallback is counted again."""
     import tempo
-    from tempo.core.readings import Reading
+    from tempo.paper.readings import Reading
     from tempo.policies._fallback import mark_fallback
     from tempo.studies import reading as rd, sweep
     from tempo.studies.scenarios import zipf_batches
@@ -96,7 +96,7 @@ def test_dispatch_times_reuse_same_inputs_only(monkeypatch):
 
 def _check_reuse(rd, model, inst, calls, other):
     import tempo
-    from tempo.core.readings import Reading
+    from tempo.paper.readings import Reading
     from tempo.policies._fallback import fallback_count
 
     paper = Reading.paper()
@@ -136,7 +136,7 @@ def test_refresh_of_alternatives_forgets_the_memo_once(monkeypatch, tmp_path):
     """run_alternatives(refresh=True): the memo is forgotten before the first run only, so the
     alternatives still reuse what the refreshed run computed (the same MILP answers)."""
     from tempo import studies
-    from tempo.core.readings import Reading
+    from tempo.paper.readings import Reading
     from tempo.studies import sweep
 
     seen = []

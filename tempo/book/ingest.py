@@ -54,7 +54,7 @@ import pandas as pd
 from ..core.io import UnsafeFile, fsync_dir, gunzip_limited, read_regular  # fsync_dir: as the calibration writer
 from .claims.ledger import claims_reading, evaluate
 from .claims.registry import REGISTRY, format_value, printed
-from .paper import claim_rows
+from ..paper.claims_file import claim_rows
 from .recordings import manifests, measured_root, recordings  # noqa: F401  (ingest.recordings: chapter 99)
 
 MAX_BYTES = 5 * 2**20

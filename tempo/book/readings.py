@@ -1,18 +1,13 @@
-"""The readings of ``data/paper/readings.yaml`` as the book uses them: the chapters run every
-study the ledger's claims read under :meth:`Reading.paper` (passed explicitly,
-``studies.run(..., reading=READING)``), and the ledger shows what each reading moves.
-
-The loader and the :class:`Reading` object live in :mod:`tempo.core.readings` (the studies take
-a reading as a parameter and may not import the book); this module re-exports them and adds the
-tables a page shows."""
+"""The readings of ``data/paper/readings.yaml`` (:mod:`tempo.paper.readings`) as the book shows
+and runs them: the tables a page shows (every reading, the claims each moves) and the runs of a
+result under each alternative the ledger shows.  The chapters run every study the ledger's
+claims read under :meth:`~tempo.paper.readings.Reading.paper`, passed explicitly
+(``studies.run(..., reading=READING)``)."""
 from __future__ import annotations
 
 import pandas as pd
 
-from ..core.readings import BATCH_LADDERS, N_SEEDS, SKEW_GRIDS, Reading, ReadingSpec, spec, specs  # noqa: F401
-
-PAPER = Reading.paper  # constructors, for chapters: READING = readings.PAPER()
-LIBRARY = Reading.library
+from ..paper.readings import Reading, spec, specs
 
 
 def table() -> pd.DataFrame:

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..core import paths
 from ..core.io import atomic_write_csv, atomic_write_text
-from ..core.readings import Reading
+from ..paper.readings import Reading
 from .cache import cached, code_version
 from .registry import (EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment,  # noqa: F401  (tempo.studies.STATIC, ...)
                        result_of, with_reading)
@@ -48,7 +48,7 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
     On a trace (:func:`use_trace`) a :data:`TRACE_EXPERIMENTS` experiment's config gains the
     trace's keys, unless it names a trace itself.
 
-    ``reading`` (a :class:`tempo.core.readings.Reading`; default the paper's): the choices the
+    ``reading`` (a :class:`tempo.paper.readings.Reading`; default the paper's): the choices the
     experiment depends on (:data:`READINGS`) go into its config (:func:`with_reading`), so they
     are part of the cache key and of the ``.meta.json`` the ledger reads.  ``refresh`` recomputes
     the result and forgets the grid memo (:func:`tempo.studies.sweep.memo_clear`) first."""

@@ -8,7 +8,7 @@ from typing import Callable
 
 import pandas as pd
 
-from ..core.readings import Reading
+from ..paper.readings import Reading
 from .cache import cached
 
 EXPERIMENTS: dict[str, Callable[[dict], pd.DataFrame]] = {}
@@ -29,7 +29,7 @@ FIRST_REPLICA = "static"
 def experiment(name: str, readings: tuple[str, ...] = ()):
     """Decorator: register an experiment function ``(config: dict) -> pandas.DataFrame`` under
     ``name``; ``readings`` names the readings it takes from ``config["reading"]``
-    (:class:`tempo.core.readings.Reading`)."""
+    (:class:`tempo.paper.readings.Reading`)."""
     def deco(fn):
         EXPERIMENTS[name] = fn
         READINGS[name] = tuple(readings)
@@ -41,13 +41,13 @@ def experiment(name: str, readings: tuple[str, ...] = ()):
 def with_reading(name: str, config: dict, reading: Reading | None = None) -> dict:
     """``config`` with ``"reading"`` set to the choices experiment ``name`` depends on
     (:data:`READINGS`), taken from ``reading`` (default: the paper's,
-    :meth:`tempo.core.readings.Reading.paper`) with any choices ``config["reading"]`` already
+    :meth:`tempo.paper.readings.Reading.paper`) with any choices ``config["reading"]`` already
     names on top.  An experiment that depends on no reading gets no ``"reading"`` key (a
     reading never changes its cache key)."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
     if reading is not None and not isinstance(reading, Reading):
-        raise TypeError(f"reading must be a tempo.core.readings.Reading, got {type(reading).__name__}")
+        raise TypeError(f"reading must be a tempo.paper.readings.Reading, got {type(reading).__name__}")
     ids = READINGS.get(name, ())
     own = config.get("reading")
     base = reading if reading is not None else Reading.paper()

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.cost import CostModel
-from ..core.readings import Reading
+from ..paper.readings import Reading
 from ..policies import check_names, solve
 from ..core.models import model_shape
 from ..world.placement import eplb_placement
@@ -134,7 +134,7 @@ def tempo_gain(ms: dict, against=FIXED, policy: str = "tempo") -> tuple[str, flo
 def phase_cell(cell: dict) -> pd.DataFrame:
     """One phase-diagram cell: mean makespan of each fixed policy and TEMPO over batches.
 
-    Under the cell's reading (``cell["reading"]``, :class:`tempo.core.readings.Reading`): the
+    Under the cell's reading (``cell["reading"]``, :class:`tempo.paper.readings.Reading`): the
     batches' router and placement, token-LP's face, METRO's order, which TEMPO (preset and
     ensemble candidates) and how ties are labelled (:func:`winner_label`; ``tie`` column).
 

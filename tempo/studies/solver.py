@@ -14,6 +14,7 @@ from ..core.cost import CostModel
 from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
+from ..paper.readings import Reading
 from . import reading as rd
 from .registry import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, zipf_batches
@@ -168,8 +169,6 @@ def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
     ``milp_reference`` reading has it (default the paper's): ``"incumbent"``, the MILP's
     dispatch at its time limit (``ratio``; Section 4.2 "against a 10 s HiGHS MILP"), or
     ``"lower_bound"``, its proven bound (``ratio_to_lb``)."""
-    from ..core.readings import Reading
-
     r = Reading.of(reading) if reading is not None else Reading.paper()
     return df["ratio"] if r["milp_reference"] == "incumbent" else df["ratio_to_lb"]
 

@@ -8,6 +8,8 @@ import pandas as pd
 
 from ...core.cost import CostModel
 from ...core.instance import Instance
+from ...paper import claims_file, tables
+from ...paper.readings import Reading
 from .common import sizes as _sizes
 
 #: experiment sizes per profile: smoke is the minutes-long test build (gpu runs the full sizes)
@@ -24,8 +26,6 @@ SIZES = {"smoke": dict(phase=dict(eps=[8], skews=[0.0, 1.2], replications=[1.25]
 def sizes(profile: str, reading=None) -> dict:
     """The chapter's experiment sizes for a book profile (:data:`SIZES`); outside the smoke
     build the ablation's batch seeds are the reading's (``random_maxima``: at least 8)."""
-    from ...core.readings import Reading
-
     out = _sizes(SIZES, profile)
     out["batch_seeds"] = [0] if profile == "smoke" else (reading if reading is not None else Reading.paper()).seeds()
     return out
@@ -46,9 +46,7 @@ def milp_summary(svm: pd.DataFrame, ours: str = "this artifact (phase grid)") ->
     """tempo / MILP on the phase grid (mean, p95, max) beside the paper's real-trace numbers
     (Section 4.2, ``text_numbers.csv``), and how many batches the MILP proved optimal.
     ``ours`` names the column of this build's values (the batches' routing)."""
-    from .. import paper
-
-    rows = [{"quantity": f"tempo / MILP, {q}", "paper (real traces)": paper.text_number("solver", f"ratio_{k}"),
+    rows = [{"quantity": f"tempo / MILP, {q}", "paper (real traces)": tables.text_number("solver", f"ratio_{k}"),
              ours: v}
             for q, k, v in [("mean", "mean", svm.ratio.mean()), ("p95", "p95", svm.ratio.quantile(0.95)),
                             ("max", "max", svm.ratio.max())]]
@@ -164,25 +162,21 @@ def runtime_summary(runtime: pd.DataFrame) -> pd.DataFrame:
     """tempo_fast's median solve time at B <= 256 and at B > 256, compiled and as Python
     (``solver_runtime``), CPU and wall clock, beside the paper's 1.9 ms (Section 4.2, pure
     Python at B <= 256)."""
-    from .. import paper
-
     rows = []
     for rt, grp in runtime.groupby("runtime", sort=False):
         for label, sub in (("B <= 256", grp[grp.tokens_per_gpu <= 256]), ("B > 256", grp[grp.tokens_per_gpu > 256])):
             if len(sub):
                 rows.append({"tempo_fast": {"python": "as Python (JIT disabled)", "compiled": "compiled (numba)"}.get(rt, rt),
                              "batches": label, "median CPU ms": sub.cpu_ms.median(), "median wall ms": sub.wall_ms.median(),
-                             "paper ms": paper.claim("solver_time_small_b")["paper"]
+                             "paper ms": claims_file.claim_row("solver_time_small_b")["paper"]
                              if (rt == "python" and label == "B <= 256") else None})
     return pd.DataFrame(rows)
 
 
 def solve_time_summary(svm: pd.DataFrame) -> pd.DataFrame:
     """tempo's median solve time at B > 256 beside the paper's LP-branch time (Section 4.2)."""
-    from .. import paper
-
     return pd.DataFrame([{"quantity": "tempo median ms, B > 256",
-                          "paper": f"about {paper.number('solver/lp_branch_ms')} (LP branch)",
+                          "paper": f"about {tables.number('solver/lp_branch_ms')} (LP branch)",
                           "this artifact": solver_headlines(svm)["tempo_ms_median_large_b"]}])
 
 
@@ -192,9 +186,7 @@ def ablation_table(abl: pd.DataFrame) -> pd.DataFrame:
     worst batch sits (EP, skew, B).  Over several batch seeds (``batch_seed``) the max is the
     median of the per-seed maxima, with the seeds' range beside it (the ``random_maxima``
     reading); mean and p95 are over every batch of every seed."""
-    from .. import paper
-
-    t2 = paper.table(2).set_index("variant")
+    t2 = tables.table(2).set_index("variant")
     rows = []
     for v, grp in abl.groupby("variant", sort=False):
         worst = grp.loc[grp.degradation_pct.idxmax()]

@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 
 from ...core.cost import CostModel
+from ...paper import claims_file, tables
+from ...paper.readings import Reading
 from ...studies.simulator import FIXED, tempo_gain
 from .common import sizes as _sizes
 
@@ -35,8 +37,6 @@ def sizes(profile: str, reading=None) -> dict:
     """The chapter's experiment sizes for a book profile (:data:`SIZES`); outside the smoke
     build the phase grid's skews are the reading's (``skew_grid``, default the paper's six,
     Section 3.2) and its seeds the reading's (``seeds``, ``scale_seeds``: ``random_maxima``)."""
-    from ...core.readings import Reading
-
     reading = reading if reading is not None else Reading.paper()
     out = _sizes(SIZES, profile)
     if profile != "smoke":
@@ -76,18 +76,16 @@ def paper_numbers() -> dict:
     """The paper's numbers the chapter's prose quotes, read from ``data/paper/`` (for
     :func:`tempo.book.paper.glue_numbers`): the DSv3 n*, Fig. 5's split at B = 512, Fig. 6's
     largest gains, the oracle gap's range and the B*_a2a prediction."""
-    from .. import paper
-
     return {
-        "p_nstar_dsv3": float(paper.table(6).set_index("shape").loc["DSv3", "n_star"]),
-        "p_flat_b512": paper.text_number("fig5", "flat_share_of_activations_B512"),
-        "p_linear_b512": paper.text_number("fig5", "linear_share_of_tokens_B512"),
-        "p_max_dsv3": paper.text_number("fig6", "tempo_max_gain_dsv3"),
-        "p_max_qwen3": paper.text_number("fig6", "tempo_max_gain_qwen3"),
-        "p_max_dsv2": paper.text_number("fig6", "tempo_max_gain_dsv2_1.5x"),
-        "p_oracle_lo": paper.claim("trace_oracle_gap")["paper"][0],
-        "p_oracle_hi": paper.claim("trace_oracle_gap")["paper"][1],
-        "p_ba2a_n": float(paper.claim("ba2a_prediction")["paper"]),
+        "p_nstar_dsv3": float(tables.table(6).set_index("shape").loc["DSv3", "n_star"]),
+        "p_flat_b512": tables.text_number("fig5", "flat_share_of_activations_B512"),
+        "p_linear_b512": tables.text_number("fig5", "linear_share_of_tokens_B512"),
+        "p_max_dsv3": tables.text_number("fig6", "tempo_max_gain_dsv3"),
+        "p_max_qwen3": tables.text_number("fig6", "tempo_max_gain_qwen3"),
+        "p_max_dsv2": tables.text_number("fig6", "tempo_max_gain_dsv2_1.5x"),
+        "p_oracle_lo": claims_file.claim_row("trace_oracle_gap")["paper"][0],
+        "p_oracle_hi": claims_file.claim_row("trace_oracle_gap")["paper"][1],
+        "p_ba2a_n": float(claims_file.claim_row("ba2a_prediction")["paper"]),
     }
 
 
@@ -127,15 +125,13 @@ def paper_routing_stats() -> pd.DataFrame:
     (stat, value as printed, the paper's setting, section) as a DataFrame indexed by stat.
     The Fig. 5 regime split is read from ``text_numbers.csv``."""
     from ...core import paths
-    from .. import paper
-
     df = pd.read_csv(paths.PAPER / "routing_stats.csv", dtype=str).set_index("stat")
     fig5 = {"flat_activation_share": "flat_share_of_activations_B512",
             "linear_token_share": "linear_share_of_tokens_B512"}
     for stat, q in fig5.items():
-        df.loc[stat] = {"paper": f"{paper.text_number('fig5', q):g}%",
+        df.loc[stat] = {"paper": f"{tables.text_number('fig5', q):g}%",
                         "setting": "real traces (Qwen3-30B, DSv2-Lite), B = 512 tokens/GPU", "section": "Section 2.4, Fig. 5"}
-    lo, hi = paper.text_number("fig5", "mixed_fraction_real_min"), paper.text_number("fig5", "mixed_fraction_real_max")
+    lo, hi = tables.text_number("fig5", "mixed_fraction_real_min"), tables.text_number("fig5", "mixed_fraction_real_max")
     df.loc["mixed_share"] = {"paper": f"{lo:g}-{hi:g}%", "setting": "real traces, 128-512 tokens/GPU",
                              "section": "Section 2.4, Fig. 5"}
     return df
@@ -215,8 +211,6 @@ def mixed_tables(mixed_all: pd.DataFrame) -> list:
 def mixed_text(mixed: pd.DataFrame, tokens) -> str:
     """The prose under Fig. 5: at which batch sizes ``tokens`` (tokens per GPU, EP8) the
     synthetic batches are not all mixed and why, and the paper's split at B = 512."""
-    from .. import paper
-
     fig5 = mixed_summary(mixed)
     n_star_dsv3 = CostModel.named("dsv3-offline").n_star
     too_few = [B for B in tokens if B * 8 < n_star_dsv3]  # a batch's tokens (EP8) below n*: no expert can be linear
@@ -229,8 +223,8 @@ def mixed_text(mixed: pd.DataFrame, tokens) -> str:
             "token picks 8 distinct experts, so no expert is linear. The paper's own synthetic routing draws pairs "
             "independently (its E_eff formula, Section 3.2), where one expert may take more pairs than there are tokens."
             if too_few else ".")) +
-        f" The split at $B = 512$ differs from the paper's ({paper.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
-        f"of activations flat, {paper.text_number('fig5', 'linear_share_of_tokens_B512'):.0f}% of tokens linear): the paper "
+        f" The split at $B = 512$ differs from the paper's ({tables.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
+        f"of activations flat, {tables.text_number('fig5', 'linear_share_of_tokens_B512'):.0f}% of tokens linear): the paper "
         "measured that pair on real routing traces, which this project does not have, so the claim stays in the "
         "ledger as needing a recorded trace.")
 
@@ -251,7 +245,7 @@ def mispricing_summary(t1: pd.DataFrame) -> pd.DataFrame:
 def mispricing_ordering(t1: pd.DataFrame, table1: pd.DataFrame) -> pd.DataFrame:
     """Table 1's story as an ordering, per concurrency B: the most expensive and the cheapest
     proxy by median ratio to TEMPO, in this artifact's batches (``proxy_mispricing``) and in the
-    paper's Table 1 (``paper.table(1)``: B, policy, median), and whether the two agree.  The
+    paper's Table 1 (``tempo.paper.tables.table(1)``: B, policy, median), and whether the two agree.  The
     spread (worst over best proxy) is not a proxy and is left out; ties go to the first proxy
     in :data:`T1_POLICIES` order."""
     proxies = [p for p in T1_POLICIES if p != "spread"]
@@ -270,7 +264,7 @@ def mispricing_ordering(t1: pd.DataFrame, table1: pd.DataFrame) -> pd.DataFrame:
 
 
 def mispricing_paper(table1: pd.DataFrame) -> pd.DataFrame:
-    """Table 1 as the paper prints it (medians, one row per B), from ``paper.table(1)``."""
+    """Table 1 as the paper prints it (medians, one row per B), from ``tempo.paper.tables.table(1)``."""
     return table1.pivot(index="B", columns="policy", values="median")[T1_POLICIES]
 
 
@@ -310,8 +304,6 @@ def seed_maxima(phase: pd.DataFrame) -> pd.DataFrame:
     (:data:`PHASE_MAXIMA`), once per seed: the median and the range over the seeds beside the
     paper's value.  The ledger's phase_max_gain claims agree when the paper's value is in the
     range (the ``random_maxima`` reading)."""
-    from .. import paper
-
     rows = []
     for cid, shape, rep in PHASE_MAXIMA:
         sub = phase[(phase["shape"] == shape) & ((phase.replication == rep) if rep else True)]
@@ -319,7 +311,7 @@ def seed_maxima(phase: pd.DataFrame) -> pd.DataFrame:
             continue
         per = sub.groupby("seed").gain_pct.max() if "seed" in sub else sub.gain_pct.agg(["max"])
         rows.append({"shape": shape, "replication": "both" if rep is None else f"{rep}x",
-                     "paper %": paper.claim(cid)["paper"], "median of seeds' max %": float(per.median()),
+                     "paper %": claims_file.claim_row(cid)["paper"], "median of seeds' max %": float(per.median()),
                      "lowest seed %": float(per.min()), "highest seed %": float(per.max()), "seeds": len(per)})
     return pd.DataFrame(rows)
 
@@ -367,11 +359,11 @@ def alternative_numbers(profile: str) -> dict:
     reading and under each alternative of :data:`PROSE_ALTERNATIVES`, as computed by the ledger
     from this build's runs (``alt_<name>_<shape>``, ``alt_paper_<shape>``); NaN where the
     build did not run the alternative."""
-    from .. import claims, paper
+    from .. import claims
 
     out = {}
     for cid, shape, _ in PHASE_MAXIMA:
-        row = paper.claim(cid)
+        row = claims_file.claim_row(cid)
         k = ANATOMY_SHORT[shape]
         e = claims.evaluate(row, profile)
         out[f"alt_paper_{k}"] = e["ours"] if e["ours"] is not None else float("nan")
@@ -533,7 +525,7 @@ def staleness_text(st: pd.DataFrame, rstats: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------------------- faster EPLB (Table 10)
-#: Table 10's rows: (dispatch, refresh scheme) -> the paper's row label (``paper.table(10)``).
+#: Table 10's rows: (dispatch, refresh scheme) -> the paper's row label (``tempo.paper.tables.table(10)``).
 T10_LABELS = {("static", "never"): "static, never refresh", ("uniform", "never"): "uni, never refresh",
               ("uniform", "cum16"): "uni + cum16 refresh", ("static", "cum16"): "static + cum16 refresh",
               ("tempo", "never"): "TEMPO, never refresh", ("tempo", "cum16"): "TEMPO + cum16 refresh",
@@ -552,19 +544,15 @@ def faster_eplb_table(t10: pd.DataFrame) -> pd.DataFrame:
 
 def faster_eplb_side_by_side(t10: pd.DataFrame) -> pd.DataFrame:
     """Table 10 as the paper prints it beside :func:`faster_eplb_table` (rounded to 3 places)."""
-    from .. import paper
-
-    return pd.concat({"paper": paper.table(10).set_index("policy"), "this artifact": faster_eplb_table(t10).round(3)},
+    return pd.concat({"paper": tables.table(10).set_index("policy"), "this artifact": faster_eplb_table(t10).round(3)},
                      axis=1)
 
 
 def faster_eplb_text(t10: pd.DataFrame) -> str:
     """The prose under Table 10: its rows read the way the paper reads them, ours beside the
     paper's."""
-    from .. import paper
-
     o = faster_eplb_table(t10)
-    p10 = paper.table(10).set_index("policy")
+    p10 = tables.table(10).set_index("policy")
     uni, uni16 = o.loc['uni, never refresh', 'B128_median'], o.loc['uni + cum16 refresh', 'B128_median']
     verdict = 'worse' if uni16 > uni + 0.005 else 'no better' if uni16 > uni - 0.005 else 'better'
     return (
@@ -595,8 +583,6 @@ def moonep_table(moon: pd.DataFrame) -> pd.DataFrame:
 def moonep_text(mt: pd.DataFrame) -> str:
     """The prose under the MoonEP table (:func:`moonep_table`): decode (B <= 64) and prefill
     (B >= 512) against static, beside the paper's charged-prefetch range."""
-    from .. import paper
-
     dec = mt.loc["static"].loc[lambda d: d.index <= 64]
     pre = mt.loc["static"].loc[lambda d: d.index >= 512]
     return (
@@ -604,7 +590,7 @@ def moonep_text(mt: pd.DataFrame) -> str:
         f"{-dec.tempo.max():.1f} to {-dec.tempo.min():.1f}% on the same batches: perfect token balance does nothing for the "
         "activation floor. Charged prefetch turns MoonEP slower than static, as in the paper, but by "
         f"{dec.moonep_charged.min():.0f} to {dec.moonep_charged.max():.0f}% instead of the paper's "
-        f"{' to '.join(f'+{v:g}' for v in paper.claim('moonep_charged_decode')['paper'])}%: our replay copies "
+        f"{' to '.join(f'+{v:g}' for v in claims_file.claim_row('moonep_charged_decode')['paper'])}%: our replay copies "
         "few experts per batch (it moves tokens from the most loaded rank's largest expert first, so one copy carries "
         "many tokens) and charges each copy 4 b, about 16 us for this shape. The paper's accounting of a copy is not "
         "specified beyond the 4x ratio (its measured MoonEP prefetch on the real library is for the DSv3 shape, "
@@ -641,18 +627,14 @@ def ba2a_table(a2a: pd.DataFrame, model: CostModel) -> pd.DataFrame:
 def ba2a_side_by_side(a2a: pd.DataFrame, model: CostModel) -> pd.DataFrame:
     """Table 3's model columns, the paper's (regime, block ratio) beside :func:`ba2a_table`
     (rounded to 3 places), one row per B."""
-    from .. import paper
-
-    p3 = paper.table(3).set_index("B")[["regime", "block_ratio"]]
+    p3 = tables.table(3).set_index("B")[["regime", "block_ratio"]]
     return pd.concat({"paper": p3, "this artifact": ba2a_table(a2a, model).round(3)}, axis=1).sort_index()
 
 
 def table3_measured() -> pd.DataFrame:
     """Table 3's measured columns as the paper prints them: the wall-clock change of two TEMPO
     windows over static and the expert share of the block, per B."""
-    from .. import paper
-
-    return paper.table(3).set_index("B")[["delta_w1_pct", "delta_w2_pct", "expert_share_pct"]]
+    return tables.table(3).set_index("B")[["delta_w1_pct", "delta_w2_pct", "expert_share_pct"]]
 
 
 # ---------------------------------------------------------------------------- trace replay (Section 5.4)

@@ -4,7 +4,7 @@ experiment results, and the ledger is recomputed from them on every build.
 The package: :mod:`.registry` (the :func:`claim` decorator, :class:`Value`, :class:`Spec`,
 :data:`REGISTRY`, the tolerance rule), :mod:`.functions` (one module of claim functions per
 chapter) and :mod:`.ledger` (:func:`evaluate`, :func:`ledger`, :func:`view`, ``python -m tempo
-ledger``); ``claims.yaml`` itself is read by :func:`tempo.book.paper.claim_rows`.  Chapters use
+ledger``); ``claims.yaml`` itself is read by :func:`tempo.paper.claims_file.claim_rows`.  Chapters use
 this package's names: ``from tempo.book import claims; claims.view(profile, ids)``.
 
 * :data:`REGISTRY` maps a claim id to a :class:`Spec`: the result CSVs it reads
@@ -36,7 +36,7 @@ keeps both ends; a claim about a change is checked as that change.
 """
 from __future__ import annotations
 
-from ..paper import BOUNDS, TOL_KINDS, claim_rows, precision
+from ...paper.claims_file import BOUNDS, TOL_KINDS, claim_rows, precision
 from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
                        bootstrap_ci, check, claim, format_value, printed, seed_range, tolerance)
 from .ledger import (RECORD_TRACE, alternative_stem, claims_reading, counts, evaluate, ledger, load_inputs, main,

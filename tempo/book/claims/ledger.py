@@ -15,7 +15,7 @@ import sys
 import pandas as pd
 
 from ...core import paths
-from ..paper import claim_rows
+from ...paper.claims_file import claim_rows
 from . import functions  # noqa: F401  (registers every claim's function)
 from .functions.measured import MEASURED_CLAIMS
 from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
@@ -139,7 +139,7 @@ def evaluate(row: dict, profile: str, alternative=None) -> dict:
     """One ledger row for one claim, computed from this build's results: under the paper's
     reading (``data/paper/readings.yaml``), or under ``alternative`` = (reading id, choice),
     every other reading the paper's (the ledger's sensitivity columns)."""
-    from ...core.readings import Reading, specs as reading_specs
+    from ...paper.readings import Reading, specs as reading_specs
 
     spec = REGISTRY.get(row["id"])
     need = row["needs"]
@@ -218,7 +218,7 @@ def sensitivity(row: dict, profile: str) -> list[dict]:
     """The claim under each alternative of each reading ``data/paper/readings.yaml`` lists it
     under (one choice changed at a time, the rest the paper's): one dict per (reading, choice)
     with our value, the status it would get and its note.  Empty for a claim no reading lists."""
-    from ...core.readings import specs as reading_specs
+    from ...paper.readings import specs as reading_specs
 
     out = []
     for sp in reading_specs().values():
