@@ -132,4 +132,4 @@ def load(name: str, profile: str, tag: str | None = None) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-from . import phase_grid, reading, replay, scale_s0, simulator, solver, toy  # noqa: E402,F401
+from . import phase_grid, readings, replay, scale_s0, simulator, solver, toy  # noqa: E402,F401

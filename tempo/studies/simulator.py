@@ -13,7 +13,7 @@ from ..world.placement import eplb_placement
 from .sweep import run_grid
 from ..theory.bounds import flip_boundary
 from ..world.workloads import expected_loads, pair_shares, sample_counts, zipf_popularity
-from . import reading as rd
+from . import readings
 from .registry import FIRST_REPLICA, STATIC, experiment, result_of
 from .scenarios import TraceRouting, placement_weights, zipf_placement
 
@@ -45,7 +45,7 @@ def mixed_regime(config: dict) -> pd.DataFrame:
     n_star = CostModel.named(params).n_star
     pop = zipf_popularity(E, config["skew"], seed=config.get("seed", 0))
     tr = TraceRouting.of(config)
-    router = rd.of(config)["synthetic_router"]
+    router = readings.of(config)["synthetic_router"]
     g = config.get("n_gpus", 8)
     rows = []
     for routing in ("synthetic", "trace") if tr else ("synthetic",):
@@ -144,15 +144,15 @@ def phase_cell(cell: dict) -> pd.DataFrame:
     asks whether pricing communication changes the conclusions, as the paper does."""
     E, K, params = SHAPES[cell["shape"]]
     model = CostModel.named(params)
-    reading = rd.of(cell)
+    reading = readings.of(cell)
     kr = float(cell.get("comm_kr", 0.0))
-    insts = rd.batches(reading, E, cell["ep"], cell["B"], cell["skew"], cell["replication"], cell["batches"],
+    insts = readings.batches(reading, E, cell["ep"], cell["B"], cell["skew"], cell["replication"], cell["batches"],
                        seed=cell["seed"], top_k=K)
     ms, msc = {}, {}
     for p in list(FIXED) + ["tempo"]:
         per, perc = [], []
         for i in insts:
-            t, N = rd.dispatch_times(i, model, p, reading)
+            t, N = readings.dispatch_times(i, model, p, reading)
             per.append(t.max())
             perc.append((t + kr * N).max())
         ms[p], msc[p] = float(np.mean(per)), float(np.mean(perc))
@@ -181,7 +181,7 @@ def phase_diagram(config: dict) -> pd.DataFrame:
     size, skew, replication, EP size and expert shape (Section 3.2), under the config's
     reading (:func:`phase_cell`).  ``seeds`` (a list) runs the grid once per seed, a ``seed``
     column telling them apart; otherwise the one ``seed`` (default 0)."""
-    reading = rd.of(config).select(PHASE_READINGS)
+    reading = readings.of(config).select(PHASE_READINGS)
     cells = [{"shape": sh, "ep": ep, "skew": s, "replication": r, "B": B, "batches": config["batches"],
               "seed": seed, "comm_kr": config.get("comm_kr", 0.0), "reading": reading}
              for seed in _seeds(config)
@@ -206,10 +206,10 @@ def activation_balancer_cell(cell: dict) -> pd.DataFrame:
     (``gain_vs_exact_pct``)."""
     E, K, params = SHAPES[cell["shape"]]
     model = CostModel.named(params)
-    reading = rd.of(cell)
-    insts = rd.batches(reading, E, cell["ep"], cell["B"], cell["skew"], cell["replication"], cell["batches"],
+    reading = readings.of(cell)
+    insts = readings.batches(reading, E, cell["ep"], cell["B"], cell["skew"], cell["replication"], cell["batches"],
                        seed=cell["seed"], top_k=K)
-    ms = {p: float(np.mean([rd.dispatch_times(i, model, p, reading)[0].max() for i in insts]))
+    ms = {p: float(np.mean([readings.dispatch_times(i, model, p, reading)[0].max() for i in insts]))
           for p in list(FIXED) + [EXACT_BALANCER, "tempo"]}
     return pd.DataFrame([{**{f"ms_{p}": v for p, v in ms.items()}, "gain_pct": tempo_gain(ms)[1],
                           "gain_vs_exact_pct": tempo_gain(ms, list(FIXED) + [EXACT_BALANCER])[1]}])
@@ -222,7 +222,7 @@ def activation_balancer(config: dict) -> pd.DataFrame:
     ``seed``; EP8, or ``ep``) with :data:`EXACT_BALANCER` added, one row per cell
     (:func:`activation_balancer_cell`).  Its batches and fixed dispatches are the phase
     diagram's: a run after it reuses them through the grid memo."""
-    reading = rd.of(config).select(DISPATCH_READINGS)
+    reading = readings.of(config).select(DISPATCH_READINGS)
     cells = [{"shape": sh, "replication": r, "skew": s, "B": B, "ep": config.get("ep", 8), "batches": config["batches"],
               "seed": config.get("seed", 0), "reading": reading}
              for sh in config["shapes"] for r in config["replications"] for s in config["skews"] for B in config["tokens"]]
@@ -301,7 +301,7 @@ def phase_boundary(config: dict) -> pd.DataFrame:
     :func:`boundary_hits` under the config's reading (the router and placement the grid ran
     with, ``hot_share``'s p_1).  Columns ``seed``, ``shape``, ``ep``, then those of
     :func:`boundary_hits`."""
-    reading = rd.of(config)
+    reading = readings.of(config)
     phase = result_of("phase_diagram", config)
     seeds = sorted(phase["seed"].unique()) if "seed" in phase else [0]
     out = []
@@ -325,7 +325,7 @@ def token_lp_faces(config: dict) -> pd.DataFrame:
     vertex ever differ in makespan, and how far the spread is from both."""
     from ..policies.proxies import TOKEN_LP_FACES
 
-    reading = rd.of(config)
+    reading = readings.of(config)
     rows = []
     for sh in config["shapes"]:
         E, K, params = SHAPES[sh]
@@ -335,7 +335,7 @@ def token_lp_faces(config: dict) -> pd.DataFrame:
                 for s in config["skews"]:
                     for r in config["replications"]:
                         for B in config["tokens"]:
-                            insts = rd.batches(reading, E, ep, B, s, r, config["batches"], seed=seed, top_k=K)
+                            insts = readings.batches(reading, E, ep, B, s, r, config["batches"], seed=seed, top_k=K)
                             for b, inst in enumerate(insts):
                                 out = {}
                                 for face in TOKEN_LP_FACES:
@@ -480,8 +480,8 @@ def _anatomy_dispatch(name, inst, model, reading):
     if name == "token_lp_highs":
         return token_lp_highs(inst)
     if name == "tempo_paper":
-        return solve(inst, model, "tempo", options="paper", lp_variants=rd.tempo_options(reading)["lp_variants"])
-    return rd.dispatch(inst, model, name, reading)
+        return solve(inst, model, "tempo", options="paper", lp_variants=readings.tempo_options(reading)["lp_variants"])
+    return readings.dispatch(inst, model, name, reading)
 
 
 @experiment("phase_anatomy", readings=("synthetic_router", "eplb_ties", "token_lp_face", "ensemble_lp", "tempo_preset",
@@ -506,7 +506,7 @@ def phase_anatomy(config: dict) -> pd.DataFrame:
     per (cell, placement, dispatch)."""
     from ..core.instance import Instance
 
-    reading = rd.of(config)
+    reading = readings.of(config)
     router = reading["synthetic_router"]
     rows = []
     for cell in config["cells"]:

@@ -15,7 +15,7 @@ from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
 from ..paper.readings import Reading
-from . import reading as rd
+from . import readings
 from .registry import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, zipf_batches
 from ..policies._fallback import add_count, fallback_count
@@ -124,7 +124,7 @@ def thm2_probe(config: dict) -> pd.DataFrame:
     reading in the same process compares against the same MILP answer (:func:`_milp`).  The
     suite is drawn here; chunks of :data:`PROBE_CHUNK` instances run as a grid
     (:func:`tempo.studies.sweep.run_grid`, ``config["workers"]``)."""
-    tempo_kw = rd.tempo_options(rd.of(config))
+    tempo_kw = readings.tempo_options(readings.of(config))
     suite = [(i, *item) for i, item in enumerate(theory.probe_suite(
         config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
         max_gpus=config.get("max_gpus", 16)))]
@@ -174,7 +174,7 @@ def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
 
 
 def _milp_key(inst: Instance, model: CostModel, time_limit, warm_start) -> bytes:
-    return b"milp:" + rd.batch_hash(inst, model, float(time_limit), bool(warm_start))
+    return b"milp:" + readings.batch_hash(inst, model, float(time_limit), bool(warm_start))
 
 
 def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
@@ -247,11 +247,11 @@ def _milp_cell(cell: dict) -> list[dict]:
     config = cell["config"]
     g, E, s, rep, B, *routing = cell["cell"]
     model = CostModel.named(config.get("params", "dsv3-offline"))
-    reading = rd.of(config)
-    tempo_kw = rd.tempo_options(reading)
+    reading = readings.of(config)
+    tempo_kw = readings.tempo_options(reading)
     src = _trace_of(config) if routing == ["trace"] else None
     rows = []
-    for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
+    for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
                                         trace=src)):
         t0 = time.perf_counter()
         d = solve(inst, model, "tempo", **tempo_kw)
@@ -281,15 +281,15 @@ def _time_solves(config: dict) -> list[dict]:
     (``perf_counter``) and of this process's CPU time (``process_time``, which a loaded machine
     does not inflate), in ms.  One untimed solve first (imports, machine code loaded)."""
     model = CostModel.named(config.get("params", "dsv3-offline"))
-    reading = rd.of(config)
-    kw = rd.tempo_options(reading)
+    reading = readings.of(config)
+    kw = readings.tempo_options(reading)
     repeats = int(config.get("repeats", 3))
     import numba
 
     jit_off = bool(numba.config.DISABLE_JIT)  # how this process runs the compiled functions
     rows, warm = [], False
     for g, E, s, rep, B in _phase_cells(config):
-        for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B)):
+        for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B)):
             if not warm:
                 solve(inst, model, "tempo", **kw)
                 warm = True
@@ -363,12 +363,12 @@ def _ablation_cell(cell: dict) -> list[dict]:
     config = cell["config"]
     bseed, grid, g, E, s, rep, B = cell["cell"]
     model = CostModel.named(config.get("params", "dsv3-offline"))
-    reading = rd.of(config)
-    kw = rd.tempo_options(reading, "ablation_reference")
+    reading = readings.of(config)
+    kw = readings.tempo_options(reading, "ablation_reference")
     seed = config.get("seed", "whole")  # both references of the reading seed with whole experts
     kw["seed"] = seed
     rows = []
-    for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=B + 17 + 1000 * bseed)):
+    for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=B + 17 + 1000 * bseed)):
         full = model.makespan(inst, solve(inst, model, "tempo", **kw))
         for name, opts in VARIANTS.items():
             if name == "full":
