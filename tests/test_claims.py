@@ -187,7 +187,7 @@ def test_yaml_validation_names_the_claim(monkeypatch):
 
 def test_ledger_recomputes_and_missing_results_read_not_run(build):
     experiments.run("toy_dispatch", {"b": 15.0, "beta": 0.1}, "smoke")
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     assert led.loc["toy_tempo", "status"] == "reproduced" and led.loc["toy_tempo", "ours"] == pytest.approx(60)
     assert led.loc["toy_ratio", "status"] == "reproduced"
     assert led.loc["nstar_dsv3", "status"] == "consistent"           # arithmetic on Table 6: never "reproduced"
@@ -201,7 +201,7 @@ def test_ledger_recomputes_and_missing_results_read_not_run(build):
     assert len(written) == len(claims.claim_rows()) and "provenance" in written
     # remove that experiment's result: its claims are "not run", never the old verdict
     (paths.results_dir("smoke") / "toy_dispatch.csv").unlink()
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     for cid in ("toy_token_lp", "toy_metro", "toy_tempo", "toy_ratio"):
         assert led.loc[cid, "status"] == "not run in this build", cid
         assert pd.isna(led.loc[cid, "ours"])
@@ -335,7 +335,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     from tempo import CostModel
     from tempo.calib import record
 
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     assert led.loc["fit_err_dsv3", "status"] == "needs a GPU"
     m = CostModel(a=0, b=14.78, c=0, beta=0.0945)  # Table 6's DSv3 fit: a recording it fits exactly
     rows = [(G, n) for G in (1, 2, 4, 8, 13) for n in (1, 4, 16, 64, 256, 1024)]
@@ -348,7 +348,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     (rec / "fit.json").write_text("{}")
     (rec / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "device": "GPU X", "date": "2026-01-02",
                                                    "backend": "deep_gemm", "shape": "dsv3", "cells": len(df)}))
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     assert led.loc["fit_err_dsv3", "ours"] == pytest.approx(0.0, abs=0.5)
     # a partial grid (G up to 13, 1024 tokens per expert) is a stand-in, never a verdict
     assert led.loc["fit_err_dsv3", "status"] == "stand-in"
@@ -365,7 +365,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     df["N"], df["T"], df["kind"] = df.G * df.n, df.G * np.ceil(df.n / 128).astype(int), "grid"
     df["t_us"] = [max(m.b * G, m.beta * G * n) for G, n in rows]
     df.to_csv(rec / "samples.csv.gz", index=False, compression="gzip")
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     # on another GPU than the paper's testbed it stays a stand-in
     assert led.loc["fit_err_dsv3", "status"] == "stand-in"
     assert "GPU X (cpu) is not Testbed A's generation (Hopper)" in led.loc["fit_err_dsv3", "note"]
@@ -373,7 +373,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     (rec / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "device": "GPU X", "date": "2026-01-02",
                                                    "backend": "deep_gemm", "shape": "dsv3", "cells": len(df),
                                                    "testbed": "A"}))
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     assert led.loc["fit_err_dsv3", "status"] == "deviates"  # 0% against the paper's 8.0%
     c = claims.counts(led.reset_index())
     assert c["stand-in"] == int((led.status == "stand-in").sum())

@@ -131,11 +131,9 @@ def test_solve_time_compares_the_python_run_and_shows_the_compiled_one_beside():
 
 
 def test_calibration_readings_give_consistent_never_reproduced(monkeypatch):
-    import importlib
-
+    from tempo.book.claims import ledger as led
     from tempo.book.claims.registry import REGISTRY, Spec
 
-    led = importlib.import_module("tempo.book.claims.ledger")
     specs = dict(paper_readings.specs())
     cal = specs["batch_fluctuation"]
     monkeypatch.setattr(paper_readings, "specs", lambda: {**specs, "batch_fluctuation": type(cal)(
@@ -214,7 +212,7 @@ def test_sensitivity_shows_each_alternative_beside_the_paper_reading(put):
     assert sens[("token_lp_face", "even_spread")]["status"] == "not run in this build"    # no such run
     assert sens[("random_maxima", "one_seed")]["ours"] == "9"                              # the first seed only
     assert sens[("skew_grid", "seven_skews")]["status"] == "not run in this build"
-    led = claims.ledger("smoke")
+    led = claims.build_ledger("smoke")
     s = led.attrs["sensitivity"]
     assert {"id", "reading", "choice", "ours", "status", "paper_reading_status"} <= set(s.columns)
     r = led.set_index("id").loc["phase_max_gain_dsv3"]
@@ -294,9 +292,8 @@ def test_compare_ledgers_lists_moved_verdicts_with_the_reading_that_moved_them(t
 
 
 def test_the_readme_counts_are_generated_with_stand_ins_apart(tmp_path):
-    import importlib
+    from tempo.book.claims import ledger as led
 
-    led = importlib.import_module("tempo.book.claims.ledger")
     start, end = led.README_MARKERS
     assert start in (paths.ROOT / "README.md").read_text()
     readme = tmp_path / "README.md"
@@ -353,11 +350,9 @@ def test_a_deviation_without_its_own_cause_gets_one_from_the_readings():
 
 
 def test_a_claim_cause_reaches_the_note_only_when_it_deviates(put):
-    import importlib
-
+    from tempo.book.claims import ledger as L
     from tempo.book.claims.registry import REGISTRY, Spec, Value
 
-    L = importlib.import_module("tempo.book.claims.ledger")
     row = {"id": "x_cause", "needs": None, "paper": 1.0, "unit": "", "kind": "value", "chapter": "03",
            "section": "", "claim": "", "paper_text": "1.0", "tolerance": 0.01}
     try:

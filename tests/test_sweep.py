@@ -121,11 +121,12 @@ def test_refresh_forgets_the_memo(monkeypatch, tmp_path):
     """studies.run(refresh=True) recomputes everything, so it also forgets the grid memo; a
     plain run keeps it (the alternatives after it reuse its solves)."""
     from tempo import studies
+    from tempo.core import paths
     from tempo.studies import sweep
 
     sweep.memo_put(("test", "x"), 1)
     monkeypatch.setattr(studies, "cached", lambda name, config, fn, refresh=False: pd.DataFrame({"a": [1]}))
-    monkeypatch.setattr(studies.paths, "results_dir", lambda profile: tmp_path)
+    monkeypatch.setattr(paths, "results_dir", lambda profile: tmp_path)
     studies.run("lemmas", {"n": 1}, "smoke")
     assert sweep.memo_get(("test", "x")) == 1
     studies.run("lemmas", {"n": 1}, "smoke", refresh=True)
@@ -136,6 +137,7 @@ def test_refresh_of_alternatives_forgets_the_memo_once(monkeypatch, tmp_path):
     """run_alternatives(refresh=True): the memo is forgotten before the first run only, so the
     alternatives still reuse what the refreshed run computed (the same MILP answers)."""
     from tempo import studies
+    from tempo.core import paths
     from tempo.paper.readings import Reading
     from tempo.studies import sweep
 
@@ -148,7 +150,7 @@ def test_refresh_of_alternatives_forgets_the_memo_once(monkeypatch, tmp_path):
 
     sweep.memo_put(("test", "y"), 0)
     monkeypatch.setattr(studies, "cached", fake)
-    monkeypatch.setattr(studies.paths, "results_dir", lambda profile: tmp_path)
+    monkeypatch.setattr(paths, "results_dir", lambda profile: tmp_path)
     out = studies.run_alternatives("thm2_probe", {"n": 1}, "smoke", reading=Reading.paper(), refresh=True)
     assert len(out) >= 2 and seen == [None] + list(range(1, len(out)))
     sweep.memo_clear()

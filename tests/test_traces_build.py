@@ -134,7 +134,7 @@ def test_results_on_a_trace_name_it_and_its_claims_get_a_verdict(build):
     phase_meta = json.loads((paths.results_dir("smoke") / "phase_diagram.meta.json").read_text())
     assert "trace" not in phase_meta["config"]
 
-    led = claims.ledger("smoke", write=False).set_index("id")
+    led = claims.build_ledger("smoke", write=False).set_index("id")
     sha12 = file_sha256(path)[:12]
     for cid in ["t1_uniform_b128", "t1_metro_b128", "t1_static_b1024", "t1_tokenlp_b512", "t1_spread_b1024",
                 "staleness_stale1"]:
@@ -179,7 +179,7 @@ def test_a_synthetic_trace_is_never_evidence(build):
     experiments.use_trace(path)
     assert "a **synthetic** trace, demo.npz" in experiments.routing_label()
     experiments.run("proxy_mispricing", {"concurrency": [128], "batches": 3}, "smoke")
-    row = claims.ledger("smoke", write=False).set_index("id").loc["t1_uniform_b128"]
+    row = claims.build_ledger("smoke", write=False).set_index("id").loc["t1_uniform_b128"]
     assert row.status == "needs a recorded trace" and row.evidence == "synthetic"
     assert "synthetic trace (demo.npz" in row.note and "not evidence" in row.note
 

@@ -238,7 +238,7 @@ def test_one_poisoned_recording_is_skipped_with_a_warning_and_the_ledger_still_r
         e = claims.evaluate(row, "smoke")
     assert "2026-11-30-deep_gemm-dsv3" in e["provenance"]
     with pytest.warns(RuntimeWarning):
-        df = claims.ledger("smoke", write=False)
+        df = claims.build_ledger("smoke", write=False)
     assert len(df) > 0
 
 

@@ -693,7 +693,7 @@ def ledger_by_chapter(ledger: pd.DataFrame):
     verdict, every status with its fixed colour."""
     from .claims.registry import STATUSES
 
-    _need(ledger, {"chapter", "status"}, "ledger (tempo.book.claims.ledger())")
+    _need(ledger, {"chapter", "status"}, "ledger (tempo.book.claims.build_ledger())")
     unknown = set(ledger.status) - set(STATUSES)
     if unknown:
         raise ValueError(f"ledger holds unknown statuses {sorted(unknown)}")

@@ -12,6 +12,7 @@ import pandas as pd
 from ...core.cost import CostModel
 from ...paper import claims_file, tables
 from ...paper.readings import Reading
+from ...studies.results import Results
 from ...studies.simulator import FIXED, tempo_gain
 from .common import sizes as _sizes
 
@@ -361,14 +362,15 @@ def alternative_numbers(profile: str) -> dict:
     build did not run the alternative."""
     from .. import claims
 
+    results = Results(profile)
     out = {}
     for cid, shape, _ in PHASE_MAXIMA:
         row = claims_file.claim_row(cid)
         k = ANATOMY_SHORT[shape]
-        e = claims.evaluate(row, profile)
+        e = claims.evaluate(row, results)
         out[f"alt_paper_{k}"] = e["ours"] if e["ours"] is not None else float("nan")
         for alt, name in PROSE_ALTERNATIVES.items():
-            v = claims.evaluate(row, profile, alt)["ours"]
+            v = claims.evaluate(row, results, alt)["ours"]
             out[f"alt_{name}_{k}"] = float(v) if v is not None else float("nan")
     return {k: float(v) for k, v in out.items()}
 
