@@ -1,5 +1,5 @@
-"""The import graph of a package, read with ``ast``, held against the layering rule (DESIGN.md,
-"Conventions"; issue 22).
+"""The import graph of a package, read with ``ast``, held against the layering rule
+(ARCHITECTURE.md, "The rule").
 
 Every ``import`` and ``from ... import`` in every module counts: at the top of the file or inside
 a function (lazy imports are imports), relative or absolute, plus ``importlib.import_module`` of a

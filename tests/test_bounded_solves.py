@@ -1,4 +1,4 @@
-"""Bounded solves and exact numbers (issue 27; reliability re-audit D3, D9): every LP/QP/MILP call
+"""Bounded solves and exact numbers: every LP/QP/MILP call
 has a time limit and a fallback that is a valid dispatch and says so; counts past 2^53 are refused
 naming the argument, and every solver is valid just below it."""
 import numpy as np

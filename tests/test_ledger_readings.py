@@ -1,4 +1,4 @@
-"""The ledger under the paper's reading (issue 24, items 3, 4 and 7): the sensitivity columns
+"""The ledger under the paper's reading: the sensitivity columns
 and the readings x claims table, the verdict rules that compare like with like (seeds and
 intervals, propagated rounding, the MILP's answer at its limit, pure-Python timing), stand-ins
 counted apart, calibration readings giving "consistent", and the before/after comparison."""

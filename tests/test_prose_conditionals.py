@@ -1,4 +1,4 @@
-"""The passages a chapter writes from its own numbers (issue 28, "prose that follows the data"):
+"""The passages a chapter writes from its own numbers ("prose that follows the data"):
 each is rendered for both outcomes of the effect it explains, so a later build or solver that
 moves the numbers moves the sentence with them."""
 import pandas as pd

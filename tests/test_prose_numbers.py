@@ -1,4 +1,4 @@
-"""The book teaches from its own numbers (issue 28): in the prose of chapters 01-03 and 08, the
+"""The book teaches from its own numbers: in the prose of chapters 01-03 and 08, the
 reproduction map and the README, every number is either glued from the build (``{glue:text}``,
 or a passage a chapter function writes from its results) or on the page's short allowlist of
 constants below: the inputs of a worked example, the hand arithmetic of its solution, paper

@@ -1,5 +1,5 @@
 """Readings (data/paper/readings.yaml): the file, the Reading object, and that each reading
-does what it says in the studies (issue 24: router, token-LP face, ensemble candidate, METRO's
+does what it says in the studies (router, token-LP face, ensemble candidate, METRO's
 order, ties, the boundary's p_1, the cache key)."""
 import numpy as np
 import pandas as pd
@@ -195,7 +195,7 @@ def test_the_two_vertices_can_differ_in_makespan():
                          "batches": 1, "seed": 0})
     assert set(df.face) == {"even_spread", "maxflow_vertex", "highs_vertex"}
     top = df.groupby("face").max_N.first()  # every face is optimal for the token LP (to float rounding:
-    assert np.ptp(top) <= 1e-9 * top.max()  # the even spread is a dual projection since issue 27)
+    assert np.ptp(top) <= 1e-9 * top.max()  # the even spread is a dual projection)
     assert not df[df.face == "maxflow_vertex"].same_as_highs.all()
 
 

@@ -1,4 +1,4 @@
-"""A trace-backed build (issue 18 item 4, issue 14 item 3): given a recorded routing trace, the
+"""A trace-backed build: given a recorded routing trace, the
 scenario experiments draw their batches from it, their results name it, and the claims the paper
 computes on recorded routing get a verdict with the trace as provenance; without one, nothing
 changes."""

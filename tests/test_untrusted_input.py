@@ -1,5 +1,4 @@
-"""Recordings and cache entries are untrusted input (issue 27; reliability re-audit D1, D2, D4,
-D5, D7, D8, D12, D14): ingest never writes outside its root, one bad recording never breaks the
+"""Recordings and cache entries are untrusted input: ingest never writes outside its root, one bad recording never breaks the
 ledger, no read hangs on a FIFO or runs through /dev/zero or a gzip bomb, no link is followed,
 an output never replaces a device node, a planted cache entry runs nothing."""
 import gzip

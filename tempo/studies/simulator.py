@@ -111,8 +111,7 @@ def winner_label(ms: dict, ties: str = "tie") -> tuple[str, bool]:
     and whether it is a tie.  ``ties`` (the reading): ``"tie"``: the letters of every fixed
     policy within :data:`TIE_REL` (relative) of the best, joined by "+" in :data:`FIXED`'s
     order (``"M+L"``, ``"M+L+E"``), a single letter when one policy is best alone;
-    ``"first_listed"``: the first best policy in :data:`FIXED`'s order (the artifact before
-    the reading), never a tie."""
+    ``"first_listed"``: the first best policy in :data:`FIXED`'s order, never a tie."""
     if ties not in ("tie", "first_listed"):
         raise ValueError(f"ties must be 'tie' or 'first_listed', got {ties!r}")
     best = min(FIXED, key=lambda p: ms[p])

@@ -60,7 +60,7 @@ def ledger_html(df: pd.DataFrame) -> str:
 def compact_columns(show: pd.DataFrame) -> pd.DataFrame:
     """The ledger table narrow enough for a 1280 px page: the note goes under the claim's text
     (small type) and the provenance into a collapsed "source" detail below it, so the wide
-    free-text columns no longer need a horizontal scroll; the other columns are unchanged."""
+    free-text columns need no horizontal scroll; the other columns are unchanged."""
     import html
 
     def cell(r):
