@@ -11,11 +11,11 @@ Makefile's target for the ledger notebook, which runs every chapter first.  A wo
 already holds a finished build is reused, so an interrupted comparison resumes.
 
 Compared: every ``build/results/full/*.csv`` cell by cell (exact equality, NaN equal to NaN),
-the ``config`` of every ``*.meta.json`` and the ledger (``claims.csv``).  Not compared, because
-they are not results of the code but of the clock or of the checkout:
+the ``config`` of every ``*.meta.json`` and the ledger (``claims.csv``, ``claims_sensitivity.csv``).
+Not compared, because they are not results of the code but of the clock or of the checkout:
 
-* wall-clock columns (:data:`CLOCK_COLUMNS`) and the ledger rows whose value is a wall-clock
-  time (:data:`CLOCK_CLAIMS`);
+* wall-clock columns (:data:`CLOCK_COLUMNS`, in every run of the experiment: tagged and under
+  other readings) and the ledger rows whose value is a wall-clock time (:data:`CLOCK_CLAIMS`);
 * the MILP's bound where the MILP stopped at its wall-clock limit without proving optimality
   (:data:`TIME_LIMITED`): how far HiGHS gets in 10 s depends on the machine's load, so those
   cells differ between two runs of one commit;
@@ -40,21 +40,25 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-#: result file -> columns measured by the wall clock (they differ run to run on one commit)
+#: an experiment's result file -> columns measured by the wall clock (they differ run to run on one
+#: commit); they hold for its tagged runs and its runs under other readings too (:func:`study_file`)
 CLOCK_COLUMNS = {
     "solver_vs_milp.csv": ["tempo_ms", "milp_s"],
     "drift16_stages.csv": ["solve_ms"],
+    "solver_runtime.csv": ["wall_ms", "cpu_ms"],
 }
-#: ledger rows whose value is a wall-clock time
+#: ledger rows whose value is a wall-clock time (left out of claims.csv and claims_sensitivity.csv)
 CLOCK_CLAIMS = {"solver_time_small_b", "solver_speedup"}
-#: result file -> (rows whose MILP hit its time limit, columns computed from the MILP's bound there)
+#: an experiment's result file -> (rows whose MILP hit its time limit, columns computed from the MILP's
+#: bound there, and whether it proved optimality); for its other runs too (:func:`study_file`)
 TIME_LIMITED = {
-    "solver_vs_milp.csv": (lambda df: ~df["milp_optimal"].astype(bool), ["milp_lb", "ratio_to_lb"]),
+    "solver_vs_milp.csv": (lambda df: ~df["milp_optimal"].astype(bool), ["milp_lb", "ratio_to_lb", "milp_optimal"]),
     "thm2_probe.csv": (lambda df: (df["opt_from"] == "milp") & (df["opt_lo"] < df["opt_hi"] - 1e-9),
                        ["opt_lo", "rr_over_bound_hi", "rr_over_opt_max", "tempo_over_opt_max"]),
 }
-#: module renames of the house issue (#22): a provenance text naming the old module names the new one
+#: module renames: a provenance text naming an old module names the new one
 MODULE_RENAMES = {
     "tempo.workloads": "tempo.world.workloads", "tempo.placement": "tempo.world.placement",
     "tempo.traces": "tempo.world.traces", "tempo.experiments": "tempo.studies", "tempo.theory": "tempo.theory.bounds",
@@ -80,13 +84,25 @@ def build(ref: str) -> Path:
     return results
 
 
+def study_file(name: str) -> str:
+    """The file name of the experiment a result file belongs to: ``solver_vs_milp.csv`` for
+    ``solver_vs_milp-eplb_ties=index_order.csv`` (:class:`tempo.studies.results.ResultKey`)."""
+    from tempo.studies.results import ResultKey
+
+    try:
+        return ResultKey.parse(name.removesuffix(".csv")).name + ".csv"
+    except ValueError:
+        return name
+
+
 def _frame(path: Path) -> pd.DataFrame:
     df = pd.read_csv(path)
-    return df.drop(columns=[c for c in CLOCK_COLUMNS.get(path.name, []) if c in df.columns])
+    return df.drop(columns=[c for c in CLOCK_COLUMNS.get(study_file(path.name), []) if c in df.columns])
 
 
 def _unlimited(name: str, a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     """Blank the MILP-bound cells of rows where either run's MILP stopped at its time limit."""
+    name = study_file(name)
     if name not in TIME_LIMITED or len(a) != len(b):
         return a, b, 0
     rows, cols = TIME_LIMITED[name]
@@ -94,6 +110,7 @@ def _unlimited(name: str, a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFram
     a, b = a.copy(), b.copy()
     for c in cols:
         if c in a.columns and c in b.columns:
+            a[c], b[c] = a[c].astype(object), b[c].astype(object)
             a.loc[hit, c] = np.nan
             b.loc[hit, c] = np.nan
     return a, b, int(hit.sum())
@@ -143,7 +160,7 @@ def compare(before: Path, after: Path) -> list[str]:
         if not a.exists() or not b.exists():
             out.append(f"{name}: only {'after' if b.exists() else 'before'}")
             continue
-        read = _ledger if name == "claims.csv" else _frame
+        read = _ledger if name in ("claims.csv", "claims_sensitivity.csv") else _frame
         fa, fb, limited = _unlimited(name, read(a), read(b))
         out += diff_frames(name, fa, fb)
         if limited:

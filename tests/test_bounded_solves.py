@@ -1,4 +1,4 @@
-"""Bounded solves and exact numbers (issue 27; reliability re-audit D3, D9): every LP/QP/MILP call
+"""Bounded solves and exact numbers: every LP/QP/MILP call
 has a time limit and a fallback that is a valid dispatch and says so; counts past 2^53 are refused
 naming the argument, and every solver is valid just below it."""
 import numpy as np
@@ -150,7 +150,7 @@ def test_threaded_dask_workers_count_each_fallback_once():
     counted once (the counter is per thread), also through the grid memo's reuse."""
     distributed = pytest.importorskip("dask.distributed")
     from tempo.policies._fallback import fallback_count
-    from tempo.studies import reading as rd, sweep
+    from tempo.studies import readings, sweep
     from tempo.studies.sweep import run_grid
 
     sweep.memo_clear()
@@ -160,15 +160,15 @@ def test_threaded_dask_workers_count_each_fallback_once():
             before = fallback_count()
             df = run_grid(_one_fallback, cells, scheduler=client, progress=False)
             assert len(df) == 8 and fallback_count() - before == 8
-            real = rd.solve  # the cluster's threads share this process's modules
-            rd.solve = lambda inst, model, policy, **kw: mark_fallback(real(inst, model, policy, **kw), "test")
+            real = readings.solve  # the cluster's threads share this process's modules
+            readings.solve = lambda inst, model, policy, **kw: mark_fallback(real(inst, model, policy, **kw), "test")
             try:
                 before = fallback_count()
                 run_grid(_memo_fallback, cells, scheduler=client, progress=False)  # solves, stores
                 run_grid(_memo_fallback, cells, scheduler=client, progress=False)  # reuses, counts again
                 assert fallback_count() - before == 16
             finally:
-                rd.solve = real
+                readings.solve = real
     sweep.memo_clear()
 
 
@@ -176,11 +176,11 @@ def _memo_fallback(cell):
     """One memoised dispatch per cell (through dispatch_times; the test makes it a fallback)."""
     import pandas as pd
 
-    from tempo.studies import reading as rd
+    from tempo.studies import readings
 
     model = tempo.CostModel.named("dsv3-offline")
     inst = tempo.Instance(np.array([10 + cell["i"], 5]), np.array([[0], [1]]), 2)
-    rd.dispatch_times(inst, model, "uniform", rd.Reading.paper())
+    readings.dispatch_times(inst, model, "uniform", readings.Reading.paper())
     return pd.DataFrame({"x": [cell["i"]]})
 
 

@@ -1,50 +1,63 @@
-"""Chapter 04's computed candidates for Fig. 12 at s = 0 (tempo.book.chapters.ch04_simulator,
-issue 24 item 6): why the scale study finds no gain there, and what one change gives."""
+"""The studies behind chapter 04's last two tables: Fig. 12's candidates at s = 0
+(tempo.studies.scale_s0: why the scale study finds no gain there, and what one change gives)
+and the phase grid against the exact activation balancer (tempo.studies.simulator)."""
 import numpy as np
 import pandas as pd
 import pytest
 
 from tempo.book.chapters import ch04_simulator as ch04
-from tempo.world.workloads import zipf_popularity
+from tempo.paper.readings import Reading
+from tempo.studies import registry
+from tempo.studies import scale_s0 as s0
+from tempo.world.workloads import sample_counts, zipf_popularity
 
-CANDS = {c["candidate"]: c for c in ch04.S0_CANDIDATES}
+CANDS = {c["candidate"]: c for c in s0.S0_CANDIDATES}
 
 
 def test_colocated_replicas_known_answer():
     # 4 GPUs x 2 slots: expert 0 twice on GPU 0 (co-located), expert 1 on GPUs 1 and 2
-    assert ch04.colocated_replicas(np.array([0, 0, 1, 2, 3, 1, 4, 5]), 4) == (2, 1)
-    assert ch04.colocated_replicas(np.array([0, 1, 2, 3]), 2) == (0, 0)
+    assert s0.colocated_replicas(np.array([0, 0, 1, 2, 3, 1, 4, 5]), 4) == (2, 1)
+    assert s0.colocated_replicas(np.array([0, 1, 2, 3]), 2) == (0, 0)
 
 
 @pytest.mark.parametrize("ep", [8, 32, 64])
 def test_uniform_eplb_in_index_order_colocates_every_replica_and_unordered_ties_spread_them(ep):
     pop = zipf_popularity(256, 0.0, seed=1)
-    stable = ch04._s0_placement(pop, 8, ep, CANDS["EPLB ties in index order"], seed=1)
-    assert ch04.colocated_replicas(stable, ep) == (64, 64)
-    built = ch04._s0_placement(pop, 8, ep, CANDS["as built"], seed=1)
-    n_rep, n_col = ch04.colocated_replicas(built, ep)
+    stable = s0.s0_placement(pop, 8, ep, CANDS["EPLB ties in index order"], seed=1)
+    assert s0.colocated_replicas(stable, ep) == (64, 64)
+    built = s0.s0_placement(pop, 8, ep, CANDS["as built"], seed=1)
+    n_rep, n_col = s0.colocated_replicas(built, ep)
     assert n_rep == 64 and n_col <= {8: 16, 32: 4, 64: 2}[ep]  # eplb.py under torch 2.13: 16, 1, 1
-    broken = ch04._s0_placement(pop, 8, ep, CANDS["EPLB ties broken"], seed=1)
-    assert ch04.colocated_replicas(broken, ep) == (64, 0)
-    measured = ch04._s0_placement(pop, 8, ep, CANDS["EPLB from 64 measured batches"], seed=1)
-    assert ch04.colocated_replicas(measured, ep)[1] == 0  # counted loads: no replicas stacked
+    broken = s0.s0_placement(pop, 8, ep, CANDS["EPLB ties broken"], seed=1)
+    assert s0.colocated_replicas(broken, ep) == (64, 0)
+    measured = s0.s0_placement(pop, 8, ep, CANDS["EPLB from 64 measured batches"], seed=1)
+    assert s0.colocated_replicas(measured, ep)[1] == 0  # counted loads: no replicas stacked
+    # at s = 0 both routers' long-run pair loads are uniform: the same placement
+    indep = s0.s0_placement(pop, 8, ep, CANDS["independent draws (Section 3.2)"], seed=1)
+    assert (indep == built).all()
 
 
-def test_routers():
+def test_placement_and_candidates_are_checked():
     pop = zipf_popularity(256, 0.0, seed=1)
-    ind = ch04._s0_counts(pop, 16, 8, 32, 3, "independent", 2000.0, seed=2)
-    dis = ch04._s0_counts(pop, 16, 8, 32, 3, "distinct", 2000.0, seed=2)
-    assert (ind.sum(axis=1) == 16 * 8 * 32).all() and (dis.sum(axis=1) == 16 * 8 * 32).all()
-    assert dis.max() <= 16 * 32  # distinct top-k: at most one pair per token and expert
-    with pytest.raises(ValueError, match="router"):
-        ch04._s0_counts(pop, 16, 8, 32, 1, "iid", 2000.0, seed=2)
     with pytest.raises(ValueError, match="placement"):
-        ch04._s0_placement(pop, 8, 32, {**CANDS["as built"], "placement": "oracle"}, seed=1)
+        s0.s0_placement(pop, 8, 32, {**CANDS["as built"], "placement": "oracle"}, seed=1)
+    with pytest.raises(ValueError, match="candidates"):
+        s0.scale_s0_candidates({"tokens": [16], "batches": 1, "candidates": ["nope"]})
+
+
+def test_the_measured_placement_counts_the_candidates_own_routing():
+    # "history": EPLB on the pairs of 64 batches drawn by the library's router of the candidate
+    pop = zipf_popularity(256, 0.0, seed=1)
+    cand = CANDS["measured EPLB + independent draws"]
+    from tempo.world.placement import eplb_placement
+
+    w = sample_counts(pop, 256, 8, 32, n_batches=64, seed=12, router="independent").sum(axis=0).astype(float)
+    assert (s0.s0_placement(pop, 8, 32, cand, seed=1) == eplb_placement(w, 32, 1.25, "unordered")).all()
 
 
 def test_candidates_on_one_cell():
-    cands = [CANDS["EPLB ties in index order"], CANDS["EPLB ties broken"]]
-    df = ch04.scale_s0_candidates([16], 1, eps=(32,), candidates=cands).set_index("candidate")
+    df = s0.scale_s0_candidates({"tokens": [16], "batches": 1, "eps": [32], "workers": 1,
+                                 "candidates": ["EPLB ties in index order", "EPLB ties broken"]}).set_index("candidate")
     # ties in index order: nothing can move, TEMPO ties the best fixed policy exactly
     assert df.loc["EPLB ties in index order", "gain_pct"] == 0.0
     assert df.loc["EPLB ties in index order", "colocated"] == 64
@@ -70,14 +83,21 @@ def test_table_and_text():
 
 
 def test_activation_balancer_check_on_two_cells():
-    sizes = {"shapes": ["DSv2-Lite"], "replications": [1.25], "skews": [0.0, 1.2], "phase_tokens": [16],
-             "phase_batches": 1}
-    cells = ch04.activation_balancer_cells(sizes)
+    cfg = {"shapes": ["DSv2-Lite"], "replications": [1.25], "skews": [0.0, 1.2], "tokens": [16], "batches": 1,
+           "workers": 1}
+    cells = registry.EXPERIMENTS["activation_balancer"](registry.with_reading("activation_balancer", cfg))
     assert len(cells) == 2
     # the exact balancer only adds a candidate: the gain against it is never above the gain vs the fixed policies
     assert (cells.gain_vs_exact_pct <= cells.gain_pct + 1e-9).all()
     # semi-matching activates no more experts than METRO's greedy, so in the flat regime it is never slower
     assert (cells.ms_semi_matching <= cells.ms_metro * (1 + 1e-9)).all()
+    # its fixed policies and TEMPO are the phase diagram's cells
+    from tempo.studies.simulator import phase_cell
+
+    for r in cells.itertuples():
+        cell = phase_cell({"shape": "DSv2-Lite", "ep": 8, "skew": r.skew, "replication": 1.25, "B": 16, "batches": 1,
+                           "seed": 0, "reading": Reading.paper().select(registry.READINGS["phase_diagram"])})
+        assert cell.ms_tempo.iloc[0] == r.ms_tempo and cell.gain_pct.iloc[0] == r.gain_pct
     t = ch04.activation_balancer_table(cells)
     assert t.cells.tolist() == [2] and t.min_gain_vs_exact_pct.iloc[0] == pytest.approx(cells.gain_vs_exact_pct.min())
     text = ch04.activation_balancer_text(t)
@@ -95,12 +115,21 @@ def test_a_candidate_can_run_the_paper_preset():
     from tempo.studies.simulator import FIXED, SHAPES
 
     cand = CANDS["TEMPO's paper preset (Section 4.2)"]
-    row = ch04.scale_s0_candidates([16], 1, eps=(32,), candidates=[cand]).iloc[0]
+    row = s0.s0_cell({"cand": cand, "ep": 32, "tokens": [16], "batches": 1, "seed": 1}).iloc[0]
     E, K, params = SHAPES["DSv3"]
     model = CostModel.named(params)
     pop = zipf_popularity(E, 0.0, seed=1)
-    pl = ch04._s0_placement(pop, K, 32, cand, 1)
-    inst = Instance.from_placement(ch04._s0_counts(pop, 16, K, 32, 1, "distinct", 2000.0, 2)[0], pl, 32)
+    pl = s0.s0_placement(pop, K, 32, cand, 1)
+    inst = Instance.from_placement(sample_counts(pop, 16, K, 32, seed=2)[0], pl, 32)
     best = min(model.makespan(inst, solve(inst, model, p)) for p in FIXED)
     paper = model.makespan(inst, solve(inst, model, "tempo", options="paper"))
     assert row.gain_pct == pytest.approx(100 * (1 - paper / best))
+
+
+def test_tempo_gain_scores_against_the_first_best():
+    from tempo.studies.simulator import tempo_gain
+
+    ms = {"metro": 10.0, "token_lp": 10.0, "uniform": 12.0, "tempo": 9.0, "semi_matching": 8.0}
+    assert tempo_gain(ms) == ("metro", pytest.approx(10.0))
+    best, gain = tempo_gain(ms, ["metro", "semi_matching"])
+    assert best == "semi_matching" and gain == pytest.approx(-12.5)

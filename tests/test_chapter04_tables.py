@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from tempo import CostModel
-from tempo.book import paper
+from tempo.paper import tables
 from tempo.book.chapters import ch04_simulator as ch04
 from tempo.studies import replay as rp
 
@@ -18,7 +18,7 @@ def test_mixed_and_mispricing_summaries():
     s = ch04.mispricing_summary(t1).loc[128]
     assert s["uniform median"] == pytest.approx(1.2) and s["spread p95"] == pytest.approx(1.38)
     assert list(ch04.mispricing_summary(t1).columns[:2]) == ["static median", "static p95"]
-    side = ch04.mispricing_paper(paper.table(1))
+    side = ch04.mispricing_paper(tables.table(1))
     assert list(side.columns) == ch04.T1_POLICIES and side.loc[1024, "static"] == pytest.approx(1.56)
 
 
@@ -48,7 +48,7 @@ def test_replay_tables():
     assert list(o.index) == list(ch04.T10_LABELS.values())
     assert list(o.columns) == ["B128_median", "B128_p95", "B512_median", "B512_p95"]
     assert o.loc["TEMPO + W4 refresh", "B512_median"] == pytest.approx(1.1)
-    assert set(o.index) <= set(paper.table(10).policy)  # the paper's row labels
+    assert set(o.index) <= set(tables.table(10).policy)  # the paper's row labels
     moon = pd.DataFrame([{"baseline": "static", "tokens_per_gpu": 8, "policy": p, "change_pct": v}
                          for p, v in (("moonep_free", -5.0), ("moonep_charged", 300.0), ("token_lp", 1.0),
                                       ("tempo", -12.0), ("static", 0.0))])

@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 
 from tempo.book.claims.functions import ch02, ch03, ch04_drift, ch04_regimes
-from tempo.book import claims, paper
+from tempo.book import claims
 from tempo import studies as experiments
 from tempo.core import paths
+from tempo.paper import claims_file
 from tempo.book.claims import Value, check, precision
 
 
@@ -170,13 +171,13 @@ def test_tight_bound_is_checked_from_both_sides():
 
 
 def test_yaml_validation_names_the_claim(monkeypatch):
-    good = paper._yaml()
+    good = claims_file._yaml()
     bad = ({**good[0], "bound": "uper"},) + good[1:]
-    monkeypatch.setattr(paper, "_yaml", lambda: bad)
+    monkeypatch.setattr(claims_file, "_yaml", lambda: bad)
     with pytest.raises(ValueError, match="toy_token_lp.*bound"):
         claims.claim_rows()
     bad = ({**good[0], "tol": 1},) + good[1:]
-    monkeypatch.setattr(paper, "_yaml", lambda: bad)
+    monkeypatch.setattr(claims_file, "_yaml", lambda: bad)
     with pytest.raises(ValueError, match="tol_why"):
         claims.claim_rows()
 
@@ -186,7 +187,7 @@ def test_yaml_validation_names_the_claim(monkeypatch):
 
 def test_ledger_recomputes_and_missing_results_read_not_run(build):
     experiments.run("toy_dispatch", {"b": 15.0, "beta": 0.1}, "smoke")
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     assert led.loc["toy_tempo", "status"] == "reproduced" and led.loc["toy_tempo", "ours"] == pytest.approx(60)
     assert led.loc["toy_ratio", "status"] == "reproduced"
     assert led.loc["nstar_dsv3", "status"] == "consistent"           # arithmetic on Table 6: never "reproduced"
@@ -200,7 +201,7 @@ def test_ledger_recomputes_and_missing_results_read_not_run(build):
     assert len(written) == len(claims.claim_rows()) and "provenance" in written
     # remove that experiment's result: its claims are "not run", never the old verdict
     (paths.results_dir("smoke") / "toy_dispatch.csv").unlink()
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     for cid in ("toy_token_lp", "toy_metro", "toy_tempo", "toy_ratio"):
         assert led.loc[cid, "status"] == "not run in this build", cid
         assert pd.isna(led.loc[cid, "ours"])
@@ -263,14 +264,16 @@ def test_scale_max_gain_uses_s0_on_ep32_64_only():
 
 
 def test_phase_boundary_hits_is_a_fraction_and_columns_without_a_flip_miss():
+    from tempo.studies.simulator import boundary_hits
+
     cols = []
     for s, winners in [(0.0, ["M", "M", "L", "L"]), (1.5, ["M", "M", "M", "M"])]:
         for B, w in zip([16, 64, 256, 1024], winners):
             cols.append({"shape": "DSv3", "ep": 8, "skew": s, "replication": 1.25, "B": B, "winner": w, "gain_pct": 0.0})
-    bt = ch04_regimes.boundary_hits(pd.DataFrame(cols))
+    bt = boundary_hits(pd.DataFrame(cols))
     assert bt.flips.tolist() == [True, False]
     assert not bt.hit.iloc[1]                      # no band to hit
-    v = ch04_regimes.phase_boundary_hits({"phase_diagram": pd.DataFrame(cols)})
+    v = ch04_regimes.phase_boundary_hits({"phase_boundary": bt.assign(seed=0, shape="DSv3", ep=8)})
     assert v.ours == 100 * bt.hit.mean() and v.ours <= 50
 
 
@@ -285,7 +288,7 @@ def test_moonep_uses_sglang_static_and_keeps_both_ends():
 def test_solver_grid_max_scores_against_the_milps_answer_with_the_bound_beside():
     # Section 4.2 "against a 10 s HiGHS MILP": its answer at the limit (milp_reference = incumbent);
     # the lower bound is the alternative, and it is named in the note
-    from tempo.book.readings import Reading
+    from tempo.paper.readings import Reading
 
     s = pd.DataFrame({"ratio": [1.0, 0.99], "ratio_to_lb": [1.0, 1.03], "milp_optimal": [True, False],
                       "skew": [0.0, 1.2], "replication": [1.25, 1.5], "tokens_per_gpu": [16, 256]})
@@ -332,7 +335,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     from tempo import CostModel
     from tempo.measured import store
 
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     assert led.loc["fit_err_dsv3", "status"] == "needs a GPU"
     m = CostModel(a=0, b=14.78, c=0, beta=0.0945)  # Table 6's DSv3 fit: a recording it fits exactly
     rows = [(G, n) for G in (1, 2, 4, 8, 13) for n in (1, 4, 16, 64, 256, 1024)]
@@ -345,7 +348,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     (rec / "fit.json").write_text("{}")
     (rec / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "device": "GPU X", "date": "2026-01-02",
                                                    "backend": "deep_gemm", "shape": "dsv3", "cells": len(df)}))
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     assert led.loc["fit_err_dsv3", "ours"] == pytest.approx(0.0, abs=0.5)
     # a partial grid (G up to 13, 1024 tokens per expert) is a stand-in, never a verdict
     assert led.loc["fit_err_dsv3", "status"] == "stand-in"
@@ -364,7 +367,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     df.to_csv(rec / "samples.csv.gz", index=False, compression="gzip")
     (rec / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "device": "GPU X", "date": "2026-01-02",
                                                    "backend": "deep_gemm", "shape": "dsv3", "cells": len(df)}))
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     # on another GPU than the paper's testbed it stays a stand-in
     assert led.loc["fit_err_dsv3", "status"] == "stand-in"
     assert "GPU X (cpu) is not Testbed A's generation (Hopper)" in led.loc["fit_err_dsv3", "note"]
@@ -372,7 +375,7 @@ def test_gpu_claims_read_a_deep_gemm_recording(build, tmp_path):
     (rec / "manifest.json").write_text(json.dumps({"machine": "gpu-x", "device": "GPU X", "date": "2026-01-02",
                                                    "backend": "deep_gemm", "shape": "dsv3", "cells": len(df),
                                                    "testbed": "A"}))
-    led = claims.ledger("smoke").set_index("id")
+    led = claims.build_ledger("smoke").set_index("id")
     assert led.loc["fit_err_dsv3", "status"] == "deviates"  # 0% against the paper's 8.0%
     c = claims.counts(led.reset_index())
     assert c["stand-in"] == int((led.status == "stand-in").sum())

@@ -39,14 +39,14 @@ def test_toy_winner_map_never_below_one(tmp_path, monkeypatch):
 def test_paper_table_charts_draw_every_cell_and_reject_wrong_frames():
     import pytest
 
-    from tempo.book import paper
+    from tempo.paper import tables
 
     for number, builder, n_cells in [(5, figures.table5_attribution, 6 * 4), (11, figures.table11_topology, 3 * 6),
                                      (3, figures.table3_measured, 7 * 2)]:
-        spec = builder(paper.table(number)).to_dict()
+        spec = builder(tables.table(number)).to_dict()
         values = next(iter(spec["datasets"].values()))
         assert len(values) == n_cells, number
-    t5 = figures.table5_attribution(paper.table(5)).to_dict()
+    t5 = figures.table5_attribution(tables.table(5)).to_dict()
     rows = next(iter(t5["datasets"].values()))
     hit = [r for r in rows if r["workload"].startswith("decode-heavy") and r["variant"] == "hier"]
     assert hit[0]["pct"] == 7.2
@@ -106,7 +106,7 @@ def test_calibration_figure_builders_on_a_known_recording():
     import pytest
 
     from tempo import CostModel
-    from tempo.book import paper
+    from tempo.paper import tables
     from tempo.calib import proxy_spreads
 
     S = _fake_recording()
@@ -125,7 +125,7 @@ def test_calibration_figure_builders_on_a_known_recording():
     with pytest.raises(ValueError, match="tile sweep"):
         figures.fig4_tile_staircase(figures.tile_window(S[S.kind == "grid"]), truth, truth)
     sp = proxy_spreads(S[S.kind == "grid"])
-    rows = _datasets(figures.fig9_proxy_spreads(sp, paper.figure(9)))
+    rows = _datasets(figures.fig9_proxy_spreads(sp, tables.figure(9)))
     ours = {r["set"]: r["value"] for r in rows if r["source"] == "this artifact"}
     # same G = 1, n from 1 to 1024: 102.4 / 10 = 10.24x on the known truth
     assert ours["same G, different N"] == pytest.approx(sp[sp.set == "same G, different N"].spread.max())
@@ -140,7 +140,7 @@ def test_paper_figure_frames_cite_the_paper_and_draw_every_number():
 
     import pytest
 
-    from tempo.book import paper
+    from tempo.paper import tables
 
     import os
     from pathlib import Path
@@ -150,27 +150,27 @@ def test_paper_figure_frames_cite_the_paper_and_draw_every_number():
     builders = {7: figures.fig7_wallclock, 8: figures.fig8_serving, 10: figures.fig10_stale_placement,
                 11: figures.fig11_robustness, 13: figures.fig13_topology}
     for number, builder in builders.items():
-        df = paper.figure(number)
+        df = tables.figure(number)
         assert (df.figure == number).all()
         # every row states a number, and names its section and line
         assert (df[["value", "lo", "hi"]].notna().any(axis=1)).all(), number
         assert df.source.str.match(r"(Section \d|Fig\. \d+ caption)").all() and df.source.str.contains(r"line \d+").all()
         rows = _datasets(builder(df))
         assert len(rows) == len(df) and {r["who"] for r in rows} == {"paper"}
-    got = paper.figure(13).set_index("policy").value
+    got = tables.figure(13).set_index("policy").value
     assert got["tempo_hier"] == 4.1 and got["tempo_flat"] == -3.5 and got["lp"] == 4.0
-    f11 = paper.figure(11).set_index(["panel", "policy"])
+    f11 = tables.figure(11).set_index(["panel", "policy"])
     assert (f11.loc[("a", "tempo"), "lo"], f11.loc[("a", "tempo"), "hi"]) == (549, 554)
     if text.is_file():  # the quoted sentence fragments are the paper's (unicode minus and dashes normalised)
         paper_txt = text.read_text().replace("\u2212", "-").replace("\u2013", "-")
         for number in builders:
-            for src in paper.figure(number).source:
+            for src in tables.figure(number).source:
                 for num in re.findall(r"[-+]?\d+\.\d+", src.split(":", 1)[1]):
                     assert num.lstrip("+") in paper_txt, (number, num)
     with pytest.raises(ValueError, match="figures"):
-        figures.fig8_serving(paper.figure(7))
+        figures.fig8_serving(tables.figure(7))
     with pytest.raises(ValueError, match="no paper figure"):
-        paper.figure(12)
+        tables.figure(12)
 
 
 def test_epbench_and_servebench_points_known_answers():
@@ -178,7 +178,7 @@ def test_epbench_and_servebench_points_known_answers():
 
     import pytest
 
-    from tempo.book import paper
+    from tempo.paper import tables
 
     ep = pd.DataFrame({"step": [0, 0, 0, 0, 1, 1, 1, 1],
                        "policy": ["uniform", "token_lp", "metro", "tempo"] * 2,
@@ -195,8 +195,8 @@ def test_epbench_and_servebench_points_known_answers():
     sb = figures.servebench_points(pairs).set_index("policy")
     assert sb.loc["tempo", "value"] == 4.0 and (sb.loc["tempo", "lo"], sb.loc["tempo", "hi"]) == (2.0, 6.0)
     assert math.isnan(sb.loc["dynamic", "lo"])  # one window: no range
-    rows = _datasets(figures.fig13_topology(paper.figure(13), figures.servebench_points(pairs)))
-    assert {r["who"] for r in rows} == {"paper", "this artifact"} and len(rows) == len(paper.figure(13)) + 2
+    rows = _datasets(figures.fig13_topology(tables.figure(13), figures.servebench_points(pairs)))
+    assert {r["who"] for r in rows} == {"paper", "this artifact"} and len(rows) == len(tables.figure(13)) + 2
 
 
 def test_runtime_and_epbench_charts_on_small_frames():
@@ -248,15 +248,15 @@ def test_recording_choice_fits_and_roofline_table(tmp_path):
 def test_fig2b_shapes_paper_and_recordings():
     import pytest
 
-    from tempo.book import paper
+    from tempo.paper import tables
 
     ours = pd.DataFrame({"shape": ["dsv3"], "backend": ["deep_gemm"], "device": ["NVIDIA H200"], "b_us": [11.0],
                          "n_star": [115.0]})
-    rows = _datasets(figures.fig2b_shapes(paper.table(6), ours))
+    rows = _datasets(figures.fig2b_shapes(tables.table(6), ours))
     got = {(r["shape"], r["who"], r["quantity"]): r["value"] for r in rows}
     assert got[("dsv3", "paper (Testbed A)", "floor b (us)")] == 14.78
     assert got[("dsv3", "this artifact: NVIDIA H200 deep_gemm", "inflection n* (tokens)")] == 115.0
-    assert len(rows) == 2 * (len(paper.table(6)) + 1)
+    assert len(rows) == 2 * (len(tables.table(6)) + 1)
     with pytest.raises(ValueError, match="table\\(6\\)"):
         figures.fig2b_shapes(pd.DataFrame({"shape": ["x"]}))
 

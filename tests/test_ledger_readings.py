@@ -1,4 +1,4 @@
-"""The ledger under the paper's reading (issue 24, items 3, 4 and 7): the sensitivity columns
+"""The ledger under the paper's reading: the sensitivity columns
 and the readings x claims table, the verdict rules that compare like with like (seeds and
 intervals, propagated rounding, the MILP's answer at its limit, pure-Python timing), stand-ins
 counted apart, calibration readings giving "consistent", and the before/after comparison."""
@@ -11,11 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tempo.book import claims, paper, readings
+from tempo.book import claims, readings
 from tempo.book.chapters import ch99_claims_ledger as ch99
+from tempo.paper import claims_file
+from tempo.paper import readings as paper_readings
 from tempo.book.claims import Value, check
 from tempo.book.claims.functions import ch01, ch03, ch04_regimes
-from tempo.book.readings import Reading
+from tempo.paper.readings import Reading
 from tempo.core import paths
 
 
@@ -82,13 +84,13 @@ def test_the_phase_maximum_is_taken_per_seed_and_one_seed_is_the_alternative():
     f = {"phase_diagram": _phase([6.0, 9.0, 12.0, 7.0, 8.0, 10.0, 11.0, 13.0])}
     v = ch04_regimes._max_gain(f, "DSv3", reading=Reading.paper())
     assert v.seeds == (6.0, 13.0) and v.n_seeds == 8 and v.ours == pytest.approx(9.5)   # median of the maxima
-    row = {**paper.claim("phase_max_gain_dsv3")}
+    row = {**claims_file.claim_row("phase_max_gain_dsv3")}
     assert check(row, v)[0]                                   # 8.5 lies in 6-13
     one = ch04_regimes._max_gain(f, "DSv3", reading=Reading.paper(random_maxima="one_seed"))
     assert one.ours == 6.0 and one.n_seeds == 1 and not check(row, one)[0]
     # the minimum gain is a bound: the lowest seed decides
     mn = ch04_regimes.phase_min_gain({"phase_diagram": _phase([1.0, -0.5, 2.0])}, reading=Reading.paper())
-    assert mn.ours == -0.5 and not check(paper.claim("phase_min_gain"), mn)[0]
+    assert mn.ours == -0.5 and not check(claims_file.claim_row("phase_min_gain"), mn)[0]
 
 
 def test_a_mean_gets_its_bootstrap_interval_over_seeds_within_each_cell():
@@ -111,8 +113,8 @@ def test_printed_rounding_divides_what_the_paper_printed():
     raw = ch01._roof_ratios(Reading.paper(printed_rounding="unrounded"))
     assert paper_r["DSv3"] == pytest.approx(14.78 / 13.1) and raw["DSv3"] == pytest.approx(14.78 / 13.146, rel=1e-3)
     mn = ch01._roof("min", Reading.paper())
-    assert check(paper.claim("roofline_ratio_min"), mn)[0]
-    assert not check(paper.claim("roofline_ratio_min"), ch01._roof("min", Reading.paper(printed_rounding="unrounded")))[0]
+    assert check(claims_file.claim_row("roofline_ratio_min"), mn)[0]
+    assert not check(claims_file.claim_row("roofline_ratio_min"), ch01._roof("min", Reading.paper(printed_rounding="unrounded")))[0]
 
 
 def test_solve_time_compares_the_python_run_and_shows_the_compiled_one_beside():
@@ -129,16 +131,12 @@ def test_solve_time_compares_the_python_run_and_shows_the_compiled_one_beside():
 
 
 def test_calibration_readings_give_consistent_never_reproduced(monkeypatch):
-    import importlib
-
+    from tempo.book.claims import ledger as led
     from tempo.book.claims.registry import REGISTRY, Spec
 
-    led = importlib.import_module("tempo.book.claims.ledger")
-    from tempo.core import readings as core_readings
-
-    specs = dict(core_readings.specs())
+    specs = dict(paper_readings.specs())
     cal = specs["batch_fluctuation"]
-    monkeypatch.setattr(core_readings, "specs", lambda: {**specs, "batch_fluctuation": type(cal)(
+    monkeypatch.setattr(paper_readings, "specs", lambda: {**specs, "batch_fluctuation": type(cal)(
         **{**cal.__dict__, "claims": ("x_calibrated",)})})
     monkeypatch.setitem(REGISTRY, "x_calibrated", Spec((), lambda f: 1.0, "model", "test"))
     e = led.evaluate(_row(id="x_calibrated", chapter="01"), "smoke")
@@ -206,15 +204,15 @@ def test_sensitivity_shows_each_alternative_beside_the_paper_reading(put):
     assert base["status"] == "reproduced" and base["reading"] == "paper"     # 8.5 lies in 6-12
     sens = {(a["reading"], a["choice"]): a for a in claims.sensitivity(row, "smoke")}
     # one entry per alternative of every reading the claim is listed under
-    want = {(r, c) for r in readings.readings_of("phase_max_gain_dsv3") for c in readings.spec(r).choices
-            if c != readings.spec(r).paper}
+    want = {(r, c) for r in readings.readings_of("phase_max_gain_dsv3") for c in paper_readings.spec(r).choices
+            if c != paper_readings.spec(r).paper}
     assert set(sens) == want
     assert sens[("token_lp_face", "maxflow_vertex")]["ours"] == "21" and \
         sens[("token_lp_face", "maxflow_vertex")]["status"] == "deviates"
     assert sens[("token_lp_face", "even_spread")]["status"] == "not run in this build"    # no such run
     assert sens[("random_maxima", "one_seed")]["ours"] == "9"                              # the first seed only
     assert sens[("skew_grid", "seven_skews")]["status"] == "not run in this build"
-    led = claims.ledger("smoke")
+    led = claims.build_ledger("smoke")
     s = led.attrs["sensitivity"]
     assert {"id", "reading", "choice", "ours", "status", "paper_reading_status"} <= set(s.columns)
     r = led.set_index("id").loc["phase_max_gain_dsv3"]
@@ -245,13 +243,14 @@ def test_every_reading_a_claim_lists_can_move_it():
     from tempo.studies import READINGS
 
     bad = []
-    for sp in readings.specs().values():
+    for sp in paper_readings.specs().values():
         for cid in sp.claims:
             spec = claims.REGISTRY.get(cid)
             if spec is None:
                 continue
             study = set().union(*[set(READINGS.get(s.split("-", 1)[0], ())) for s in spec.inputs]) if spec.inputs else set()
-            grid = sp.id == "skew_grid" and any(s.split("-", 1)[0] in ("phase_diagram", "solver_vs_milp") for s in spec.inputs)
+            grid = sp.id == "skew_grid" and any(s.split("-", 1)[0] in ("phase_diagram", "phase_boundary", "solver_vs_milp")
+                                                for s in spec.inputs)
             if not (sp.id in study or sp.id in spec.uses or grid):
                 bad.append((sp.id, cid))
             if sp.id in spec.uses:
@@ -293,9 +292,8 @@ def test_compare_ledgers_lists_moved_verdicts_with_the_reading_that_moved_them(t
 
 
 def test_the_readme_counts_are_generated_with_stand_ins_apart(tmp_path):
-    import importlib
+    from tempo.book.claims import ledger as led
 
-    led = importlib.import_module("tempo.book.claims.ledger")
     start, end = led.README_MARKERS
     assert start in (paths.ROOT / "README.md").read_text()
     readme = tmp_path / "README.md"
@@ -352,11 +350,9 @@ def test_a_deviation_without_its_own_cause_gets_one_from_the_readings():
 
 
 def test_a_claim_cause_reaches_the_note_only_when_it_deviates(put):
-    import importlib
-
+    from tempo.book.claims import ledger as L
     from tempo.book.claims.registry import REGISTRY, Spec, Value
 
-    L = importlib.import_module("tempo.book.claims.ledger")
     row = {"id": "x_cause", "needs": None, "paper": 1.0, "unit": "", "kind": "value", "chapter": "03",
            "section": "", "claim": "", "paper_text": "1.0", "tolerance": 0.01}
     try:

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from tempo.book.chapters.ch04_simulator import anatomy_gains
-from tempo.core.readings import Reading
+from tempo.paper.readings import Reading
 from tempo.studies.simulator import phase_anatomy, phase_cell
 
 

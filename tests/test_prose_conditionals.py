@@ -1,4 +1,4 @@
-"""The passages a chapter writes from its own numbers (issue 28, "prose that follows the data"):
+"""The passages a chapter writes from its own numbers ("prose that follows the data"):
 each is rendered for both outcomes of the effect it explains, so a later build or solver that
 moves the numbers moves the sentence with them."""
 import pandas as pd
@@ -227,7 +227,7 @@ def test_stages_text_and_the_forced_time():
     forced_all = pd.DataFrame({"batches": [2, 2], "every stage the same makespan": [2, 2], "... forced": [2, 2]})
     forced_none = forced_all.assign(**{"... forced": [0, 0]})
     text = ch03.stages_text(same, forced_all)
-    assert text.startswith("In this build every row of the table is identical") and "on 4 of 4 synthetic" in text
+    assert text.startswith("In this build every row of the table is identical") and "on 4 of 4 drift-16" in text
     text = ch03.stages_text(differ, forced_none)
     assert "differ by at most 0.050" in text and "On none of the 4" in text and "identical" not in text
     text = ch03.stages_text(same, forced_all.assign(**{"... forced": [2, 1]}))
@@ -236,12 +236,13 @@ def test_stages_text_and_the_forced_time():
 
 def test_forced_time_bounds_every_dispatch():
     from tempo.book.chapters import ch03_solver as ch03
+    from tempo.studies.solver import drift16_forced, forced_time
 
     # expert 0 (90 tokens) has one replica on GPU 0; expert 1 may go anywhere
     inst = tempo.Instance([90, 10], [[0, -1], [0, 1]], 2)
     model = tempo.CostModel(a=0, b=1, c=0, beta=0.1)
-    assert ch03.forced_time(inst, model) == pytest.approx(9.0)
+    assert forced_time(inst, model) == pytest.approx(9.0)
     for p in ("tempo", "milp", "static"):
         assert model.makespan(inst, tempo.solve(inst, model, p)) >= 9.0 - 1e-9
-    t = ch03.drift16_forced([128], 1)
+    t = ch03.forced_table(drift16_forced({"tokens": [128], "batches": 1}))
     assert t.loc[128, "batches"] == 1 and t.iloc[0, -1] <= t.iloc[0, 1] <= 1

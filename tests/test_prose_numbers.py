@@ -1,4 +1,4 @@
-"""The book teaches from its own numbers (issue 28): in the prose of chapters 01-03 and 08, the
+"""The book teaches from its own numbers: in the prose of chapters 01-03 and 08, the
 reproduction map and the README, every number is either glued from the build (``{glue:text}``,
 or a passage a chapter function writes from its results) or on the page's short allowlist of
 constants below: the inputs of a worked example, the hand arithmetic of its solution, paper
@@ -104,12 +104,12 @@ def test_the_scanner_finds_what_it_should_and_skips_what_it_should():
 
 def test_readme_counts():
     """The counts the README states, against the data they count."""
-    from tempo.book import paper, repro
-
+    from tempo.book import repro
     from tempo.book.claims.ledger import README_MARKERS
+    from tempo.paper import claims_file
 
     readme = " ".join((paths.ROOT / "README.md").read_text().replace(README_MARKERS[0], "").split())
-    assert f"lists the paper's {len(paper.claims())} quantitative claims" in readme
+    assert f"lists the paper's {len(claims_file.claims())} quantitative claims" in readme
     rmap = repro.load_map()
     c = repro.counts(rmap).set_index("category")["items"]
     assert (f"Of its {len(rmap)} rows: {c['regenerated on CPU']} are regenerated on a CPU, "

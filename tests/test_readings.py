@@ -1,5 +1,5 @@
 """Readings (data/paper/readings.yaml): the file, the Reading object, and that each reading
-does what it says in the studies (issue 24: router, token-LP face, ensemble candidate, METRO's
+does what it says in the studies (router, token-LP face, ensemble candidate, METRO's
 order, ties, the boundary's p_1, the cache key)."""
 import numpy as np
 import pandas as pd
@@ -9,7 +9,8 @@ import tempo
 from tempo import studies
 from tempo.core.cost import CostModel
 from tempo.core.instance import Instance
-from tempo.core.readings import Reading, spec, specs
+from tempo.paper.claims_file import claims
+from tempo.paper.readings import Reading, spec, specs
 from tempo.policies import solve
 from tempo.policies.exact import token_lp_highs, token_lp_value
 from tempo.studies.cache import key
@@ -20,9 +21,7 @@ from tempo.world.workloads import sample_counts, zipf_popularity
 
 # ------------------------------------------------------------------ the file and the object
 def test_every_reading_is_well_formed_and_names_real_claims():
-    from tempo.book import paper
-
-    known = set(paper.claims().id)
+    known = set(claims().id)
     assert len(specs()) >= 17
     for s in specs().values():
         assert s.paper in s.alternatives and s.library in s.alternatives, s.id
@@ -196,7 +195,7 @@ def test_the_two_vertices_can_differ_in_makespan():
                          "batches": 1, "seed": 0})
     assert set(df.face) == {"even_spread", "maxflow_vertex", "highs_vertex"}
     top = df.groupby("face").max_N.first()  # every face is optimal for the token LP (to float rounding:
-    assert np.ptp(top) <= 1e-9 * top.max()  # the even spread is a dual projection since issue 27)
+    assert np.ptp(top) <= 1e-9 * top.max()  # the even spread is a dual projection)
     assert not df[df.face == "maxflow_vertex"].same_as_highs.all()
 
 

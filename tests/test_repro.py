@@ -2,12 +2,13 @@
 import pandas as pd
 import pytest
 
-from tempo.book import paper, repro
+from tempo.book import repro
+from tempo.paper import claims_file
 
 
 def test_map_covers_every_table_figure_and_claim():
     df = repro.load_map()
-    assert repro.check_map(df, paper.claims().id) == []
+    assert repro.check_map(df, claims_file.claims().id) == []
     assert set(repro.paper_items()) <= set(df.item)
     assert len(repro.paper_items()) == 24
 
@@ -17,7 +18,7 @@ def test_check_map_finds_gaps():
     cut = df[df.item != "Table 2"].copy()
     cut.loc[cut.item == "Table 1", "claims"] += " no_such_claim"
     cut.loc[cut.item == "Figure 6", "section"] = "A heading nobody wrote"
-    probs = repro.check_map(cut, paper.claims().id)
+    probs = repro.check_map(cut, claims_file.claims().id)
     assert "no row for Table 2" in probs
     assert "Table 1: unknown ledger id 'no_such_claim'" in probs
     assert any(p.startswith("Figure 6: 'A heading nobody wrote' is not a heading") for p in probs)

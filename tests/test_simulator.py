@@ -59,3 +59,29 @@ def test_policy_landscape_rows():
     assert set(df.policy) == {"uniform", "token_lp", "metro", "llep", "tempo"}
     t = df.set_index("policy").ratio_to_static
     assert t["tempo"] <= t.drop("tempo").min() * 1.01      # regression check on this seeded batch
+
+
+def test_phase_boundary_reads_the_phase_diagram_it_derives_from(tmp_path, monkeypatch):
+    """phase_boundary is boundary_hits per seed of the phase diagram of the same config and
+    reading, taken from the cache a phase_diagram run left (not recomputed)."""
+    import pandas as pd
+
+    from tempo import studies
+    from tempo.core import paths
+    from tempo.paper.readings import Reading
+    from tempo.studies import simulator
+
+    monkeypatch.setattr(paths, "BUILD", tmp_path / "build")
+    cfg = {"shapes": ["DSv3"], "eps": [8], "skews": [0.0, 1.2], "replications": [1.25], "tokens": [16, 1024],
+           "batches": 1, "seeds": [0, 1], "workers": 1, "progress": False}
+    reading = Reading.paper(metro_order="descending_tokens")
+    phase = studies.run("phase_diagram", cfg, "smoke", reading=reading)
+    monkeypatch.setitem(studies.EXPERIMENTS, "phase_diagram", lambda config: pytest.fail("recomputed"))
+    for r in (reading, reading.with_(hot_share="router_weight")):
+        bounds = studies.run("phase_boundary", cfg, "smoke", reading=r)
+        want = pd.concat([simulator.boundary_hits(phase[phase.seed == s], reading=r).assign(seed=s) for s in (0, 1)],
+                         ignore_index=True)
+        assert bounds.shape[0] == 4 and (bounds["shape"] == "DSv3").all() and (bounds.ep == 8).all()
+        pd.testing.assert_frame_equal(bounds.drop(columns=["shape", "ep"]), want[bounds.columns.drop(["shape", "ep"])])
+    meta = studies.registry.READINGS["phase_boundary"]
+    assert set(meta) == set(studies.registry.READINGS["phase_diagram"]) | {"hot_share"}

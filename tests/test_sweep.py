@@ -68,13 +68,13 @@ def test_memo_entries_travel_back_and_reach_the_next_grid(workers):
 
 
 def test_dispatch_times_reuse_same_inputs_only(monkeypatch):
-    """tempo.studies.reading.dispatch_times: the same batch, model, policy and options are solved
+    """tempo.studies.readings.dispatch_times: the same batch, model, policy and options are solved
     once (the times equal a direct solve's), other options are solved again, and a reused
     dispatch that came from a fallback is counted again."""
     import tempo
-    from tempo.core.readings import Reading
+    from tempo.paper.readings import Reading
     from tempo.policies._fallback import mark_fallback
-    from tempo.studies import reading as rd, sweep
+    from tempo.studies import readings, sweep
     from tempo.studies.scenarios import zipf_batches
 
     sweep.memo_clear()
@@ -87,31 +87,31 @@ def test_dispatch_times_reuse_same_inputs_only(monkeypatch):
         d = tempo.solve(inst, model, policy, **kw)
         return mark_fallback(d, "test") if policy == "uniform" else d
 
-    monkeypatch.setattr(rd, "solve", counting_solve)
+    monkeypatch.setattr(readings, "solve", counting_solve)
     try:
-        _check_reuse(rd, model, inst, calls, zipf_batches(64, 8, 64, 1.2, 1.25, 1, seed=4)[0])
+        _check_reuse(readings, model, inst, calls, zipf_batches(64, 8, 64, 1.2, 1.25, 1, seed=4)[0])
     finally:
         sweep.memo_clear()  # no entry of this fake solve outlives the test
 
 
-def _check_reuse(rd, model, inst, calls, other):
+def _check_reuse(readings, model, inst, calls, other):
     import tempo
-    from tempo.core.readings import Reading
+    from tempo.paper.readings import Reading
     from tempo.policies._fallback import fallback_count
 
     paper = Reading.paper()
-    t, N = rd.dispatch_times(inst, model, "metro", paper)
+    t, N = readings.dispatch_times(inst, model, "metro", paper)
     assert np.array_equal(t, model.gpu_times(inst, tempo.solve(inst, model, "metro", order=paper["metro_order"])))
     assert N.sum() == pytest.approx(inst.total_tokens)
-    t2, _ = rd.dispatch_times(inst, model, "metro", paper)
+    t2, _ = readings.dispatch_times(inst, model, "metro", paper)
     assert np.array_equal(t, t2) and len(calls) == 1
-    rd.dispatch_times(inst, model, "metro", paper.with_(metro_order="random_order"))  # other options: solved
+    readings.dispatch_times(inst, model, "metro", paper.with_(metro_order="random_order"))  # other options: solved
     assert len(calls) == 2
-    rd.dispatch_times(other, model, "metro", paper)  # another batch: solved
+    readings.dispatch_times(other, model, "metro", paper)  # another batch: solved
     assert len(calls) == 3
     before = fallback_count()
-    rd.dispatch_times(inst, model, "uniform", paper)
-    rd.dispatch_times(inst, model, "uniform", paper)
+    readings.dispatch_times(inst, model, "uniform", paper)
+    readings.dispatch_times(inst, model, "uniform", paper)
     assert len(calls) == 4 and fallback_count() - before == 2
     with pytest.raises(ValueError):
         t[0] = 0.0  # the stored times are read-only
@@ -121,11 +121,12 @@ def test_refresh_forgets_the_memo(monkeypatch, tmp_path):
     """studies.run(refresh=True) recomputes everything, so it also forgets the grid memo; a
     plain run keeps it (the alternatives after it reuse its solves)."""
     from tempo import studies
+    from tempo.core import paths
     from tempo.studies import sweep
 
     sweep.memo_put(("test", "x"), 1)
     monkeypatch.setattr(studies, "cached", lambda name, config, fn, refresh=False: pd.DataFrame({"a": [1]}))
-    monkeypatch.setattr(studies.paths, "results_dir", lambda profile: tmp_path)
+    monkeypatch.setattr(paths, "results_dir", lambda profile: tmp_path)
     studies.run("lemmas", {"n": 1}, "smoke")
     assert sweep.memo_get(("test", "x")) == 1
     studies.run("lemmas", {"n": 1}, "smoke", refresh=True)
@@ -136,7 +137,8 @@ def test_refresh_of_alternatives_forgets_the_memo_once(monkeypatch, tmp_path):
     """run_alternatives(refresh=True): the memo is forgotten before the first run only, so the
     alternatives still reuse what the refreshed run computed (the same MILP answers)."""
     from tempo import studies
-    from tempo.core.readings import Reading
+    from tempo.core import paths
+    from tempo.paper.readings import Reading
     from tempo.studies import sweep
 
     seen = []
@@ -148,7 +150,7 @@ def test_refresh_of_alternatives_forgets_the_memo_once(monkeypatch, tmp_path):
 
     sweep.memo_put(("test", "y"), 0)
     monkeypatch.setattr(studies, "cached", fake)
-    monkeypatch.setattr(studies.paths, "results_dir", lambda profile: tmp_path)
+    monkeypatch.setattr(paths, "results_dir", lambda profile: tmp_path)
     out = studies.run_alternatives("thm2_probe", {"n": 1}, "smoke", reading=Reading.paper(), refresh=True)
     assert len(out) >= 2 and seen == [None] + list(range(1, len(out)))
     sweep.memo_clear()

@@ -1,4 +1,4 @@
-"""A trace-backed build (issue 18 item 4, issue 14 item 3): given a recorded routing trace, the
+"""A trace-backed build: given a recorded routing trace, the
 scenario experiments draw their batches from it, their results name it, and the claims the paper
 computes on recorded routing get a verdict with the trace as provenance; without one, nothing
 changes."""
@@ -137,7 +137,7 @@ def test_results_on_a_trace_name_it_and_its_claims_get_a_verdict(build):
     phase_meta = json.loads((paths.results_dir("smoke") / "phase_diagram.meta.json").read_text())
     assert "trace" not in phase_meta["config"]
 
-    led = claims.ledger("smoke", write=False).set_index("id")
+    led = claims.build_ledger("smoke", write=False).set_index("id")
     sha12 = file_sha256(path)[:12]
     for cid in ["t1_uniform_b128", "t1_metro_b128", "t1_static_b1024", "t1_tokenlp_b512", "t1_spread_b1024",
                 "staleness_stale1"]:
@@ -150,6 +150,31 @@ def test_results_on_a_trace_name_it_and_its_claims_get_a_verdict(build):
     assert "make notebook NB=04_simulator TRACE=trace.npz" in led.loc["t4_tempo_mixed"].note
 
 
+def test_table8_evidence_draws_table8s_batches_from_the_trace(build, monkeypatch):
+    path = build / "trace.npz"
+    _trace(path)
+    experiments.use_trace(path)
+    cfg = {"tokens": [128], "batches": 3}
+    stages = experiments.run("drift16_stages", cfg, "smoke")
+    forced = experiments.run("drift16_forced", cfg, "smoke")
+    metas = [json.loads((paths.results_dir("smoke") / f"{n}.meta.json").read_text())["config"]
+             for n in ("drift16_stages", "drift16_forced")]
+    assert metas[0] == metas[1] and metas[0]["trace_sha256"] == file_sha256(path)
+    assert forced[["B", "batch"]].values.tolist() == stages[["B", "batch"]].drop_duplicates().values.tolist()
+    from tempo.studies import solver
+
+    seen = []
+    real = solver.drift_batches
+
+    def recorded(*args, **kwargs):
+        seen.append(kwargs.get("trace"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(solver, "drift_batches", recorded)
+    solver.drift16_forced(metas[1])
+    assert seen and all(t is not None and t.path == str(path) for t in seen)
+
+
 def test_a_synthetic_trace_is_never_evidence(build):
     path = build / "demo.npz"
     counts, meta = synthetic_trace(10, 3, 64, 32, seed=1)
@@ -157,7 +182,7 @@ def test_a_synthetic_trace_is_never_evidence(build):
     experiments.use_trace(path)
     assert "a **synthetic** trace, demo.npz" in experiments.routing_label()
     experiments.run("proxy_mispricing", {"concurrency": [128], "batches": 3}, "smoke")
-    row = claims.ledger("smoke", write=False).set_index("id").loc["t1_uniform_b128"]
+    row = claims.build_ledger("smoke", write=False).set_index("id").loc["t1_uniform_b128"]
     assert row.status == "needs a recorded trace" and row.evidence == "synthetic"
     assert "synthetic trace (demo.npz" in row.note and "not evidence" in row.note
 

@@ -79,7 +79,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
         import numpy as np
         import tempo
         from tempo import CostModel
-        from tempo.book import paper
+        from tempo.paper import claims_file, tables
         from tempo.core import paths
         from tempo.serving.settings import ServingSettings
         from tempo.serving.solver import TableSolver
@@ -91,7 +91,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
         print(json.dumps({"file": tempo.__file__, "version": tempo.__version__, "params": str(paths.PARAMS),
                           "in_checkout": paths.IN_CHECKOUT, "b": m.b, "beta": m.beta, "default": default,
                           "plugin_model": str(CostModel.named(default)), "table_rows": np.asarray(table).shape[-2],
-                          "n_claims": len(paper.claims()), "table6": paper.table(6).shape[0]}))
+                          "n_claims": len(claims_file.claims()), "table6": tables.table(6).shape[0]}))
     """)
     res = json.loads(_run([str(py), "-c", probe], run, env))
     assert res["file"].startswith(str(venv)) and res["params"].startswith(str(venv))

@@ -24,6 +24,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..paper.readings import Reading
+
 #: the policies the instance explorer runs in the page, in its order (policies.js ``ORDER``)
 INSTANCE_POLICIES = ("static", "static_sglang", "uniform", "metro", "llep", "round_robin", "token_lp", "tempo")
 
@@ -120,7 +122,6 @@ def column_boundary(shape: str, ep: int, replication: float, skew: float, seed: 
     The page computes B* from the router weights ``p``: the reading's ``hot_share`` must give
     them (the pair shares under independent draws are ``p`` itself), else ``ValueError``."""
     from ..core.cost import CostModel
-    from ..core.readings import Reading
     from ..studies.scenarios import zipf_placement
     from ..studies.simulator import SHAPES
     from ..theory.bounds import flip_boundary

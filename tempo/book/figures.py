@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..core import paths
+from ..paper.tables import FIGURE_COLUMNS
 
 
 def policy_colors() -> dict[str, str]:
@@ -170,11 +171,11 @@ def toy_winner_map(df: pd.DataFrame):
 def table5_attribution(df: pd.DataFrame):
     """Table 5 (Section 5.15, two-node EP16, Qwen3-235B): throughput change over static per
     workload for SGLang's dynamic split, TEMPO without the solver (noop), flat TEMPO and
-    topology-aware (hier) TEMPO.  ``df`` is ``paper.table(5)`` (wide, one row per workload)."""
+    topology-aware (hier) TEMPO.  ``df`` is ``tempo.paper.tables.table(5)`` (wide, one row per workload)."""
     alt = _alt()
     cols = [c for c in df.columns if c.endswith("_pct")]
     if "workload" not in df or not cols:
-        raise ValueError("df must have a 'workload' column and *_pct columns (paper.table(5))")
+        raise ValueError("df must have a 'workload' column and *_pct columns (tempo.paper.tables.table(5))")
     long = df.melt("workload", cols, var_name="variant", value_name="pct")
     long["variant"] = long.variant.str.replace("_pct", "", regex=False)
     return alt.Chart(long).mark_bar().encode(
@@ -188,11 +189,11 @@ def table5_attribution(df: pd.DataFrame):
 def table11_topology(df: pd.DataFrame):
     """Table 11 (Section 5.15): change over static at 128/512/1024 requests for flat and
     hierarchical uniform splits and hierarchical TEMPO, two rounds each.  ``df`` is
-    ``paper.table(11)`` (columns ``<variant>_r<round>``)."""
+    ``tempo.paper.tables.table(11)`` (columns ``<variant>_r<round>``)."""
     alt = _alt()
     cols = [c for c in df.columns if c != "requests"]
     if "requests" not in df or not cols:
-        raise ValueError("df must have a 'requests' column and <variant>_r<round> columns (paper.table(11))")
+        raise ValueError("df must have a 'requests' column and <variant>_r<round> columns (tempo.paper.tables.table(11))")
     long = df.melt("requests", cols, var_name="run", value_name="pct")
     long["variant"] = long.run.str.rsplit("_r", n=1).str[0].str.replace("_", " ", regex=False)
     long["round"] = "round " + long.run.str.rsplit("_r", n=1).str[1]
@@ -208,11 +209,11 @@ def table11_topology(df: pd.DataFrame):
 def table3_measured(df: pd.DataFrame):
     """Table 3's measured columns (Section 5.13): wall-clock change of the two TEMPO windows
     against static per concurrency B, coloured by the modeled regime.  ``df`` is
-    ``paper.table(3)``."""
+    ``tempo.paper.tables.table(3)``."""
     alt = _alt()
     need = {"B", "regime", "delta_w1_pct", "delta_w2_pct"}
     if not need <= set(df.columns):
-        raise ValueError(f"df must have columns {sorted(need)} (paper.table(3))")
+        raise ValueError(f"df must have columns {sorted(need)} (tempo.paper.tables.table(3))")
     long = df.melt(["B", "regime"], ["delta_w1_pct", "delta_w2_pct"], var_name="window", value_name="pct")
     long["window"] = long.window.map({"delta_w1_pct": "window 1", "delta_w2_pct": "window 2"})
     return alt.Chart(long).mark_line(point=True).encode(
@@ -375,14 +376,14 @@ def fig9_proxy_spreads(spreads: pd.DataFrame, paper: pd.DataFrame | None = None,
     """Fig. 9: proxy-equivalence sets on a measured grid -- the largest spread (max t / min t)
     of the same-N sets (token balancing's equal cells) and of the same-G sets (activation
     balancing's), this artifact's (``spreads`` from :func:`tempo.calib.proxy_spreads`) beside
-    the paper's (``paper.figure(9)``)."""
+    the paper's (``tempo.paper.tables.figure(9)``)."""
     alt = _alt()
     _need(spreads, {"set", "spread"}, "spreads (tempo.calib.proxy_spreads)")
     ours = spreads.groupby("set").spread.max().rename("value").reset_index()
     ours["source"] = label
     frames = [ours]
     if paper is not None:
-        _need(paper, {"setting", "model", "value"}, "paper (paper.figure(9))")
+        _need(paper, {"setting", "model", "value"}, "paper (tempo.paper.tables.figure(9))")
         frames.append(pd.DataFrame({"set": paper.setting, "value": paper.value, "source": "paper: " + paper.model}))
     df = pd.concat(frames, ignore_index=True)
     return alt.Chart(df).mark_bar().encode(
@@ -398,9 +399,7 @@ _POINT_COLS = ["model", "setting", "policy", "metric", "value", "lo", "hi", "uni
 
 
 def _points(paper: pd.DataFrame, ours: pd.DataFrame | None, figure: int) -> pd.DataFrame:
-    from .paper import FIGURE_COLUMNS
-
-    _need(paper, FIGURE_COLUMNS, f"paper (paper.figure({figure}))")
+    _need(paper, FIGURE_COLUMNS, f"paper (tempo.paper.tables.figure({figure}))")
     if not (paper.figure == figure).all():
         raise ValueError(f"paper holds rows of figures {sorted(paper.figure.unique())}, expected {figure}")
     p = paper[_POINT_COLS].assign(who="paper")
@@ -484,35 +483,35 @@ def servebench_points(pairs: pd.DataFrame, who: str = "this artifact") -> pd.Dat
 def fig7_wallclock(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
     """Fig. 7 (Section 5.1): the EP8 wall-clock microbenchmark -- how far each policy is off
     the best fixed policy of its batch size and TEMPO's gain over each, as the paper states
-    them (``paper.figure(7)``), beside an ``epbench`` run (:func:`epbench_points`)."""
+    them (``tempo.paper.tables.figure(7)``), beside an ``epbench`` run (:func:`epbench_points`)."""
     return _points_chart(_points(paper, ours, 7), "Fig. 7: EP8 wall clock relative to the best fixed policy")
 
 
 def fig8_serving(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
     """Fig. 8 (Section 5.10, EP16 panels 5.15): serving on Testbed B against same-window
     static -- throughput (left) and tail latency under Poisson arrivals (right) -- as the paper
-    states them (``paper.figure(8)``), beside a serve-bench ``pairs.csv``
+    states them (``tempo.paper.tables.figure(8)``), beside a serve-bench ``pairs.csv``
     (:func:`servebench_points`)."""
     return _points_chart(_points(paper, ours, 8), "Fig. 8: Testbed B serving vs same-window static")
 
 
 def fig10_stale_placement(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
     """Fig. 10 (Section 5.12): stale placement on the DSv3-shape proxy -- (a) TEMPO against
-    the token-LP dispatcher, (b) the 1.06x replica budget -- from ``paper.figure(10)``, beside
+    the token-LP dispatcher, (b) the 1.06x replica budget -- from ``tempo.paper.tables.figure(10)``, beside
     a serve-bench ``pairs.csv`` (:func:`servebench_points`)."""
     return _points_chart(_points(paper, ours, 10), "Fig. 10: stale placement, DSv3-shape proxy")
 
 
 def fig11_robustness(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
     """Fig. 11 (Sections 5.10, 5.12): the Testbed B wins over repeat windows (a, b) and the
-    drift-16 corruption on the real model (c), from ``paper.figure(11)``, beside a serve-bench
+    drift-16 corruption on the real model (c), from ``tempo.paper.tables.figure(11)``, beside a serve-bench
     ``pairs.csv`` (:func:`servebench_points`)."""
     return _points_chart(_points(paper, ours, 11), "Fig. 11: robustness of the Testbed B win region")
 
 
 def fig13_topology(paper: pd.DataFrame, ours: pd.DataFrame | None = None):
     """Fig. 13b (Section 5.15): flat vs topology-aware split on two-node EP16 under drift-16,
-    from ``paper.figure(13)``, beside a serve-bench ``pairs.csv`` (:func:`servebench_points`)."""
+    from ``tempo.paper.tables.figure(13)``, beside a serve-bench ``pairs.csv`` (:func:`servebench_points`)."""
     return _points_chart(_points(paper, ours, 13), "Fig. 13: topology-aware dispatch, two-node EP16")
 
 
@@ -548,11 +547,11 @@ def epbench_model_vs_measured(summary: pd.DataFrame, where: str = ""):
 
 def fig2b_shapes(paper_t6: pd.DataFrame, ours: pd.DataFrame | None = None):
     """Fig. 2b: the activation floor b and the inflection n* per expert shape, the paper's
-    (``paper.table(6)``, Testbed A) beside this artifact's recordings
+    (``tempo.paper.tables.table(6)``, Testbed A) beside this artifact's recordings
     (:func:`tempo.calib.record.recording_fits`: one point per recording, labelled with its
     device and backend)."""
     alt = _alt()
-    _need(paper_t6, {"shape", "b_us", "n_star"}, "paper_t6 (paper.table(6))")
+    _need(paper_t6, {"shape", "b_us", "n_star"}, "paper_t6 (tempo.paper.tables.table(6))")
     frames = [paper_t6[["shape", "b_us", "n_star"]].assign(who="paper (Testbed A)")]
     if ours is not None and len(ours):
         _need(ours, {"shape", "backend", "device", "b_us", "n_star"}, "ours (recording_fits)")
@@ -694,7 +693,7 @@ def ledger_by_chapter(ledger: pd.DataFrame):
     verdict, every status with its fixed colour."""
     from .claims.registry import STATUSES
 
-    _need(ledger, {"chapter", "status"}, "ledger (tempo.book.claims.ledger())")
+    _need(ledger, {"chapter", "status"}, "ledger (tempo.book.claims.build_ledger())")
     unknown = set(ledger.status) - set(STATUSES)
     if unknown:
         raise ValueError(f"ledger holds unknown statuses {sorted(unknown)}")

@@ -54,7 +54,7 @@ from ..measured import catalog, store
 from ..measured.catalog import check_fits, check_manifest, check_samples
 from .claims.ledger import claims_reading, evaluate
 from .claims.registry import REGISTRY, format_value, printed
-from .paper import claim_rows
+from ..paper.claims_file import claim_rows
 
 MAX_BYTES = 5 * 2**20
 #: the most bytes read from one source file, and the most a gzip file may inflate to

@@ -1,18 +1,17 @@
-"""The readings of ``data/paper/readings.yaml`` as the book uses them: the chapters run every
-study the ledger's claims read under :meth:`Reading.paper` (passed explicitly,
-``studies.run(..., reading=READING)``), and the ledger shows what each reading moves.
-
-The loader and the :class:`Reading` object live in :mod:`tempo.core.readings` (the studies take
-a reading as a parameter and may not import the book); this module re-exports them and adds the
-tables a page shows."""
+"""The readings of ``data/paper/readings.yaml`` (:mod:`tempo.paper.readings`) as the book shows
+and runs them: the tables a page shows (every reading, the claims each moves) and the runs of a
+result under each alternative the ledger shows.  The chapters run every study the ledger's
+claims read under :meth:`~tempo.paper.readings.Reading.paper`, passed explicitly
+(``studies.run(..., reading=READING)``)."""
 from __future__ import annotations
 
 import pandas as pd
 
-from ..core.readings import BATCH_LADDERS, N_SEEDS, SKEW_GRIDS, Reading, ReadingSpec, spec, specs  # noqa: F401
-
-PAPER = Reading.paper  # constructors, for chapters: READING = readings.PAPER()
-LIBRARY = Reading.library
+from .. import studies
+from ..paper.readings import Reading, spec, specs
+from ..studies import READINGS
+from ..studies.results import ResultKey
+from .claims import REGISTRY
 
 
 def table() -> pd.DataFrame:
@@ -45,10 +44,7 @@ def alternative_ids(stem: str) -> list[str]:
     ``"phase_diagram-scale"``, ``"ablation-whole"`` ...): those its experiment depends on
     (``@experiment(..., readings=...)``) that ``readings.yaml`` lists for a claim reading ``stem``,
     in file order.  The ledger shows each such claim under each of them."""
-    from ..studies import READINGS
-    from .claims import REGISTRY  # the package registers every claim's function
-
-    deps = READINGS.get(stem.split("-", 1)[0], ())
+    deps = READINGS.get(ResultKey.parse(stem).name, ())
     claims = {cid for cid, sp in REGISTRY.items() if stem in sp.inputs}
     return [s.id for s in specs().values() if s.id in deps and claims & set(s.claims)]
 
@@ -58,22 +54,18 @@ def run_alternatives(stem: str, config: dict, profile: str, reading: Reading) ->
     alternative of :func:`alternative_ids`: :func:`tempo.studies.run_alternatives` (cached; each
     run writes its CSV for the ledger).  ``{(id, choice): DataFrame}``, ``(None, None)`` for
     ``reading``."""
-    from .. import studies
-
-    name, _, tag = stem.partition("-")
-    return studies.run_alternatives(name, config, profile, reading=reading, ids=alternative_ids(stem), tag=tag or None)
+    key = ResultKey.parse(stem)
+    return studies.run_alternatives(key.name, config, profile, reading=reading, ids=alternative_ids(stem), tag=key.tag)
 
 
 def run_skew_grids(stem: str, config: dict, profile: str, reading: Reading) -> dict:
     """Result ``stem`` with its config's ``skews`` set by each other choice of the ``skew_grid``
     reading (Section 3.2's grid; a config value, not a reading the experiment takes), written as
     the stem the ledger looks for (``<stem>-skew_grid=<choice>``).  ``{choice: DataFrame}``."""
-    from .. import studies
-
-    name, _, tag = stem.partition("-")
+    key = ResultKey.parse(stem)
     out = {}
     for alt in reading.alternatives("skew_grid"):
         choice = alt["skew_grid"]
-        out[choice] = studies.run(name, {**config, "skews": alt.skews}, profile, reading=reading,
-                                  tag=studies.alternative_tag("skew_grid", choice, tag or None))
+        out[choice] = studies.run(key.name, {**config, "skews": alt.skews}, profile, reading=reading, tag=key.tag,
+                                  alternative=("skew_grid", choice))
     return out

@@ -3,16 +3,17 @@ cell and policy), registered by name.  :func:`run` caches the result and writes 
 ``build/results/<profile>/<experiment>.csv``, the one place chapters and the ledger read."""
 from __future__ import annotations
 
-import json
 import time
 
 import pandas as pd
 
-from ..core import paths
-from ..core.io import atomic_write_csv, atomic_write_text
-from ..core.readings import Reading
+from ..core.version import git_commit
+from ..paper.readings import Reading
 from .cache import cached, code_version
-from .registry import EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment  # noqa: F401  (tempo.studies.STATIC, ...)
+from .registry import (EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment,  # noqa: F401  (tempo.studies.STATIC, ...)
+                       result_of, with_reading)
+from .results import PROFILES, ResultKey, Results  # noqa: F401  (tempo.studies.PROFILES)
+from .sweep import memo_clear
 
 
 #: the experiments behind the claims the paper computes on recorded routing: given a trace
@@ -20,8 +21,8 @@ from .registry import EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment  
 #: (:class:`tempo.studies.scenarios.TraceRouting`).  ``trace_replay`` takes its trace in its
 #: own config.
 TRACE_EXPERIMENTS = frozenset({"mixed_regime", "proxy_mispricing", "thm2_epsilon", "solver_vs_milp",
-                               "policy_landscape", "staleness", "drift16_stages", "drift16_terms", "faster_eplb",
-                               "moonep_replay", "tile_prefill", "ba2a_regimes", "routing_stats"})
+                               "policy_landscape", "staleness", "drift16_stages", "drift16_terms", "drift16_forced",
+                               "faster_eplb", "moonep_replay", "tile_prefill", "ba2a_regimes", "routing_stats"})
 _trace: dict = {}
 
 
@@ -40,69 +41,36 @@ def use_trace(path) -> dict:
     return dict(_trace)
 
 
-def with_reading(name: str, config: dict, reading: Reading | None = None) -> dict:
-    """``config`` with ``"reading"`` set to the choices experiment ``name`` depends on
-    (:data:`READINGS`), taken from ``reading`` (default: the paper's,
-    :meth:`tempo.core.readings.Reading.paper`) with any choices ``config["reading"]`` already
-    names on top.  An experiment that depends on no reading gets no ``"reading"`` key (a
-    reading never changes its cache key)."""
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(sorted(EXPERIMENTS))}")
-    if reading is not None and not isinstance(reading, Reading):
-        raise TypeError(f"reading must be a tempo.core.readings.Reading, got {type(reading).__name__}")
-    ids = READINGS.get(name, ())
-    own = config.get("reading")
-    base = reading if reading is not None else Reading.paper()
-    if isinstance(own, Reading):
-        base = own
-    elif own is not None:
-        if not isinstance(own, dict):
-            raise TypeError(f"config['reading'] must be a dict of reading id -> choice, got {own!r}")
-        base = base.with_(**own)
-    out = {k: v for k, v in config.items() if k != "reading"}
-    if ids:
-        out["reading"] = base.select(ids)
-    return out
-
-
 def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str | None = None,
-        reading: Reading | None = None, _forget: bool = True) -> pd.DataFrame:
-    """Run (or load from cache) experiment ``name`` and write its tidy CSV,
-    ``<name>.csv`` (or ``<name>-<tag>.csv`` when one notebook runs the same experiment twice).
-    On a trace (:func:`use_trace`) a :data:`TRACE_EXPERIMENTS` experiment's config gains the
-    trace's keys, unless it names a trace itself.
+        reading: Reading | None = None, alternative: tuple[str, str] | None = None,
+        _forget: bool = True) -> pd.DataFrame:
+    """Run (or load from cache) experiment ``name`` and write its tidy CSV and provenance under
+    the stem of ``ResultKey(name, tag, alternative)`` (:mod:`tempo.studies.results`):
+    ``<name>.csv``, ``<name>-<tag>.csv`` when one notebook runs the same experiment twice, and
+    ``<name>-[<tag>.]<id>=<choice>.csv`` for a run under one ``alternative`` (reading id,
+    choice).  On a trace (:func:`use_trace`) a :data:`TRACE_EXPERIMENTS` experiment's config
+    gains the trace's keys, unless it names a trace itself.
 
-    ``reading`` (a :class:`tempo.core.readings.Reading`; default the paper's): the choices the
+    ``reading`` (a :class:`tempo.paper.readings.Reading`; default the paper's): the choices the
     experiment depends on (:data:`READINGS`) go into its config (:func:`with_reading`), so they
     are part of the cache key and of the ``.meta.json`` the ledger reads.  ``refresh`` recomputes
     the result and forgets the grid memo (:func:`tempo.studies.sweep.memo_clear`) first."""
     if _trace and name in TRACE_EXPERIMENTS and not config.get("trace"):
         config = {**config, **_trace}
     config = with_reading(name, config, reading)
-    if profile not in ("smoke", "full", "gpu"):
-        raise ValueError(f"profile must be 'smoke', 'full' or 'gpu', got {profile!r}")
+    results = Results(profile)
+    key = ResultKey(name, tag, alternative)
     if refresh and _forget:  # recompute everything: also what the grid memo kept from earlier runs here
-        from .sweep import memo_clear
-
         memo_clear()
     df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
-    stem = f"{name}-{tag}" if tag else name
-    atomic_write_csv(df, paths.results_dir(profile) / f"{stem}.csv")
     # provenance for the claims ledger: which experiment, config and code (source hash and git commit) wrote
     # this CSV, and when; fallbacks: dispatches of this result that a solver's fallback produced (a time
     # limit, a declined exact method; tempo.policies.fallback_of): the ledger flags the claims that read them
-    from ..core.version import git_commit
-
-    meta = {"experiment": name, "tag": tag, "config": config, "profile": profile, "code_version": code_version(),
-            "git_commit": git_commit(), "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "fallbacks": int(df.attrs.get("fallbacks", 0))}
-    atomic_write_text(paths.results_dir(profile) / f"{stem}.meta.json", json.dumps(meta, default=str, indent=1))
+    meta = {"experiment": name, "tag": key.suffix, "config": config, "profile": profile,
+            "code_version": code_version(), "git_commit": git_commit(),
+            "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fallbacks": int(df.attrs.get("fallbacks", 0))}
+    results.write(key, df, meta)
     return df
-
-
-def alternative_tag(reading_id: str, choice: str, tag: str | None = None) -> str:
-    """The CSV tag of a run under one alternative choice: ``"<tag>.<id>=<choice>"``."""
-    return f"{tag + '.' if tag else ''}{reading_id}={choice}"
 
 
 def run_alternatives(name: str, config: dict, profile: str, reading: Reading | None = None,
@@ -110,16 +78,17 @@ def run_alternatives(name: str, config: dict, profile: str, reading: Reading | N
     """Experiment ``name`` under ``reading`` (default the paper's) and under each single
     alternative of each reading it depends on (or of ``ids`` among them): ``{(id, choice):
     DataFrame}``, with ``(None, None)`` for ``reading`` itself.  Each run is cached and writes
-    its CSV (``<name>[-<tag>].csv`` for ``reading``, ``<name>-<alternative_tag>.csv`` for the
-    others), so the ledger can show a claim under every alternative beside its verdict."""
+    its CSV (``<name>[-<tag>].csv`` for ``reading``, ``<name>-[<tag>.]<id>=<choice>.csv`` for the
+    others, :class:`ResultKey`), so the ledger can show a claim under every alternative beside
+    its verdict."""
     reading = reading if reading is not None else Reading.paper()
     deps = READINGS.get(name, ())
     wanted = deps if ids is None else [i for i in ids if i in deps]
     out = {(None, None): run(name, config, profile, refresh=refresh, tag=tag, reading=reading)}
     for rid in wanted:
         for alt in reading.alternatives(rid):  # refresh forgot the memo once, before the first run
-            out[(rid, alt[rid])] = run(name, config, profile, refresh=refresh,
-                                       tag=alternative_tag(rid, alt[rid], tag), reading=alt, _forget=False)
+            out[(rid, alt[rid])] = run(name, config, profile, refresh=refresh, tag=tag, reading=alt,
+                                       alternative=(rid, alt[rid]), _forget=False)
     return out
 
 
@@ -149,11 +118,8 @@ def routing_label(config: dict | None = None) -> str:
 
 
 def load(name: str, profile: str, tag: str | None = None) -> pd.DataFrame:
-    """The tidy CSV an earlier :func:`run` wrote."""
-    path = paths.results_dir(profile) / (f"{name}-{tag}.csv" if tag else f"{name}.csv")
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: run the notebook that computes {name!r} first")
-    return pd.read_csv(path)
+    """The tidy CSV an earlier :func:`run` wrote (:meth:`Results.load`)."""
+    return Results(profile).load(ResultKey(name, tag))
 
 
-from . import phase_grid, reading, replay, simulator, solver, toy  # noqa: E402,F401
+from . import phase_grid, readings, replay, scale_s0, simulator, solver, toy  # noqa: E402,F401

@@ -1,7 +1,7 @@
 """The phase explorer's grid (chapter 04): the phase diagram of Fig. 6 on a finer grid of batch
 sizes, over EP sizes, replications and skews, with what a page needs to re-price it.
 
-Each cell draws the phase diagram's batches under the same reading (:mod:`tempo.studies.reading`:
+Each cell draws the phase diagram's batches under the same reading (:mod:`tempo.studies.readings`:
 router and placement; the same seed, so a cell on the phase diagram's grid has the same instances
 as :func:`tempo.studies.simulator.phase_cell`) and dispatches them with the phase diagram's fixed
 policies (:data:`tempo.studies.simulator.FIXED`, with the reading's token-LP face and METRO
@@ -20,15 +20,10 @@ import numpy as np
 import pandas as pd
 
 from ..core.cost import CostModel
-from . import reading as rd
+from . import readings
 from .registry import experiment
-from .simulator import FIXED, SHAPES
+from .simulator import DISPATCH_READINGS, FIXED, SHAPES
 from .sweep import run_grid
-
-
-#: the readings the grid depends on (those of the phase diagram but its tie labels)
-PHASE_GRID_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "token_lp_face", "ensemble_lp",
-                       "tempo_preset", "metro_order")
 
 
 def phase_grid_cell(cell: dict) -> pd.DataFrame:
@@ -37,17 +32,17 @@ def phase_grid_cell(cell: dict) -> pd.DataFrame:
     makespan, and TEMPO's at every n* of ``cell["n_stars"]``; under ``cell["reading"]`` (missing:
     the paper's)."""
     E, K, params = SHAPES[cell["shape"]]
-    reading = rd.of(cell)
+    reading = readings.of(cell)
     model = CostModel.named(params)
     ladder = [(float(ns), CostModel(a=0.0, b=float(ns) * model.beta, c=0.0, beta=model.beta)) for ns in cell["n_stars"]]
     rows = []
     for B in cell["tokens"]:
-        insts = rd.batches(reading, E, cell["ep"], B, cell["skew"], cell["replication"], cell["batches"],
+        insts = readings.batches(reading, E, cell["ep"], B, cell["skew"], cell["replication"], cell["batches"],
                            seed=cell["seed"], top_k=K)
         for b, inst in enumerate(insts):
             runs = [(p, np.nan, model) for p in list(FIXED) + ["tempo"]] + [("tempo_nstar", ns, m) for ns, m in ladder]
             for policy, ns, m in runs:
-                G, N, T = model.gpu_features(inst, rd.dispatch(inst, m, "tempo" if policy == "tempo_nstar" else policy,
+                G, N, T = model.gpu_features(inst, readings.dispatch(inst, m, "tempo" if policy == "tempo_nstar" else policy,
                                                                reading))
                 rows.append({"B": int(B), "batch": b, "policy": policy,
                              "n_star_solved": model.n_star if policy == "tempo" else ns,
@@ -56,7 +51,7 @@ def phase_grid_cell(cell: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@experiment("phase_grid", readings=PHASE_GRID_READINGS)
+@experiment("phase_grid", readings=DISPATCH_READINGS)
 def phase_grid(config: dict) -> pd.DataFrame:
     """The phase explorer's grid: one row per (shape, ep, replication, skew, B, batch, policy
     [, n*]) with ``max_G``, ``max_N`` and ``makespan_us`` (module docstring).  Config: ``shapes``,
@@ -73,7 +68,7 @@ def phase_grid(config: dict) -> pd.DataFrame:
             raise ValueError(f"shapes: {sh!r}'s parameter set has a or c != 0; the n* ladder assumes a = c = 0")
     cells = [{"shape": sh, "ep": int(ep), "replication": float(r), "skew": float(s), "tokens": list(config["tokens"]),
               "batches": int(config["batches"]), "n_stars": list(config["n_stars"]), "seed": config.get("seed", 0),
-              "reading": rd.of(config).select(PHASE_GRID_READINGS)}
+              "reading": readings.of(config).select(DISPATCH_READINGS)}
              for sh in config["shapes"] for ep in config["eps"] for r in config["replications"] for s in config["skews"]]
     return run_grid(phase_grid_cell, cells, workers=config.get("workers"), progress=config.get("progress", False),
                     desc="phase grid")

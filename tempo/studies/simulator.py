@@ -6,15 +6,16 @@ import numpy as np
 import pandas as pd
 
 from ..core.cost import CostModel
+from ..paper.readings import Reading
 from ..policies import check_names, solve
 from ..core.models import model_shape
 from ..world.placement import eplb_placement
 from .sweep import run_grid
 from ..theory.bounds import flip_boundary
 from ..world.workloads import expected_loads, pair_shares, sample_counts, zipf_popularity
-from . import reading as rd
-from .registry import FIRST_REPLICA, STATIC, experiment
-from .scenarios import TraceRouting, placement_weights
+from . import readings
+from .registry import FIRST_REPLICA, STATIC, experiment, result_of
+from .scenarios import TraceRouting, placement_weights, zipf_placement
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
 SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
@@ -44,7 +45,7 @@ def mixed_regime(config: dict) -> pd.DataFrame:
     n_star = CostModel.named(params).n_star
     pop = zipf_popularity(E, config["skew"], seed=config.get("seed", 0))
     tr = TraceRouting.of(config)
-    router = rd.of(config)["synthetic_router"]
+    router = readings.of(config)["synthetic_router"]
     g = config.get("n_gpus", 8)
     rows = []
     for routing in ("synthetic", "trace") if tr else ("synthetic",):
@@ -110,8 +111,7 @@ def winner_label(ms: dict, ties: str = "tie") -> tuple[str, bool]:
     and whether it is a tie.  ``ties`` (the reading): ``"tie"``: the letters of every fixed
     policy within :data:`TIE_REL` (relative) of the best, joined by "+" in :data:`FIXED`'s
     order (``"M+L"``, ``"M+L+E"``), a single letter when one policy is best alone;
-    ``"first_listed"``: the first best policy in :data:`FIXED`'s order (the artifact before
-    the reading), never a tie."""
+    ``"first_listed"``: the first best policy in :data:`FIXED`'s order, never a tie."""
     if ties not in ("tie", "first_listed"):
         raise ValueError(f"ties must be 'tie' or 'first_listed', got {ties!r}")
     best = min(FIXED, key=lambda p: ms[p])
@@ -122,10 +122,18 @@ def winner_label(ms: dict, ties: str = "tie") -> tuple[str, bool]:
     return "+".join(FIXED[p] for p in tied), len(tied) > 1
 
 
+def tempo_gain(ms: dict, against=FIXED, policy: str = "tempo") -> tuple[str, float]:
+    """How a phase cell is scored: ``(best, gain_pct)``, the policy of ``against`` with the
+    lowest makespan in ``ms`` (policy -> mean makespan; the first listed wins a tie) and
+    ``policy``'s gain over it in %, ``100 (1 - ms[policy] / ms[best])``."""
+    best = min(against, key=lambda p: ms[p])
+    return best, 100 * (1 - ms[policy] / ms[best])
+
+
 def phase_cell(cell: dict) -> pd.DataFrame:
     """One phase-diagram cell: mean makespan of each fixed policy and TEMPO over batches.
 
-    Under the cell's reading (``cell["reading"]``, :class:`tempo.core.readings.Reading`): the
+    Under the cell's reading (``cell["reading"]``, :class:`tempo.paper.readings.Reading`): the
     batches' router and placement, token-LP's face, METRO's order, which TEMPO (preset and
     ensemble candidates) and how ties are labelled (:func:`winner_label`; ``tie`` column).
 
@@ -135,26 +143,23 @@ def phase_cell(cell: dict) -> pd.DataFrame:
     asks whether pricing communication changes the conclusions, as the paper does."""
     E, K, params = SHAPES[cell["shape"]]
     model = CostModel.named(params)
-    reading = rd.of(cell)
+    reading = readings.of(cell)
     kr = float(cell.get("comm_kr", 0.0))
-    insts = rd.batches(reading, E, cell["ep"], cell["B"], cell["skew"], cell["replication"], cell["batches"],
+    insts = readings.batches(reading, E, cell["ep"], cell["B"], cell["skew"], cell["replication"], cell["batches"],
                        seed=cell["seed"], top_k=K)
     ms, msc = {}, {}
     for p in list(FIXED) + ["tempo"]:
         per, perc = [], []
         for i in insts:
-            t, N = rd.dispatch_times(i, model, p, reading)
+            t, N = readings.dispatch_times(i, model, p, reading)
             per.append(t.max())
             perc.append((t + kr * N).max())
         ms[p], msc[p] = float(np.mean(per)), float(np.mean(perc))
-    best = min(FIXED, key=lambda p: ms[p])
     winner, tie = winner_label(ms, reading["ties"])
-    row = {**{f"ms_{p}": v for p, v in ms.items()}, "winner": winner, "tie": tie,
-           "gain_pct": 100 * (1 - ms["tempo"] / ms[best])}
+    row = {**{f"ms_{p}": v for p, v in ms.items()}, "winner": winner, "tie": tie, "gain_pct": tempo_gain(ms)[1]}
     if kr:
-        bestc = min(FIXED, key=lambda p: msc[p])
         winc, tiec = winner_label(msc, reading["ties"])
-        row.update({"winner_comm": winc, "tie_comm": tiec, "gain_comm_pct": 100 * (1 - msc["tempo"] / msc[bestc])})
+        row.update({"winner_comm": winc, "tie_comm": tiec, "gain_comm_pct": tempo_gain(msc)[1]})
     return pd.DataFrame([row])
 
 
@@ -175,7 +180,7 @@ def phase_diagram(config: dict) -> pd.DataFrame:
     size, skew, replication, EP size and expert shape (Section 3.2), under the config's
     reading (:func:`phase_cell`).  ``seeds`` (a list) runs the grid once per seed, a ``seed``
     column telling them apart; otherwise the one ``seed`` (default 0)."""
-    reading = rd.of(config).select(PHASE_READINGS)
+    reading = readings.of(config).select(PHASE_READINGS)
     cells = [{"shape": sh, "ep": ep, "skew": s, "replication": r, "B": B, "batches": config["batches"],
               "seed": seed, "comm_kr": config.get("comm_kr", 0.0), "reading": reading}
              for seed in _seeds(config)
@@ -183,6 +188,45 @@ def phase_diagram(config: dict) -> pd.DataFrame:
              for r in config["replications"] for B in config["tokens"]]
     return run_grid(phase_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
                     desc="phase diagram")
+
+
+#: The readings a phase cell's batches and dispatches depend on (those of the phase diagram but
+#: its tie labels).
+DISPATCH_READINGS = tuple(r for r in PHASE_READINGS if r != "ties")
+#: The exact fewest-activations dispatch (Lemma 2): what METRO's greedy approximates.
+EXACT_BALANCER = "semi_matching"
+
+
+def activation_balancer_cell(cell: dict) -> pd.DataFrame:
+    """One phase-diagram cell (shape, replication, skew, B at ``ep``, the cell's batches and
+    seed, as :func:`phase_cell` draws them under ``cell["reading"]``) with the exact activation
+    balancer beside the fixed policies: each policy's mean makespan, TEMPO's gain over the best
+    fixed policy (``gain_pct``) and over the best of those and :data:`EXACT_BALANCER`
+    (``gain_vs_exact_pct``)."""
+    E, K, params = SHAPES[cell["shape"]]
+    model = CostModel.named(params)
+    reading = readings.of(cell)
+    insts = readings.batches(reading, E, cell["ep"], cell["B"], cell["skew"], cell["replication"], cell["batches"],
+                       seed=cell["seed"], top_k=K)
+    ms = {p: float(np.mean([readings.dispatch_times(i, model, p, reading)[0].max() for i in insts]))
+          for p in list(FIXED) + [EXACT_BALANCER, "tempo"]}
+    return pd.DataFrame([{**{f"ms_{p}": v for p, v in ms.items()}, "gain_pct": tempo_gain(ms)[1],
+                          "gain_vs_exact_pct": tempo_gain(ms, list(FIXED) + [EXACT_BALANCER])[1]}])
+
+
+@experiment("activation_balancer", readings=DISPATCH_READINGS)
+def activation_balancer(config: dict) -> pd.DataFrame:
+    """Section 3.2's "TEMPO min gain >= -0.3%" against a stronger activation balancer: the phase
+    grid of ``config`` (``shapes``, ``replications``, ``skews``, ``tokens``, ``batches``, one
+    ``seed``; EP8, or ``ep``) with :data:`EXACT_BALANCER` added, one row per cell
+    (:func:`activation_balancer_cell`).  Its batches and fixed dispatches are the phase
+    diagram's: a run after it reuses them through the grid memo."""
+    reading = readings.of(config).select(DISPATCH_READINGS)
+    cells = [{"shape": sh, "replication": r, "skew": s, "B": B, "ep": config.get("ep", 8), "batches": config["batches"],
+              "seed": config.get("seed", 0), "reading": reading}
+             for sh in config["shapes"] for r in config["replications"] for s in config["skews"] for B in config["tokens"]]
+    return run_grid(activation_balancer_cell, cells, workers=config.get("workers"),
+                    progress=config.get("progress", False), desc="activation balancer")
 
 
 def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=None) -> pd.DataFrame:
@@ -195,8 +239,6 @@ def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=N
     router and the placement (``synthetic_router``, ``placement_loads``, rebuilt here to get the
     replica counts) and the ``p`` of ``E_eff`` and ``p_1`` (``hot_share``: the experts' shares
     of the pairs under the router, or the router weights).  ``df`` must hold one seed."""
-    from ..core.readings import Reading
-
     reading = Reading.of(reading) if reading is not None else Reading.paper()
     E, K, params = SHAPES[shape]
     n_star = CostModel.named(params).n_star
@@ -216,15 +258,59 @@ def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=N
         after = l_idx[l_idx > (m_idx.max() if m_idx.size else -1)]
         hi = Bs[after.min()] if after.size else Bs.max()
         pop = zipf_popularity(E, s, seed=seed)
-        placement = eplb_placement(placement_weights(pop, K, router, reading["placement_loads"]), ep, r,
-                                   reading["eplb_ties"])
+        placement = zipf_placement(E, s, seed, K, ep, r, router, reading["placement_loads"], reading["eplb_ties"])
         reps = np.bincount(placement, minlength=E)
         p = pair_shares(pop, K, router) if reading["hot_share"] == "pair_share" else pop
         bstar, bavg, bhot = flip_boundary(p, reps, n_star, K, ep)
         rows.append({"skew": s, "replication": r, "band_lo": lo, "band_hi": hi, "B_star": bstar,
                      "B_star_avg": bavg, "B_star_hot": bhot, "mechanism": "hot" if bhot < bavg else "avg",
                      "hit": bool(lo <= bstar <= hi)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["skew", "replication", "band_lo", "band_hi", "B_star", "B_star_avg",
+                                       "B_star_hot", "mechanism", "hit"])
+
+
+def boundary_hits(phase: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=None) -> pd.DataFrame:
+    """:func:`boundary_table` of one seed's grid with ``flips``: whether the winner flips from M
+    to L on the ladder, i.e. a cell token-LP wins alone lies above the last cell METRO wins
+    alone.  A tied cell ("M+L", the ``ties`` reading) is won by neither policy, so it neither
+    ends nor starts the band; a column whose top cells tie and where token-LP never wins alone
+    does not flip, has no band and counts as a miss (``hit`` is False; Section 3.2 reads the
+    band from the winning policy's letter)."""
+    bt = boundary_table(phase, shape, ep, reading=reading)
+    sub = phase[(phase["shape"] == shape) & (phase.ep == ep)]
+    flips = []
+    for r in bt.itertuples():
+        w = sub[(sub["skew"] == r.skew) & (sub.replication == r.replication)].sort_values("B").winner.to_numpy()
+        m = np.flatnonzero(w == "M")
+        flips.append(bool(m.size and (np.flatnonzero(w == "L") > m.max()).any()))
+    bt["flips"] = flips
+    bt["hit"] = bt.hit & bt.flips
+    return bt
+
+
+#: The columns Section 3.2 counts the boundary's hits over (12 of 12): the DSv3 grid at EP8.
+BOUNDARY_SHAPE, BOUNDARY_EP = "DSv3", 8
+
+
+@experiment("phase_boundary", readings=PHASE_READINGS + ("hot_share",))
+def phase_boundary(config: dict) -> pd.DataFrame:
+    """Section 3.2's flip boundary on the phase diagram of the same config (``phase_diagram``,
+    from the cache when a run computed it, :func:`tempo.studies.registry.result_of`): per seed
+    and (skew, replication) column of the :data:`BOUNDARY_SHAPE` grid at :data:`BOUNDARY_EP`,
+    :func:`boundary_hits` under the config's reading (the router and placement the grid ran
+    with, ``hot_share``'s p_1).  Columns ``seed``, ``shape``, ``ep``, then those of
+    :func:`boundary_hits`."""
+    reading = readings.of(config)
+    phase = result_of("phase_diagram", config)
+    seeds = sorted(phase["seed"].unique()) if "seed" in phase else [0]
+    out = []
+    for seed in seeds:
+        bt = boundary_hits(phase[phase.seed == seed] if "seed" in phase else phase, BOUNDARY_SHAPE, BOUNDARY_EP,
+                           reading=reading)
+        for i, (k, v) in enumerate({"seed": int(seed), "shape": BOUNDARY_SHAPE, "ep": BOUNDARY_EP}.items()):
+            bt.insert(i, k, v)
+        out.append(bt)
+    return pd.concat(out, ignore_index=True)
 
 
 @experiment("token_lp_faces", readings=("synthetic_router", "placement_loads", "eplb_ties"))
@@ -238,7 +324,7 @@ def token_lp_faces(config: dict) -> pd.DataFrame:
     vertex ever differ in makespan, and how far the spread is from both."""
     from ..policies.proxies import TOKEN_LP_FACES
 
-    reading = rd.of(config)
+    reading = readings.of(config)
     rows = []
     for sh in config["shapes"]:
         E, K, params = SHAPES[sh]
@@ -248,7 +334,7 @@ def token_lp_faces(config: dict) -> pd.DataFrame:
                 for s in config["skews"]:
                     for r in config["replications"]:
                         for B in config["tokens"]:
-                            insts = rd.batches(reading, E, ep, B, s, r, config["batches"], seed=seed, top_k=K)
+                            insts = readings.batches(reading, E, ep, B, s, r, config["batches"], seed=seed, top_k=K)
                             for b, inst in enumerate(insts):
                                 out = {}
                                 for face in TOKEN_LP_FACES:
@@ -393,8 +479,8 @@ def _anatomy_dispatch(name, inst, model, reading):
     if name == "token_lp_highs":
         return token_lp_highs(inst)
     if name == "tempo_paper":
-        return solve(inst, model, "tempo", options="paper", lp_variants=rd.tempo_options(reading)["lp_variants"])
-    return rd.dispatch(inst, model, name, reading)
+        return solve(inst, model, "tempo", options="paper", lp_variants=readings.tempo_options(reading)["lp_variants"])
+    return readings.dispatch(inst, model, name, reading)
 
 
 @experiment("phase_anatomy", readings=("synthetic_router", "eplb_ties", "token_lp_face", "ensemble_lp", "tempo_preset",
@@ -419,7 +505,7 @@ def phase_anatomy(config: dict) -> pd.DataFrame:
     per (cell, placement, dispatch)."""
     from ..core.instance import Instance
 
-    reading = rd.of(config)
+    reading = readings.of(config)
     router = reading["synthetic_router"]
     rows = []
     for cell in config["cells"]:

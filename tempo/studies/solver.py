@@ -14,7 +14,8 @@ from ..core.cost import CostModel
 from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
-from . import reading as rd
+from ..paper.readings import Reading
+from . import readings
 from .registry import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, zipf_batches
 from ..policies._fallback import add_count, fallback_count
@@ -123,7 +124,7 @@ def thm2_probe(config: dict) -> pd.DataFrame:
     reading in the same process compares against the same MILP answer (:func:`_milp`).  The
     suite is drawn here; chunks of :data:`PROBE_CHUNK` instances run as a grid
     (:func:`tempo.studies.sweep.run_grid`, ``config["workers"]``)."""
-    tempo_kw = rd.tempo_options(rd.of(config))
+    tempo_kw = readings.tempo_options(readings.of(config))
     suite = [(i, *item) for i, item in enumerate(theory.probe_suite(
         config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
         max_gpus=config.get("max_gpus", 16)))]
@@ -168,14 +169,12 @@ def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
     ``milp_reference`` reading has it (default the paper's): ``"incumbent"``, the MILP's
     dispatch at its time limit (``ratio``; Section 4.2 "against a 10 s HiGHS MILP"), or
     ``"lower_bound"``, its proven bound (``ratio_to_lb``)."""
-    from ..core.readings import Reading
-
     r = Reading.of(reading) if reading is not None else Reading.paper()
     return df["ratio"] if r["milp_reference"] == "incumbent" else df["ratio_to_lb"]
 
 
 def _milp_key(inst: Instance, model: CostModel, time_limit, warm_start) -> bytes:
-    return b"milp:" + rd.batch_hash(inst, model, float(time_limit), bool(warm_start))
+    return b"milp:" + readings.batch_hash(inst, model, float(time_limit), bool(warm_start))
 
 
 def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
@@ -248,11 +247,11 @@ def _milp_cell(cell: dict) -> list[dict]:
     config = cell["config"]
     g, E, s, rep, B, *routing = cell["cell"]
     model = CostModel.named(config.get("params", "dsv3-offline"))
-    reading = rd.of(config)
-    tempo_kw = rd.tempo_options(reading)
+    reading = readings.of(config)
+    tempo_kw = readings.tempo_options(reading)
     src = _trace_of(config) if routing == ["trace"] else None
     rows = []
-    for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
+    for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
                                         trace=src)):
         t0 = time.perf_counter()
         d = solve(inst, model, "tempo", **tempo_kw)
@@ -282,15 +281,15 @@ def _time_solves(config: dict) -> list[dict]:
     (``perf_counter``) and of this process's CPU time (``process_time``, which a loaded machine
     does not inflate), in ms.  One untimed solve first (imports, machine code loaded)."""
     model = CostModel.named(config.get("params", "dsv3-offline"))
-    reading = rd.of(config)
-    kw = rd.tempo_options(reading)
+    reading = readings.of(config)
+    kw = readings.tempo_options(reading)
     repeats = int(config.get("repeats", 3))
     import numba
 
     jit_off = bool(numba.config.DISABLE_JIT)  # how this process runs the compiled functions
     rows, warm = [], False
     for g, E, s, rep, B in _phase_cells(config):
-        for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B)):
+        for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B)):
             if not warm:
                 solve(inst, model, "tempo", **kw)
                 warm = True
@@ -364,12 +363,12 @@ def _ablation_cell(cell: dict) -> list[dict]:
     config = cell["config"]
     bseed, grid, g, E, s, rep, B = cell["cell"]
     model = CostModel.named(config.get("params", "dsv3-offline"))
-    reading = rd.of(config)
-    kw = rd.tempo_options(reading, "ablation_reference")
+    reading = readings.of(config)
+    kw = readings.tempo_options(reading, "ablation_reference")
     seed = config.get("seed", "whole")  # both references of the reading seed with whole experts
     kw["seed"] = seed
     rows = []
-    for b, inst in enumerate(rd.batches(reading, E, g, B, s, rep, config["batches"], seed=B + 17 + 1000 * bseed)):
+    for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=B + 17 + 1000 * bseed)):
         full = model.makespan(inst, solve(inst, model, "tempo", **kw))
         for name, opts in VARIANTS.items():
             if name == "full":
@@ -391,13 +390,19 @@ STAGES = {"seed only (whole experts, as the paper)": dict(seed="whole", chains=F
           "seed+local, no chains": dict(chains=False, ensemble=False)}
 
 
-def _drift_cells(config: dict, model: CostModel):
-    """(B, batch index, instance, static makespan) over the drift-16 batches of ``config``
-    (drawn from a trace when ``config["trace"]`` names one, :func:`drift_batches`)."""
+def _drift_batches(config: dict):
+    """(B, batch index, instance) over the drift-16 batches of ``config`` (drawn from a trace
+    when ``config["trace"]`` names one, :func:`drift_batches`)."""
     tr = TraceRouting.of(config)
     for B in config["tokens"]:
         for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr)):
-            yield B, b, inst, model.makespan(inst, solve(inst, model, STATIC))
+            yield B, b, inst
+
+
+def _drift_cells(config: dict, model: CostModel):
+    """(B, batch index, instance, static makespan) over :func:`_drift_batches`."""
+    for B, b, inst in _drift_batches(config):
+        yield B, b, inst, model.makespan(inst, solve(inst, model, STATIC))
 
 
 @experiment("drift16_stages")
@@ -413,6 +418,33 @@ def drift16_stages(config: dict) -> pd.DataFrame:
             rows.append({"B": B, "batch": b, "stages": name,
                          "ratio_to_static": model.makespan(inst, d) / static,
                          "solve_ms": 1e3 * (time.perf_counter() - t0)})
+    return pd.DataFrame(rows)
+
+
+def forced_time(inst: Instance, model: CostModel) -> float:
+    """The makespan no dispatch can avoid on ``inst``: on each GPU, the experts whose only replica
+    it holds must run there with all their tokens; the slowest GPU under that forced load (Eq. 1/4
+    pricing).  A lower bound on every dispatch's makespan."""
+    single = (inst.n_replicas == 1) & (inst.counts > 0)
+    gpu = inst.replica_gpu[np.arange(inst.n_experts), np.argmax(inst.valid, axis=1)]
+    G = np.bincount(gpu[single], minlength=inst.n_gpus).astype(np.float64)
+    N = np.bincount(gpu[single], weights=inst.counts[single].astype(np.float64), minlength=inst.n_gpus)
+    return float(model.time(G, N).max())
+
+
+@experiment("drift16_forced")
+def drift16_forced(config: dict) -> pd.DataFrame:
+    """Why Table 8's rows agree: on the batches of ``drift16_stages`` (the same config, the trace's
+    when it names one), per (B, batch) whether every stage set of :data:`STAGES` ends at the same
+    makespan (``same_makespan``) and whether each ends at :func:`forced_time`, the time of the
+    single-replica experts' GPU that no stage can lower (``at_forced_time``); relative 1e-9."""
+    model = CostModel.named(config.get("params", "proxy-serving"))
+    rows = []
+    for B, b, inst in _drift_batches(config):
+        ms = [model.makespan(inst, solve(inst, model, "tempo", **o)) for o in STAGES.values()]
+        f = forced_time(inst, model)
+        rows.append({"B": B, "batch": b, "same_makespan": bool(max(ms) - min(ms) <= 1e-9 * max(ms)),
+                     "at_forced_time": bool(all(abs(v - f) <= 1e-9 * f for v in ms))})
     return pd.DataFrame(rows)
 
 

@@ -8,7 +8,7 @@ A cell may also reuse what an earlier cell (of this grid or of an earlier grid r
 process) computed, through :func:`memo_get` / :func:`memo_put`: entries a worker makes travel
 back with its cell's result into this process's memo, so the next grid's workers (forked from
 it) start with them.  Only for deterministic computations keyed by everything they depend on
-(:func:`tempo.studies.reading.dispatch_times`: the phase diagram's alternative readings re-run
+(:func:`tempo.studies.readings.dispatch_times`: the phase diagram's alternative readings re-run
 the same batches and reuse every policy the alternative does not change).
 """
 from __future__ import annotations

@@ -7,7 +7,7 @@ import pandas as pd
 from ..core.cost import CostModel
 from ..core.instance import Instance
 from ..policies import solve
-from . import reading as rd
+from . import readings
 from .registry import experiment
 
 TOY_COUNTS = [600, 30, 30, 30, 30, 30, 30]
@@ -24,7 +24,7 @@ TOY_READINGS = ("toy_token_lp_face", "tempo_preset", "ensemble_lp", "metro_order
 
 
 def _toy_solve(inst, model, policy, reading):
-    return rd.dispatch(inst, model, policy, reading, face_reading="toy_token_lp_face")
+    return readings.dispatch(inst, model, policy, reading, face_reading="toy_token_lp_face")
 
 
 @experiment("toy_dispatch", readings=TOY_READINGS)
@@ -34,7 +34,7 @@ def toy_dispatch(config: dict) -> pd.DataFrame:
     reading's preset and ensemble, METRO the reading's order."""
     inst = toy_instance(config.get("counts"), config.get("n_gpus", 2))
     model = CostModel(a=config.get("a", 0.0), b=config["b"], c=config.get("c", 0.0), beta=config["beta"])
-    reading = rd.of(config)
+    reading = readings.of(config)
     rows = []
     for policy in config.get("policies", list(PROXY_NAMES)):
         d = _toy_solve(inst, model, policy, reading)
@@ -53,7 +53,7 @@ def toy_sweep(config: dict) -> pd.DataFrame:
     """Makespan of each policy on the toy over a grid of (b, beta): one row per cell and
     policy, each policy as :func:`toy_dispatch` runs it under the reading."""
     inst = toy_instance(config.get("counts"), config.get("n_gpus", 2))
-    reading = rd.of(config)
+    reading = readings.of(config)
     rows = []
     for b in config["b_values"]:
         for beta in config["beta_values"]:

@@ -7,8 +7,8 @@ a chart builder of :mod:`tempo.book.figures`) and displays the result; the libra
 (``tempo.theory``, ``tempo.world``, ``tempo.studies``) computes results and never formats a page.
 ``tests/test_notebook_cells.py`` holds the notebooks to that.
 
-The modules sit in the book layer: they may import anything below it (core, policies, theory,
-world, studies, calib, serving, benchmarks) and the book's own :mod:`~tempo.book.paper`,
+The modules sit in the book layer: they may import anything below it (core, paper, policies,
+theory, world, studies, calib, serving) and the book's own :mod:`~tempo.book.paper` (glue),
 :mod:`~tempo.book.claims` and :mod:`~tempo.book.figures`; nothing outside ``tempo/book/chapters``
 imports them.
 """

@@ -8,6 +8,7 @@ import pandas as pd
 
 from ...core.cost import CostModel
 from ...core.instance import Instance
+from ...paper import tables
 from ...theory.bounds import probe_instance, round_robin_epsilon
 from .common import sizes as _sizes
 
@@ -77,12 +78,10 @@ def thm2_headlines(probe: pd.DataFrame) -> dict:
 def thm2_summary(probe: pd.DataFrame) -> pd.DataFrame:
     """Theorem 2's three worst ratios beside the paper's (``text_numbers.csv``), OPT taken at its
     best known value and at its lower bound."""
-    from .. import paper
-
     h = thm2_headlines(probe)
     rows = [("worst M(A3) / (OPT + term)", "worst_ratio_to_bound"), ("worst M(A3) / OPT (giants)", "rr_over_opt_max"),
             ("worst tempo / OPT", "tempo_worst_vs_opt")]
-    return pd.DataFrame([{"quantity": q, "paper": paper.text_number("theorem2", k),
+    return pd.DataFrame([{"quantity": q, "paper": tables.text_number("theorem2", k),
                           "this artifact (OPT = best known)": h[k], "this artifact (OPT = lower bound)": h[k + "_lb"]}
                          for q, k in rows])
 

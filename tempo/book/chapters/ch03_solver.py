@@ -8,6 +8,8 @@ import pandas as pd
 
 from ...core.cost import CostModel
 from ...core.instance import Instance
+from ...paper import claims_file, tables
+from ...paper.readings import Reading
 from .common import sizes as _sizes
 
 #: experiment sizes per profile: smoke is the minutes-long test build (gpu runs the full sizes)
@@ -24,8 +26,6 @@ SIZES = {"smoke": dict(phase=dict(eps=[8], skews=[0.0, 1.2], replications=[1.25]
 def sizes(profile: str, reading=None) -> dict:
     """The chapter's experiment sizes for a book profile (:data:`SIZES`); outside the smoke
     build the ablation's batch seeds are the reading's (``random_maxima``: at least 8)."""
-    from ...core.readings import Reading
-
     out = _sizes(SIZES, profile)
     out["batch_seeds"] = [0] if profile == "smoke" else (reading if reading is not None else Reading.paper()).seeds()
     return out
@@ -46,9 +46,7 @@ def milp_summary(svm: pd.DataFrame, ours: str = "this artifact (phase grid)") ->
     """tempo / MILP on the phase grid (mean, p95, max) beside the paper's real-trace numbers
     (Section 4.2, ``text_numbers.csv``), and how many batches the MILP proved optimal.
     ``ours`` names the column of this build's values (the batches' routing)."""
-    from .. import paper
-
-    rows = [{"quantity": f"tempo / MILP, {q}", "paper (real traces)": paper.text_number("solver", f"ratio_{k}"),
+    rows = [{"quantity": f"tempo / MILP, {q}", "paper (real traces)": tables.text_number("solver", f"ratio_{k}"),
              ours: v}
             for q, k, v in [("mean", "mean", svm.ratio.mean()), ("p95", "p95", svm.ratio.quantile(0.95)),
                             ("max", "max", svm.ratio.max())]]
@@ -164,25 +162,21 @@ def runtime_summary(runtime: pd.DataFrame) -> pd.DataFrame:
     """tempo_fast's median solve time at B <= 256 and at B > 256, compiled and as Python
     (``solver_runtime``), CPU and wall clock, beside the paper's 1.9 ms (Section 4.2, pure
     Python at B <= 256)."""
-    from .. import paper
-
     rows = []
     for rt, grp in runtime.groupby("runtime", sort=False):
         for label, sub in (("B <= 256", grp[grp.tokens_per_gpu <= 256]), ("B > 256", grp[grp.tokens_per_gpu > 256])):
             if len(sub):
                 rows.append({"tempo_fast": {"python": "as Python (JIT disabled)", "compiled": "compiled (numba)"}.get(rt, rt),
                              "batches": label, "median CPU ms": sub.cpu_ms.median(), "median wall ms": sub.wall_ms.median(),
-                             "paper ms": paper.claim("solver_time_small_b")["paper"]
+                             "paper ms": claims_file.claim_row("solver_time_small_b")["paper"]
                              if (rt == "python" and label == "B <= 256") else None})
     return pd.DataFrame(rows)
 
 
 def solve_time_summary(svm: pd.DataFrame) -> pd.DataFrame:
     """tempo's median solve time at B > 256 beside the paper's LP-branch time (Section 4.2)."""
-    from .. import paper
-
     return pd.DataFrame([{"quantity": "tempo median ms, B > 256",
-                          "paper": f"about {paper.number('solver/lp_branch_ms')} (LP branch)",
+                          "paper": f"about {tables.number('solver/lp_branch_ms')} (LP branch)",
                           "this artifact": solver_headlines(svm)["tempo_ms_median_large_b"]}])
 
 
@@ -192,9 +186,7 @@ def ablation_table(abl: pd.DataFrame) -> pd.DataFrame:
     worst batch sits (EP, skew, B).  Over several batch seeds (``batch_seed``) the max is the
     median of the per-seed maxima, with the seeds' range beside it (the ``random_maxima``
     reading); mean and p95 are over every batch of every seed."""
-    from .. import paper
-
-    t2 = paper.table(2).set_index("variant")
+    t2 = tables.table(2).set_index("variant")
     rows = []
     for v, grp in abl.groupby("variant", sort=False):
         worst = grp.loc[grp.degradation_pct.idxmax()]
@@ -260,45 +252,18 @@ def traffic_gap(tm: pd.DataFrame) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- why Table 8's rows agree
-def forced_time(inst: Instance, model: CostModel) -> float:
-    """The makespan no dispatch can avoid on ``inst``: on each GPU, the experts whose only replica
-    it holds must run there with all their tokens; the slowest GPU under that forced load (Eq. 1/4
-    pricing).  A lower bound on every dispatch's makespan."""
-    import numpy as np
-
-    single = (inst.n_replicas == 1) & (inst.counts > 0)
-    gpu = inst.replica_gpu[np.arange(inst.n_experts), np.argmax(inst.valid, axis=1)]
-    G = np.bincount(gpu[single], minlength=inst.n_gpus).astype(np.float64)
-    N = np.bincount(gpu[single], weights=inst.counts[single].astype(np.float64), minlength=inst.n_gpus)
-    return float(model.time(G, N).max())
-
-
-def drift16_forced(tokens, batches: int, seed: int = 0, params: str = "proxy-serving") -> pd.DataFrame:
-    """Table 8's evidence, on the synthetic drift-16 batches (``tempo.studies.solver.drift_batches``,
-    the experiment's own generator): per B, how many batches have every stage of Table 8 at the same
-    makespan, and how many have it equal to :func:`forced_time` (the single-replica experts' GPU),
-    which no stage can lower."""
-    from ...policies import solve
-    from ...studies.solver import STAGES, drift_batches
-
-    model = CostModel.named(params)
-    rows = []
-    for B in tokens:
-        same = forced = 0
-        n = 0
-        for inst in drift_batches(B, batches, seed=seed):
-            ms = [model.makespan(inst, solve(inst, model, "tempo", **o)) for o in STAGES.values()]
-            f = forced_time(inst, model)
-            same += int(max(ms) - min(ms) <= 1e-9 * max(ms))
-            forced += int(all(abs(v - f) <= 1e-9 * f for v in ms))
-            n += 1
-        rows.append({"B": B, "batches": n, "every stage the same makespan": same,
-                     "... equal to the single-replica experts' forced time": forced})
-    return pd.DataFrame(rows).set_index("B")
+def forced_table(forced: pd.DataFrame) -> pd.DataFrame:
+    """Table 8's evidence from the ``drift16_forced`` result: per B, the batches, how many have
+    every stage of Table 8 at the same makespan, and how many have it equal to the
+    single-replica experts' forced time (:func:`tempo.studies.solver.forced_time`), which no
+    stage can lower."""
+    return forced.groupby("B").agg(**{"batches": ("batch", "size"),
+                                      "every stage the same makespan": ("same_makespan", "sum"),
+                                      "... equal to the single-replica experts' forced time": ("at_forced_time", "sum")})
 
 
 def stages_text(table: pd.DataFrame, forced: pd.DataFrame) -> str:
-    """How to read Table 8's rows, in Markdown, from :func:`stage_table` and :func:`drift16_forced`:
+    """How to read Table 8's rows, in Markdown, from :func:`stage_table` and :func:`forced_table`:
     whether the rows are identical in this build, and whether the forced time explains it."""
     cols = [c for c in table.columns if not str(c).startswith("solve ms")]
     spread = float((table[cols].max() - table[cols].min()).max())
@@ -308,12 +273,12 @@ def stages_text(table: pd.DataFrame, forced: pd.DataFrame) -> str:
     else:
         head = (f"In this build the rows differ by at most {spread:.3f} of the static makespan: most stages land on "
                 "about the same makespan.")
-    why = (f" The evidence table says why: on {forced_n} of {n} synthetic drift-16 batches every stage ends exactly at "
+    why = (f" The evidence table says why: on {forced_n} of {n} drift-16 batches every stage ends exactly at "
            "the forced time, the time a GPU needs for the experts the stale placement left with a single replica there. "
            "No dispatch can move those tokens, so no stage can do better, and our seed already places everything else "
            "under that GPU's time.")
     if forced_n == 0:
-        why = (f" On none of the {n} synthetic drift-16 batches does every stage end at the forced time of the "
+        why = (f" On none of the {n} drift-16 batches does every stage end at the forced time of the "
                "single-replica experts, so the differences between the rows are the stages' own.")
     elif forced_n < n:
         why += f" On the other {n - forced_n} the stages differ or sit above that bound, and the table's rows show how much."

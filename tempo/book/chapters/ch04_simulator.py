@@ -10,7 +10,10 @@ import numpy as np
 import pandas as pd
 
 from ...core.cost import CostModel
-from ...studies.simulator import FIXED
+from ...paper import claims_file, tables
+from ...paper.readings import Reading
+from ...studies.results import Results
+from ...studies.simulator import FIXED, tempo_gain
 from .common import sizes as _sizes
 
 #: experiment sizes per profile: smoke is the seconds-long test build (gpu runs the full sizes)
@@ -35,8 +38,6 @@ def sizes(profile: str, reading=None) -> dict:
     """The chapter's experiment sizes for a book profile (:data:`SIZES`); outside the smoke
     build the phase grid's skews are the reading's (``skew_grid``, default the paper's six,
     Section 3.2) and its seeds the reading's (``seeds``, ``scale_seeds``: ``random_maxima``)."""
-    from ...core.readings import Reading
-
     reading = reading if reading is not None else Reading.paper()
     out = _sizes(SIZES, profile)
     if profile != "smoke":
@@ -76,18 +77,16 @@ def paper_numbers() -> dict:
     """The paper's numbers the chapter's prose quotes, read from ``data/paper/`` (for
     :func:`tempo.book.paper.glue_numbers`): the DSv3 n*, Fig. 5's split at B = 512, Fig. 6's
     largest gains, the oracle gap's range and the B*_a2a prediction."""
-    from .. import paper
-
     return {
-        "p_nstar_dsv3": float(paper.table(6).set_index("shape").loc["DSv3", "n_star"]),
-        "p_flat_b512": paper.text_number("fig5", "flat_share_of_activations_B512"),
-        "p_linear_b512": paper.text_number("fig5", "linear_share_of_tokens_B512"),
-        "p_max_dsv3": paper.text_number("fig6", "tempo_max_gain_dsv3"),
-        "p_max_qwen3": paper.text_number("fig6", "tempo_max_gain_qwen3"),
-        "p_max_dsv2": paper.text_number("fig6", "tempo_max_gain_dsv2_1.5x"),
-        "p_oracle_lo": paper.claim("trace_oracle_gap")["paper"][0],
-        "p_oracle_hi": paper.claim("trace_oracle_gap")["paper"][1],
-        "p_ba2a_n": float(paper.claim("ba2a_prediction")["paper"]),
+        "p_nstar_dsv3": float(tables.table(6).set_index("shape").loc["DSv3", "n_star"]),
+        "p_flat_b512": tables.text_number("fig5", "flat_share_of_activations_B512"),
+        "p_linear_b512": tables.text_number("fig5", "linear_share_of_tokens_B512"),
+        "p_max_dsv3": tables.text_number("fig6", "tempo_max_gain_dsv3"),
+        "p_max_qwen3": tables.text_number("fig6", "tempo_max_gain_qwen3"),
+        "p_max_dsv2": tables.text_number("fig6", "tempo_max_gain_dsv2_1.5x"),
+        "p_oracle_lo": claims_file.claim_row("trace_oracle_gap")["paper"][0],
+        "p_oracle_hi": claims_file.claim_row("trace_oracle_gap")["paper"][1],
+        "p_ba2a_n": float(claims_file.claim_row("ba2a_prediction")["paper"]),
     }
 
 
@@ -127,15 +126,13 @@ def paper_routing_stats() -> pd.DataFrame:
     (stat, value as printed, the paper's setting, section) as a DataFrame indexed by stat.
     The Fig. 5 regime split is read from ``text_numbers.csv``."""
     from ...core import paths
-    from .. import paper
-
     df = pd.read_csv(paths.PAPER / "routing_stats.csv", dtype=str).set_index("stat")
     fig5 = {"flat_activation_share": "flat_share_of_activations_B512",
             "linear_token_share": "linear_share_of_tokens_B512"}
     for stat, q in fig5.items():
-        df.loc[stat] = {"paper": f"{paper.text_number('fig5', q):g}%",
+        df.loc[stat] = {"paper": f"{tables.text_number('fig5', q):g}%",
                         "setting": "real traces (Qwen3-30B, DSv2-Lite), B = 512 tokens/GPU", "section": "Section 2.4, Fig. 5"}
-    lo, hi = paper.text_number("fig5", "mixed_fraction_real_min"), paper.text_number("fig5", "mixed_fraction_real_max")
+    lo, hi = tables.text_number("fig5", "mixed_fraction_real_min"), tables.text_number("fig5", "mixed_fraction_real_max")
     df.loc["mixed_share"] = {"paper": f"{lo:g}-{hi:g}%", "setting": "real traces, 128-512 tokens/GPU",
                              "section": "Section 2.4, Fig. 5"}
     return df
@@ -215,8 +212,6 @@ def mixed_tables(mixed_all: pd.DataFrame) -> list:
 def mixed_text(mixed: pd.DataFrame, tokens) -> str:
     """The prose under Fig. 5: at which batch sizes ``tokens`` (tokens per GPU, EP8) the
     synthetic batches are not all mixed and why, and the paper's split at B = 512."""
-    from .. import paper
-
     fig5 = mixed_summary(mixed)
     n_star_dsv3 = CostModel.named("dsv3-offline").n_star
     too_few = [B for B in tokens if B * 8 < n_star_dsv3]  # a batch's tokens (EP8) below n*: no expert can be linear
@@ -229,8 +224,8 @@ def mixed_text(mixed: pd.DataFrame, tokens) -> str:
             "token picks 8 distinct experts, so no expert is linear. The paper's own synthetic routing draws pairs "
             "independently (its E_eff formula, Section 3.2), where one expert may take more pairs than there are tokens."
             if too_few else ".")) +
-        f" The split at $B = 512$ differs from the paper's ({paper.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
-        f"of activations flat, {paper.text_number('fig5', 'linear_share_of_tokens_B512'):.0f}% of tokens linear): the paper "
+        f" The split at $B = 512$ differs from the paper's ({tables.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
+        f"of activations flat, {tables.text_number('fig5', 'linear_share_of_tokens_B512'):.0f}% of tokens linear): the paper "
         "measured that pair on real routing traces, which this project does not have, so the claim stays in the "
         "ledger as needing a recorded trace.")
 
@@ -251,7 +246,7 @@ def mispricing_summary(t1: pd.DataFrame) -> pd.DataFrame:
 def mispricing_ordering(t1: pd.DataFrame, table1: pd.DataFrame) -> pd.DataFrame:
     """Table 1's story as an ordering, per concurrency B: the most expensive and the cheapest
     proxy by median ratio to TEMPO, in this artifact's batches (``proxy_mispricing``) and in the
-    paper's Table 1 (``paper.table(1)``: B, policy, median), and whether the two agree.  The
+    paper's Table 1 (``tempo.paper.tables.table(1)``: B, policy, median), and whether the two agree.  The
     spread (worst over best proxy) is not a proxy and is left out; ties go to the first proxy
     in :data:`T1_POLICIES` order."""
     proxies = [p for p in T1_POLICIES if p != "spread"]
@@ -270,7 +265,7 @@ def mispricing_ordering(t1: pd.DataFrame, table1: pd.DataFrame) -> pd.DataFrame:
 
 
 def mispricing_paper(table1: pd.DataFrame) -> pd.DataFrame:
-    """Table 1 as the paper prints it (medians, one row per B), from ``paper.table(1)``."""
+    """Table 1 as the paper prints it (medians, one row per B), from ``tempo.paper.tables.table(1)``."""
     return table1.pivot(index="B", columns="policy", values="median")[T1_POLICIES]
 
 
@@ -310,8 +305,6 @@ def seed_maxima(phase: pd.DataFrame) -> pd.DataFrame:
     (:data:`PHASE_MAXIMA`), once per seed: the median and the range over the seeds beside the
     paper's value.  The ledger's phase_max_gain claims agree when the paper's value is in the
     range (the ``random_maxima`` reading)."""
-    from .. import paper
-
     rows = []
     for cid, shape, rep in PHASE_MAXIMA:
         sub = phase[(phase["shape"] == shape) & ((phase.replication == rep) if rep else True)]
@@ -319,7 +312,7 @@ def seed_maxima(phase: pd.DataFrame) -> pd.DataFrame:
             continue
         per = sub.groupby("seed").gain_pct.max() if "seed" in sub else sub.gain_pct.agg(["max"])
         rows.append({"shape": shape, "replication": "both" if rep is None else f"{rep}x",
-                     "paper %": paper.claim(cid)["paper"], "median of seeds' max %": float(per.median()),
+                     "paper %": claims_file.claim_row(cid)["paper"], "median of seeds' max %": float(per.median()),
                      "lowest seed %": float(per.min()), "highest seed %": float(per.max()), "seeds": len(per)})
     return pd.DataFrame(rows)
 
@@ -367,16 +360,17 @@ def alternative_numbers(profile: str) -> dict:
     reading and under each alternative of :data:`PROSE_ALTERNATIVES`, as computed by the ledger
     from this build's runs (``alt_<name>_<shape>``, ``alt_paper_<shape>``); NaN where the
     build did not run the alternative."""
-    from .. import claims, paper
+    from .. import claims
 
+    results = Results(profile)
     out = {}
     for cid, shape, _ in PHASE_MAXIMA:
-        row = paper.claim(cid)
+        row = claims_file.claim_row(cid)
         k = ANATOMY_SHORT[shape]
-        e = claims.evaluate(row, profile)
+        e = claims.evaluate(row, results)
         out[f"alt_paper_{k}"] = e["ours"] if e["ours"] is not None else float("nan")
         for alt, name in PROSE_ALTERNATIVES.items():
-            v = claims.evaluate(row, profile, alt)["ours"]
+            v = claims.evaluate(row, results, alt)["ours"]
             out[f"alt_{name}_{k}"] = float(v) if v is not None else float("nan")
     return {k: float(v) for k, v in out.items()}
 
@@ -413,13 +407,12 @@ def anatomy_gains(anatomy: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, g in anatomy.groupby(["shape", "skew", "replication", "B", "placement"], sort=False):
         ms = g.set_index("policy").makespan_us
-        best = min(FIXED, key=lambda p: ms[p])
-        best_v = min(list(FIXED) + ["token_lp_vertex"], key=lambda p: ms[p])
+        best, gain = tempo_gain(ms)
+        best_v, gain_v = tempo_gain(ms, list(FIXED) + ["token_lp_vertex"])
         rows.append({**dict(zip(["shape", "skew", "replication", "B", "placement"], key)),
-                     "best_fixed": best, "gain_pct": 100 * (1 - ms["tempo"] / ms[best]),
-                     "best_with_vertex": best_v, "gain_vs_vertex_pct": 100 * (1 - ms["tempo"] / ms[best_v]),
+                     "best_fixed": best, "gain_pct": gain, "best_with_vertex": best_v, "gain_vs_vertex_pct": gain_v,
                      "tempo_over_lb": ms["tempo"] / g.lower_bound_us.iloc[0],
-                     "paper_preset_gain_pct": 100 * (1 - ms["tempo_paper"] / ms[best])})
+                     "paper_preset_gain_pct": tempo_gain(ms, [best], "tempo_paper")[1]})
     return pd.DataFrame(rows)
 
 
@@ -462,9 +455,15 @@ def anatomy_numbers(anat: pd.DataFrame, why: pd.DataFrame) -> dict:
     return {k: float(v) for k, v in out.items()}
 
 
+def boundary_columns(bounds: pd.DataFrame) -> pd.DataFrame:
+    """The first seed's rows of a ``phase_boundary`` result (:func:`tempo.studies.simulator.boundary_hits`
+    per (skew, replication) column), without the seed, shape and EP columns."""
+    return first_seed(bounds).drop(columns=["seed", "shape", "ep"]).reset_index(drop=True)
+
+
 def boundary_text(bt: pd.DataFrame) -> str:
-    """The prose under the flip-boundary table (``claim_functions.boundary_hits``): in how many
-    columns the analytic B* lands in the observed band, and each miss."""
+    """The prose under the flip-boundary table (:func:`boundary_columns`): in how many columns
+    the analytic B* lands in the observed band, and each miss."""
     miss = bt[~bt.hit]
     hits = int(bt.hit.sum())
     desc = "; ".join(f"s = {r.skew}, {r.replication}x: B* = {r.B_star:.0f} vs band [{r.band_lo:.0f}, {r.band_hi:.0f}] "
@@ -528,7 +527,7 @@ def staleness_text(st: pd.DataFrame, rstats: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------------------- faster EPLB (Table 10)
-#: Table 10's rows: (dispatch, refresh scheme) -> the paper's row label (``paper.table(10)``).
+#: Table 10's rows: (dispatch, refresh scheme) -> the paper's row label (``tempo.paper.tables.table(10)``).
 T10_LABELS = {("static", "never"): "static, never refresh", ("uniform", "never"): "uni, never refresh",
               ("uniform", "cum16"): "uni + cum16 refresh", ("static", "cum16"): "static + cum16 refresh",
               ("tempo", "never"): "TEMPO, never refresh", ("tempo", "cum16"): "TEMPO + cum16 refresh",
@@ -547,19 +546,15 @@ def faster_eplb_table(t10: pd.DataFrame) -> pd.DataFrame:
 
 def faster_eplb_side_by_side(t10: pd.DataFrame) -> pd.DataFrame:
     """Table 10 as the paper prints it beside :func:`faster_eplb_table` (rounded to 3 places)."""
-    from .. import paper
-
-    return pd.concat({"paper": paper.table(10).set_index("policy"), "this artifact": faster_eplb_table(t10).round(3)},
+    return pd.concat({"paper": tables.table(10).set_index("policy"), "this artifact": faster_eplb_table(t10).round(3)},
                      axis=1)
 
 
 def faster_eplb_text(t10: pd.DataFrame) -> str:
     """The prose under Table 10: its rows read the way the paper reads them, ours beside the
     paper's."""
-    from .. import paper
-
     o = faster_eplb_table(t10)
-    p10 = paper.table(10).set_index("policy")
+    p10 = tables.table(10).set_index("policy")
     uni, uni16 = o.loc['uni, never refresh', 'B128_median'], o.loc['uni + cum16 refresh', 'B128_median']
     verdict = 'worse' if uni16 > uni + 0.005 else 'no better' if uni16 > uni - 0.005 else 'better'
     return (
@@ -590,8 +585,6 @@ def moonep_table(moon: pd.DataFrame) -> pd.DataFrame:
 def moonep_text(mt: pd.DataFrame) -> str:
     """The prose under the MoonEP table (:func:`moonep_table`): decode (B <= 64) and prefill
     (B >= 512) against static, beside the paper's charged-prefetch range."""
-    from .. import paper
-
     dec = mt.loc["static"].loc[lambda d: d.index <= 64]
     pre = mt.loc["static"].loc[lambda d: d.index >= 512]
     return (
@@ -599,7 +592,7 @@ def moonep_text(mt: pd.DataFrame) -> str:
         f"{-dec.tempo.max():.1f} to {-dec.tempo.min():.1f}% on the same batches: perfect token balance does nothing for the "
         "activation floor. Charged prefetch turns MoonEP slower than static, as in the paper, but by "
         f"{dec.moonep_charged.min():.0f} to {dec.moonep_charged.max():.0f}% instead of the paper's "
-        f"{' to '.join(f'+{v:g}' for v in paper.claim('moonep_charged_decode')['paper'])}%: our replay copies "
+        f"{' to '.join(f'+{v:g}' for v in claims_file.claim_row('moonep_charged_decode')['paper'])}%: our replay copies "
         "few experts per batch (it moves tokens from the most loaded rank's largest expert first, so one copy carries "
         "many tokens) and charges each copy 4 b, about 16 us for this shape. The paper's accounting of a copy is not "
         "specified beyond the 4x ratio (its measured MoonEP prefetch on the real library is for the DSv3 shape, "
@@ -636,18 +629,14 @@ def ba2a_table(a2a: pd.DataFrame, model: CostModel) -> pd.DataFrame:
 def ba2a_side_by_side(a2a: pd.DataFrame, model: CostModel) -> pd.DataFrame:
     """Table 3's model columns, the paper's (regime, block ratio) beside :func:`ba2a_table`
     (rounded to 3 places), one row per B."""
-    from .. import paper
-
-    p3 = paper.table(3).set_index("B")[["regime", "block_ratio"]]
+    p3 = tables.table(3).set_index("B")[["regime", "block_ratio"]]
     return pd.concat({"paper": p3, "this artifact": ba2a_table(a2a, model).round(3)}, axis=1).sort_index()
 
 
 def table3_measured() -> pd.DataFrame:
     """Table 3's measured columns as the paper prints them: the wall-clock change of two TEMPO
     windows over static and the expert share of the block, per B."""
-    from .. import paper
-
-    return paper.table(3).set_index("B")[["delta_w1_pct", "delta_w2_pct", "expert_share_pct"]]
+    return tables.table(3).set_index("B")[["delta_w1_pct", "delta_w2_pct", "expert_share_pct"]]
 
 
 # ---------------------------------------------------------------------------- trace replay (Section 5.4)
@@ -673,111 +662,10 @@ def trace_source_text(tr_cfg: dict) -> str:
 
 
 # ---------------------------------------------------------------------------- Fig. 12 at s = 0: computed candidates
-#: The candidates for "what would have to hold for a 6% mean gain at s = 0 on EP32-64"
-#: (Section 3.3, claims scale_mean_gain_s0 / scale_max_gain): each changes one thing of the
-#: scale study's cell (:func:`tempo.studies.simulator.phase_cell`: DSv3, Zipf(0), EPLB 1.25x
-#: from the long-run loads, Dirichlet(2000 p) batches, distinct top-8 routing).
-#: ``placement``: "expected" (the study's: EPLB on the exact long-run pair loads, equal loads in
-#: an uninformative order, the ``eplb_ties`` reading), "index-order" (the same, equal loads in
-#: index order: this port before that reading), "tie-broken" (the loads times 1 + 1e-9 noise),
-#: "history" (EPLB on the loads counted over 64 batches of the same routing, as a deployment
-#: measures them).  ``preset``: TEMPO's options preset (default: the library's ``"default"``;
-#: ``"paper"``: Section 4.2's tempo_fast, which the ledger's scale claims run).
-S0_CANDIDATES = (
-    {"candidate": "as built", "router": "distinct", "kappa": 2000.0, "replication": 1.25, "placement": "expected"},
-    {"candidate": "EPLB ties in index order", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
-     "placement": "index-order"},
-    {"candidate": "independent draws (Section 3.2)", "router": "independent", "kappa": 2000.0, "replication": 1.25,
-     "placement": "expected"},
-    {"candidate": "noisier batches (kappa 200)", "router": "distinct", "kappa": 200.0, "replication": 1.25,
-     "placement": "expected"},
-    {"candidate": "replication 1.5x", "router": "distinct", "kappa": 2000.0, "replication": 1.5, "placement": "expected"},
-    {"candidate": "EPLB ties broken", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
-     "placement": "tie-broken"},
-    {"candidate": "EPLB from 64 measured batches", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
-     "placement": "history"},
-    {"candidate": "measured EPLB + independent draws", "router": "independent", "kappa": 2000.0, "replication": 1.25,
-     "placement": "history"},
-    {"candidate": "TEMPO's paper preset (Section 4.2)", "router": "distinct", "kappa": 2000.0, "replication": 1.25,
-     "placement": "expected", "preset": "paper"},
-    {"candidate": "the paper's reading (independent draws, paper preset)", "router": "independent", "kappa": 2000.0,
-     "replication": 1.25, "placement": "expected", "preset": "paper"},
-)
-
-
-def _s0_counts(pop, B: int, K: int, ep: int, n: int, router: str, kappa: float, seed: int) -> np.ndarray:
-    """Per-expert pair counts of ``n`` batches: ``distinct`` top-K routing
-    (:func:`tempo.world.workloads.sample_counts`) or ``independent`` draws (``B K ep`` draws from
-    the batch's Dirichlet(kappa p) weights, Section 3.2's ``T = B K n_gpus``)."""
-    from ...world.workloads import sample_counts
-
-    if router == "distinct":
-        return sample_counts(pop, B, K, ep, n_batches=n, kappa=kappa, seed=seed)
-    if router != "independent":
-        raise ValueError(f"router must be 'distinct' or 'independent', got {router!r}")
-    rng = np.random.default_rng(seed)
-    return np.stack([rng.multinomial(B * K * ep, rng.dirichlet(kappa * pop)) for _ in range(n)])
-
-
-def _s0_placement(pop, K: int, ep: int, cand: dict, seed: int) -> np.ndarray:
-    from ...world.placement import eplb_placement
-    from ...world.workloads import expected_loads
-
-    w = expected_loads(pop, K)
-    if cand["placement"] == "tie-broken":
-        w = w * (1 + 1e-9 * np.random.default_rng(seed + 7).random(w.size))
-    elif cand["placement"] == "history":
-        w = _s0_counts(pop, 256, K, ep, 64, cand["router"], cand["kappa"], seed + 11).sum(axis=0).astype(float)
-    elif cand["placement"] not in ("expected", "index-order"):
-        raise ValueError(f"placement must be expected, index-order, tie-broken or history, got {cand['placement']!r}")
-    return eplb_placement(w, ep, cand["replication"], ties="index_order" if cand["placement"] == "index-order"
-                          else "unordered")
-
-
-def colocated_replicas(placement: np.ndarray, n_gpus: int) -> tuple[int, int]:
-    """(replicated experts, those whose every replica sits on one GPU) of a GPU-major slot map:
-    a token of such an expert cannot change GPU whatever the dispatch."""
-    placement = np.asarray(placement)
-    gpu = np.arange(placement.size) // (placement.size // n_gpus)
-    reps = np.bincount(placement)
-    multi = np.flatnonzero(reps > 1)
-    return int(multi.size), int(sum(np.unique(gpu[placement == e]).size == 1 for e in multi))
-
-
-def scale_s0_candidates(tokens, batches: int, eps=(32, 64), seed: int = 1, candidates=S0_CANDIDATES) -> pd.DataFrame:
-    """Fig. 12 at s = 0, each candidate of :data:`S0_CANDIDATES` computed on the scale study's
-    cell: per (candidate, EP, B) TEMPO's gain over the best fixed policy in % (mean makespans
-    over ``batches`` batches, as :func:`tempo.studies.simulator.phase_cell` scores it), the
-    winning fixed policy, and how many replicated experts have every replica on one GPU."""
-    from ...core.instance import Instance
-    from ...policies import solve
-    from ...studies.simulator import SHAPES
-    from ...world.workloads import zipf_popularity
-
-    E, K, params = SHAPES["DSv3"]
-    model = CostModel.named(params)
-    pop = zipf_popularity(E, 0.0, seed=seed)
-    rows = []
-    for cand in candidates:
-        for ep in eps:
-            pl = _s0_placement(pop, K, ep, cand, seed)
-            n_rep, n_col = colocated_replicas(pl, ep)
-            for B in tokens:
-                insts = [Instance.from_placement(c, pl, ep)
-                         for c in _s0_counts(pop, B, K, ep, batches, cand["router"], cand["kappa"], seed + 1)]
-                opts = {"tempo": {"options": cand.get("preset", "default")}}
-                ms = {p: float(np.mean([model.makespan(i, solve(i, model, p, **opts.get(p, {}))) for i in insts]))
-                      for p in list(FIXED) + ["tempo"]}
-                best = min(FIXED, key=lambda p: ms[p])
-                rows.append({**cand, "ep": ep, "B": B, "gain_pct": 100 * (1 - ms["tempo"] / ms[best]),
-                             "winner": FIXED[best], "replicated": n_rep, "colocated": n_col})
-    return pd.DataFrame(rows)
-
-
-def scale_s0_run(sizes: dict) -> pd.DataFrame:
-    """:func:`scale_s0_candidates` at the chapter's sizes: the scale study's batch ladder
-    (``phase_tokens``) and batches per cell (``phase_batches``), its seed (1)."""
-    return scale_s0_candidates(sizes["phase_tokens"], int(sizes["phase_batches"]))
+def scale_s0_config(sizes: dict) -> dict:
+    """The ``scale_s0_candidates`` config at the chapter's sizes: the scale study's batch ladder
+    (``phase_tokens``), batches per cell (``phase_batches``) and first seed (1), EP32 and EP64."""
+    return {"tokens": sizes["phase_tokens"], "batches": int(sizes["phase_batches"]), "eps": [32, 64], "seed": 1}
 
 
 def scale_s0_table(cand: pd.DataFrame) -> pd.DataFrame:
@@ -813,33 +701,11 @@ def scale_s0_text(table: pd.DataFrame, paper_lo: float, paper_hi: float) -> str:
 
 
 # ---------------------------------------------------------------------------- phase_min_gain vs an exact activation balancer
-def activation_balancer_cells(sizes: dict, reading=None, seed: int = 0) -> pd.DataFrame:
-    """Section 3.2's "TEMPO min gain >= -0.3%" against a stronger activation balancer: on the
-    phase grid (shapes x replications x skews x batch ladder of ``sizes``, one ``seed``, the
-    phase study's batches and placement under ``reading``), per cell the mean makespan of each
-    fixed policy, of ``semi_matching`` (the exact fewest-activations dispatch, Lemma 2: what
-    METRO's greedy approximates) and of TEMPO; TEMPO's gain over the best fixed policy (the
-    paper's metric) and over the best of the fixed policies and ``semi_matching``."""
-    from ...core.readings import Reading
-    from ...studies import reading as rd
-    from ...studies.simulator import FIXED, SHAPES
-
-    reading = reading if reading is not None else Reading.paper()
-    rows = []
-    for shape in sizes["shapes"]:
-        E, K, params = SHAPES[shape]
-        model = CostModel.named(params)
-        for r in sizes["replications"]:
-            for s in sizes["skews"]:
-                for B in sizes["phase_tokens"]:
-                    insts = rd.batches(reading, E, 8, B, s, r, int(sizes["phase_batches"]), seed=seed, top_k=K)
-                    ms = {p: float(np.mean([model.makespan(i, rd.dispatch(i, model, p, reading)) for i in insts]))
-                          for p in list(FIXED) + ["semi_matching", "tempo"]}
-                    fixed = min(ms[p] for p in FIXED)
-                    rows.append({"shape": shape, "replication": r, "skew": s, "B": B, **{f"ms_{p}": v for p, v in ms.items()},
-                                 "gain_pct": 100 * (1 - ms["tempo"] / fixed),
-                                 "gain_vs_exact_pct": 100 * (1 - ms["tempo"] / min(fixed, ms["semi_matching"]))})
-    return pd.DataFrame(rows)
+def activation_balancer_config(sizes: dict) -> dict:
+    """The ``activation_balancer`` config at the chapter's sizes: the phase grid's shapes,
+    replications, skews, batch ladder and batches per cell, seed 0 (the phase diagram's first)."""
+    return {"shapes": sizes["shapes"], "replications": sizes["replications"], "skews": sizes["skews"],
+            "tokens": sizes["phase_tokens"], "batches": int(sizes["phase_batches"]), "seed": 0}
 
 
 def activation_balancer_table(cells: pd.DataFrame) -> pd.DataFrame:

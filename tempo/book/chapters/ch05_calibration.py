@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ...core.cost import CostModel
+from ...paper import claims_file, tables
 from .common import recordings_table
 from .common import sizes as _sizes
 
@@ -31,25 +32,23 @@ def paper_numbers() -> dict:
     """The paper's numbers the chapter's prose quotes, read from ``data/paper/`` (for
     :func:`tempo.book.paper.glue_numbers`): Table 6's DSv3 n*, the roofline section, Fig. 4's tile
     numbers, the bootstrap's intervals and Fig. 9's spreads."""
-    from .. import paper
-
-    t6p = paper.table(6).set_index("shape")
-    f9p = paper.figure(9).set_index(["setting", "model"]).value
+    t6p = tables.table(6).set_index("shape")
+    f9p = tables.figure(9).set_index(["setting", "model"]).value
     return {
         "p_nstar_dsv3": float(t6p.loc["DSv3", "n_star"]),
-        "p_dsv3_mb": paper.text_number("roofline", "dsv3_expert_mb"),
-        "p_roof_lo": paper.text_number("roofline", "fitted_over_roofline_min"),
-        "p_roof_hi": paper.text_number("roofline", "fitted_over_roofline_max"),
-        "p_bw_lo": paper.text_number("roofline", "peak_bw_share_min"),
-        "p_bw_hi": paper.text_number("roofline", "peak_bw_share_max"),
-        "p_tile_blind_err": paper.text_number("fig4", "tile_blind_err"),
-        "p_tile_err": paper.claim("tile_err")["paper"],
-        "p_tile_step_lo": paper.claim("tile_step")["paper"][0],
-        "p_tile_step_hi": paper.claim("tile_step")["paper"][1],
-        "p_b2_over_b": paper.claim("b2_over_b")["paper"],
-        "p_boot_b_lo": paper.text_number("calib", "bootstrap_b_lo"),
-        "p_boot_b_hi": paper.text_number("calib", "bootstrap_b_hi"),
-        "p_boot_corr": paper.text_number("calib", "bootstrap_corr_ab"),
+        "p_dsv3_mb": tables.text_number("roofline", "dsv3_expert_mb"),
+        "p_roof_lo": tables.text_number("roofline", "fitted_over_roofline_min"),
+        "p_roof_hi": tables.text_number("roofline", "fitted_over_roofline_max"),
+        "p_bw_lo": tables.text_number("roofline", "peak_bw_share_min"),
+        "p_bw_hi": tables.text_number("roofline", "peak_bw_share_max"),
+        "p_tile_blind_err": tables.text_number("fig4", "tile_blind_err"),
+        "p_tile_err": claims_file.claim_row("tile_err")["paper"],
+        "p_tile_step_lo": claims_file.claim_row("tile_step")["paper"][0],
+        "p_tile_step_hi": claims_file.claim_row("tile_step")["paper"][1],
+        "p_b2_over_b": claims_file.claim_row("b2_over_b")["paper"],
+        "p_boot_b_lo": tables.text_number("calib", "bootstrap_b_lo"),
+        "p_boot_b_hi": tables.text_number("calib", "bootstrap_b_hi"),
+        "p_boot_corr": tables.text_number("calib", "bootstrap_corr_ab"),
         "p_f9_sameN_qwen3": float(f9p[("same N, different G", "Qwen3-30B (Testbed A grid)")]),
         "p_f9_sameN_dsv3": float(f9p[("same N, different G", "DSv3 (Testbed A grid)")]),
         "p_f9_sameG_qwen3": float(f9p[("same G, different N", "Qwen3-30B (Testbed A grid)")]),
@@ -177,9 +176,7 @@ def regime_text(rec: Recording) -> str:
 
 def table6_paper() -> pd.DataFrame:
     """Table 6 as the paper prints it, its columns labelled ``(paper)``."""
-    from .. import paper
-
-    return paper.table(6).rename(columns={"b_us": "b (paper)", "beta_us_per_tok": "beta (paper)", "n_star": "n* (paper)",
+    return tables.table(6).rename(columns={"b_us": "b (paper)", "beta_us_per_tok": "beta (paper)", "n_star": "n* (paper)",
                                           "fit_err_pct": "fit err % (paper)"})
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...measured import catalog
+from ...paper import claims_file, tables
 from .common import chapter_claims
 from .common import sizes as _sizes
 
@@ -32,20 +33,18 @@ def paper_numbers() -> dict:
     """The paper's numbers the chapter's prose quotes, read from ``data/paper/`` (for
     :func:`tempo.book.paper.glue_numbers`): the wall-clock, calibration-transfer, MoonEP and
     serving claims."""
-    from .. import paper
-
     return {
-        **paper.claim_range("wc_b32_vs_eplb"), "p_wc_within_best": paper.claim("wc_within_best")["paper"],
-        "p_wc_fixed_failure": paper.text_number("wallclock", "fixed_failure_min"),
-        "p_rank_agreement": paper.claim("calib_rank_agreement")["paper"],
-        "p_gain_transfer": paper.text_number("calib", "gain_transfer_error"),
-        "p_deepep_lo": paper.text_number("moonep", "deepep_us_min"), "p_deepep_hi": paper.text_number("moonep", "deepep_us_max"),
-        "p_moonep_lo": paper.text_number("moonep", "moonep_us_min"), "p_moonep_hi": paper.text_number("moonep", "moonep_us_max"),
-        **paper.claim_range("moonep_prefetch_us"), "p_moonep_flat_ms": paper.text_number("moonep", "prefill_flat_ms"),
-        "p_moonep_cross": paper.text_number("moonep", "crossing_maxvio"),
-        **paper.claim_range("serve_vs_lplb"), "p_govreport": paper.claim("serve_qwen_govreport")["paper"],
-        "p_p99": paper.claim("serve_qwen_p99")["paper"], **paper.claim_range("serve_gil_tax"),
-        "p_tight": -paper.claim("serve_tight_budget")["paper"], "p_ep16_hier": paper.claim("serve_ep16_hier")["paper"],
+        **claims_file.claim_range("wc_b32_vs_eplb"), "p_wc_within_best": claims_file.claim_row("wc_within_best")["paper"],
+        "p_wc_fixed_failure": tables.text_number("wallclock", "fixed_failure_min"),
+        "p_rank_agreement": claims_file.claim_row("calib_rank_agreement")["paper"],
+        "p_gain_transfer": tables.text_number("calib", "gain_transfer_error"),
+        "p_deepep_lo": tables.text_number("moonep", "deepep_us_min"), "p_deepep_hi": tables.text_number("moonep", "deepep_us_max"),
+        "p_moonep_lo": tables.text_number("moonep", "moonep_us_min"), "p_moonep_hi": tables.text_number("moonep", "moonep_us_max"),
+        **claims_file.claim_range("moonep_prefetch_us"), "p_moonep_flat_ms": tables.text_number("moonep", "prefill_flat_ms"),
+        "p_moonep_cross": tables.text_number("moonep", "crossing_maxvio"),
+        **claims_file.claim_range("serve_vs_lplb"), "p_govreport": claims_file.claim_row("serve_qwen_govreport")["paper"],
+        "p_p99": claims_file.claim_row("serve_qwen_p99")["paper"], **claims_file.claim_range("serve_gil_tax"),
+        "p_tight": -claims_file.claim_row("serve_tight_budget")["paper"], "p_ep16_hier": claims_file.claim_row("serve_ep16_hier")["paper"],
     }
 
 
@@ -55,13 +54,11 @@ def wallclock_text(where: str, steps: int, transfer: dict) -> str:
     :func:`tempo.benchmarks.epbench.run_here`), and the model-to-measured ranking agreement and
     gain-transfer error of the run (``transfer``, :func:`tempo.benchmarks.epbench.transfer`),
     beside the paper's (which refits the model on the log)."""
-    from .. import paper
-
     tr = transfer
     return (f"{where}, {steps} steps: model-to-measured pairwise ranking agreement "
             f"{tr['agreement']:.0%} over {tr['pairs']} pairs outside a 3% noise band, mean gain-transfer error "
             f"{tr['gain_transfer_error_p']:.1f} points (paper, Testbed A, with the model refit on the benchmark's log: "
-            f"{paper.claim('calib_rank_agreement')['paper']:.0f}%, {paper.text_number('calib', 'gain_transfer_error'):.1f} p; here the fixed "
+            f"{claims_file.claim_row('calib_rank_agreement')['paper']:.0f}%, {tables.text_number('calib', 'gain_transfer_error'):.1f} p; here the fixed "
             f"model on expert time only, no refit).")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...paper import claims_file
+
 #: (expert shape, the paper's parameter set) of the floors the chapter predicts
 FLOOR_SHAPES = [("dsv3", "dsv3-offline"), ("qwen3-30b", "qwen3-30b-offline"), ("dsv2-lite", "dsv2lite-offline")]
 
@@ -12,10 +14,10 @@ FLOOR_SHAPES = [("dsv3", "dsv3-offline"), ("qwen3-30b", "qwen3-30b-offline"), ("
 def checked_map() -> pd.DataFrame:
     """The reproduction map (:func:`tempo.book.repro.load_map`), checked complete against the
     ledger's claim ids; a ValueError lists its problems."""
-    from .. import paper, repro
+    from .. import repro
 
     rmap = repro.load_map()
-    problems = repro.check_map(rmap, paper.claims().id)
+    problems = repro.check_map(rmap, claims_file.claims().id)
     if problems:
         raise ValueError(f"the reproduction map is incomplete: {problems}")
     return rmap

@@ -37,7 +37,7 @@ def _alternatives_html(sens: pd.DataFrame, cid: str) -> str:
 
 
 def ledger_html(df: pd.DataFrame) -> str:
-    """The ledger (:func:`tempo.book.claims.ledger`) as the page's scrollable HTML table, each
+    """The ledger (:func:`tempo.book.claims.build_ledger`) as the page's scrollable HTML table, each
     row coloured by its status; the column "under other readings" expands to the claim's value
     and status under each alternative reading (``df.attrs["sensitivity"]``)."""
     from .. import claims
@@ -60,7 +60,7 @@ def ledger_html(df: pd.DataFrame) -> str:
 def compact_columns(show: pd.DataFrame) -> pd.DataFrame:
     """The ledger table narrow enough for a 1280 px page: the note goes under the claim's text
     (small type) and the provenance into a collapsed "source" detail below it, so the wide
-    free-text columns no longer need a horizontal scroll; the other columns are unchanged."""
+    free-text columns need no horizontal scroll; the other columns are unchanged."""
     import html
 
     def cell(r):
@@ -79,7 +79,7 @@ def readings_claims(df: pd.DataFrame) -> pd.DataFrame:
     what the reading's alternatives do to the claim in this build: "verdict" (an alternative
     gives another verdict), "value" (another value, the same verdict), "=" (the same value) or
     "not run" (no alternative run in this build); empty where the reading does not list the
-    claim.  From ``df.attrs["sensitivity"]`` (:func:`tempo.book.claims.ledger`)."""
+    claim.  From ``df.attrs["sensitivity"]`` (:func:`tempo.book.claims.build_ledger`)."""
     from .. import claims
 
     sens = df.attrs.get("sensitivity")
@@ -142,7 +142,7 @@ def ledger_numbers(df: pd.DataFrame) -> dict:
 
 
 def compare_ledgers(before, after, sensitivity=None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Two ledgers (``claims.csv`` files as :func:`tempo.book.claims.ledger` writes them, or
+    """Two ledgers (``claims.csv`` files as :func:`tempo.book.claims.build_ledger` writes them, or
     DataFrames): (the counts per status before and after, one row per claim whose status moved
     with both values and the after ledger's note).  ``sensitivity`` (the after build's
     ``claims_sensitivity.csv``; by default the one beside ``after`` when it is a path) names,

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ...paper import claims_file
+
 PROFILES = ("smoke", "full", "gpu")
 
 
@@ -20,9 +22,7 @@ def sizes(table: dict, profile: str):
 def chapter_claims(chapter: str) -> pd.DataFrame:
     """The paper's claims a chapter tracks (``claims.yaml`` rows whose chapter is ``chapter``):
     id, section, claim, the paper's value, unit and kind."""
-    from .. import paper
-
-    led = paper.claims()
+    led = claims_file.claims()
     if chapter not in set(led.chapter):
         raise ValueError(f"chapter {chapter!r} has no claims in claims.yaml")
     return led[led.chapter == chapter][["id", "section", "claim", "paper", "unit", "kind"]]

@@ -3,8 +3,8 @@ experiment results, and the ledger is recomputed from them on every build.
 
 The package: :mod:`.registry` (the :func:`claim` decorator, :class:`Value`, :class:`Spec`,
 :data:`REGISTRY`, the tolerance rule), :mod:`.functions` (one module of claim functions per
-chapter) and :mod:`.ledger` (:func:`evaluate`, :func:`ledger`, :func:`view`, ``python -m tempo
-ledger``); ``claims.yaml`` itself is read by :func:`tempo.book.paper.claim_rows`.  Chapters use
+chapter) and :mod:`.ledger` (:func:`evaluate`, :func:`build_ledger`, :func:`view`, ``python -m tempo
+ledger``); ``claims.yaml`` itself is read by :func:`tempo.paper.claims_file.claim_rows`.  Chapters use
 this package's names: ``from tempo.book import claims; claims.view(profile, ids)``.
 
 * :data:`REGISTRY` maps a claim id to a :class:`Spec`: the result CSVs it reads
@@ -14,7 +14,7 @@ this package's names: ``from tempo.book import claims; claims.view(profile, ids)
   that need in the yaml (``needs: trace | gpu | cluster``, implied by ``kind: gpu | cluster``).
   It gets a verdict only from evidence of that kind (a recorded trace; a measurement on a GPU
   or cluster); a CPU or synthetic stand-in may appear in its note, never as a verdict.
-* :func:`ledger` rebuilds every verdict from the results present now.  A claim whose inputs
+* :func:`build_ledger` rebuilds every verdict from the results present now.  A claim whose inputs
   this build did not produce reads "not run in this build", never an old verdict: nothing is
   stored between builds except the experiments' CSVs and their ``.meta.json`` provenance.
 
@@ -36,14 +36,14 @@ keeps both ends; a claim about a change is checked as that change.
 """
 from __future__ import annotations
 
-from ..paper import BOUNDS, TOL_KINDS, claim_rows, precision
+from ...paper.claims_file import BOUNDS, TOL_KINDS, claim_rows, precision
 from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
                        bootstrap_ci, check, claim, format_value, printed, seed_range, tolerance)
-from .ledger import (RECORD_TRACE, alternative_stem, claims_reading, counts, evaluate, ledger, load_inputs, main,
-                     need_note, sensitivity, sensitivity_view, show_table, verdict_moves, summary_markdown, trace_need_note, view)
+from .ledger import (RECORD_TRACE, build_ledger, claims_reading, counts, evaluate, load_inputs, main, need_note,
+                     sensitivity, sensitivity_view, show_table, summary_markdown, trace_need_note, verdict_moves, view)
 
 __all__ = ["BOUNDS", "TOL_KINDS", "claim_rows", "precision", "CONSISTENCY", "EVIDENCE", "NEED_STATUS", "REGISTRY",
            "SATISFIES", "STATUSES", "Spec", "Value", "bootstrap_ci", "check", "claim", "format_value", "printed",
-           "tolerance", "RECORD_TRACE", "alternative_stem", "claims_reading", "counts", "evaluate", "ledger",
+           "tolerance", "RECORD_TRACE", "build_ledger", "claims_reading", "counts", "evaluate",
            "load_inputs", "main", "need_note", "sensitivity", "sensitivity_view", "show_table", "summary_markdown",
            "trace_need_note", "verdict_moves", "view", "VERDICTS", "seed_range"]

@@ -1,7 +1,7 @@
 """The claims ledger: every claim of ``claims.yaml`` evaluated on this build's results, now.
 
 :func:`evaluate` gives one claim's row (status, ours, tolerance, evidence, provenance, note) from
-the result CSVs under ``build/results/<profile>/``; :func:`ledger` gives all of them (and writes
+the result CSVs under ``build/results/<profile>/``; :func:`build_ledger` gives all of them (and writes
 ``claims.csv`` and ``ledger_summary.md``); :func:`view` the rows a chapter shows beside its
 results; :func:`main` is ``python -m tempo ledger``.  Importing this module registers every
 claim function (:mod:`tempo.book.claims.functions`).
@@ -9,13 +9,16 @@ claim function (:mod:`tempo.book.claims.functions`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 
 import pandas as pd
 
 from ...core import paths
-from ..paper import claim_rows
+from ...core.io import atomic_write_csv, atomic_write_text
+from ...paper import readings
+from ...paper.claims_file import claim_rows
+from ...paper.readings import Reading
+from ...studies.results import PROFILES, ResultKey, Results
 from . import functions  # noqa: F401  (registers every claim's function)
 from .functions.measured import MEASURED_CLAIMS
 from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
@@ -23,29 +26,24 @@ from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, 
 
 
 
-def _meta(profile: str, stem: str) -> dict | None:
-    p = paths.results_dir(profile) / f"{stem}.meta.json"
-    if not p.exists():
-        return None
-    try:
-        return json.loads(p.read_text())
-    except ValueError:
-        return None
+def _results(profile) -> Results:
+    """``profile``'s results: a :class:`~tempo.studies.results.Results` as given, or a new one
+    for a profile name (each file read once through it)."""
+    return profile if isinstance(profile, Results) else Results(profile)
 
 
-def load_inputs(profile: str, stems) -> tuple[dict, list]:
-    """The frames of ``stems`` this build wrote, and the stems that are missing.  A CSV without
-    its ``.meta.json`` (written by an older tempo, or by hand) counts as missing."""
+def load_inputs(profile, stems) -> tuple[dict, list]:
+    """The frames of ``stems`` this build wrote (``attrs["meta"]``: the run's ``.meta.json``; a
+    claim on a recorded trace names it), and the stems that are missing.  A CSV without its
+    ``.meta.json`` (written by an older tempo, or by hand) counts as missing.  ``profile``: a
+    profile name or a :class:`~tempo.studies.results.Results`."""
+    results = _results(profile)
     frames, missing = {}, []
-    d = paths.results_dir(profile)
     for s in stems:
-        csv = d / f"{s}.csv"
-        meta = _meta(profile, s)
-        if not csv.exists() or meta is None:
-            missing.append(s)
+        if results.exists(s):
+            frames[s] = results.load(s)
         else:
-            frames[s] = pd.read_csv(csv)
-            frames[s].attrs["meta"] = meta  # the run's config: a claim on a recorded trace names it
+            missing.append(s)
     return frames, missing
 
 
@@ -60,9 +58,9 @@ def _config_text(config: dict, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _provenance(spec: Spec, value: Value, profile: str) -> str:
+def _provenance(spec: Spec, value: Value, results: Results) -> str:
     text = value.provenance or spec.provenance or EVIDENCE[value.evidence or spec.evidence]
-    metas = [(s, _meta(profile, s)) for s in spec.inputs]
+    metas = [(s, results.meta(s)) for s in spec.inputs]
     built = "; ".join(f"{s}.csv ({_config_text(m.get('config') or {})}; {m['written_utc'][:10]}, tempo {m['code_version']}"
                       + (f", commit {m['git_commit']}" if m.get("git_commit") else "") + ")"
                       for s, m in metas if m)
@@ -74,34 +72,24 @@ def _reading_ids(meta: dict | None) -> dict:
     return dict(((meta or {}).get("config") or {}).get("reading") or {})
 
 
-def alternative_stem(profile: str, stem: str, reading_id: str, choice: str) -> str:
-    """The result stem of ``stem``'s run under one alternative choice, as
-    :func:`tempo.studies.run_alternatives` names it (``<name>-[<tag>.]<id>=<choice>``); a chapter
-    that applies a reading to an experiment's config (the ``skew_grid``) writes the same stem."""
-    from ...studies import alternative_tag
-
-    meta = _meta(profile, stem) or {}
-    name = meta.get("experiment") or stem.split("-", 1)[0]
-    return f"{name}-{alternative_tag(reading_id, choice, meta.get('tag'))}"
-
-
-def _inputs_under(spec: Spec, profile: str, alternative) -> tuple[dict, str]:
+def _inputs_under(spec: Spec, results: Results, alternative) -> tuple[dict, str]:
     """{input stem: the stem to read} for ``spec`` under ``alternative`` ((id, choice), or None
     for the paper's reading), and "" or why the alternative cannot be computed in this build.
-    An input whose run under the alternative exists is replaced by it; an input whose experiment
-    depends on the reading but has no such run makes the alternative "not run"; a reading no
-    input ran under must be one the function reads itself (``uses``)."""
+    An input whose run under the alternative exists (:meth:`ResultKey.under`; a chapter that
+    applies a reading to an experiment's config, the ``skew_grid``, writes the same stem) is
+    replaced by it; an input whose experiment depends on the reading but has no such run makes
+    the alternative "not run"; a reading no input ran under must be one the function reads
+    itself (``uses``)."""
     stems = {s: s for s in spec.inputs}
     if alternative is None:
         return stems, ""
     rid, choice = alternative
-    d = paths.results_dir(profile)
     for s in spec.inputs:
-        alt = alternative_stem(profile, s, rid, choice)
-        if (d / f"{alt}.csv").exists():
+        alt = ResultKey.parse(s).under(rid, choice).stem
+        if results.has_csv(alt):
             stems[s] = alt
-        elif rid in _reading_ids(_meta(profile, s)):
-            return stems, f"{alt}.csv is not in build/results/{profile}/ (this build did not run {s} under it)"
+        elif rid in _reading_ids(results.meta(s)):
+            return stems, f"{alt}.csv is not in build/results/{results.profile}/ (this build did not run {s} under it)"
     if stems == {s: s for s in spec.inputs} and rid not in spec.uses:
         return stems, (f"no input of this claim ran under {rid}={choice} in this build"
                        if spec.inputs else f"its function does not read {rid}")
@@ -135,12 +123,12 @@ def _seeds_text(v: Value, bound=None) -> str:
     return f"; the paper's value within the range of {v.n_seeds} seeds {span}"
 
 
-def evaluate(row: dict, profile: str, alternative=None) -> dict:
-    """One ledger row for one claim, computed from this build's results: under the paper's
-    reading (``data/paper/readings.yaml``), or under ``alternative`` = (reading id, choice),
-    every other reading the paper's (the ledger's sensitivity columns)."""
-    from ...core.readings import Reading, specs as reading_specs
-
+def evaluate(row: dict, profile, alternative=None) -> dict:
+    """One ledger row for one claim, computed from this build's results (``profile``: a
+    profile name or a :class:`~tempo.studies.results.Results`, which reads each file once):
+    under the paper's reading (``data/paper/readings.yaml``), or under ``alternative`` =
+    (reading id, choice), every other reading the paper's (the ledger's sensitivity columns)."""
+    results = _results(profile)
     spec = REGISTRY.get(row["id"])
     need = row["needs"]
     out = {"ours": None, "tolerance": "", "evidence": "", "provenance": "", "note": "", "reading": "", "n_seeds": 0}
@@ -150,11 +138,11 @@ def evaluate(row: dict, profile: str, alternative=None) -> dict:
         out.update(status=NEED_STATUS[need], note=need_note(row))
         return out
     reading = Reading.paper() if alternative is None else Reading.paper(**{alternative[0]: alternative[1]})
-    stems, why_not = _inputs_under(spec, profile, alternative)
+    stems, why_not = _inputs_under(spec, results, alternative)
     if why_not:
         out.update(status=NEED_STATUS[need] if need is not None else "not run in this build", note=why_not)
         return out
-    frames, missing = load_inputs(profile, list(stems.values()))
+    frames, missing = load_inputs(results, list(stems.values()))
     frames = {k: frames[v] for k, v in stems.items() if v in frames}
     missing = [k for k, v in stems.items() if v in missing]
     if missing:
@@ -163,7 +151,7 @@ def evaluate(row: dict, profile: str, alternative=None) -> dict:
         else:
             out.update(status="not run in this build",
                        note="this build has no " + ", ".join(f"{stems[m]}.csv" for m in missing)
-                            + f" in build/results/{profile}/ (run {row['chapter']})")
+                            + f" in build/results/{results.profile}/ (run {row['chapter']})")
         return out
     v = _call(spec, frames, reading)
     if v is None:  # the results hold no cell the claim is about (a reduced grid), or no GPU recording
@@ -172,7 +160,7 @@ def evaluate(row: dict, profile: str, alternative=None) -> dict:
         else:
             out.update(status="not run in this build",
                        note=f"this build's {', '.join(spec.inputs)} results hold no cell this claim is about "
-                            f"(profile {profile} runs a reduced grid)")
+                            f"(profile {results.profile} runs a reduced grid)")
         return out
     if not isinstance(v, Value):
         v = Value(tuple(float(x) for x in v) if isinstance(v, tuple) else float(v))
@@ -181,7 +169,7 @@ def evaluate(row: dict, profile: str, alternative=None) -> dict:
         out["fallbacks"] = sum(int((f.attrs.get("meta") or {}).get("fallbacks") or 0) for f in frames.values())
         v = dataclasses.replace(v, note="; ".join(x for x in (v.note, flag) if x))
     evidence = v.evidence or spec.evidence
-    prov = _provenance(spec, v, profile)
+    prov = _provenance(spec, v, results)
     out["reading"] = _reading_label(frames, reading)
     if need is not None and evidence not in SATISFIES[need]:
         who = "stand-in" if evidence in ("gpu", "cluster") else "CPU stand-in"  # a GPU measurement is no CPU run
@@ -203,7 +191,7 @@ def evaluate(row: dict, profile: str, alternative=None) -> dict:
     note = v.note
     if status == "deviates" and v.cause:
         note = "; ".join(x for x in (f"computed cause: {v.cause}", note) if x)
-    calib = [r.id for r in reading_specs().values() if r.calibration and row["id"] in r.claims]
+    calib = [r.id for r in readings.specs().values() if r.calibration and row["id"] in r.claims]
     if status == "reproduced" and calib:
         # decided by one of the paper's own inputs (readings.yaml `calibration`): consistent, not reproduced
         status = "consistent"
@@ -214,20 +202,20 @@ def evaluate(row: dict, profile: str, alternative=None) -> dict:
     return out
 
 
-def sensitivity(row: dict, profile: str) -> list[dict]:
+def sensitivity(row: dict, profile) -> list[dict]:
     """The claim under each alternative of each reading ``data/paper/readings.yaml`` lists it
     under (one choice changed at a time, the rest the paper's): one dict per (reading, choice)
-    with our value, the status it would get and its note.  Empty for a claim no reading lists."""
-    from ...core.readings import specs as reading_specs
-
+    with our value, the status it would get and its note.  Empty for a claim no reading lists.
+    ``profile``: a profile name or a :class:`~tempo.studies.results.Results`."""
+    results = _results(profile)
     out = []
-    for sp in reading_specs().values():
+    for sp in readings.specs().values():
         if row["id"] not in sp.claims:
             continue
         for choice in sp.choices:
             if choice == sp.paper:
                 continue
-            e = evaluate(row, profile, (sp.id, choice))
+            e = evaluate(row, results, (sp.id, choice))
             out.append({"id": row["id"], "reading": sp.id, "choice": choice, "ours": format_value(e["ours"]),
                         "status": e["status"], "note": e["note"]})
     return out
@@ -267,16 +255,18 @@ def trace_need_note(chapter: str) -> str:
             f"and `python -m tempo ledger` (the whole book: `make book TRACE=trace.npz`)")
 
 
-def ledger(profile: str, write: bool = True) -> pd.DataFrame:
+def build_ledger(profile: str, write: bool = True) -> pd.DataFrame:
     """Every claim with paper, ours, tolerance, status, evidence, provenance and note, recomputed
-    from ``build/results/<profile>/`` now, under the paper's reading; ``readings`` names the
-    readings it depends on and ``under other readings`` its value and status under each
-    alternative (:func:`sensitivity`; ``attrs["sensitivity"]`` holds them as a table).  Also
-    written to ``claims.csv``, ``claims_sensitivity.csv`` and ``ledger_summary.md`` there."""
+    from ``build/results/<profile>/`` now (each result file read once), under the paper's
+    reading; ``readings`` names the readings it depends on and ``under other readings`` its value
+    and status under each alternative (:func:`sensitivity`; ``attrs["sensitivity"]`` holds them
+    as a table).  Also written to ``claims.csv``, ``claims_sensitivity.csv`` and
+    ``ledger_summary.md`` there."""
+    results = Results(profile)
     rows, sens = [], []
     for r in claim_rows():
-        e = evaluate(r, profile)
-        alt = sensitivity(r, profile) if e["status"] not in NEED_STATUS.values() else []
+        e = evaluate(r, results)
+        alt = sensitivity(r, results) if e["status"] not in NEED_STATUS.values() else []
         for a in alt:
             a["paper_reading_status"], a["paper_reading_ours"] = e["status"], format_value(e["ours"])
         sens += alt
@@ -292,9 +282,7 @@ def ledger(profile: str, write: bool = True) -> pd.DataFrame:
     df.attrs["sensitivity"] = pd.DataFrame(sens, columns=["id", "reading", "choice", "ours", "status", "note",
                                                           "paper_reading_ours", "paper_reading_status"])
     if write:
-        from ...core.io import atomic_write_csv, atomic_write_text
-
-        d = paths.results_dir(profile)
+        d = results.dir
         atomic_write_csv(show_table(df), d / "claims.csv")
         atomic_write_csv(df.attrs["sensitivity"], d / "claims_sensitivity.csv")
         atomic_write_text(d / "ledger_summary.md", summary_markdown(df, profile))
@@ -334,10 +322,11 @@ def _claims_of(ids) -> dict:
 def view(profile: str, ids) -> pd.DataFrame:
     """The ledger rows of ``ids`` as a chapter shows them beside its results: the claim, the
     paper's number, ours, the status and the note, computed now from this build's results."""
+    results = Results(profile)
     rows = _claims_of(ids)
     out = []
     for i in ids:
-        e = evaluate(rows[i], profile)
+        e = evaluate(rows[i], results)
         out.append({"claim": rows[i]["claim"], "paper": printed(rows[i]["paper_text"]), "this artifact": format_value(e["ours"]),
                     "unit": rows[i]["unit"], "status": e["status"], "note": e["note"]})
     return pd.DataFrame(out, index=pd.Index(list(ids), name="id"))
@@ -354,15 +343,16 @@ def sensitivity_view(profile: str, ids) -> pd.DataFrame:
     """The claims ``ids`` under the paper's reading and under each alternative the ledger shows
     (:func:`sensitivity`), as a chapter shows them beside its results: one row per claim and
     alternative reading, our value and the status it would get, the paper-reading row first."""
+    results = Results(profile)
     rows = _claims_of(ids)
     out = []
     for i in ids:
-        e = evaluate(rows[i], profile)
+        e = evaluate(rows[i], results)
         out.append({"id": i, "reading": "paper's reading", "paper": printed(rows[i]["paper_text"]),
                     "this artifact": format_value(e["ours"]), "status": e["status"]})
         out += [{"id": i, "reading": f"{a['reading']} = {a['choice']}", "paper": "", "this artifact": a["ours"],
                  "status": a["status"] + (" (verdict moves)" if verdict_moves(e["status"], a["status"]) else "")}
-                for a in sensitivity(rows[i], profile)]
+                for a in sensitivity(rows[i], results)]
     return pd.DataFrame(out).set_index(["id", "reading"])
 
 
@@ -422,11 +412,11 @@ def main(argv=None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m tempo ledger", description=main.__doc__)
-    ap.add_argument("--profile", default="full", choices=["smoke", "full", "gpu"])
+    ap.add_argument("--profile", default="full", choices=PROFILES)
     ap.add_argument("--status", help="show only claims with this status")
     ap.add_argument("--readme", action="store_true", help="also rewrite the ledger counts in README.md")
     a = ap.parse_args(argv)
-    df = ledger(a.profile)
+    df = build_ledger(a.profile)
     if a.readme:
         try:
             print("README.md:", write_readme_counts(df, a.profile), file=sys.stderr)
@@ -450,7 +440,7 @@ def main(argv=None) -> int:
     flagged = int((df.get("fallbacks", pd.Series(dtype=int)) > 0).sum())
     if flagged:
         print(f"{flagged} claim(s) computed with solver fallbacks (see their notes)", file=sys.stderr)
-    print(f"written: {(paths.results_dir(a.profile) / 'claims.csv').relative_to(paths.ROOT)}", file=sys.stderr)
+    print(f"written: {(Results(a.profile).dir / 'claims.csv').relative_to(paths.ROOT)}", file=sys.stderr)
     return 0
 
 

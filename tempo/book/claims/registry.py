@@ -1,14 +1,14 @@
 """The claims registry: what a claim's computation is, how its value is checked, how it prints.
 
 * :func:`claim` registers ``fn(frames) -> Value | float | tuple`` as the computation of a claim
-  id of ``data/paper/claims.yaml`` (read by :func:`tempo.book.paper.claim_rows`) in
+  id of ``data/paper/claims.yaml`` (read by :func:`tempo.paper.claims_file.claim_rows`) in
   :data:`REGISTRY`, with the result CSVs it reads (``inputs``), the kind of evidence its value
   is (:data:`EVIDENCE`) and where the value comes from (``provenance``).  The functions live in
   :mod:`tempo.book.claims.functions`, one module per chapter.
 * :func:`tolerance` and :func:`check` are the one tolerance rule (see :mod:`tempo.book.claims`).
 * :func:`format_value` and :func:`printed` format our number and the paper's for the ledger.
 
-Imports nothing of the book but :mod:`tempo.book.paper`.
+Imports nothing of the book.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..paper import precision
+from ...paper.claims_file import precision
 
 STATUSES = ["reproduced", "consistent", "deviates", "stand-in", "not run in this build",
             "needs a recorded trace", "needs a GPU", "needs a cluster"]
@@ -89,7 +89,7 @@ class Spec:
     provenance: str
     reads_measured: bool = False
     #: the readings the function itself reads (``fn(frames, reading=...)``), as opposed to
-    #: those its input experiments ran under (``tempo.core.readings``)
+    #: those its input experiments ran under (``tempo.paper.readings``)
     uses: tuple = ()
 
 

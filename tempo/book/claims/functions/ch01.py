@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ....paper.claims_file import precision
+from ....paper.tables import text_number
 from ..registry import Value, claim
 from .common import PARAMS, named_model
 
@@ -70,7 +72,6 @@ def _roof_ratios(reading=None):
     import math
 
     from ....theory.bounds import roofline_floor_us
-    from ...paper import precision, text_number
 
     printed = reading is None or reading["printed_rounding"] == "printed_values"
     fitted = {"DSv3": "dsv3-offline", "DSv2-Lite": "dsv2lite-offline", "Qwen3-30B": "qwen3-30b-offline"}

@@ -3,9 +3,9 @@ its wall clock, the Table 2 ablation, and the drift-16 stages and terms (Tables 
 from __future__ import annotations
 
 import numpy as np
-
 import pandas as pd
 
+from ....paper.claims_file import claim_row
 from ..registry import Value, bootstrap_ci, cause_of, claim, seed_range
 from .common import DRIFT, SYN, grid_note, routing, seeded, seeds_text
 
@@ -83,9 +83,7 @@ def solver_time_small_b(f, reading=None):
     pure = reading is None or reading["solver_runtime"] == "pure_python"
     t = (py if pure else comp).cpu_ms
     other = comp if pure else py
-    from ...paper import claim as paper_claim
-
-    theirs = float(paper_claim("solver_time_small_b")["paper"])
+    theirs = float(claim_row("solver_time_small_b")["paper"])
     cause = (f"the machine: the same algorithm as Python takes {t.median():.2f} ms here, {t.median() / theirs:.2f}x the "
              f"paper's {theirs:g} ms on a machine and Python it does not name; compiled it takes "
              f"{other.cpu_ms.median():.3f} ms") if pure and len(t) else ""
@@ -107,12 +105,10 @@ def solver_speedup(f, reading=None):
     if j.empty:
         return None
     r = j.milp_s * 1e3 / j.cpu_ms
-    from ...paper import claim as paper_claim
-
-    implied = float(paper_claim("solver_speedup")["paper"]) * float(paper_claim("solver_time_small_b")["paper"])
+    implied = float(claim_row("solver_speedup")["paper"]) * float(claim_row("solver_time_small_b")["paper"])
     cause = (f"the MILP's side: HiGHS solves these batches in a median {1e3 * j.milp_s.median():.0f} ms here, where the "
              f"paper's ratio over its own solver time implies about {implied:.0f} ms per MILP; tempo's side is "
-             f"{j.cpu_ms.median():.2f} ms here against the paper's {float(paper_claim('solver_time_small_b')['paper']):g} ms")
+             f"{j.cpu_ms.median():.2f} ms here against the paper's {float(claim_row('solver_time_small_b')['paper']):g} ms")
     return Value(float(r.median()), ci=bootstrap_ci(r), cause=cause,
                  note=f"median per batch over {len(j)} batches of the MILP's solve time over tempo's "
                       + ("as Python" if pure else "compiled") + f" (CPU time); the MILP's median {1e3 * j.milp_s.median():.0f} ms "

@@ -177,34 +177,11 @@ def phase_tokenlp_memory_max(f, reading=None):
                       f"highest: {seeds_text(hi)}")
 
 
-def boundary_hits(phase: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=None) -> pd.DataFrame:
-    """Per (skew, replication) column of one seed's grid: the analytic B* (Section 3.2) and
-    whether it lands in the observed flip band, under ``reading`` (default the paper's: the
-    router and placement the grid ran with, ``hot_share``'s p_1; :func:`boundary_table`).
-
-    ``flips``: whether the winner flips from M to L on the ladder, i.e. a cell token-LP wins
-    alone lies above the last cell METRO wins alone.  A tied cell ("M+L", the ``ties``
-    reading) is won by neither policy, so it neither ends nor starts the band; a column whose
-    top cells tie and where token-LP never wins alone does not flip, has no band and counts as a
-    miss (Section 3.2 reads the band from the winning policy's letter)."""
-    from ....studies.simulator import boundary_table
-
-    bt = boundary_table(phase, shape, ep, reading=reading)
-    sub = phase[(phase["shape"] == shape) & (phase.ep == ep)]
-    flips = []
-    for r in bt.itertuples():
-        w = sub[(sub["skew"] == r.skew) & (sub.replication == r.replication)].sort_values("B").winner.to_numpy()
-        m = np.flatnonzero(w == "M")
-        flips.append(bool(m.size and (np.flatnonzero(w == "L") > m.max()).any()))
-    bt["flips"] = flips
-    bt["hit"] = bt.hit & bt.flips
-    return bt
-
-
-@claim("phase_boundary_hits", ["phase_diagram"], "synthetic", _PHASE + ", DSv3 columns", uses=("random_maxima", "hot_share"))
+@claim("phase_boundary_hits", ["phase_boundary"], "synthetic", _PHASE + ", DSv3 columns", uses=_RM)
 def phase_boundary_hits(f, reading=None):
-    p, seeds = seeded(f["phase_diagram"], reading)
-    tables = {s: boundary_hits(p[p.seed == s] if "seed" in p else p, reading=reading) for s in seeds}
+    b, seeds = seeded(f["phase_boundary"], reading)
+    b = b[(b["shape"] == "DSv3") & (b.ep == 8)]
+    tables = {s: b[b.seed == s] for s in seeds}
     tables = {s: t for s, t in tables.items() if not t.empty}
     if not tables:
         return None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
-from . import paths
+from ..core import paths
 
 #: The marker of the library's default in an alternative's text (the file's own convention).
 _DEFAULT_MARK = re.compile(r"`default`\)")

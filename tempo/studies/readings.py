@@ -1,4 +1,4 @@
-"""How a study turns a reading (:class:`tempo.core.readings.Reading`, ``data/paper/readings.yaml``)
+"""How a study turns a reading (:class:`tempo.paper.readings.Reading`, ``data/paper/readings.yaml``)
 into batches and dispatches: the synthetic router and what the placement is built from, the
 fixed policies' faces and orders, and which TEMPO runs.  Every study that depends on a reading
 calls these, so one choice means one thing everywhere."""
@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
-from ..core.readings import Reading
+from ..paper.readings import Reading
 from ..policies import solve
 from ..policies._fallback import add_count, fallback_count
 from .scenarios import zipf_batches
