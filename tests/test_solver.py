@@ -106,16 +106,18 @@ def test_default_path_against_the_milp():
 
 def test_compiled_seed_matches_reference_exactly():
     from tempo.core.pricing import Pricer
-    from tempo.policies import _compiled as C
+    from tempo.policies.tempo_fast.layout import pairs_of
+    from tempo.policies.tempo_fast.pricing import new_loads
+    from tempo.policies.tempo_fast.seed import seed
 
     rng = np.random.default_rng(3)
     for _ in range(80):
         inst, m = _random_case(rng)
         st = _State(inst, m)
         st.seed()
-        pairs = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
+        pairs = pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
         x = np.zeros(pairs.pe.size)
-        C.seed(Pricer.of(m), inst.counts, pairs, x, C.new_loads(inst.n_gpus), True)
+        seed(Pricer.of(m), inst.counts, pairs, x, new_loads(inst.n_gpus), True)
         np.testing.assert_array_equal(x, st.x)
 
 
@@ -133,21 +135,22 @@ def test_compiled_token_lp_equals_scipy_maxflow():
 
 def test_compiled_lower_bound_is_the_cost_models():
     from tempo.core.pricing import Pricer
-    from tempo.policies import _compiled as C
+    from tempo.policies.tempo_fast.bounds import lower_bound
+    from tempo.policies.tempo_fast.layout import pairs_of
 
     rng = np.random.default_rng(5)
     for _ in range(50):
         inst, m = _random_case(rng)
         m = m.without("tiles")
-        pairs = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
-        assert C.lower_bound(Pricer.of(m), inst.counts, pairs, inst.n_gpus) == m.lower_bound(inst)
+        pairs = pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
+        assert lower_bound(Pricer.of(m), inst.counts, pairs, inst.n_gpus) == m.lower_bound(inst)
 
 
 def test_pricing_is_bit_identical_compiled_and_numpy():
     """Eq. 1/2/4 is written once (tempo.core.pricing); compiled (scalars) and numpy (arrays, the
     CostModel itself as the record) give the same float64 bits."""
     from tempo.core.pricing import Pricer, activation_time, gpu_time, token_time
-    from tempo.policies import _compiled as C
+    from tempo.policies.tempo_fast import pricing as C
 
     rng = np.random.default_rng(14)
     models = [CostModel.named(n) for n in ("dsv3-offline", "proxy-serving", "dsv3-testbedb-tile")]
@@ -171,8 +174,9 @@ def test_pricing_is_bit_identical_compiled_and_numpy():
 def test_compiled_records_are_typed():
     """The compiled interface takes named records, not positional arrays and codes."""
     from tempo.core.pricing import Pricer
-    from tempo.policies import _compiled as C
     from tempo.policies.tempo_fast import TempoOptions, _options, _paper_options
+    from tempo.policies.tempo_fast import records as C
+    from tempo.policies.tempo_fast.solver import solve
 
     p = Pricer.of(CostModel.named("proxy-serving"))
     assert p.has_traffic and (p.c2, p.gamma) == (25.0, 0.1) and p.tile == 128.0
@@ -181,8 +185,8 @@ def test_compiled_records_are_typed():
     assert (o.seed, o.chain_depth, o.restarts, o.lp_even) == (C.SEED_WHOLE, 2, False, True)
     assert _options(TempoOptions(), True, False).chain_depth == C.UNLIMITED
     inst = Instance.full_replication([600, 30, 30, 30, 30, 30, 30], 2)
-    shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, 2, Pricer.of(CostModel(a=0, b=15, c=0, beta=0.1)),
-                                     _options(TempoOptions(), True, True), _paper_options(), np.zeros((0, 0)))
+    shares, ms, chosen, st = solve(inst.counts, inst.replica_gpu, 2, Pricer.of(CostModel(a=0, b=15, c=0, beta=0.1)),
+                         _options(TempoOptions(), True, True), _paper_options(), np.zeros((0, 0)))
     assert isinstance(st, C.Stages) and st.seed >= st.chains >= st.local_search and not st.shortcut
     assert C.CHOSEN[chosen] in C.CHOSEN and shares.shape == (7, 2)
 

@@ -1,0 +1,149 @@
+"""Stage 2 of Section 4.2 beyond 2 steps: augmenting paths of whole-expert moves (Lemma 2).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .jit import njit
+from .pricing import features, gpu_time, tiles
+from .records import EPS
+
+
+@njit(cache=True)
+def _is_ancestor(w, u, gb, par_u):
+    """Whether GPU ``w`` lies on the augmenting path (Lemma 2) from ``gb`` to ``u``
+    (``par_u : int64[g]``: each GPU's parent on its path)."""
+    v = u
+    while v != gb:
+        if v == w:
+            return True
+        v = par_u[v]
+    return False
+
+
+@njit(cache=True)
+def _push(fv, fd, fl, nf, w, d, n_lab):
+    """Append (GPU, depth, label) to :func:`augmenting_path`'s frontier (``int64[F]``, ``int64[F]``,
+    ``float64[F]``, ``nf`` used), doubling its arrays when full."""
+    if nf == fv.size:
+        fv2 = np.empty(2 * nf, np.int64)
+        fd2 = np.empty(2 * nf, np.int64)
+        fl2 = np.empty(2 * nf)
+        fv2[:nf], fd2[:nf], fl2[:nf] = fv[:nf], fd[:nf], fl[:nf]
+        fv, fd, fl = fv2, fd2, fl2
+    fv[nf], fd[nf], fl[nf] = w, d, n_lab
+    return fv, fd, fl, nf + 1
+
+
+@njit(cache=True)
+def augmenting_path(p, x, pairs, L, gb, thresh, depth):
+    """A breadth-first augmenting path of whole-expert moves ``gb -> v1 -> ... -> vk`` (the
+    semi-matching augmenting path of Lemma 2, Section 4.2 stage 2, priced with the full model):
+    each intermediate GPU receives one expert and sends another, the last absorbs an
+    activation.  Label-correcting: a GPU is re-entered when a path brings it fewer tokens.
+
+    Parameters
+    ----------
+    p : Pricer
+    x : float64[P]
+    pairs : Pairs
+    L : Loads
+    gb : int
+    thresh : float
+        Every GPU on the path must end below it.
+    depth : int
+        Longest path, or ``UNLIMITED``.
+
+    Returns
+    -------
+    bool
+        Whether a path was applied.
+    """
+    pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
+    G, N, T = L
+    g = G.size
+    has = np.zeros(g, np.bool_)
+    lab = np.zeros(g)
+    par_u = np.full(g, -1, np.int64)
+    par_p = np.full(g, -1, np.int64)
+    par_q = np.full(g, -1, np.int64)
+    has[gb] = True
+    lab[gb] = -1.0
+    cap_f = 64 + 4 * x.size
+    fv = np.empty(cap_f, np.int64)
+    fd = np.empty(cap_f, np.int64)
+    fl = np.empty(cap_f)
+    nf = 0
+    # pairs on gb with tokens, by their share (stable)
+    na = 0
+    for r in range(gptr[gb], gptr[gb + 1]):
+        if x[gpairs[r]] > EPS:
+            na += 1
+    act = np.empty(na, np.int64)
+    k = 0
+    for r in range(gptr[gb], gptr[gb + 1]):
+        q = gpairs[r]
+        if x[q] > EPS:
+            act[k] = q
+            k += 1
+    act = act[np.argsort(x[act], kind="mergesort")]
+    for pp in act:
+        xp = x[pp]
+        if gpu_time(p, G[gb] - 1, N[gb] - xp, T[gb] - tiles(p, xp)) >= thresh:
+            continue
+        e = pe[pp]
+        for q in range(ptr[e], ptr[e + 1]):
+            w = pgpu[q]
+            if w == gb or (has[w] and lab[w] <= xp):
+                continue
+            # u == gb: no ancestor check
+            has[w] = True
+            lab[w] = xp
+            par_u[w], par_p[w], par_q[w] = gb, pp, q
+            fv, fd, fl, nf = _push(fv, fd, fl, nf, w, 1, xp)
+    head = 0
+    budget = 50 * g + nf
+    while head < nf and head < budget:
+        v, d, n_lab = fv[head], fd[head], fl[head]
+        head += 1
+        if not (has[v] and lab[v] == n_lab):  # superseded by a better entry
+            continue
+        p_in, q_in = par_p[v], par_q[v]
+        n_in = x[p_in]
+        add = 1.0 if x[q_in] <= EPS else 0.0
+        dT = tiles(p, x[q_in] + n_in) - tiles(p, x[q_in])
+        if gpu_time(p, G[v] + add, N[v] + n_in, T[v] + dT) < thresh:
+            node = v  # apply the path backwards from v
+            while node != gb:
+                u, pp, q = par_u[node], par_p[node], par_q[node]
+                x[q] += x[pp]
+                x[pp] = 0.0
+                node = u
+            features(p, x, pgpu, L)
+            return True
+        if depth >= 0 and d >= depth:
+            continue
+        e_in = pe[p_in]
+        for r in range(gptr[v], gptr[v + 1]):
+            pp = gpairs[r]
+            if not x[pp] > EPS:
+                continue
+            e = pe[pp]
+            if e == e_in:
+                continue
+            xp = x[pp]
+            if gpu_time(p, G[v] + add - 1, N[v] + n_in - xp, T[v] + dT - tiles(p, xp)) >= thresh:
+                continue
+            for q in range(ptr[e], ptr[e + 1]):
+                w = pgpu[q]
+                if w == v:
+                    continue
+                if w == gb or (has[w] and lab[w] <= xp):
+                    continue
+                if has[w] and v != gb and _is_ancestor(w, v, gb, par_u):
+                    continue
+                has[w] = True
+                lab[w] = xp
+                par_u[w], par_p[w], par_q[w] = v, pp, q
+                fv, fd, fl, nf = _push(fv, fd, fl, nf, w, d + 1, xp)
+    return False

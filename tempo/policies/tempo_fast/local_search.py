@@ -1,0 +1,95 @@
+"""Stages 2 and 3 of Section 4.2: the bottleneck local search.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .augment import augmenting_path
+from .chains import two_step_chain, whole_partial_chain
+from .jit import njit
+from .moves import apply_move, evaluate_move
+from .pricing import gpu_times
+from .records import EPS, REL, UNLIMITED
+
+
+@njit(cache=True)
+def improve(p, x, pairs, L, lb, whole_only, chains, o):
+    """Bottleneck local search (Section 4.2, stages 2 and 3): repeatedly apply the best single
+    move off the bottleneck GPU; when none improves, the best 2-step chain (``chains``), then an
+    augmenting path (``o.chain_depth`` unlimited or > 2).  Stops at the lower bound, when
+    nothing improves, or after ``o.max_iter`` accepted moves.
+
+    Parameters
+    ----------
+    p : Pricer
+    x : float64[P]
+    pairs : Pairs
+    L : Loads
+    lb : float
+        Lower bound (:func:`lower_bound`).
+    whole_only : bool
+        Whole-expert moves only (stage 2, and stage 3 without partial moves).
+    chains : bool
+    o : Options
+
+    Returns
+    -------
+    int
+        Accepted moves.
+    """
+    pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
+    depth = o.chain_depth
+    t = np.empty(L.G.size)
+    P = x.size
+    si = np.empty(max(P * 4, 16), np.int64)
+    sj = np.empty(max(P * 4, 16), np.int64)
+    sv = np.empty(max(P * 4, 16))
+    moves = 0
+    for _ in range(o.max_iter):
+        gb = gpu_times(p, L, t)
+        tb = t[gb]
+        if tb <= lb * (1 + 1e-12):  # provably optimal: nothing to gain
+            break
+        thresh = tb - REL * max(1.0, tb)
+        M = 0
+        bval = np.inf
+        bm = -1
+        bdel = 0.0
+        anyA = False
+        for r in range(gptr[gb], gptr[gb + 1]):
+            i = gpairs[r]
+            if not x[i] > EPS:
+                continue
+            anyA = True
+            e = pe[i]
+            for j in range(ptr[e], ptr[e + 1]):
+                if pgpu[j] == gb:
+                    continue
+                v, d = evaluate_move(p, x, L, pgpu, gb, i, j, whole_only, -1, -1)
+                if M == si.size:
+                    si2 = np.empty(2 * M, np.int64)
+                    sj2 = np.empty(2 * M, np.int64)
+                    sv2 = np.empty(2 * M)
+                    si2[:M], sj2[:M], sv2[:M] = si[:M], sj[:M], sv[:M]
+                    si, sj, sv = si2, sj2, sv2
+                si[M], sj[M], sv[M] = i, j, v
+                if v < bval:
+                    bval, bm, bdel = v, M, d
+                M += 1
+        if not anyA or M == 0:
+            break
+        if bval < thresh:
+            apply_move(p, x, pgpu, L, si[bm], sj[bm], bdel, -1, -1)
+            moves += 1
+            continue
+        if not chains:
+            break
+        found = two_step_chain(p, x, pairs, L, gb, thresh, t, si, sj, sv, M, whole_only, o.fanout, o.chain_cap)
+        if not found and (depth == UNLIMITED or depth > 2):
+            found = augmenting_path(p, x, pairs, L, gb, thresh, depth)
+        if not found and o.compound and p.has_traffic and not whole_only:
+            found = whole_partial_chain(p, x, pairs, L, gb, thresh, t)
+        if not found:
+            break
+        moves += 1
+    return moves

@@ -1,0 +1,172 @@
+"""Stage 3's support polish (the mixed regime of Eq. 4): activation patterns re-solved by the
+restricted token LP.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .jit import njit
+from .layout import pairs_of, scatter
+from .maxflow import token_lp
+from .pricing import activation_time, features, gpu_times, new_loads, token_time
+from .records import EPS, REL
+
+
+@njit(cache=True)
+def _support_lp(counts, pairs, g, on, E, R):
+    """The token LP (Lemma 1, :func:`token_lp`) restricted to the pairs ``on : bool[P]``: the
+    shares of least busiest-GPU tokens that use no other pair, as float64[P] over ``pairs``
+    (empty when the iteration failed)."""
+    rep = np.full((E, R), -1, np.int64)
+    for q in range(on.size):
+        if on[q]:
+            rep[pairs.pe[q], pairs.pr[q]] = pairs.pgpu[q]
+    sub = pairs_of(counts, rep, g)
+    xs = np.zeros(sub.pgpu.size)
+    W, k = token_lp(counts, sub, g, xs)
+    if W < 0:
+        return np.zeros(0)
+    S = scatter(xs, sub, E, R)
+    out = np.empty(on.size)
+    for q in range(on.size):
+        out[q] = S[pairs.pe[q], pairs.pr[q]]
+    return out
+
+
+@njit(cache=True)
+def _score(p, y, pgpu, g):
+    """(makespan, GPUs within REL of it) of shares ``y``: the polish accepts a pattern that
+    lowers the makespan, or keeps it and has fewer GPUs attaining it (the local search's rule)."""
+    L = new_loads(g)
+    features(p, y, pgpu, L)
+    t = np.empty(g)
+    gb = gpu_times(p, L, t)
+    tb = t[gb]
+    n = 0
+    for h in range(g):
+        if t[h] >= tb - REL * max(1.0, tb):
+            n += 1
+    return tb, n
+
+
+@njit(cache=True)
+def _better(ms, n, bms, bn):
+    """Whether (ms, n) beats (bms, bn): a lower makespan by more than REL, or the same and fewer
+    GPUs at it."""
+    if ms < bms - REL * max(1.0, bms):
+        return True
+    return ms <= bms and n < bn
+
+
+@njit(cache=True)
+def _try_pattern(p, counts, pairs, g, on, e, E, R, bms, bn):
+    """The restricted token LP (:func:`_support_lp`) on the activation pattern ``on`` when
+    expert ``e`` keeps a pair in it and no GPU's activation piece already exceeds ``bms``;
+    ``(shares, makespan, n)`` when they beat ``(bms, bn)`` (:func:`_better`), else empty shares."""
+    pe, pgpu, ptr = pairs.pe, pairs.pgpu, pairs.ptr
+    keep = False
+    for q in range(ptr[e], ptr[e + 1]):
+        keep = keep or on[q]
+    if not keep:
+        return np.zeros(0), bms, bn
+    Gc = np.zeros(g)
+    for q in range(on.size):
+        if on[q]:
+            Gc[pgpu[q]] += 1.0
+    for h in range(g):
+        if activation_time(p, Gc[h], Gc[h]) > bms:
+            return np.zeros(0), bms, bn
+    y = _support_lp(counts, pairs, g, on, E, R)
+    if y.size:
+        ms, n = _score(p, y, pgpu, g)
+        if _better(ms, n, bms, bn):
+            return y, ms, n
+    return np.zeros(0), bms, bn
+
+
+@njit(cache=True)
+def polish(p, counts, pairs, g, x, L, lb, o, E, R):
+    """Support polish (stage 3, the mixed regime of Eq. 4): the activation pattern fixes each
+    GPU's activation piece, and for a fixed pattern the best shares are those of the token LP
+    restricted to it (the token pieces ``c + beta*N`` and ``c2 + gamma*N`` only grow with N,
+    so the min-max of N is the min-max of the token time).  When the bottleneck is
+    activation-bound, try closing one of its pairs -- its expert's tokens may then go to its
+    replicas elsewhere (up to ``o.fanout`` cheapest GPUs, each opened if idle) -- and re-solving
+    the restricted token LP; a token-bound bottleneck re-solves the current pattern.  This moves
+    tokens along paths of any length, which the single moves and 2-step chains do not when
+    every GPU sits near the crossing of the activation floor and the token pieces.  The best
+    candidate is taken when it lowers the makespan or the number of GPUs attaining it (the
+    local search's rule, :func:`_better`), at most ``min(o.max_iter, 2g)`` times.  Runs under
+    the three-term model only (``p.has_traffic``).
+
+    Returns the number of accepted polishes (``x`` and ``L`` updated in place)."""
+    pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
+    P = x.size
+    t = np.empty(g)
+    done = 0
+    cap = 8
+    for _ in range(min(o.max_iter, 2 * g)):
+        gb = gpu_times(p, L, t)
+        tb = t[gb]
+        if tb <= lb * (1 + 1e-12):
+            break
+        on = np.zeros(P, np.bool_)
+        for q in range(P):
+            on[q] = x[q] > EPS
+        bms, bn = _score(p, x, pgpu, g)
+        bx = np.zeros(0)
+        if token_time(p, L.N[gb]) >= activation_time(p, L.G[gb], L.T[gb]):
+            y = _support_lp(counts, pairs, g, on, E, R)
+            if y.size:
+                ms, n = _score(p, y, pgpu, g)
+                if _better(ms, n, bms, bn):
+                    bms, bn, bx = ms, n, y
+        else:
+            # the bottleneck's pairs with somewhere else to go, smallest shares first
+            src = np.empty(gptr[gb + 1] - gptr[gb], np.int64)
+            sx = np.empty(src.size)
+            ns = 0
+            for r in range(gptr[gb], gptr[gb + 1]):
+                i = gpairs[r]
+                if x[i] > EPS and ptr[pe[i] + 1] - ptr[pe[i]] > 1:
+                    src[ns] = i
+                    sx[ns] = x[i]
+                    ns += 1
+            order = np.argsort(sx[:ns], kind="mergesort")[:cap]
+            dest = np.empty(R, np.int64)
+            dkey = np.empty(R)
+            nf = o.fanout if o.fanout > 0 else R
+            for oi in order:
+                i = src[oi]
+                e = pe[i]
+                nd = 0
+                for j in range(ptr[e], ptr[e + 1]):
+                    h = pgpu[j]
+                    if h != gb:
+                        dest[nd] = j
+                        dkey[nd] = activation_time(p, L.G[h] + (0.0 if x[j] > EPS else 1.0), L.T[h] + 1.0)
+                        nd += 1
+                if nd == 0:
+                    continue
+                od = np.argsort(dkey[:nd], kind="mergesort")
+                # the pattern without pair i, its expert's tokens on its other active pairs
+                # (dd = -1) or also on one more of its replica GPUs, cheapest first
+                for dd in range(-1, min(nd, nf)):
+                    j = -1
+                    if dd >= 0:
+                        j = dest[od[dd]]
+                        if on[j]:
+                            continue
+                    on2 = on.copy()
+                    on2[i] = False
+                    if j >= 0:
+                        on2[j] = True
+                    y, ms, n = _try_pattern(p, counts, pairs, g, on2, e, E, R, bms, bn)
+                    if y.size:
+                        bms, bn, bx = ms, n, y
+        if bx.size == 0:
+            break
+        x[:] = bx
+        features(p, x, pgpu, L)
+        done += 1
+    return done
