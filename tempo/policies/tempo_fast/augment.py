@@ -10,11 +10,11 @@ from .records import EPS
 
 
 @njit(cache=True)
-def _is_ancestor(w, u, gb, par_u):
-    """Whether GPU ``w`` lies on the augmenting path (Lemma 2) from ``gb`` to ``u``
+def _is_ancestor(w, u, bottleneck, par_u):
+    """Whether GPU ``w`` lies on the augmenting path (Lemma 2) from ``bottleneck`` to ``u``
     (``par_u : int64[g]``: each GPU's parent on its path)."""
     v = u
-    while v != gb:
+    while v != bottleneck:
         if v == w:
             return True
         v = par_u[v]
@@ -36,8 +36,8 @@ def _push(fv, fd, fl, nf, w, d, n_lab):
 
 
 @njit(cache=True)
-def augmenting_path(p, x, pairs, L, gb, thresh, depth):
-    """A breadth-first augmenting path of whole-expert moves ``gb -> v1 -> ... -> vk`` (the
+def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
+    """A breadth-first augmenting path of whole-expert moves ``bottleneck -> v1 -> ... -> vk`` (the
     semi-matching augmenting path of Lemma 2, Section 4.2 stage 2, priced with the full model):
     each intermediate GPU receives one expert and sends another, the last absorbs an
     activation.  Label-correcting: a GPU is re-entered when a path brings it fewer tokens.
@@ -48,7 +48,7 @@ def augmenting_path(p, x, pairs, L, gb, thresh, depth):
     x : float64[P]
     pairs : Pairs
     L : Loads
-    gb : int
+    bottleneck : int
     thresh : float
         Every GPU on the path must end below it.
     depth : int
@@ -67,21 +67,21 @@ def augmenting_path(p, x, pairs, L, gb, thresh, depth):
     par_u = np.full(g, -1, np.int64)
     par_p = np.full(g, -1, np.int64)
     par_q = np.full(g, -1, np.int64)
-    has[gb] = True
-    lab[gb] = -1.0
+    has[bottleneck] = True
+    lab[bottleneck] = -1.0
     cap_f = 64 + 4 * x.size
     fv = np.empty(cap_f, np.int64)
     fd = np.empty(cap_f, np.int64)
     fl = np.empty(cap_f)
     nf = 0
-    # pairs on gb with tokens, by their share (stable)
+    # pairs on bottleneck with tokens, by their share (stable)
     na = 0
-    for r in range(gptr[gb], gptr[gb + 1]):
+    for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
         if x[gpairs[r]] > EPS:
             na += 1
     act = np.empty(na, np.int64)
     k = 0
-    for r in range(gptr[gb], gptr[gb + 1]):
+    for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
         q = gpairs[r]
         if x[q] > EPS:
             act[k] = q
@@ -89,17 +89,17 @@ def augmenting_path(p, x, pairs, L, gb, thresh, depth):
     act = act[np.argsort(x[act], kind="mergesort")]
     for pp in act:
         xp = x[pp]
-        if gpu_time(p, G[gb] - 1, N[gb] - xp, T[gb] - tiles(p, xp)) >= thresh:
+        if gpu_time(p, G[bottleneck] - 1, N[bottleneck] - xp, T[bottleneck] - tiles(p, xp)) >= thresh:
             continue
         e = pe[pp]
         for q in range(ptr[e], ptr[e + 1]):
             w = pgpu[q]
-            if w == gb or (has[w] and lab[w] <= xp):
+            if w == bottleneck or (has[w] and lab[w] <= xp):
                 continue
-            # u == gb: no ancestor check
+            # u == bottleneck: no ancestor check
             has[w] = True
             lab[w] = xp
-            par_u[w], par_p[w], par_q[w] = gb, pp, q
+            par_u[w], par_p[w], par_q[w] = bottleneck, pp, q
             fv, fd, fl, nf = _push(fv, fd, fl, nf, w, 1, xp)
     head = 0
     budget = 50 * g + nf
@@ -114,7 +114,7 @@ def augmenting_path(p, x, pairs, L, gb, thresh, depth):
         dT = tiles(p, x[q_in] + n_in) - tiles(p, x[q_in])
         if gpu_time(p, G[v] + add, N[v] + n_in, T[v] + dT) < thresh:
             node = v  # apply the path backwards from v
-            while node != gb:
+            while node != bottleneck:
                 u, pp, q = par_u[node], par_p[node], par_q[node]
                 x[q] += x[pp]
                 x[pp] = 0.0
@@ -138,9 +138,9 @@ def augmenting_path(p, x, pairs, L, gb, thresh, depth):
                 w = pgpu[q]
                 if w == v:
                     continue
-                if w == gb or (has[w] and lab[w] <= xp):
+                if w == bottleneck or (has[w] and lab[w] <= xp):
                     continue
-                if has[w] and v != gb and _is_ancestor(w, v, gb, par_u):
+                if has[w] and v != bottleneck and _is_ancestor(w, v, bottleneck, par_u):
                     continue
                 has[w] = True
                 lab[w] = xp

@@ -12,14 +12,14 @@ from .records import EPS
 
 
 @njit(cache=True)
-def two_step_chain(p, x, pairs, L, gb, thresh, t, si, sj, sv, M, whole_only, fanout, cap):
-    """The best 2-step chain from the bottleneck ``gb`` (Section 4.2, stage 2), applied if it
-    brings every GPU it touches below ``thresh``.
+def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, moves, whole_only, o):
+    """The best 2-step chain off the bottleneck (Section 4.2, stage 2), applied when every GPU it
+    touches ends below ``thresh``.
 
-    First moves ``i -> j`` (GPU h) come from the single moves just evaluated (``si, sj, sv[:M]``:
-    pairs and values), at most ``cap`` of them by value and ``fanout`` cheapest destinations per
-    ``i``; second moves take a whole other expert off h, to ``gb`` (a swap) or to its cheapest
-    other replica GPU, at most ``cap`` smallest shares per GPU.
+    First moves ``i -> j`` (GPU h) are the single moves just evaluated: at most ``o.chain_cap``
+    of them by value, and ``o.fanout`` cheapest destinations per ``i``.  Second moves take a
+    whole other expert off h, to the bottleneck (a swap) or to its cheapest other replica GPU,
+    at most ``o.chain_cap`` smallest shares per GPU.
 
     Parameters
     ----------
@@ -27,21 +27,23 @@ def two_step_chain(p, x, pairs, L, gb, thresh, t, si, sj, sv, M, whole_only, fan
     x : float64[P]
     pairs : Pairs
     L : Loads
-    gb : int
+    bottleneck : int
     thresh : float
     t : float64[g]
-        Current per-GPU times.
-    si, sj : int64[>= M], sv : float64[>= M]
-    M : int
+        Each GPU's current time.
+    moves : SingleMoves
     whole_only : bool
-    fanout, cap : int
+    o : Options
 
     Returns
     -------
     bool
-        Whether a chain was applied.
+        Whether a chain was applied (``x`` and ``L`` updated in place).
     """
     pe, pgpu, ptr = pairs.pe, pairs.pgpu, pairs.ptr
+    si, sj, sv = moves.src, moves.dst, moves.value
+    M = si.size
+    fanout, cap = o.fanout, o.chain_cap
     g = t.size
     if M > cap:
         keep = np.argsort(sv[:M], kind="mergesort")[:cap]
@@ -105,7 +107,7 @@ def two_step_chain(p, x, pairs, L, gb, thresh, t, si, sj, sv, M, whole_only, fan
                 run = 0
             keepb[q] = run < cap
         B = B[keepb]
-    # second moves: to gb (all), plus per source pair the cheapest other GPU
+    # second moves: to bottleneck (all), plus per source pair the cheapest other GPU
     n2 = 0
     for b_ in B:
         e = pe[b_]
@@ -120,7 +122,7 @@ def two_step_chain(p, x, pairs, L, gb, thresh, t, si, sj, sv, M, whole_only, fan
     for b_ in B:
         e = pe[b_]
         for q in range(ptr[e], ptr[e + 1]):
-            if pgpu[q] != pgpu[b_] and pgpu[q] == gb:
+            if pgpu[q] != pgpu[b_] and pgpu[q] == bottleneck:
                 s_i2[ns] = b_
                 s_j2[ns] = q
                 ns += 1
@@ -158,7 +160,7 @@ def two_step_chain(p, x, pairs, L, gb, thresh, t, si, sj, sv, M, whole_only, fan
             j2 = s_j2[r]
             if pe[i2] == pe[i] or j2 == i:
                 continue
-            v, d = evaluate_move(p, x, L, pgpu, gb, i, j, whole_only, i2, j2)
+            v, d = evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, i2, j2)
             if v < bval:
                 bval, bdel = v, d
                 bI, bJ, bI2, bJ2 = i, j, i2, j2
@@ -169,11 +171,11 @@ def two_step_chain(p, x, pairs, L, gb, thresh, t, si, sj, sv, M, whole_only, fan
 
 
 @njit(cache=True)
-def whole_partial_chain(p, x, pairs, L, gb, thresh, t):
+def whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t):
     """A 2-step chain with a whole first step and a partial second step (Section 4.2's chains,
-    extended for the mixed regime of Eq. 4): all of an expert's share on the bottleneck ``gb``
-    moves to its replica on GPU h (``gb`` sheds an activation), then a share ``delta`` of
-    another expert on h moves to that expert's replica on GPU k (``gb`` itself when it already
+    extended for the mixed regime of Eq. 4): all of an expert's share on the bottleneck ``bottleneck``
+    moves to its replica on GPU h (``bottleneck`` sheds an activation), then a share ``delta`` of
+    another expert on h moves to that expert's replica on GPU k (``bottleneck`` itself when it already
     holds that expert, else its least-loaded other replica GPU), so that h gives back the
     tokens it took.  When the activation floor and the token pieces (``c + beta*N``,
     ``c2 + gamma*N``) cross near the optimum, every single move and whole-expert chain off an
@@ -188,19 +190,19 @@ def whole_partial_chain(p, x, pairs, L, gb, thresh, t):
     bI, bJ, bI2, bJ2 = -1, -1, -1, -1
     bdel = 0.0
     cand = np.empty(24)
-    for r in range(gptr[gb], gptr[gb + 1]):
+    for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
         i = gpairs[r]
         xi = x[i]
         if not xi > EPS:
             continue
         e = pe[i]
-        # gb after losing all of pair i
-        Gg = G[gb] - 1.0
-        Ng = N[gb] - xi
-        Tg = T[gb] - tiles(p, xi)
+        # bottleneck after losing all of pair i
+        Gg = G[bottleneck] - 1.0
+        Ng = N[bottleneck] - xi
+        Tg = T[bottleneck] - tiles(p, xi)
         for j in range(ptr[e], ptr[e + 1]):
             h = pgpu[j]
-            if h == gb:
+            if h == bottleneck:
                 continue
             xj = x[j]
             Gh = G[h] + (1.0 if xj <= EPS else 0.0)
@@ -214,7 +216,7 @@ def whole_partial_chain(p, x, pairs, L, gb, thresh, t):
                 f = pe[i2]
                 if f == e or not x2 > EPS:
                     continue
-                # destinations: f's pair on gb (when it holds tokens there), and its pair on the
+                # destinations: f's pair on bottleneck (when it holds tokens there), and its pair on the
                 # least-loaded other GPU
                 jg = -1
                 jk = -1
@@ -222,7 +224,7 @@ def whole_partial_chain(p, x, pairs, L, gb, thresh, t):
                     k = pgpu[q]
                     if k == h:
                         continue
-                    if k == gb:
+                    if k == bottleneck:
                         if x[q] > EPS:
                             jg = q
                     elif jk < 0 or t[k] < t[pgpu[jk]]:
@@ -233,13 +235,13 @@ def whole_partial_chain(p, x, pairs, L, gb, thresh, t):
                         continue
                     k = pgpu[j2]
                     xk = x[j2]
-                    if k == gb:
+                    if k == bottleneck:
                         Gk0, Nk0, Tk0 = Gg, Ng, Tg
                     else:
                         Gk0, Nk0, Tk0 = G[k], N[k], T[k]
                     addk = 1.0 if xk <= EPS else 0.0
                     Kflat = max(activation_time(p, Gh, Th), activation_time(p, Gk0 + addk, Tk0 + 1.0))
-                    if k != gb:
+                    if k != bottleneck:
                         Kflat = max(Kflat, gpu_time(p, Gg, Ng, Tg))
                     cand[0] = x2
                     nc = 1
@@ -254,7 +256,7 @@ def whole_partial_chain(p, x, pairs, L, gb, thresh, t):
                                       Th - tiles(p, x2) + tiles(p, 0.0 if whole else x2 - d))
                         tk = gpu_time(p, Gk0 + addk, Nk0 + d, Tk0 - tiles(p, xk) + tiles(p, xk + d))
                         v = max(th, tk)
-                        if k != gb:
+                        if k != bottleneck:
                             v = max(v, gpu_time(p, Gg, Ng, Tg))
                         if v < bval:
                             bval, bdel = v, d

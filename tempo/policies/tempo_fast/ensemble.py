@@ -1,5 +1,4 @@
-"""Stage 4 of Section 4.2: the ensemble with switching tolerance (Proposition 1).
-"""
+"""Stage 4 of Section 4.2: the ensemble with switching tolerance (Proposition 1)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,59 +6,90 @@ import numpy as np
 from .jit import njit
 from .maxflow import token_lp
 from .pricing import makespan
-from .records import LOCAL_SEARCH, ROUND_ROBIN, TOKEN_LP_EVEN, TOKEN_LP_VERTEX
+from .records import LOCAL_SEARCH, ROUND_ROBIN, TOKEN_LP_EVEN, TOKEN_LP_VERTEX, Candidate
 from .structured import round_robin
 
 
 @njit(cache=True)
-def vertex_candidate(counts, pairs, g, p, xv, have_v, ms_v):
-    """The token-LP vertex in the cache ``xv`` (built once per solve): ``(have_v, ms_v)``."""
-    if not have_v:
-        W, k = token_lp(counts, pairs, g, xv)
-        have_v = W >= 0
-        if have_v:
-            ms_v = makespan(p, xv, pairs.pgpu, g)
-    return have_v, ms_v
+def build_vertex(p, problem, vertex):
+    """Build the token-LP vertex (Lemma 1, :func:`.maxflow.token_lp`) into ``vertex`` unless it
+    holds it already.
+
+    Parameters
+    ----------
+    p : Pricer
+    problem : Problem
+    vertex : VertexCache
+        Updated in place.
+
+    Returns
+    -------
+    bool
+        Whether ``vertex`` holds the vertex (False: the max-flow iteration failed).
+    """
+    if not vertex.ready[0]:
+        W, _k = token_lp(problem.counts, problem.pairs, problem.n_gpus, vertex.shares)
+        if W >= 0:
+            vertex.ready[0] = True
+            vertex.makespan[0] = makespan(p, vertex.shares, problem.pairs.pgpu, problem.n_gpus)
+    return vertex.ready[0]
 
 
 @njit(cache=True)
-def ensemble(counts, pairs, g, p, o, lb, full, x, best, chosen, xg, given_even, xv, have_v, ms_v, checked):
-    """Stage 4 (Proposition 1): score the token-LP candidates (and round robin under full
-    replication) and switch to the best only if it is more than ``o.tau`` better than the
-    heuristic output ``best``.  Not built when the lower bound rules out a switch (unless the
-    compute-regime check already built one, ``checked``).
+def ensemble(p, problem, o, heuristic, even, vertex, checked):
+    """Stage 4 (Proposition 1): score the token-LP candidates and, under full replication, round
+    robin A3; switch to the best only when it is more than ``o.tau`` better than ``heuristic``.
 
-    Returns ``(x, best, chosen, pruned, have_v, ms_v)``."""
+    Parameters
+    ----------
+    p : Pricer
+    problem : Problem
+    o : Options
+        ``lp_vertex``, ``lp_even`` and ``tau`` are read.
+    heuristic : Candidate
+        The heuristic output A_H.
+    even : EvenSplit
+    vertex : VertexCache
+    checked : bool
+        A token-LP candidate was already built (:class:`.records.Heuristic`): score even when
+        the lower bound rules out a switch.
+
+    Returns
+    -------
+    (Candidate, pruned : bool)
+        ``pruned``: the lower bound ruled out a switch and no candidate was built.
+    """
+    pairs, g = problem.pairs, problem.n_gpus
     pgpu, first = pairs.pgpu, pairs.first
     P = pgpu.size
-    if lb >= (1 - o.tau) * best and not checked:
-        return x, best, chosen, True, have_v, ms_v
+    best = heuristic.makespan
+    if problem.lower_bound >= (1 - o.tau) * best and not checked:
+        return heuristic, True
     cbest = np.inf
     cwho = LOCAL_SEARCH
     xc = np.zeros(P)
     if o.lp_vertex:
-        have_v, ms_v = vertex_candidate(counts, pairs, g, p, xv, have_v, ms_v)
-        if have_v and ms_v < cbest:
-            cbest, cwho = ms_v, TOKEN_LP_VERTEX
-    if (o.lp_even and full) or given_even:
-        xe = xg
-        if not given_even:  # the closed form under full replication: total/g per GPU
+        if build_vertex(p, problem, vertex) and vertex.makespan[0] < cbest:
+            cbest, cwho = vertex.makespan[0], TOKEN_LP_VERTEX
+    if (o.lp_even and problem.full) or even.given:
+        xe = even.shares
+        if not even.given:  # the closed form under full replication: total/g per GPU
             xe = np.zeros(P)
             for q in range(P):
                 if first[q]:
-                    xe[q] = counts[pairs.pe[q]] / g
+                    xe[q] = problem.counts[pairs.pe[q]] / g
         ms = makespan(p, xe, pgpu, g)
         if ms < cbest:
             cbest, cwho = ms, TOKEN_LP_EVEN
             xc[:] = xe
-    if full:
-        xr = round_robin(counts, pairs, g)
+    if problem.full:
+        xr = round_robin(problem.counts, pairs, g)
         ms = makespan(p, xr, pgpu, g)
         if ms < cbest:
             cbest, cwho = ms, ROUND_ROBIN
             xc[:] = xr
     if cwho == TOKEN_LP_VERTEX:
-        xc[:] = xv
+        xc[:] = vertex.shares
     if cwho != LOCAL_SEARCH and cbest < (1 - o.tau) * best:
-        return xc, cbest, cwho, False, have_v, ms_v
-    return x, best, chosen, False, have_v, ms_v
+        return Candidate(xc, cbest, cwho), False
+    return heuristic, False

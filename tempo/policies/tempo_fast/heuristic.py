@@ -1,40 +1,48 @@
-"""Stages 1-3 of Section 4.2 and the full-replication restarts for one preset.
-"""
+"""Stages 1-3 of Section 4.2 for one preset, and the full-replication restarts."""
 from __future__ import annotations
 
 import numpy as np
 
-from .ensemble import vertex_candidate
+from .ensemble import build_vertex
 from .jit import njit
 from .local_search import improve
 from .polish import polish
 from .pricing import activation_time, features, gpu_times, makespan, new_loads, token_time
-from .records import LOCAL_SEARCH, RESTART_WRAP_AROUND, SEED_GREEDY, SEED_STATIC, TOKEN_LP_EVEN, TOKEN_LP_VERTEX
+from .records import (LOCAL_SEARCH, RESTART_WRAP_AROUND, SEED_GREEDY, SEED_STATIC, TOKEN_LP_EVEN, TOKEN_LP_VERTEX,
+                      Candidate, Heuristic, Stages)
 from .seed import seed
 from .structured import apportion, wrap_around
 
 
 @njit(cache=True)
-def heuristic(counts, pairs, g, p, o, lb, full, xg, given_even, xv, have_v, ms_v, R):
-    """Stages 1-3 and the full-replication restarts of one preset ``o``: the heuristic output
-    A_H of Proposition 1, before the ensemble.
+def heuristic(p, problem, o, even, vertex):
+    """Seed, chains and local search of preset ``o``, then (full replication, ``o.restarts``) the
+    local search again from the wrap-around and apportionment seeds: the heuristic output A_H
+    of Proposition 1.
 
-    ``xv`` caches the token-LP vertex (``have_v``: it holds it; ``ms_v``: its makespan), shared
-    between the presets of one solve (the vertex depends on the instance only).
+    Parameters
+    ----------
+    p : Pricer
+    problem : Problem
+    o : Options
+    even : EvenSplit
+    vertex : VertexCache
+        Built here when the compute-regime check needs the vertex.
 
     Returns
     -------
-    (x, best, chosen, s_seed, s_chains, s_local, shortcut, have_v, ms_v, checked)
-        ``shortcut``: 0, or ``TOKEN_LP_VERTEX`` / ``TOKEN_LP_EVEN`` when that candidate attained
-        the lower bound after stage 2 (then ``x`` is it); ``checked``: the compute-regime check
-        built a token-LP candidate (the ensemble then scores the candidates whatever the bound).
+    Heuristic
+        With ``stages.shortcut``, ``best`` is the token-LP candidate that attained the lower
+        bound after stage 2 (optimal): the solve returns it at once.
     """
+    counts, pairs, g, lb = problem.counts, problem.pairs, problem.n_gpus, problem.lower_bound
     pgpu = pairs.pgpu
     P = pgpu.size
     E = counts.size
     nan = np.nan
     x = np.zeros(P)
     L = new_loads(g)
+    # Step 1: the seed
     if o.seed == SEED_STATIC:  # every expert on its first replica slot
         ptr = pairs.ptr
         for e in range(E):
@@ -44,40 +52,41 @@ def heuristic(counts, pairs, g, p, o, lb, full, xg, given_even, xv, have_v, ms_v
     else:
         seed(p, counts, pairs, x, L, o.seed == SEED_GREEDY)
     t = np.empty(g)
-    gb = gpu_times(p, L, t)
-    s_seed, s_chains, s_local = t[gb], nan, nan
+    bottleneck = gpu_times(p, L, t)
+    s_seed, s_chains, s_local = t[bottleneck], nan, nan
+    # Step 2: whole-expert chains and augmenting paths
     if o.chains:
         improve(p, x, pairs, L, lb, True, True, o)
-        gb = gpu_times(p, L, t)
-        s_chains = t[gb]
+        bottleneck = gpu_times(p, L, t)
+        s_chains = t[bottleneck]
+    # the compute-regime shortcut: a token-bound bottleneck, and the first token-LP candidate
+    # (the vertex, else the given even split) attains the lower bound
     checked = False
-    if o.local_search and o.ensemble and (o.lp_vertex or given_even):
-        # the compute-regime shortcut: a token-bound bottleneck, and the first token-LP
-        # candidate (the vertex, else the given even split) attains the lower bound
-        gb = gpu_times(p, L, t)
-        if token_time(p, L.N[gb]) >= activation_time(p, L.G[gb], L.T[gb]):
+    if o.local_search and o.ensemble and (o.lp_vertex or even.given):
+        bottleneck = gpu_times(p, L, t)
+        if token_time(p, L.N[bottleneck]) >= activation_time(p, L.G[bottleneck], L.T[bottleneck]):
             checked = True
+            shortcut = Stages(s_seed, s_chains, s_local, nan, True, False)
             if o.lp_vertex:
-                have_v, ms_v = vertex_candidate(counts, pairs, g, p, xv, have_v, ms_v)
-                if have_v and ms_v <= lb * (1 + 1e-9):
-                    return (xv.copy(), ms_v, LOCAL_SEARCH, s_seed, s_chains, s_local, TOKEN_LP_VERTEX, have_v, ms_v,
-                            checked)
+                if build_vertex(p, problem, vertex) and vertex.makespan[0] <= lb * (1 + 1e-9):
+                    return Heuristic(Candidate(vertex.shares.copy(), vertex.makespan[0], TOKEN_LP_VERTEX), shortcut,
+                                     checked)
             else:
-                ms = makespan(p, xg, pgpu, g)
+                ms = makespan(p, even.shares, pgpu, g)
                 if ms <= lb * (1 + 1e-9):
-                    return (xg.copy(), ms, LOCAL_SEARCH, s_seed, s_chains, s_local, TOKEN_LP_EVEN, have_v, ms_v,
-                            checked)
+                    return Heuristic(Candidate(even.shares.copy(), ms, TOKEN_LP_EVEN), shortcut, checked)
+    # Step 3: the local search with partial moves, and the support polish (mixed regime)
     if o.local_search:
         improve(p, x, pairs, L, lb, not o.partial, o.chains, o)
-        if o.compound and p.has_traffic and o.partial and polish(p, counts, pairs, g, x, L, lb, o, E, R):
+        if o.compound and p.has_traffic and o.partial and polish(p, problem, x, L, o):
             improve(p, x, pairs, L, lb, False, o.chains, o)
-        gb = gpu_times(p, L, t)
-        s_local = t[gb]
+        bottleneck = gpu_times(p, L, t)
+        s_local = t[bottleneck]
     best = makespan(p, x, pgpu, g)
     chosen = LOCAL_SEARCH
-    if full and o.restarts and best > lb * (1 + 1e-12):
-        # Full replication: restart the local search from two structured seeds that the
-        # greedy cannot reach (few experts over many GPUs: 1.49x the optimum otherwise).
+    if problem.full and o.restarts and best > lb * (1 + 1e-12):
+        # restarts from two structured seeds the greedy cannot reach (few experts over many
+        # GPUs: 1.49x the optimum otherwise)
         for kind in range(2):
             if kind == 0:
                 xs = wrap_around(counts, pairs, g)
@@ -93,4 +102,4 @@ def heuristic(counts, pairs, g, p, o, lb, full, xg, given_even, xv, have_v, ms_v
             if ms < best * (1 - 1e-12):
                 best, chosen = ms, RESTART_WRAP_AROUND + kind
                 x = xs
-    return x, best, chosen, s_seed, s_chains, s_local, 0, have_v, ms_v, checked
+    return Heuristic(Candidate(x, best, chosen), Stages(s_seed, s_chains, s_local, nan, False, False), checked)

@@ -9,7 +9,7 @@ from .chains import two_step_chain, whole_partial_chain
 from .jit import njit
 from .moves import apply_move, evaluate_move
 from .pricing import gpu_times
-from .records import EPS, REL, UNLIMITED
+from .records import EPS, REL, UNLIMITED, SingleMoves
 
 
 @njit(cache=True)
@@ -46,8 +46,8 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o):
     sv = np.empty(max(P * 4, 16))
     moves = 0
     for _ in range(o.max_iter):
-        gb = gpu_times(p, L, t)
-        tb = t[gb]
+        bottleneck = gpu_times(p, L, t)
+        tb = t[bottleneck]
         if tb <= lb * (1 + 1e-12):  # provably optimal: nothing to gain
             break
         thresh = tb - REL * max(1.0, tb)
@@ -56,16 +56,16 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o):
         bm = -1
         bdel = 0.0
         anyA = False
-        for r in range(gptr[gb], gptr[gb + 1]):
+        for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
             i = gpairs[r]
             if not x[i] > EPS:
                 continue
             anyA = True
             e = pe[i]
             for j in range(ptr[e], ptr[e + 1]):
-                if pgpu[j] == gb:
+                if pgpu[j] == bottleneck:
                     continue
-                v, d = evaluate_move(p, x, L, pgpu, gb, i, j, whole_only, -1, -1)
+                v, d = evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, -1, -1)
                 if M == si.size:
                     si2 = np.empty(2 * M, np.int64)
                     sj2 = np.empty(2 * M, np.int64)
@@ -84,11 +84,12 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o):
             continue
         if not chains:
             break
-        found = two_step_chain(p, x, pairs, L, gb, thresh, t, si, sj, sv, M, whole_only, o.fanout, o.chain_cap)
+        single = SingleMoves(si[:M], sj[:M], sv[:M])
+        found = two_step_chain(p, x, pairs, L, bottleneck, thresh, t, single, whole_only, o)
         if not found and (depth == UNLIMITED or depth > 2):
-            found = augmenting_path(p, x, pairs, L, gb, thresh, depth)
+            found = augmenting_path(p, x, pairs, L, bottleneck, thresh, depth)
         if not found and o.compound and p.has_traffic and not whole_only:
-            found = whole_partial_chain(p, x, pairs, L, gb, thresh, t)
+            found = whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t)
         if not found:
             break
         moves += 1

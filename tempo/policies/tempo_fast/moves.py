@@ -12,8 +12,8 @@ from .records import EPS
 
 
 @njit(cache=True)
-def evaluate_move(p, x, L, pgpu, gb, i, j, whole_only, i2, j2):
-    """The best share of pair ``i`` (on the bottleneck ``gb``) to move to pair ``j`` (GPU h), then,
+def evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, i2, j2):
+    """The best share of pair ``i`` (on the bottleneck ``bottleneck``) to move to pair ``j`` (GPU h), then,
     when ``i2 >= 0``, all of pair ``i2`` (on h) to pair ``j2`` (GPU k): a 2-step chain.
 
     The objective restricted to the moved share ``delta`` is a max of affine pieces of Eq. 1/4,
@@ -27,7 +27,7 @@ def evaluate_move(p, x, L, pgpu, gb, i, j, whole_only, i2, j2):
     x : float64[P]
     L : Loads
     pgpu : int64[P]
-    gb, i, j, i2, j2 : int
+    bottleneck, i, j, i2, j2 : int
     whole_only : bool
 
     Returns
@@ -41,7 +41,7 @@ def evaluate_move(p, x, L, pgpu, gb, i, j, whole_only, i2, j2):
     h = pgpu[j]
     x1 = x[i]
     xj = x[j]
-    Gg0, Ng0, Tg0 = G[gb], N[gb], T[gb] - tiles(p, x1)
+    Gg0, Ng0, Tg0 = G[bottleneck], N[bottleneck], T[bottleneck] - tiles(p, x1)
     Gh0, Nh0, Th0 = G[h], N[h], T[h] - tiles(p, xj)
     if xj <= EPS:
         Gh0 += 1.0
@@ -55,7 +55,7 @@ def evaluate_move(p, x, L, pgpu, gb, i, j, whole_only, i2, j2):
         Th0 -= tiles(p, x2)
         addk = 1.0 if xk <= EPS else 0.0
         dT = tiles(p, xk + x2) - tiles(p, xk)
-        if k == gb:
+        if k == bottleneck:
             Gg0 += addk
             Ng0 += x2
             Tg0 += dT

@@ -13,10 +13,12 @@ from .records import EPS, REL
 
 
 @njit(cache=True)
-def _support_lp(counts, pairs, g, on, E, R):
+def _support_lp(problem, on):
     """The token LP (Lemma 1, :func:`token_lp`) restricted to the pairs ``on : bool[P]``: the
     shares of least busiest-GPU tokens that use no other pair, as float64[P] over ``pairs``
     (empty when the iteration failed)."""
+    counts, pairs, g = problem.counts, problem.pairs, problem.n_gpus
+    E, R = counts.size, problem.n_slots
     rep = np.full((E, R), -1, np.int64)
     for q in range(on.size):
         if on[q]:
@@ -40,8 +42,8 @@ def _score(p, y, pgpu, g):
     L = new_loads(g)
     features(p, y, pgpu, L)
     t = np.empty(g)
-    gb = gpu_times(p, L, t)
-    tb = t[gb]
+    bottleneck = gpu_times(p, L, t)
+    tb = t[bottleneck]
     n = 0
     for h in range(g):
         if t[h] >= tb - REL * max(1.0, tb):
@@ -59,11 +61,12 @@ def _better(ms, n, bms, bn):
 
 
 @njit(cache=True)
-def _try_pattern(p, counts, pairs, g, on, e, E, R, bms, bn):
+def _try_pattern(p, problem, on, e, bms, bn):
     """The restricted token LP (:func:`_support_lp`) on the activation pattern ``on`` when
     expert ``e`` keeps a pair in it and no GPU's activation piece already exceeds ``bms``;
     ``(shares, makespan, n)`` when they beat ``(bms, bn)`` (:func:`_better`), else empty shares."""
-    pe, pgpu, ptr = pairs.pe, pairs.pgpu, pairs.ptr
+    pairs, g = problem.pairs, problem.n_gpus
+    pgpu, ptr = pairs.pgpu, pairs.ptr
     keep = False
     for q in range(ptr[e], ptr[e + 1]):
         keep = keep or on[q]
@@ -76,7 +79,7 @@ def _try_pattern(p, counts, pairs, g, on, e, E, R, bms, bn):
     for h in range(g):
         if activation_time(p, Gc[h], Gc[h]) > bms:
             return np.zeros(0), bms, bn
-    y = _support_lp(counts, pairs, g, on, E, R)
+    y = _support_lp(problem, on)
     if y.size:
         ms, n = _score(p, y, pgpu, g)
         if _better(ms, n, bms, bn):
@@ -85,7 +88,7 @@ def _try_pattern(p, counts, pairs, g, on, e, E, R, bms, bn):
 
 
 @njit(cache=True)
-def polish(p, counts, pairs, g, x, L, lb, o, E, R):
+def polish(p, problem, x, L, o):
     """Support polish (stage 3, the mixed regime of Eq. 4): the activation pattern fixes each
     GPU's activation piece, and for a fixed pattern the best shares are those of the token LP
     restricted to it (the token pieces ``c + beta*N`` and ``c2 + gamma*N`` only grow with N,
@@ -100,14 +103,15 @@ def polish(p, counts, pairs, g, x, L, lb, o, E, R):
     the three-term model only (``p.has_traffic``).
 
     Returns the number of accepted polishes (``x`` and ``L`` updated in place)."""
+    pairs, g, lb, R = problem.pairs, problem.n_gpus, problem.lower_bound, problem.n_slots
     pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
     P = x.size
     t = np.empty(g)
     done = 0
     cap = 8
     for _ in range(min(o.max_iter, 2 * g)):
-        gb = gpu_times(p, L, t)
-        tb = t[gb]
+        bottleneck = gpu_times(p, L, t)
+        tb = t[bottleneck]
         if tb <= lb * (1 + 1e-12):
             break
         on = np.zeros(P, np.bool_)
@@ -115,18 +119,18 @@ def polish(p, counts, pairs, g, x, L, lb, o, E, R):
             on[q] = x[q] > EPS
         bms, bn = _score(p, x, pgpu, g)
         bx = np.zeros(0)
-        if token_time(p, L.N[gb]) >= activation_time(p, L.G[gb], L.T[gb]):
-            y = _support_lp(counts, pairs, g, on, E, R)
+        if token_time(p, L.N[bottleneck]) >= activation_time(p, L.G[bottleneck], L.T[bottleneck]):
+            y = _support_lp(problem, on)
             if y.size:
                 ms, n = _score(p, y, pgpu, g)
                 if _better(ms, n, bms, bn):
                     bms, bn, bx = ms, n, y
         else:
             # the bottleneck's pairs with somewhere else to go, smallest shares first
-            src = np.empty(gptr[gb + 1] - gptr[gb], np.int64)
+            src = np.empty(gptr[bottleneck + 1] - gptr[bottleneck], np.int64)
             sx = np.empty(src.size)
             ns = 0
-            for r in range(gptr[gb], gptr[gb + 1]):
+            for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
                 i = gpairs[r]
                 if x[i] > EPS and ptr[pe[i] + 1] - ptr[pe[i]] > 1:
                     src[ns] = i
@@ -142,7 +146,7 @@ def polish(p, counts, pairs, g, x, L, lb, o, E, R):
                 nd = 0
                 for j in range(ptr[e], ptr[e + 1]):
                     h = pgpu[j]
-                    if h != gb:
+                    if h != bottleneck:
                         dest[nd] = j
                         dkey[nd] = activation_time(p, L.G[h] + (0.0 if x[j] > EPS else 1.0), L.T[h] + 1.0)
                         nd += 1
@@ -161,7 +165,7 @@ def polish(p, counts, pairs, g, x, L, lb, o, E, R):
                     on2[i] = False
                     if j >= 0:
                         on2[j] = True
-                    y, ms, n = _try_pattern(p, counts, pairs, g, on2, e, E, R, bms, bn)
+                    y, ms, n = _try_pattern(p, problem, on2, e, bms, bn)
                     if y.size:
                         bms, bn, bx = ms, n, y
         if bx.size == 0:

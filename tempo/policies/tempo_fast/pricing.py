@@ -76,12 +76,12 @@ def features(p, x, pgpu, L):
 def gpu_times(p, L, t):
     """Each GPU's time (Eq. 1/2/4) into ``t : float64[g]``; returns the bottleneck (the first GPU
     of largest time, Eq. 3)."""
-    gb = 0
+    bottleneck = 0
     for h in range(t.size):
         t[h] = gpu_time(p, L.G[h], L.N[h], L.T[h])
-        if t[h] > t[gb]:
-            gb = h
-    return gb
+        if t[h] > t[bottleneck]:
+            bottleneck = h
+    return bottleneck
 
 
 @njit(cache=True)

@@ -118,3 +118,103 @@ class Stages(NamedTuple):
     ensemble: float
     shortcut: bool  # the token-LP vertex attained the lower bound after stage 2: returned at once
     pruned: bool    # the lower bound ruled out a switch: the ensemble's candidates were not built
+
+
+class Problem(NamedTuple):
+    """One instance as the solver's stages see it, built once per solve (:func:`.solver.solve`).
+
+    Fields
+    ------
+    counts : int64[E]
+    pairs : Pairs
+    n_gpus : int
+    n_slots : int
+        ``R``, replica slots per expert.
+    lower_bound : float
+        No dispatch is below it (:func:`.bounds.lower_bound`); a stage stops there.
+    full : bool
+        Every live expert has a replica on every GPU.
+    """
+
+    counts: np.ndarray
+    pairs: Pairs
+    n_gpus: int
+    n_slots: int
+    lower_bound: float
+    full: bool
+
+
+class EvenSplit(NamedTuple):
+    """The even token-LP split a caller computed (restricted replication: a QP), on the pairs.
+
+    Fields
+    ------
+    shares : float64[P]
+        Zeros when none was given.
+    given : bool
+    """
+
+    shares: np.ndarray
+    given: bool
+
+
+class VertexCache(NamedTuple):
+    """The token-LP vertex of one solve, built on first use (:func:`.ensemble.build_vertex`) and
+    shared by the presets the solve runs (it depends on the instance only); updated in place.
+
+    Fields
+    ------
+    shares : float64[P]
+    ready : bool[1]
+        ``ready[0]``: ``shares`` holds the vertex.
+    makespan : float64[1]
+        Its makespan (Eq. 3) once ready.
+    """
+
+    shares: np.ndarray
+    ready: np.ndarray
+    makespan: np.ndarray
+
+
+class Candidate(NamedTuple):
+    """A dispatch the ensemble compares: ``shares : float64[P]``, its ``makespan`` (Eq. 3) and
+    ``chosen``, the index in :data:`CHOSEN` of the stage or candidate that produced it."""
+
+    shares: np.ndarray
+    makespan: float
+    chosen: int
+
+
+class Heuristic(NamedTuple):
+    """One preset's output before the ensemble (:func:`.heuristic.heuristic`).
+
+    Fields
+    ------
+    best : Candidate
+        The heuristic output A_H of Proposition 1; with ``stages.shortcut``, the token-LP
+        candidate that attained the lower bound after stage 2.
+    stages : Stages
+        ``ensemble`` NaN, ``pruned`` False.
+    checked : bool
+        The compute-regime check built a token-LP candidate: the ensemble then scores the
+        candidates whatever the lower bound.
+    """
+
+    best: Candidate
+    stages: Stages
+    checked: bool
+
+
+class SingleMoves(NamedTuple):
+    """The single moves off the bottleneck the local search just evaluated (``M`` of them): move
+    pair ``src[m]`` to pair ``dst[m]`` for a largest touched-GPU time of ``value[m]``.
+
+    Fields
+    ------
+    src, dst : int64[M]
+    value : float64[M]
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    value: np.ndarray
