@@ -1,5 +1,4 @@
-"""Stage 2 of Section 4.2 beyond 2 steps: augmenting paths of whole-expert moves (Lemma 2).
-"""
+"""Stage 2 of Section 4.2 beyond 2 steps: augmenting paths of whole-expert moves (Lemma 2)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +10,9 @@ from .records import EPS
 
 @njit(cache=True)
 def _is_ancestor(w, u, bottleneck, par_u):
-    """Whether GPU ``w`` lies on the augmenting path (Lemma 2) from ``bottleneck`` to ``u``
-    (``par_u : int64[g]``: each GPU's parent on its path)."""
+    """Whether GPU ``w`` lies on the path from the bottleneck to ``u`` (``par_u : int64[g]``: each
+    GPU's parent on its path).
+    """
     v = u
     while v != bottleneck:
         if v == w:
@@ -23,8 +23,10 @@ def _is_ancestor(w, u, bottleneck, par_u):
 
 @njit(cache=True)
 def _push(fv, fd, fl, nf, w, d, n_lab):
-    """Append (GPU, depth, label) to :func:`augmenting_path`'s frontier (``int64[F]``, ``int64[F]``,
-    ``float64[F]``, ``nf`` used), doubling its arrays when full."""
+    """Append (GPU ``w``, depth ``d``, label ``n_lab``) to the frontier ``fv : int64[F]``,
+    ``fd : int64[F]``, ``fl : float64[F]`` of which ``nf`` are used, doubling the arrays when full;
+    returns ``(fv, fd, fl, nf)``.
+    """
     if nf == fv.size:
         fv2 = np.empty(2 * nf, np.int64)
         fd2 = np.empty(2 * nf, np.int64)
@@ -37,28 +39,21 @@ def _push(fv, fd, fl, nf, w, d, n_lab):
 
 @njit(cache=True)
 def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
-    """A breadth-first augmenting path of whole-expert moves ``bottleneck -> v1 -> ... -> vk`` (the
-    semi-matching augmenting path of Lemma 2, Section 4.2 stage 2, priced with the full model):
-    each intermediate GPU receives one expert and sends another, the last absorbs an
-    activation.  Label-correcting: a GPU is re-entered when a path brings it fewer tokens.
+    """A breadth-first augmenting path of whole-expert moves ``bottleneck -> v1 -> ... -> vk``
+    (Lemma 2's semi-matching augmenting path, priced with the full model), applied when every GPU
+    on it ends below ``thresh``.
 
-    Parameters
-    ----------
-    p : Pricer
-    x : float64[P]
-    pairs : Pairs
-    L : Loads
-    bottleneck : int
-    thresh : float
-        Every GPU on the path must end below it.
-    depth : int
-        Longest path, or ``UNLIMITED``.
+    Parameters:
+        p, x, pairs, L: Pricer; shares float64[P]; Pairs; Loads (x and L updated in place)
+        bottleneck: int, the GPU of largest time
+        thresh: float
+        depth: int, the longest path, or UNLIMITED
 
-    Returns
-    -------
-    bool
-        Whether a path was applied.
+    Returns:
+        bool, whether a path was applied
     """
+    # Each intermediate GPU receives one expert and sends another; the last absorbs an
+    # activation.  Label-correcting: a GPU is re-entered when a path brings it fewer tokens.
     pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
     G, N, T = L
     g = G.size

@@ -1,5 +1,4 @@
-"""The lower bound on the makespan (Section 3.1, Appendix A.4).
-"""
+"""The lower bound on the makespan (Section 3.1, Appendix A.4)."""
 from __future__ import annotations
 
 import math
@@ -10,18 +9,18 @@ from .pricing import gpu_time
 
 @njit(cache=True)
 def lower_bound(p, counts, pairs, g):
-    """:meth:`CostModel.lower_bound` (Section 3.1, Appendix A.4) without its tile term.
+    """:meth:`CostModel.lower_bound` without its tile term: ``gpu_time(m, z, m)`` with
+    ``m = ceil(L / g)`` for ``L`` live experts and ``z = max(total / g, max_e n_e / d_e)``, ``d_e``
+    the distinct replica GPUs of expert ``e``; an idle GPU's time when there are no tokens.
 
-    ``gpu_time(ceil(L/g), z, ceil(L/g))`` with ``L`` live experts and ``z = max(total/g,
-    max_e n_e / |distinct replica GPUs of e|)``; for a layer without tokens, an idle GPU's time
-    ``gpu_time(0, 0, 0) = max(a, c, c2)`` (the traffic constant too, Eq. 4).
+    Parameters:
+        p: Pricer
+        counts: int64[E]
+        pairs: Pairs
+        g: int
 
-    Parameters
-    ----------
-    p : Pricer
-    counts : int64[E]
-    pairs : Pairs
-    g : int
+    Returns:
+        float
     """
     ptr, first = pairs.ptr, pairs.first
     L = 0

@@ -1,6 +1,4 @@
-"""Stage 2 of Section 4.2: 2-step chains off the bottleneck, and the whole-then-partial chain of the
-mixed regime.
-"""
+"""Stage 2 of Section 4.2: 2-step chains off the bottleneck, and the whole-then-partial chain (Eq. 4)."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,31 +12,18 @@ from .records import EPS
 @njit(cache=True)
 def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, moves, whole_only, o):
     """The best 2-step chain off the bottleneck (Section 4.2, stage 2), applied when every GPU it
-    touches ends below ``thresh``.
+    touches ends below ``thresh``.  First moves ``i -> j`` (GPU h): the single moves just
+    evaluated, at most ``o.chain_cap`` by value and ``o.fanout`` cheapest destinations per ``i``;
+    second moves: a whole other expert off h, to the bottleneck or its cheapest other replica GPU.
 
-    First moves ``i -> j`` (GPU h) are the single moves just evaluated: at most ``o.chain_cap``
-    of them by value, and ``o.fanout`` cheapest destinations per ``i``.  Second moves take a
-    whole other expert off h, to the bottleneck (a swap) or to its cheapest other replica GPU,
-    at most ``o.chain_cap`` smallest shares per GPU.
+    Parameters:
+        p, x, pairs, L: Pricer; shares float64[P]; Pairs; Loads (x and L updated in place)
+        bottleneck: int; thresh: float; t: float64[g], each GPU's current time
+        moves: SingleMoves
+        whole_only: bool; o: Options
 
-    Parameters
-    ----------
-    p : Pricer
-    x : float64[P]
-    pairs : Pairs
-    L : Loads
-    bottleneck : int
-    thresh : float
-    t : float64[g]
-        Each GPU's current time.
-    moves : SingleMoves
-    whole_only : bool
-    o : Options
-
-    Returns
-    -------
-    bool
-        Whether a chain was applied (``x`` and ``L`` updated in place).
+    Returns:
+        bool, whether a chain was applied
     """
     pe, pgpu, ptr = pairs.pe, pairs.pgpu, pairs.ptr
     si, sj, sv = moves.src, moves.dst, moves.value
@@ -172,18 +157,23 @@ def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, moves, whole_only, o):
 
 @njit(cache=True)
 def whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t):
-    """A 2-step chain with a whole first step and a partial second step (Section 4.2's chains,
-    extended for the mixed regime of Eq. 4): all of an expert's share on the bottleneck ``bottleneck``
-    moves to its replica on GPU h (``bottleneck`` sheds an activation), then a share ``delta`` of
-    another expert on h moves to that expert's replica on GPU k (``bottleneck`` itself when it already
-    holds that expert, else its least-loaded other replica GPU), so that h gives back the
-    tokens it took.  When the activation floor and the token pieces (``c + beta*N``,
-    ``c2 + gamma*N``) cross near the optimum, every single move and whole-expert chain off an
-    activation-bound bottleneck pushes some GPU's token piece above it; this compound move does
-    not.  ``delta`` is chosen exactly among the crossings of the token pieces with each other
-    and with the flat level (the objective is a max of affine functions of ``delta``).
+    """A 2-step chain for the mixed regime of Eq. 4: all of a pair's share on the bottleneck to its
+    expert's replica on GPU h, then a share ``delta`` of another expert on h to that expert's
+    pair on GPU k (the bottleneck when it holds tokens of it, else its least-loaded other replica
+    GPU); applied when every GPU it touches ends below ``thresh``.
 
-    Applied when every GPU it touches ends below ``thresh``; returns whether one was."""
+    Parameters:
+        p, x, pairs, L: Pricer; shares float64[P]; Pairs; Loads (x and L updated in place)
+        bottleneck: int; thresh: float; t: float64[g], each GPU's current time
+
+    Returns:
+        bool, whether a chain was applied
+    """
+    # Where the activation floor and the token pieces (c + beta*N, c2 + gamma*N) cross near the
+    # optimum, every single move and whole-expert chain off an activation-bound bottleneck lifts
+    # some GPU's token piece above it: here the bottleneck sheds an activation and h gives the
+    # tokens it took back.  The objective is a max of affine functions of delta, so delta is
+    # chosen exactly among the crossings of the token pieces with each other and the flat level.
     pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
     G, N, T = L
     bval = np.inf

@@ -12,20 +12,8 @@ from .structured import round_robin
 
 @njit(cache=True)
 def build_vertex(p, problem, vertex):
-    """Build the token-LP vertex (Lemma 1, :func:`.maxflow.token_lp`) into ``vertex`` unless it
-    holds it already.
-
-    Parameters
-    ----------
-    p : Pricer
-    problem : Problem
-    vertex : VertexCache
-        Updated in place.
-
-    Returns
-    -------
-    bool
-        Whether ``vertex`` holds the vertex (False: the max-flow iteration failed).
+    """Build the token-LP vertex (Lemma 1, :func:`.maxflow.token_lp`) into ``vertex : VertexCache``
+    unless it holds it already; returns whether it does (False: the max-flow iteration failed).
     """
     if not vertex.ready[0]:
         W, _k = token_lp(problem.counts, problem.pairs, problem.n_gpus, vertex.shares)
@@ -37,27 +25,18 @@ def build_vertex(p, problem, vertex):
 
 @njit(cache=True)
 def ensemble(p, problem, o, heuristic, even, vertex, checked):
-    """Stage 4 (Proposition 1): score the token-LP candidates and, under full replication, round
-    robin A3; switch to the best only when it is more than ``o.tau`` better than ``heuristic``.
+    """Stage 4 (Proposition 1): score the token-LP candidates of ``o`` (the vertex, the even split)
+    and, under full replication, round robin A3; switch to the best only when it is more than
+    ``o.tau`` better than ``heuristic``.
 
-    Parameters
-    ----------
-    p : Pricer
-    problem : Problem
-    o : Options
-        ``lp_vertex``, ``lp_even`` and ``tau`` are read.
-    heuristic : Candidate
-        The heuristic output A_H.
-    even : EvenSplit
-    vertex : VertexCache
-    checked : bool
-        A token-LP candidate was already built (:class:`.records.Heuristic`): score even when
-        the lower bound rules out a switch.
+    Parameters:
+        p: Pricer; problem: Problem; o: Options
+        heuristic: Candidate, the heuristic output A_H
+        even: EvenSplit; vertex: VertexCache (built here when needed)
+        checked: bool, a token-LP candidate was built already: score even where the bound rules out a switch
 
-    Returns
-    -------
-    (Candidate, pruned : bool)
-        ``pruned``: the lower bound ruled out a switch and no candidate was built.
+    Returns:
+        (Candidate, pruned: bool); pruned: the lower bound ruled out a switch and nothing was built
     """
     pairs, g = problem.pairs, problem.n_gpus
     pgpu, first = pairs.pgpu, pairs.first

@@ -1,4 +1,4 @@
-"""The exchange pass after the compiled solver (full replication): pairwise swaps on the bottleneck."""
+"""The exchange pass after the compiled solve (full replication): pairwise swaps on the bottleneck."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,16 +8,23 @@ from ...core.instance import Instance
 
 
 def exchange_pass(inst: Instance, model: CostModel, shares: np.ndarray, max_rounds: int = 32):
-    """Pairwise exchanges on the bottleneck GPU (full replication only): swap the whole share
-    of one of its experts with the whole share of an expert on another GPU when that lowers the
-    larger of the two GPUs' times below the bottleneck's.  A neighbourhood the single moves and
-    chains of the local search do not reach: with two experts per GPU and a floor-bound
-    optimum, every single move adds an activation somewhere, while one exchange re-pairs two
-    GPUs (e.g. 252+73 and 81+52 tokens -> 252+52 and 81+73 under DSv3's n* = 156 per
-    activation).  Returns ``(shares, makespan)``; never worse than the input.  Vectorised over
-    every (expert on the bottleneck, other GPU, expert there) triple."""
+    """Swap the whole share of an expert on the bottleneck GPU with the whole share of an expert on
+    another GPU while that brings both below the bottleneck's time, at most ``max_rounds`` swaps.
+
+    Parameters:
+        inst: Instance, full replication in the canonical layout (column = GPU; else no swap)
+        model: CostModel
+        shares: float64[E, R]
+
+    Returns:
+        (float64[E, R], float): the shares and their makespan (Eq. 3), never worse than the input's
+    """
     from ...core.cost import EPS_TOKENS, tiles_of
 
+    # A neighbourhood the local search's single moves and chains do not reach: with two experts
+    # per GPU and a floor-bound optimum every single move adds an activation somewhere, while
+    # one exchange re-pairs two GPUs.  Vectorised over every (expert on the bottleneck, other
+    # GPU, expert there) triple.
     x = np.array(shares, dtype=np.float64, copy=True)
     t = model.gpu_times(inst, x)
     rep = inst.replica_gpu

@@ -17,23 +17,17 @@ from .structured import apportion, wrap_around
 @njit(cache=True)
 def heuristic(p, problem, o, even, vertex):
     """Seed, chains and local search of preset ``o``, then (full replication, ``o.restarts``) the
-    local search again from the wrap-around and apportionment seeds: the heuristic output A_H
-    of Proposition 1.
+    local search again from the wrap-around and apportionment seeds: the heuristic output A_H of
+    Proposition 1.
 
-    Parameters
-    ----------
-    p : Pricer
-    problem : Problem
-    o : Options
-    even : EvenSplit
-    vertex : VertexCache
-        Built here when the compute-regime check needs the vertex.
+    Parameters:
+        p: Pricer; problem: Problem; o: Options
+        even: EvenSplit
+        vertex: VertexCache, built here when the compute-regime check needs it
 
-    Returns
-    -------
-    Heuristic
-        With ``stages.shortcut``, ``best`` is the token-LP candidate that attained the lower
-        bound after stage 2 (optimal): the solve returns it at once.
+    Returns:
+        Heuristic; with stages.shortcut its best is the token-LP candidate that attained the lower
+        bound after stage 2 (optimal: the solve returns it at once)
     """
     counts, pairs, g, lb = problem.counts, problem.pairs, problem.n_gpus, problem.lower_bound
     pgpu = pairs.pgpu

@@ -1,5 +1,4 @@
-"""The flat pair layout of an instance: one pair per (live expert, valid replica slot).
-"""
+"""The flat pair layout of an instance: one pair per (live expert, valid replica slot)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +9,7 @@ from .records import Pairs
 
 @njit(cache=True)
 def pairs_of(counts, replica_gpu, n_gpus):
-    """The flat pair layout of an instance.
+    """The pair layout of an instance.
 
     Parameters
     ----------
@@ -67,7 +66,7 @@ def pairs_of(counts, replica_gpu, n_gpus):
 
 @njit(cache=True)
 def scatter(x, pairs, E, R):
-    """Pair shares ``x : float64[P]`` as slot shares float64[E, R] (a dispatch of Eq. 3)."""
+    """Pair shares as slot shares: ``x : float64[P]`` -> float64[E, R] (a dispatch of Eq. 3)."""
     out = np.zeros((E, R))
     for q in range(x.size):
         out[pairs.pe[q], pairs.pr[q]] = x[q]
@@ -76,7 +75,7 @@ def scatter(x, pairs, E, R):
 
 @njit(cache=True)
 def is_full_replication(pairs, E, g):
-    """Whether every live expert has a replica on every GPU (full replication)."""
+    """Whether every live expert has a replica on every one of the ``g`` GPUs."""
     ptr, first = pairs.ptr, pairs.first
     for e in range(E):
         if ptr[e + 1] > ptr[e]:

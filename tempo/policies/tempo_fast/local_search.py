@@ -1,5 +1,4 @@
-"""Stages 2 and 3 of Section 4.2: the bottleneck local search.
-"""
+"""Stages 2 and 3 of Section 4.2: the bottleneck local search."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,28 +13,18 @@ from .records import EPS, REL, UNLIMITED, SingleMoves
 
 @njit(cache=True)
 def improve(p, x, pairs, L, lb, whole_only, chains, o):
-    """Bottleneck local search (Section 4.2, stages 2 and 3): repeatedly apply the best single
-    move off the bottleneck GPU; when none improves, the best 2-step chain (``chains``), then an
-    augmenting path (``o.chain_depth`` unlimited or > 2).  Stops at the lower bound, when
-    nothing improves, or after ``o.max_iter`` accepted moves.
+    """Bottleneck local search (Section 4.2, stages 2 and 3): the best single move off the
+    bottleneck; when none improves, a 2-step chain, an augmenting path (``o.chain_depth``
+    unlimited or > 2), then (``o.compound``, Eq. 4, partial moves) the whole-then-partial chain.
 
-    Parameters
-    ----------
-    p : Pricer
-    x : float64[P]
-    pairs : Pairs
-    L : Loads
-    lb : float
-        Lower bound (:func:`lower_bound`).
-    whole_only : bool
-        Whole-expert moves only (stage 2, and stage 3 without partial moves).
-    chains : bool
-    o : Options
+    Parameters:
+        p, x, pairs, L: Pricer; shares float64[P]; Pairs; Loads (x and L updated in place)
+        lb: float, the lower bound: the search stops there
+        whole_only: bool, whole-expert moves only (stage 2, and stage 3 without partial moves)
+        chains: bool; o: Options
 
-    Returns
-    -------
-    int
-        Accepted moves.
+    Returns:
+        int, accepted moves (at most o.max_iter)
     """
     pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
     depth = o.chain_depth
@@ -50,6 +39,8 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o):
         tb = t[bottleneck]
         if tb <= lb * (1 + 1e-12):  # provably optimal: nothing to gain
             break
+        # accept a move only when every GPU it touches ends below the bottleneck's time: each
+        # accepted move lowers the makespan or the number of GPUs attaining it
         thresh = tb - REL * max(1.0, tb)
         M = 0
         bval = np.inf

@@ -1,5 +1,4 @@
-"""The token LP (Lemma 1) exactly: Dinkelbach iterations over Dinic max-flow cuts, int64.
-"""
+"""The token LP (Lemma 1) solved exactly: Dinkelbach iterations over Dinic max-flow cuts, in int64."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,21 +8,16 @@ from .jit import njit
 
 @njit(cache=True)
 def _maxflow(n, head, nxt_start, to, cap, s, t, flow, level, it, stack_v, stack_e):
-    """Dinic max-flow from ``s`` to ``t`` on a residual graph of ``n`` nodes, edges paired
-    ``(e, e ^ 1)``, ``head[nxt_start[v]:nxt_start[v+1]]`` the edges out of ``v``.
+    """Dinic max-flow from ``s`` to ``t`` on a residual graph of ``n`` nodes; edges are paired
+    ``(e, e ^ 1)`` and ``head[nxt_start[v]:nxt_start[v+1]]`` are the edges out of ``v``.
 
-    Parameters
-    ----------
-    to, cap, flow : int64[2m]
-        Edge targets, capacities and flows (updated in place).
-    level, it : int64[n]; stack_v, stack_e : int64[n + 1]
-        Work arrays; after the last, failed BFS ``level >= 0`` marks the source side of a
-        minimum cut.
+    Parameters:
+        to, cap, flow: int64[2m], edge targets, capacities and flows (flow updated in place)
+        level, it: int64[n]; stack_v, stack_e: int64[n + 1]: work arrays; after the last, failed
+            BFS, level >= 0 marks the source side of a minimum cut
 
-    Returns
-    -------
-    int
-        The flow's value.
+    Returns:
+        int, the flow's value
     """
     total = 0
     q = np.empty(n, np.int64)
@@ -87,27 +81,19 @@ def _maxflow(n, head, nxt_start, to, cap, s, t, flow, level, it, stack_v, stack_
 
 @njit(cache=True)
 def token_lp(counts, pairs, g, x):
-    """Exact min-max tokens per GPU (Lemma 1) by Dinkelbach iterations over max-flow cuts.
+    """Exact min-max tokens per GPU (Lemma 1) and an optimal max-flow vertex.
 
-    The optimum is the densest GPU set's ``W/k`` (Hall's condition): starting from the larger
-    of ``total/g`` and each expert over its distinct GPUs, route every token with GPU
-    capacity ``W/k`` (capacities scaled by ``k``); when that fails, the min cut names a denser
-    set.  Used by :func:`tempo.policies.exact._token_lp` and by the ensemble of :func:`solve`.
+    Parameters:
+        counts: int64[E]; pairs: Pairs; g: int
+        x: float64[P], output: the vertex, on the first pair of each expert-GPU edge
 
-    Parameters
-    ----------
-    counts : int64[E]
-    pairs : Pairs
-    g : int
-    x : float64[P]
-        Output: an optimal max-flow vertex, on the first pair of each expert-GPU edge.
-
-    Returns
-    -------
-    (W, k) : (int, int)
-        The optimum is ``W / k`` tokens on the busiest GPU; ``(-1, 0)`` if the iteration made no
-        progress (a numerical guard).
+    Returns:
+        (W, k): the optimum is W / k tokens on the busiest GPU; (-1, 0) when the iteration made
+        no progress (a numerical guard)
     """
+    # The optimum is the densest GPU set's W/k (Hall's condition): from the larger of total/g
+    # and each expert over its distinct GPUs, route every token with GPU capacity W/k
+    # (capacities scaled by k); when that fails, the min cut names a denser set.
     pe, pgpu, ptr, first = pairs.pe, pairs.pgpu, pairs.ptr, pairs.first
     E = counts.size
     live = np.full(E, -1, np.int64)

@@ -1,5 +1,4 @@
-"""Moves of stages 2 and 3 (Section 4.2): the exact line search of one move and its application.
-"""
+"""The moves of stages 2 and 3 (Section 4.2): the exact line search of a move, and its application."""
 from __future__ import annotations
 
 import math
@@ -13,27 +12,16 @@ from .records import EPS
 
 @njit(cache=True)
 def evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, i2, j2):
-    """The best share of pair ``i`` (on the bottleneck ``bottleneck``) to move to pair ``j`` (GPU h), then,
-    when ``i2 >= 0``, all of pair ``i2`` (on h) to pair ``j2`` (GPU k): a 2-step chain.
+    """The best share ``delta`` of pair ``i`` (on the bottleneck) to move to pair ``j`` (GPU h), then,
+    with ``i2 >= 0``, all of pair ``i2`` (on h) to pair ``j2`` (GPU k): a 2-step chain.
 
-    The objective restricted to the moved share ``delta`` is a max of affine pieces of Eq. 1/4,
-    so its minimum lies where two pieces cross: every crossing is a candidate (with the tile
-    term, each is also snapped to the neighbouring tile boundaries, Eq. 2), plus half the token
-    gap and the whole share; ``whole_only`` tries the whole share only.
+    Parameters:
+        p: Pricer; x: float64[P]; L: Loads; pgpu: int64[P]
+        bottleneck, i, j, i2, j2: int
+        whole_only: bool, try the whole share only
 
-    Parameters
-    ----------
-    p : Pricer
-    x : float64[P]
-    L : Loads
-    pgpu : int64[P]
-    bottleneck, i, j, i2, j2 : int
-    whole_only : bool
-
-    Returns
-    -------
-    (value, delta) : (float, float)
-        The largest time among the GPUs the move touches, and the share moved.
+    Returns:
+        (value, delta): the largest time among the GPUs the move touches, and the share moved
     """
     G, N, T = L
     a, b, c, beta, b2, tile = p.a, p.b, p.c, p.beta, p.b2, p.tile
@@ -61,6 +49,10 @@ def evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, i2, j2):
             Tg0 += dT
         else:
             third = gpu_time(p, G[k] + addk, N[k] + x2, T[k] + dT)
+    # The objective restricted to delta is a max of affine pieces of Eq. 1/4, so its minimum
+    # lies where two pieces cross: every crossing is a candidate (with a tile term each is also
+    # snapped to the neighbouring tile boundaries, Eq. 2), plus half the token gap and the
+    # whole share.  This finds the optimum the paper's ternary search looks for in one step.
     cand = np.empty(40)
     nc = 0
     if whole_only:
@@ -124,9 +116,9 @@ def evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, i2, j2):
 
 @njit(cache=True)
 def apply_move(p, x, pgpu, L, i, j, delta, i2, j2):
-    """Apply a move of Section 4.2 (stages 2 and 3) to ``x : float64[P]``: ``delta`` of pair ``i``
-    to pair ``j`` (the whole share when within EPS of it), then (``i2 >= 0``) all of pair ``i2``
-    to pair ``j2``; refresh ``L``."""
+    """Move ``delta`` of pair ``i`` to pair ``j`` (the whole share when within EPS of it), then, with
+    ``i2 >= 0``, all of pair ``i2`` to pair ``j2``; ``x : float64[P]`` and ``L`` updated in place.
+    """
     if delta >= x[i] - EPS * max(1.0, x[i]):
         delta = x[i]
     x[i] -= delta
@@ -141,9 +133,10 @@ def apply_move(p, x, pgpu, L, i, j, delta, i2, j2):
 
 @njit(cache=True)
 def token_crossings(p, Nh, Nk, cand, nc):
-    """Append the shares ``delta`` at which a token piece of a GPU losing ``delta`` (``Nh``
-    tokens) meets a token piece of one gaining it (``Nk``): ``c + beta*N`` and, with the
-    traffic term, ``c2 + gamma*N`` (Eq. 1/4), each pairing.  Returns the new count."""
+    """Append to ``cand`` the shares ``delta`` at which a token piece of the GPU losing ``delta``
+    (``Nh`` tokens) meets one of the GPU gaining it (``Nk``), each pairing of ``c + beta*N`` and
+    ``c2 + gamma*N`` (Eq. 1/4); returns the new count ``nc``.
+    """
     for u in range(2 if p.has_traffic else 1):
         ch, sh = (p.c, p.beta) if u == 0 else (p.c2, p.gamma)
         for w in range(2 if p.has_traffic else 1):
@@ -156,8 +149,9 @@ def token_crossings(p, Nh, Nk, cand, nc):
 
 @njit(cache=True)
 def level_crossings(p, Nh, Nk, K, cand, nc):
-    """Append the shares at which the losing GPU's token pieces fall to the level ``K`` and the
-    gaining GPU's rise to it.  Returns the new count."""
+    """Append to ``cand`` the shares at which the losing GPU's token pieces fall to the level ``K``
+    and the gaining GPU's rise to it; returns the new count ``nc``.
+    """
     for u in range(2 if p.has_traffic else 1):
         cu, su = (p.c, p.beta) if u == 0 else (p.c2, p.gamma)
         if su > 0:

@@ -1,75 +1,36 @@
-"""tempo_fast's options: :class:`TempoOptions` and its presets."""
+"""tempo_fast's options: :class:`TempoOptions`, its presets, and the compiled solver's records built
+from them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from .. import _options as check
+from .records import SEEDS, UNLIMITED, Options
 
 
 @dataclass(frozen=True)
 class TempoOptions:
-    """tempo_fast's knobs, with named presets (:meth:`preset`) instead of stage switches.
+    """tempo_fast's options: a preset (:meth:`preset`) with field overrides (:meth:`resolve`).
 
-    Presets
-    -------
-    ``"default"``
-        Our solver: the greedy seed may water-fill an expert over its least-loaded replica
-        GPUs, augmenting paths of any length after the 1- and 2-step chains, partial moves
-        with 2-step follow-ups, the token-LP / round-robin ensemble with tolerance ``tau``
-        whose heuristic pool holds the paper preset's output (never worse than ``"paper"``),
-        and (full replication) local-search restarts from the wrap-around and apportionment
-        seeds.
-    ``"paper"``
-        Section 4.2 as written: whole-expert seed, chains truncated at depth 2, the four
-        stages, no restarts.
+    ``"default"`` is the library's solver; ``"paper"`` is Section 4.2 as written: whole-expert
+    seed, chains of depth 2, no restarts, no compound moves, no paper candidate.  Every field is
+    checked on construction (``TypeError`` / ``ValueError`` naming it).
 
     Fields
     ------
-    seed : {"greedy", "whole", "static"}
-        Stage 1 (greedy with water-filling, the paper's whole-expert greedy, or the static map
-        for ablations).
-    chains : bool
-        Stage 2: whole-expert 1- and 2-step chains and longer augmenting paths; False also
-        removes chain moves from stage 3.
-    chain_depth : int >= 2 or None
-        Longest augmenting path after the 2-step chains (None: unlimited, exact semi-matching
-        in the beta -> 0 limit, Lemma 2; 2: the paper's truncation, no path beyond the 2-step
-        chains).  The 1- and 2-step chains always run (with ``chains``), so a depth below 2
-        would mean the same as 2 and is refused.
-    local_search, partial : bool
-        Stage 3, and whether it may split experts (``partial=False``: Table 2's "no partial
-        moves").
-    ensemble : bool
-        Stage 4: score the token-LP candidates (``lp_variants``) and round robin (full
-        replication) and switch when more than ``tau`` better (Proposition 1).
-    tau : float
-        Switching tolerance in [0, 1).
-    max_iter : int
-        Accepted moves per stage, at most (>= 0).
-    fanout : int
-        2-step chains: destination GPUs per first move (>= 0; 0: no limit).
-    lp_variants : "auto" or tuple of {"vertex", "even", "highs"}
-        "auto": the max-flow vertex, and the even split under full replication; "highs": the
-        vertex HiGHS's simplex returns (:func:`tempo.policies.exact.token_lp_highs`, the
-        ``ensemble_lp`` reading of the paper; stage 4 then runs in Python,
-        :func:`_solve_highs_ensemble`).
-    restarts : bool
-        Full replication: rerun the local search from the wrap-around and apportionment seeds,
-        then try pairwise exchanges on the bottleneck (:func:`exchange_pass`).
-    compound : bool
-        Stage 3 (with ``partial``), under the three-term model (Eq. 4) only: when no single
-        move, chain or augmenting path improves, try a whole expert off the bottleneck followed
-        by a partial share back out of its destination
-        (:func:`tempo.policies.tempo_fast.chains.whole_partial_chain`); then the support polish
-        (activation patterns re-solved by the restricted token LP,
-        :func:`tempo.policies.tempo_fast.polish.polish`).
-        Where the activation floor and the ``c2 + gamma*N`` piece cross near the optimum, the
-        single moves and whole-expert chains stall.
-    paper_candidate : bool
-        Stage 4 (with ``ensemble``): solve the ``"paper"`` preset too and put its complete
-        output in the heuristic pool the tolerance rule compares against, so that the result
-        is never worse than ``options="paper"``'s under the model
-        (:func:`tempo.policies.tempo_fast.solver.solve` states the argument).
+    seed : "greedy" (water-filling allowed), "whole" (the paper's greedy) or "static" (first replica): stage 1
+    chains : bool: stage 2 (1- and 2-step chains, augmenting paths); False also drops chain moves from stage 3
+    chain_depth : int >= 2 or None: longest augmenting path (None: unlimited, Lemma 2; 2: the paper's chains)
+    local_search : bool: stage 3
+    partial : bool: stage 3 may split experts (False: Table 2's "no partial moves")
+    ensemble : bool: stage 4, token-LP candidates and round robin taken when > ``tau`` better (Proposition 1)
+    tau : float in [0, 1): the switching tolerance
+    max_iter : int >= 0: accepted moves per stage, at most
+    fanout : int >= 0: 2-step chains, destination GPUs per first move (0: no limit)
+    lp_variants : "auto" or a tuple of "vertex", "even", "highs": the token-LP candidates of stage 4
+    restarts : bool: full replication, local search from the wrap-around and apportionment seeds, then exchanges
+    paper_candidate : bool: stage 4's heuristic pool holds the "paper" preset's output (never worse than it)
+    compound : bool: stage 3 under Eq. 4, the whole-then-partial chain and the support polish
     """
 
     seed: str = "greedy"
@@ -92,6 +53,7 @@ class TempoOptions:
         check.choice("tempo", "seed", self.seed, ("greedy", "whole", "static"))
         for name in ("chains", "local_search", "partial", "ensemble", "restarts", "paper_candidate", "compound"):
             check.flag("tempo", name, getattr(self, name))
+        # the 1- and 2-step chains always run (with chains): a depth below 2 would mean 2
         check.integer("tempo", "chain_depth", self.chain_depth, lambda v: v >= 2, ">= 2", optional=True)
         check.number("tempo", "tau", self.tau, lambda v: 0 <= v < 1, "in [0, 1)")
         check.integer("tempo", "max_iter", self.max_iter, lambda v: v >= 0, ">= 0")
@@ -109,6 +71,7 @@ class TempoOptions:
 
     @classmethod
     def preset(cls, name: str) -> "TempoOptions":
+        """The options of preset ``name`` (:data:`PRESETS`)."""
         if name not in PRESETS:
             raise ValueError(f"unknown tempo preset {name!r}; available: {', '.join(PRESETS)}")
         return PRESETS[name]
@@ -135,3 +98,35 @@ class TempoOptions:
 PRESETS = {"default": TempoOptions(),
            "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False, paper_candidate=False,
                                   compound=False)}
+
+
+def lp_candidates(lp_variants) -> tuple[bool, bool]:
+    """Whether stage 4 scores the token-LP vertex and the even split: ``(vertex, even)``
+    (``"auto"``: both; the compiled solver then scores the even split under full replication only)."""
+    if lp_variants == "auto":
+        return True, True
+    bad = set(lp_variants) - {"vertex", "even", "highs"}
+    if bad:
+        raise ValueError(f"lp_variants must hold 'vertex', 'even' and/or 'highs', got {sorted(bad)}")
+    return "vertex" in lp_variants, "even" in lp_variants
+
+
+def solver_options(o: TempoOptions, vertex: bool, even: bool) -> Options:
+    """The compiled solver's :class:`~.records.Options` for ``o``, scoring the token-LP vertex and
+    the even split as ``vertex`` and ``even`` say."""
+    return Options(seed=SEEDS[o.seed], chains=bool(o.chains),
+                   chain_depth=UNLIMITED if o.chain_depth is None else int(o.chain_depth),
+                   local_search=bool(o.local_search), partial=bool(o.partial), ensemble=bool(o.ensemble),
+                   tau=float(o.tau), max_iter=int(o.max_iter), fanout=int(o.fanout or 0), lp_vertex=bool(vertex),
+                   lp_even=bool(even), restarts=bool(o.restarts), chain_cap=64,
+                   paper_pool=bool(o.paper_candidate), compound=bool(o.compound))
+
+
+_PAPER_RECORD = []
+
+
+def paper_solver_options() -> Options:
+    """The ``"paper"`` preset's compiled :class:`~.records.Options` (stage 4's pool candidate), built once."""
+    if not _PAPER_RECORD:
+        _PAPER_RECORD.append(solver_options(PRESETS["paper"], *lp_candidates(PRESETS["paper"].lp_variants)))
+    return _PAPER_RECORD[0]

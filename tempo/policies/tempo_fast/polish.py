@@ -1,6 +1,4 @@
-"""Stage 3's support polish (the mixed regime of Eq. 4): activation patterns re-solved by the
-restricted token LP.
-"""
+"""Stage 3's support polish under Eq. 4: activation patterns re-solved by the restricted token LP."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,9 +12,9 @@ from .records import EPS, REL
 
 @njit(cache=True)
 def _support_lp(problem, on):
-    """The token LP (Lemma 1, :func:`token_lp`) restricted to the pairs ``on : bool[P]``: the
-    shares of least busiest-GPU tokens that use no other pair, as float64[P] over ``pairs``
-    (empty when the iteration failed)."""
+    """The token LP (Lemma 1) restricted to the pairs ``on : bool[P]``: float64[P], empty when the
+    iteration failed.
+    """
     counts, pairs, g = problem.counts, problem.pairs, problem.n_gpus
     E, R = counts.size, problem.n_slots
     rep = np.full((E, R), -1, np.int64)
@@ -37,8 +35,7 @@ def _support_lp(problem, on):
 
 @njit(cache=True)
 def _score(p, y, pgpu, g):
-    """(makespan, GPUs within REL of it) of shares ``y``: the polish accepts a pattern that
-    lowers the makespan, or keeps it and has fewer GPUs attaining it (the local search's rule)."""
+    """``(makespan, GPUs within REL of it)`` of shares ``y : float64[P]``."""
     L = new_loads(g)
     features(p, y, pgpu, L)
     t = np.empty(g)
@@ -53,8 +50,9 @@ def _score(p, y, pgpu, g):
 
 @njit(cache=True)
 def _better(ms, n, bms, bn):
-    """Whether (ms, n) beats (bms, bn): a lower makespan by more than REL, or the same and fewer
-    GPUs at it."""
+    """Whether ``(ms, n)`` beats ``(bms, bn)``: a makespan lower by more than REL, or the same and
+    fewer GPUs at it (the local search's rule).
+    """
     if ms < bms - REL * max(1.0, bms):
         return True
     return ms <= bms and n < bn
@@ -62,9 +60,10 @@ def _better(ms, n, bms, bn):
 
 @njit(cache=True)
 def _try_pattern(p, problem, on, e, bms, bn):
-    """The restricted token LP (:func:`_support_lp`) on the activation pattern ``on`` when
-    expert ``e`` keeps a pair in it and no GPU's activation piece already exceeds ``bms``;
-    ``(shares, makespan, n)`` when they beat ``(bms, bn)`` (:func:`_better`), else empty shares."""
+    """The restricted token LP on the pattern ``on : bool[P]``, unless expert ``e`` keeps no pair in
+    it or a GPU's activation piece alone exceeds ``bms``: ``(shares, makespan, n)`` when they beat
+    ``(bms, bn)``, else empty shares.
+    """
     pairs, g = problem.pairs, problem.n_gpus
     pgpu, ptr = pairs.pgpu, pairs.ptr
     keep = False
@@ -89,20 +88,22 @@ def _try_pattern(p, problem, on, e, bms, bn):
 
 @njit(cache=True)
 def polish(p, problem, x, L, o):
-    """Support polish (stage 3, the mixed regime of Eq. 4): the activation pattern fixes each
-    GPU's activation piece, and for a fixed pattern the best shares are those of the token LP
-    restricted to it (the token pieces ``c + beta*N`` and ``c2 + gamma*N`` only grow with N,
-    so the min-max of N is the min-max of the token time).  When the bottleneck is
-    activation-bound, try closing one of its pairs -- its expert's tokens may then go to its
-    replicas elsewhere (up to ``o.fanout`` cheapest GPUs, each opened if idle) -- and re-solving
-    the restricted token LP; a token-bound bottleneck re-solves the current pattern.  This moves
-    tokens along paths of any length, which the single moves and 2-step chains do not when
-    every GPU sits near the crossing of the activation floor and the token pieces.  The best
-    candidate is taken when it lowers the makespan or the number of GPUs attaining it (the
-    local search's rule, :func:`_better`), at most ``min(o.max_iter, 2g)`` times.  Runs under
-    the three-term model only (``p.has_traffic``).
+    """Support polish (stage 3, Eq. 4): re-solve the restricted token LP on the current activation
+    pattern (token-bound bottleneck) or on the patterns that close one of the bottleneck's pairs
+    (activation-bound); keep the best that beats the current dispatch, at most
+    ``min(o.max_iter, 2g)`` times.
 
-    Returns the number of accepted polishes (``x`` and ``L`` updated in place)."""
+    Parameters:
+        p: Pricer; problem: Problem; o: Options
+        x: float64[P]; L: Loads (both updated in place)
+
+    Returns:
+        int, accepted polishes
+    """
+    # A pattern fixes each GPU's activation piece; for a fixed pattern the token pieces only
+    # grow with N, so the best shares are the restricted token LP's.  Closing a pair lets its
+    # expert's tokens go to its other replicas (up to o.fanout cheapest GPUs, opened if idle):
+    # tokens move along paths of any length, where single moves and 2-step chains stall.
     pairs, g, lb, R = problem.pairs, problem.n_gpus, problem.lower_bound, problem.n_slots
     pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
     P = x.size

@@ -1,5 +1,6 @@
-"""The cost model (Eq. 1/2/4) compiled: :mod:`tempo.core.pricing`'s functions as nopython code, the
-M-tiles of a share, and the per-GPU features and times of a dispatch.
+"""The cost model compiled: Eq. 1/2/4 as :mod:`tempo.core.pricing` writes it (the one definition,
+bit-identical here and in numpy), the M-tiles of a share, and a dispatch's per-GPU features and
+times.
 """
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from .records import EPS, Loads
 
 
 def _compile_pricing():
-    """tempo.core.pricing's functions compiled for nopython code: each is re-created over a copy
-    of that module's namespace in which the functions it calls are their compiled versions."""
+    """:mod:`tempo.core.pricing`'s ``activation_time``, ``token_time`` and ``gpu_time`` as numba
+    functions: each re-created over a copy of that module's namespace in which its callees are
+    their compiled versions.
+    """
     ns = dict(vars(_pricing))
     for name in ("activation_time", "token_time", "gpu_time"):  # callees first
         fn = getattr(_pricing, name)
@@ -28,8 +31,7 @@ activation_time, token_time, gpu_time = _compile_pricing()
 
 @njit(cache=True)
 def piece_tiles(p, v):
-    """M-tiles of a non-empty share of ``v`` tokens (Eq. 2): ``max(1, ceil(v / tile))``; 1
-    without the tile term."""
+    """M-tiles of a non-empty share of ``v`` tokens (Eq. 2): ``max(1, ceil(v / tile))``; 1 without a tile term."""
     return max(1.0, math.ceil(v / p.tile - 1e-9)) if p.b2 != 0 else 1.0
 
 
@@ -43,20 +45,14 @@ def tiles(p, v):
 
 @njit(cache=True)
 def new_loads(g):
-    """Zeroed :class:`Loads` (Eq. 1/2's G, N, T, each float64[g]) for ``g`` GPUs."""
+    """Zeroed :class:`Loads` for ``g`` GPUs."""
     return Loads(np.zeros(g), np.zeros(g), np.zeros(g))
 
 
 @njit(cache=True)
 def features(p, x, pgpu, L):
-    """Per-GPU features of shares ``x`` (Eq. 1/2's G, N, T), written into ``L``.
-
-    Parameters
-    ----------
-    p : Pricer
-    x : float64[P]
-    pgpu : int64[P]
-    L : Loads
+    """Per-GPU features (Eq. 1/2's G, N, T) of shares ``x : float64[P]`` on GPUs
+    ``pgpu : int64[P]``, written into ``L : Loads``.
     """
     G, N, T = L
     for h in range(G.size):
@@ -74,8 +70,9 @@ def features(p, x, pgpu, L):
 
 @njit(cache=True)
 def gpu_times(p, L, t):
-    """Each GPU's time (Eq. 1/2/4) into ``t : float64[g]``; returns the bottleneck (the first GPU
-    of largest time, Eq. 3)."""
+    """Each GPU's time (Eq. 1/2/4) of ``L : Loads`` into ``t : float64[g]``; returns the bottleneck,
+    the first GPU of largest time (Eq. 3).
+    """
     bottleneck = 0
     for h in range(t.size):
         t[h] = gpu_time(p, L.G[h], L.N[h], L.T[h])
@@ -86,7 +83,7 @@ def gpu_times(p, L, t):
 
 @njit(cache=True)
 def makespan(p, x, pgpu, g):
-    """The largest per-GPU time (Eq. 3's objective) of shares ``x : float64[P]`` on ``g`` GPUs."""
+    """The largest GPU time (Eq. 3) of shares ``x : float64[P]`` on GPUs ``pgpu : int64[P]``, ``g`` GPUs."""
     L = new_loads(g)
     features(p, x, pgpu, L)
     best = 0.0

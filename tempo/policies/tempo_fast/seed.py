@@ -1,5 +1,4 @@
-"""Stage 1 of Section 4.2: the cost-aware greedy seed.
-"""
+"""Stage 1 of Section 4.2: the cost-aware greedy seed."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,24 +9,15 @@ from .pricing import features, gpu_time, piece_tiles
 
 @njit(cache=True)
 def seed(p, counts, pairs, x, L, split):
-    """Cost-aware greedy seeding (Section 4.2, stage 1), written into ``x`` and ``L``.
+    """Cost-aware greedy seeding (Section 4.2, stage 1): experts with one replica GPU first, then the
+    others by descending tokens, each whole on the replica GPU of least resulting time (ties:
+    smaller increase, then lower GPU id) or, with ``split``, water-filled over its k least-loaded
+    replica GPUs when that is cheaper.
 
-    Experts with a single replica GPU are placed first (they have no choice); then the others
-    by descending tokens, each whole on the replica GPU of least resulting time (ties: smaller
-    increase, then lower GPU id) or, with ``split``, water-filled over its k least-loaded
-    replica GPUs when some k >= 2 beats the whole placement.
-
-    Parameters
-    ----------
-    p : Pricer
-    counts : int64[E]
-    pairs : Pairs
-    x : float64[P]
-        Output shares.
-    L : Loads
-        Output per-GPU features.
-    split : bool
-        Allow the water-filling split (the default seed; the paper's seed places whole experts).
+    Parameters:
+        p: Pricer; counts: int64[E]; pairs: Pairs
+        x: float64[P]; L: Loads (outputs)
+        split: bool, allow the water-filling (the paper's seed places whole experts)
     """
     pgpu, ptr = pairs.pgpu, pairs.ptr
     G, N, T = L

@@ -17,23 +17,15 @@ def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares):
     """tempo_fast (Section 4.2): seed, chains and augmenting paths, local search, restarts, and the
     ensemble with switching tolerance ``options.tau`` (Proposition 1).
 
-    Parameters
-    ----------
-    counts : int64[E]
-    replica_gpu : int64[E, R]
-        GPU of each replica slot, -1 for an unused slot.
-    n_gpus : int
-    p : Pricer
-    options : Options
-    paper_options : Options
-        The ``"paper"`` preset, solved into the heuristic pool when ``options.paper_pool``.
-    even_shares : float64[E, R] or float64[0, 0]
-        The even token-LP split the caller computed (restricted replication), or empty.
+    Parameters:
+        counts: int64[E]
+        replica_gpu: int64[E, R], GPU of each replica slot, -1 for an unused slot
+        n_gpus: int; p: Pricer; options: Options
+        paper_options: Options, the "paper" preset, solved into the heuristic pool when options.paper_pool
+        even_shares: float64[E, R], the even token-LP split the caller computed, or float64[0, 0]
 
-    Returns
-    -------
-    (shares, makespan, chosen, stages) : (float64[E, R], float, int, Stages)
-        ``chosen`` indexes :data:`.records.CHOSEN`.
+    Returns:
+        (shares float64[E, R], makespan, chosen, Stages); chosen indexes records.CHOSEN
     """
     E, R = replica_gpu.shape
     pairs = pairs_of(counts, replica_gpu, n_gpus)
@@ -57,10 +49,11 @@ def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares):
     s_ensemble = nan
     if options.ensemble:
         # The heuristic pool holds the paper preset's complete output (its own ensemble
-        # included) and is compared by strict minimum: A_H = min(this preset's heuristic, the
-        # paper preset's output).  The tolerance rule then compares the other candidates with
-        # A_H, so the result is never worse than options="paper"'s.  The paper preset is not
-        # solved when A_H already attains the lower bound.
+        # included), compared by strict minimum: A_H = min(this preset's heuristic, the paper
+        # preset's output), and the tolerance rule compares the other candidates with A_H, so
+        # the result is never worse than options="paper"'s under the model.  The other ways out
+        # keep that: the shortcut above returns a candidate at the lower bound, the paper preset
+        # is skipped when A_H attains the bound, and the exchange pass only improves.
         if options.paper_pool and best.makespan > lb:
             no_even = EvenSplit(even.shares, False)
             paper = heuristic(p, problem, paper_options, no_even, vertex)

@@ -1,5 +1,5 @@
-"""Structured dispatches under full replication: the restart seeds of the local search and the
-round-robin candidate A3 of Theorem 2.
+"""Structured dispatches under full replication: the local search's restart seeds and round robin
+(A3 of Theorem 2).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _pair_on(pgpu, ptr, e, h):
 
 @njit(cache=True)
 def _by_tokens(counts, ptr):
-    """Live experts by descending tokens (ties: lower id), int64[live experts]."""
+    """Live experts by descending tokens (ties: lower id): int64[live experts]."""
     E = counts.size
     nl = 0
     for e in range(E):
@@ -38,12 +38,10 @@ def _by_tokens(counts, ptr):
 
 @njit(cache=True)
 def wrap_around(counts, pairs, g):
-    """Restart seed of Section 4.2's local search (our addition, not in the paper).
-
-    McNaughton's wrap-around rule under full replication: experts by descending tokens laid
-    end to end and cut into g segments of total/g tokens.  Token-optimal (every GPU gets
-    total/g) with at most one split per GPU boundary, so far fewer activations than the even
-    split; a GPU holds 1 + (experts that end inside its segment) experts.  Returns float64[P]."""
+    """McNaughton's wrap-around split: experts by descending tokens laid end to end and cut into
+    ``g`` segments of total/g tokens.  A restart seed (not in the paper): token-optimal with at most
+    one split per GPU boundary.  Returns float64[P].
+    """
     pgpu, ptr = pairs.pgpu, pairs.ptr
     order = _by_tokens(counts, ptr)
     total = 0.0
@@ -69,12 +67,10 @@ def wrap_around(counts, pairs, g):
 
 @njit(cache=True)
 def apportion(counts, pairs, g):
-    """Restart seed of Section 4.2's local search (our addition, not in the paper).
-
-    Under full replication with at most g live experts: give each expert k_e GPUs of its
-    own (D'Hondt: the next GPU to the largest n_e / k_e), split it evenly over them.  One
-    activation per GPU, least largest piece.  Returns float64[P], empty when more experts
-    than GPUs."""
+    """With at most ``g`` live experts: expert ``e`` gets ``k_e`` GPUs of its own by D'Hondt (the next
+    GPU to the largest ``n_e / k_e``), split evenly over them.  A restart seed (not in the paper):
+    one activation per GPU.  Returns float64[P], empty when there are more experts than GPUs.
+    """
     pgpu, ptr = pairs.pgpu, pairs.ptr
     order = _by_tokens(counts, ptr)
     L = order.size
@@ -99,8 +95,9 @@ def apportion(counts, pairs, g):
 
 @njit(cache=True)
 def round_robin(counts, pairs, g):
-    """The round-robin placement A3 of Theorem 2 under full replication: experts by descending
-    tokens, the r-th whole on GPU r mod g.  Returns float64[P]."""
+    """Round robin A3 (Theorem 2): experts by descending tokens, the r-th whole on GPU ``r mod g``.
+    Returns float64[P].
+    """
     pgpu, ptr = pairs.pgpu, pairs.ptr
     order = _by_tokens(counts, ptr)
     xr = np.zeros(pgpu.size)
