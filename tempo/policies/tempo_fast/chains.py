@@ -10,7 +10,7 @@ from .records import EPS
 
 
 @njit(cache=True)
-def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, moves, whole_only, o):
+def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, si, sj, sv, M, whole_only, o):
     """The best 2-step chain off the bottleneck (Section 4.2, stage 2), applied when every GPU it
     touches ends below ``thresh``.  First moves ``i -> j`` (GPU h): the single moves just
     evaluated, at most ``o.chain_cap`` by value and ``o.fanout`` cheapest destinations per ``i``;
@@ -19,15 +19,14 @@ def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, moves, whole_only, o):
     Parameters:
         p, x, pairs, L: Pricer; shares float64[P]; Pairs; Loads (x and L updated in place)
         bottleneck: int; thresh: float; t: float64[g], each GPU's current time
-        moves: SingleMoves
+        si, sj: int64[>= M]; sv: float64[>= M]: the M single moves just evaluated, pair si[m] to
+            pair sj[m] for a largest touched-GPU time sv[m] (arrays, not a record: this is the hot path)
         whole_only: bool; o: Options
 
     Returns:
         bool, whether a chain was applied
     """
     pe, pgpu, ptr = pairs.pe, pairs.pgpu, pairs.ptr
-    si, sj, sv = moves.src, moves.dst, moves.value
-    M = si.size
     fanout, cap = o.fanout, o.chain_cap
     g = t.size
     if M > cap:

@@ -10,27 +10,34 @@ from .records import LOCAL_SEARCH, ROUND_ROBIN, TOKEN_LP_EVEN, TOKEN_LP_VERTEX, 
 from .structured import round_robin
 
 
-@njit(cache=True)
-def build_vertex(p, problem, vertex):
+@njit(cache=True, inline="always")
+def build_vertex(p, counts, pairs, problem, vertex):
     """Build the token-LP vertex (Lemma 1, :func:`.maxflow.token_lp`) into ``vertex : VertexCache``
     unless it holds it already; returns whether it does (False: the max-flow iteration failed).
     """
-    if not vertex.ready[0]:
-        W, _k = token_lp(problem.counts, problem.pairs, problem.n_gpus, vertex.shares)
-        if W >= 0:
-            vertex.ready[0] = True
-            vertex.makespan[0] = makespan(p, vertex.shares, problem.pairs.pgpu, problem.n_gpus)
+    # inlined where it is called: a ready cache costs no call (a call counts a reference per
+    # array of its records)
+    return vertex.ready[0] or _build_vertex(p, counts, pairs, problem, vertex)
+
+
+@njit(cache=True)
+def _build_vertex(p, counts, pairs, problem, vertex):
+    """:func:`build_vertex` when the cache is not ready: the max-flow token LP into ``vertex``."""
+    W, _k = token_lp(counts, pairs, problem.n_gpus, vertex.shares)
+    if W >= 0:
+        vertex.ready[0] = True
+        vertex.makespan[0] = makespan(p, vertex.shares, pairs.pgpu, problem.n_gpus)
     return vertex.ready[0]
 
 
 @njit(cache=True)
-def ensemble(p, problem, o, heuristic, even, vertex, checked):
+def ensemble(p, counts, pairs, problem, o, heuristic, even, vertex, checked):
     """Stage 4 (Proposition 1): score the token-LP candidates of ``o`` (the vertex, the even split)
     and, under full replication, round robin A3; switch to the best only when it is more than
     ``o.tau`` better than ``heuristic``.
 
     Parameters:
-        p: Pricer; problem: Problem; o: Options
+        p: Pricer; counts: int64[E]; pairs: Pairs; problem: Problem; o: Options
         heuristic: Candidate, the heuristic output A_H
         even: EvenSplit; vertex: VertexCache (built here when needed)
         checked: bool, a token-LP candidate was built already: score even where the bound rules out a switch
@@ -38,7 +45,7 @@ def ensemble(p, problem, o, heuristic, even, vertex, checked):
     Returns:
         (Candidate, pruned: bool); pruned: the lower bound ruled out a switch and nothing was built
     """
-    pairs, g = problem.pairs, problem.n_gpus
+    g = problem.n_gpus
     pgpu, first = pairs.pgpu, pairs.first
     P = pgpu.size
     best = heuristic.makespan
@@ -48,7 +55,7 @@ def ensemble(p, problem, o, heuristic, even, vertex, checked):
     cwho = LOCAL_SEARCH
     xc = np.zeros(P)
     if o.lp_vertex:
-        if build_vertex(p, problem, vertex) and vertex.makespan[0] < cbest:
+        if build_vertex(p, counts, pairs, problem, vertex) and vertex.makespan[0] < cbest:
             cbest, cwho = vertex.makespan[0], TOKEN_LP_VERTEX
     if (o.lp_even and problem.full) or even.given:
         xe = even.shares
@@ -56,13 +63,13 @@ def ensemble(p, problem, o, heuristic, even, vertex, checked):
             xe = np.zeros(P)
             for q in range(P):
                 if first[q]:
-                    xe[q] = problem.counts[pairs.pe[q]] / g
+                    xe[q] = counts[pairs.pe[q]] / g
         ms = makespan(p, xe, pgpu, g)
         if ms < cbest:
             cbest, cwho = ms, TOKEN_LP_EVEN
             xc[:] = xe
     if problem.full:
-        xr = round_robin(problem.counts, pairs, g)
+        xr = round_robin(counts, pairs, g)
         ms = makespan(p, xr, pgpu, g)
         if ms < cbest:
             cbest, cwho = ms, ROUND_ROBIN

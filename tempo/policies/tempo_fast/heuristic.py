@@ -15,13 +15,13 @@ from .structured import apportion, wrap_around
 
 
 @njit(cache=True)
-def heuristic(p, problem, o, even, vertex):
+def heuristic(p, counts, pairs, problem, o, even, vertex):
     """Seed, chains and local search of preset ``o``, then (full replication, ``o.restarts``) the
     local search again from the wrap-around and apportionment seeds: the heuristic output A_H of
     Proposition 1.
 
     Parameters:
-        p: Pricer; problem: Problem; o: Options
+        p: Pricer; counts: int64[E]; pairs: Pairs; problem: Problem; o: Options
         even: EvenSplit
         vertex: VertexCache, built here when the compute-regime check needs it
 
@@ -29,7 +29,7 @@ def heuristic(p, problem, o, even, vertex):
         Heuristic; with stages.shortcut its best is the token-LP candidate that attained the lower
         bound after stage 2 (optimal: the solve returns it at once)
     """
-    counts, pairs, g, lb = problem.counts, problem.pairs, problem.n_gpus, problem.lower_bound
+    g, lb = problem.n_gpus, problem.lower_bound
     pgpu = pairs.pgpu
     P = pgpu.size
     E = counts.size
@@ -62,7 +62,7 @@ def heuristic(p, problem, o, even, vertex):
             checked = True
             shortcut = Stages(s_seed, s_chains, s_local, nan, True, False)
             if o.lp_vertex:
-                if build_vertex(p, problem, vertex) and vertex.makespan[0] <= lb * (1 + 1e-9):
+                if build_vertex(p, counts, pairs, problem, vertex) and vertex.makespan[0] <= lb * (1 + 1e-9):
                     return Heuristic(Candidate(vertex.shares.copy(), vertex.makespan[0], TOKEN_LP_VERTEX), shortcut,
                                      checked)
             else:
@@ -72,7 +72,7 @@ def heuristic(p, problem, o, even, vertex):
     # Step 3: the local search with partial moves, and the support polish (mixed regime)
     if o.local_search:
         improve(p, x, pairs, L, lb, not o.partial, o.chains, o)
-        if o.compound and p.has_traffic and o.partial and polish(p, problem, x, L, o):
+        if o.compound and p.has_traffic and o.partial and polish(p, counts, pairs, problem, x, L, o):
             improve(p, x, pairs, L, lb, False, o.chains, o)
         bottleneck = gpu_times(p, L, t)
         s_local = t[bottleneck]

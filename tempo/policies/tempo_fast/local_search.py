@@ -8,7 +8,7 @@ from .chains import two_step_chain, whole_partial_chain
 from .jit import njit
 from .moves import apply_move, evaluate_move
 from .pricing import gpu_times
-from .records import EPS, REL, UNLIMITED, SingleMoves
+from .records import EPS, REL, UNLIMITED
 
 
 @njit(cache=True)
@@ -75,8 +75,7 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o):
             continue
         if not chains:
             break
-        single = SingleMoves(si[:M], sj[:M], sv[:M])
-        found = two_step_chain(p, x, pairs, L, bottleneck, thresh, t, single, whole_only, o)
+        found = two_step_chain(p, x, pairs, L, bottleneck, thresh, t, si, sj, sv, M, whole_only, o)
         if not found and (depth == UNLIMITED or depth > 2):
             found = augmenting_path(p, x, pairs, L, bottleneck, thresh, depth)
         if not found and o.compound and p.has_traffic and not whole_only:

@@ -11,11 +11,11 @@ from .records import EPS, REL
 
 
 @njit(cache=True)
-def _support_lp(problem, on):
+def _support_lp(counts, pairs, problem, on):
     """The token LP (Lemma 1) restricted to the pairs ``on : bool[P]``: float64[P], empty when the
     iteration failed.
     """
-    counts, pairs, g = problem.counts, problem.pairs, problem.n_gpus
+    g = problem.n_gpus
     E, R = counts.size, problem.n_slots
     rep = np.full((E, R), -1, np.int64)
     for q in range(on.size):
@@ -59,12 +59,12 @@ def _better(ms, n, bms, bn):
 
 
 @njit(cache=True)
-def _try_pattern(p, problem, on, e, bms, bn):
+def _try_pattern(p, counts, pairs, problem, on, e, bms, bn):
     """The restricted token LP on the pattern ``on : bool[P]``, unless expert ``e`` keeps no pair in
     it or a GPU's activation piece alone exceeds ``bms``: ``(shares, makespan, n)`` when they beat
     ``(bms, bn)``, else empty shares.
     """
-    pairs, g = problem.pairs, problem.n_gpus
+    g = problem.n_gpus
     pgpu, ptr = pairs.pgpu, pairs.ptr
     keep = False
     for q in range(ptr[e], ptr[e + 1]):
@@ -78,7 +78,7 @@ def _try_pattern(p, problem, on, e, bms, bn):
     for h in range(g):
         if activation_time(p, Gc[h], Gc[h]) > bms:
             return np.zeros(0), bms, bn
-    y = _support_lp(problem, on)
+    y = _support_lp(counts, pairs, problem, on)
     if y.size:
         ms, n = _score(p, y, pgpu, g)
         if _better(ms, n, bms, bn):
@@ -87,14 +87,14 @@ def _try_pattern(p, problem, on, e, bms, bn):
 
 
 @njit(cache=True)
-def polish(p, problem, x, L, o):
+def polish(p, counts, pairs, problem, x, L, o):
     """Support polish (stage 3, Eq. 4): re-solve the restricted token LP on the current activation
     pattern (token-bound bottleneck) or on the patterns that close one of the bottleneck's pairs
     (activation-bound); keep the best that beats the current dispatch, at most
     ``min(o.max_iter, 2g)`` times.
 
     Parameters:
-        p: Pricer; problem: Problem; o: Options
+        p: Pricer; counts: int64[E]; pairs: Pairs; problem: Problem; o: Options
         x: float64[P]; L: Loads (both updated in place)
 
     Returns:
@@ -104,7 +104,7 @@ def polish(p, problem, x, L, o):
     # grow with N, so the best shares are the restricted token LP's.  Closing a pair lets its
     # expert's tokens go to its other replicas (up to o.fanout cheapest GPUs, opened if idle):
     # tokens move along paths of any length, where single moves and 2-step chains stall.
-    pairs, g, lb, R = problem.pairs, problem.n_gpus, problem.lower_bound, problem.n_slots
+    g, lb, R = problem.n_gpus, problem.lower_bound, problem.n_slots
     pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
     P = x.size
     t = np.empty(g)
@@ -121,7 +121,7 @@ def polish(p, problem, x, L, o):
         bms, bn = _score(p, x, pgpu, g)
         bx = np.zeros(0)
         if token_time(p, L.N[bottleneck]) >= activation_time(p, L.G[bottleneck], L.T[bottleneck]):
-            y = _support_lp(problem, on)
+            y = _support_lp(counts, pairs, problem, on)
             if y.size:
                 ms, n = _score(p, y, pgpu, g)
                 if _better(ms, n, bms, bn):
@@ -166,7 +166,7 @@ def polish(p, problem, x, L, o):
                     on2[i] = False
                     if j >= 0:
                         on2[j] = True
-                    y, ms, n = _try_pattern(p, problem, on2, e, bms, bn)
+                    y, ms, n = _try_pattern(p, counts, pairs, problem, on2, e, bms, bn)
                     if y.size:
                         bms, bn, bx = ms, n, y
         if bx.size == 0:

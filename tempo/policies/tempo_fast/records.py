@@ -41,10 +41,10 @@ class Pairs(NamedTuple):
 
 
 class Problem(NamedTuple):
-    """One instance as the stages see it, built once per solve (:func:`.solver.solve`)."""
+    """The scalars of the instance a solve works on, built once (:func:`.solver.solve`).  Its
+    arrays, ``counts`` and ``pairs``, travel as arguments beside it, as every kernel takes them:
+    numba counts a reference per array of a record at each call, on the hot path."""
 
-    counts: np.ndarray   # int64[E]
-    pairs: Pairs
     n_gpus: int          # g
     n_slots: int         # R
     lower_bound: float   # no dispatch is below it (.bounds.lower_bound): a stage stops there
@@ -81,14 +81,6 @@ class Options(NamedTuple):
 
 
 # ---- the stages' state and results ----
-class SingleMoves(NamedTuple):
-    """The single moves off the bottleneck the local search just evaluated (``M`` of them)."""
-
-    src: np.ndarray    # int64[M]: the pair a share leaves
-    dst: np.ndarray    # int64[M]: the pair it joins
-    value: np.ndarray  # float64[M]: the largest time among the GPUs the move touches
-
-
 class EvenSplit(NamedTuple):
     """The even token-LP split a caller computed (restricted replication: a QP)."""
 

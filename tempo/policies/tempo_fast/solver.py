@@ -34,13 +34,13 @@ def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares):
     lb = lower_bound(p, counts, pairs, n_gpus)
     if P == 0:  # no tokens: nothing to place (lb = every GPU's idle time, max(a, c, c2))
         return np.zeros((E, R)), lb, LOCAL_SEARCH, Stages(lb, nan, nan, nan, False, False)
-    problem = Problem(counts, pairs, n_gpus, R, lb, is_full_replication(pairs, E, n_gpus))
+    problem = Problem(n_gpus, R, lb, is_full_replication(pairs, E, n_gpus))
     even = EvenSplit(np.zeros(P), even_shares.shape[0] > 0)
     if even.given:
         for q in range(P):
             even.shares[q] = even_shares[pairs.pe[q], pairs.pr[q]]
     vertex = VertexCache(np.zeros(P), np.zeros(1, np.bool_), np.full(1, np.inf))
-    h = heuristic(p, problem, options, even, vertex)
+    h = heuristic(p, counts, pairs, problem, options, even, vertex)
     stages = h.stages
     if stages.shortcut:
         return scatter(h.best.shares, pairs, E, R), h.best.makespan, h.best.chosen, stages
@@ -56,13 +56,14 @@ def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares):
         # is skipped when A_H attains the bound, and the exchange pass only improves.
         if options.paper_pool and best.makespan > lb:
             no_even = EvenSplit(even.shares, False)
-            paper = heuristic(p, problem, paper_options, no_even, vertex)
+            paper = heuristic(p, counts, pairs, problem, paper_options, no_even, vertex)
             out = paper.best
             if not paper.stages.shortcut and paper_options.ensemble:
-                out, _pruned = ensemble(p, problem, paper_options, out, no_even, vertex, paper.checked)
+                out, _pruned = ensemble(p, counts, pairs, problem, paper_options, out, no_even, vertex,
+                                        paper.checked)
             if out.makespan < best.makespan:
                 best = Candidate(out.shares, out.makespan, PAPER_PRESET)
-        best, pruned = ensemble(p, problem, options, best, even, vertex, h.checked)
+        best, pruned = ensemble(p, counts, pairs, problem, options, best, even, vertex, h.checked)
         s_ensemble = best.makespan
     return (scatter(best.shares, pairs, E, R), best.makespan, best.chosen,
             Stages(stages.seed, stages.chains, stages.local_search, s_ensemble, False, pruned))
