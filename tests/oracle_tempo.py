@@ -1,6 +1,6 @@
 """The numpy reference implementation of tempo_fast (paper Section 4.2): the test oracle.
 
-The library's solver is compiled (:mod:`tempo.policies._compiled`).  This is the vectorised numpy
+The library's solver is compiled (:mod:`tempo.policies.tempo_fast`).  This is the vectorised numpy
 implementation it was written after, kept here to check it: the same stages, the same
 candidate deltas, acceptance rule and tie-breaks for the seed and the single moves, so the two
 agree on most instances and differ where ties among chain moves or among optimal token-LP

@@ -106,16 +106,18 @@ def test_default_path_against_the_milp():
 
 def test_compiled_seed_matches_reference_exactly():
     from tempo.core.pricing import Pricer
-    from tempo.policies import _compiled as C
+    from tempo.policies.tempo_fast.layout import pairs_of
+    from tempo.policies.tempo_fast.pricing import new_loads
+    from tempo.policies.tempo_fast.seed import seed
 
     rng = np.random.default_rng(3)
     for _ in range(80):
         inst, m = _random_case(rng)
         st = _State(inst, m)
         st.seed()
-        pairs = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
+        pairs = pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
         x = np.zeros(pairs.pe.size)
-        C.seed(Pricer.of(m), inst.counts, pairs, x, C.new_loads(inst.n_gpus), True)
+        seed(Pricer.of(m), inst.counts, pairs, x, new_loads(inst.n_gpus), True)
         np.testing.assert_array_equal(x, st.x)
 
 
@@ -133,21 +135,22 @@ def test_compiled_token_lp_equals_scipy_maxflow():
 
 def test_compiled_lower_bound_is_the_cost_models():
     from tempo.core.pricing import Pricer
-    from tempo.policies import _compiled as C
+    from tempo.policies.tempo_fast.bounds import lower_bound
+    from tempo.policies.tempo_fast.layout import pairs_of
 
     rng = np.random.default_rng(5)
     for _ in range(50):
         inst, m = _random_case(rng)
         m = m.without("tiles")
-        pairs = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
-        assert C.lower_bound(Pricer.of(m), inst.counts, pairs, inst.n_gpus) == m.lower_bound(inst)
+        pairs = pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
+        assert lower_bound(Pricer.of(m), inst.counts, pairs, inst.n_gpus) == m.lower_bound(inst)
 
 
 def test_pricing_is_bit_identical_compiled_and_numpy():
     """Eq. 1/2/4 is written once (tempo.core.pricing); compiled (scalars) and numpy (arrays, the
     CostModel itself as the record) give the same float64 bits."""
     from tempo.core.pricing import Pricer, activation_time, gpu_time, token_time
-    from tempo.policies import _compiled as C
+    from tempo.policies.tempo_fast import pricing as C
 
     rng = np.random.default_rng(14)
     models = [CostModel.named(n) for n in ("dsv3-offline", "proxy-serving", "dsv3-testbedb-tile")]
@@ -171,18 +174,20 @@ def test_pricing_is_bit_identical_compiled_and_numpy():
 def test_compiled_records_are_typed():
     """The compiled interface takes named records, not positional arrays and codes."""
     from tempo.core.pricing import Pricer
-    from tempo.policies import _compiled as C
-    from tempo.policies.tempo_fast import TempoOptions, _options, _paper_options
+    from tempo.policies.tempo_fast import TempoOptions
+    from tempo.policies.tempo_fast.options import paper_solver_options, solver_options
+    from tempo.policies.tempo_fast import records as C
+    from tempo.policies.tempo_fast.solver import solve
 
     p = Pricer.of(CostModel.named("proxy-serving"))
     assert p.has_traffic and (p.c2, p.gamma) == (25.0, 0.1) and p.tile == 128.0
     assert Pricer.of(CostModel.named("dsv3-offline")) == (0.0, 14.78, 0.0, 0.0945, 0.0, 128.0, 0.0, 0.0, False)
-    o = _options(TempoOptions.preset("paper"), vertex=True, even=True)
+    o = solver_options(TempoOptions.preset("paper"), vertex=True, even=True)
     assert (o.seed, o.chain_depth, o.restarts, o.lp_even) == (C.SEED_WHOLE, 2, False, True)
-    assert _options(TempoOptions(), True, False).chain_depth == C.UNLIMITED
+    assert solver_options(TempoOptions(), True, False).chain_depth == C.UNLIMITED
     inst = Instance.full_replication([600, 30, 30, 30, 30, 30, 30], 2)
-    shares, ms, chosen, st = C.solve(inst.counts, inst.replica_gpu, 2, Pricer.of(CostModel(a=0, b=15, c=0, beta=0.1)),
-                                     _options(TempoOptions(), True, True), _paper_options(), np.zeros((0, 0)))
+    shares, ms, chosen, st = solve(inst.counts, inst.replica_gpu, 2, Pricer.of(CostModel(a=0, b=15, c=0, beta=0.1)),
+                         solver_options(TempoOptions(), True, True), paper_solver_options(), np.zeros((0, 0)))
     assert isinstance(st, C.Stages) and st.seed >= st.chains >= st.local_search and not st.shortcut
     assert C.CHOSEN[chosen] in C.CHOSEN and shares.shape == (7, 2)
 
@@ -223,6 +228,65 @@ def test_solve_layers_equals_per_layer_solves():
     with pytest.raises(ValueError, match="replica_gpu"):
         solve_layers(np.stack(counts), np.full((4, 32, 1), -1), 4, m)
     assert rng is not None
+
+
+def test_every_compiled_file_takes_njit_from_the_cache_guard():
+    """The guard in tempo_fast/jit.py runs before any compiled function loads cached machine code:
+    every file of the folder that compiles takes ``njit`` from it, and the guard hashes every
+    file of the folder and core/pricing.py (whose functions the folder compiles)."""
+    import ast
+
+    from tempo.core import pricing
+    from tempo.policies.tempo_fast import jit
+
+    folder = Path(jit.__file__).parent
+    files = sorted(folder.glob("*.py"))
+    assert jit.sources() == [*files, Path(pricing.__file__)]
+    assert len(files) >= 15
+    for f in files:
+        text = f.read_text()
+        if "njit" in text and f.name != "jit.py":
+            imports = [n for n in ast.parse(text).body if isinstance(n, ast.ImportFrom)]
+            assert any(n.module == "jit" and n.level == 1 and any(a.name == "njit" for a in n.names)
+                       for n in imports), f"{f.name} compiles without the cache guard"
+            assert "from numba" not in text and "import numba" not in text, f.name
+
+
+def test_an_edit_of_any_solver_file_drops_the_cached_machine_code(tmp_path):
+    """numba checks only the file a function is defined in, and a compiled function carries its
+    callees' code: an edit of any stage file (or of core/pricing.py) must drop the whole cache."""
+    from tempo.policies.tempo_fast import jit
+
+    src = tmp_path / "src"
+    src.mkdir()
+    files = []
+    for f in jit.sources():
+        (src / f.name).write_bytes(f.read_bytes())
+        files.append(src / f.name)
+    cache = tmp_path / "cache"
+
+    def fill():
+        for name in ("solver.solve-14.py311.nbi", "solver.solve-14.py311.1.nbc", "seed.seed-11.py311.nbi"):
+            (cache / name).write_bytes(b"machine code")
+
+    assert not jit.forget_stale_machine_code(cache, files)  # a new cache: nothing to drop, stamp written
+    fill()
+    assert not jit.forget_stale_machine_code(cache, files)  # nothing changed: the cache stays
+    assert len(list(cache.glob("*.nb?"))) == 3
+    for f in files:
+        f.write_bytes(f.read_bytes() + b"# edited\n")
+        assert jit.forget_stale_machine_code(cache, files), f.name
+        assert not list(cache.glob("*.nb?")), f.name
+        assert len(list(cache.glob("*.stamp"))) == 1
+        fill()
+    assert jit.forget_stale_machine_code(cache, files[:-1])  # a file less is a change too
+
+
+def test_the_live_cache_holds_the_stamp_of_the_current_files():
+    from tempo.policies.tempo_fast import jit, solver  # noqa: F401  (imports run the guard)
+
+    cache = jit._cache_dir()
+    assert not jit.forget_stale_machine_code(cache, jit.sources())
 
 
 def test_import_tempo_does_not_import_numba():

@@ -183,7 +183,7 @@ class CostModel:
     def lower_bound(self, inst: Instance) -> float:
         """A lower bound on every dispatch's makespan (Section 3.1, Appendix A.4), valid for
         any replica sets and any ``b2 >= 0``; the single definition the solvers share
-        (``tempo.policies._compiled.lower_bound`` is it without the tile term).
+        (``tempo.policies.tempo_fast.bounds.lower_bound`` is it without the tile term).
 
         * activations: every live expert activates a replica, so some GPU has
           ``ceil(E_live / g)``: ``a + b*ceil(E_live/g)``;

@@ -11,7 +11,7 @@ GPU::
 
 Every price in the library comes from these three functions: :class:`tempo.core.cost.CostModel`
 calls them on numpy arrays (``p`` is the CostModel itself), and the compiled solver
-(:mod:`tempo.policies._compiled`) compiles them with numba and calls them on scalars (``p`` is a
+(:mod:`tempo.policies.tempo_fast.pricing`) compiles them with numba and calls them on scalars (``p`` is a
 :class:`Pricer` record).  They use only ``+``, ``*`` and ``np.maximum`` in a fixed order, so a
 price is the same float64, bit for bit, on both paths.  This module does not import numba.
 """

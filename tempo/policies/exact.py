@@ -157,16 +157,17 @@ def token_lp_value(inst: Instance) -> float:
 
 def _token_lp(inst: Instance):
     """Exact min-max token split (Lemma 1): Dinkelbach iterations over max-flow cuts on the
-    compiled int64 Dinic solver (:func:`tempo.policies._compiled.token_lp`); returns
+    compiled int64 Dinic solver (:func:`tempo.policies.tempo_fast.maxflow.token_lp`); returns
     ``(z*, shares)`` with shares a max-flow vertex.  :func:`_token_lp_scipy` is the same
     iteration on scipy's int32 max-flow, kept as the test oracle."""
     if inst.total_tokens == 0:
         return 0.0, np.zeros(inst.replica_gpu.shape)
-    from . import _compiled as C
+    from .tempo_fast.layout import pairs_of
+    from .tempo_fast.maxflow import token_lp
 
-    pairs = C.pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
+    pairs = pairs_of(inst.counts, inst.replica_gpu, inst.n_gpus)
     x = np.zeros(pairs.pe.size)
-    W, k = C.token_lp(inst.counts, pairs, inst.n_gpus, x)
+    W, k = token_lp(inst.counts, pairs, inst.n_gpus, x)
     if W < 0:
         raise RuntimeError("token LP max-flow iteration failed to make progress")
     shares = np.zeros(inst.replica_gpu.shape)

@@ -56,7 +56,7 @@ def solver_ratio_max(f, reading=None):
 
 @claim("prop1", ["solver_vs_milp"], "identity",
        "the ensemble scores the token-LP candidate of the reading and keeps it unless tempo is >1% better "
-       "(tempo/policies/tempo_fast.py)")
+       "(tempo/policies/tempo_fast/ensemble.py)")
 def prop1(f):
     # Proposition 1: tempo is never more than 1% worse than the token-LP it scores (the reading's face)
     s = routing(f["solver_vs_milp"], "synthetic")

@@ -1,0 +1,173 @@
+"""tempo_fast: the makespan-aware dispatcher of paper Section 4.2, compiled with numba.
+
+:func:`tempo_fast` (registered as ``"tempo"``) solves one layer, :func:`solve_layers` every layer
+of a model; :class:`TempoOptions` and :data:`PRESETS` are its options.  One file per stage, run
+in this order by :func:`.solver.solve`:
+
+* ``seed.py``: stage 1, the cost-aware greedy seed;
+* ``local_search.py``: stages 2 and 3, the bottleneck local search over ``moves.py`` (single
+  moves, exact line search), ``chains.py`` (2-step chains), ``augment.py`` (augmenting paths,
+  Lemma 2) and ``polish.py`` (the support polish under Eq. 4);
+* ``structured.py``: the restart seeds and round robin A3;
+* ``heuristic.py``: stages 1-3 and the restarts of one preset;
+* ``ensemble.py``: stage 4 (Proposition 1), with ``maxflow.py``'s token LP (Lemma 1);
+* ``solver.py``: the whole, with the paper preset's output in the heuristic pool.
+
+Beside them: ``records.py`` (typed records), ``pricing.py`` (Eq. 1/2/4 compiled),
+``layout.py`` (the pair layout), ``bounds.py`` (the lower bound), ``jit.py`` (numba and its
+cache), ``options.py``, and ``exchange.py`` (the exchange pass after the compiled solve, numpy).
+The numpy reference the stages are checked against is ``tests/oracle_tempo.py``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from ...core.cost import CostModel
+from ...core.instance import Dispatch, Instance
+from ...core.pricing import Pricer
+from ..exact import token_lp_even, token_lp_highs, token_lp_vertex
+from ..proxies import round_robin
+from ..registry import register
+from .exchange import exchange_pass
+from .options import PRESETS, TempoOptions, lp_candidates, paper_solver_options, solver_options
+from .records import CHOSEN, EXCHANGE
+
+__all__ = ["PRESETS", "TempoOptions", "exchange_pass", "solve_layers", "tempo_fast"]
+
+
+@register("tempo", needs_model=True, options=TempoOptions, family="tempo", servable=True, color="#54a24b",
+          label="TEMPO: tempo_fast, the makespan-aware dispatcher (Section 4.2)", order=90,
+          variants={"tempo_paper": {"options": "paper"}})
+def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | None = None,
+               **overrides) -> Dispatch:
+    """tempo_fast (Section 4.2): minimise the modeled makespan of Eq. 3 (with the tile and traffic
+    terms when ``model`` has them).
+
+    Parameters:
+        inst: Instance
+        model: CostModel
+        options: TempoOptions, a preset name ("default", "paper") or None (default); keyword
+            overrides of its fields (``seed=``, ``chains=``, ``tau=``, ...) apply on top
+
+    Returns:
+        Dispatch; ``meta``: ``makespan`` (Eq. 3), ``chosen`` (a name of ``records.CHOSEN`` or
+        ``token_lp_highs``), ``stages`` (the makespan after each stage that ran; ``shortcut`` or
+        ``ensemble_pruned`` when an exact shortcut was taken), ``solve_s``
+    """
+    from .solver import solve
+
+    o = TempoOptions.resolve(options, overrides)
+    t0 = time.perf_counter()
+    full = inst.is_full_replication()
+    vertex, even = lp_candidates(o.lp_variants)
+    if o.lp_variants != "auto" and "highs" in o.lp_variants:
+        shares, ms, chosen, st = _solve_highs_ensemble(inst, model, o, tuple(o.lp_variants))
+    else:
+        even_shares = _NO_SHARES
+        if even and not full and o.lp_variants != "auto" and o.ensemble and inst.total_tokens:
+            # asked for on restricted replica sets: the even token-LP split is a QP, solved here
+            even_shares = np.ascontiguousarray(token_lp_even(inst).shares, dtype=np.float64)
+        shares, ms, chosen, st = solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model),
+                                       solver_options(o, vertex, even), paper_solver_options(), even_shares)
+        chosen = CHOSEN[chosen]
+    if o.restarts and o.local_search and full and inst.n_experts * inst.n_gpus <= 4096:
+        x, ms2 = exchange_pass(inst, model, shares)
+        if ms2 < ms * (1 - 1e-12):
+            shares, ms, chosen, st = x, ms2, CHOSEN[EXCHANGE], st._replace(ensemble=ms2)
+    return Dispatch(shares, {"policy": "tempo", "makespan": float(ms), "chosen": chosen,
+                             "stages": _stage_times(st, ms), "solve_s": time.perf_counter() - t0})
+
+
+#: no even split computed by the caller (:func:`.solver.solve`'s ``even_shares``)
+_NO_SHARES = np.zeros((0, 0))
+
+
+def _solve_highs_ensemble(inst: Instance, model: CostModel, o: TempoOptions, lp_variants: tuple):
+    """tempo_fast with ``lp_variants`` holding ``"highs"``: stages 1-3 compiled, stage 4 here (the
+    HiGHS vertex is a highspy call).  Scores each token-LP candidate of ``lp_variants`` and,
+    under full replication, round robin A3, unless the lower bound rules out a switch; switches
+    when the best is more than ``o.tau`` better (Proposition 1).  No compute-regime shortcut
+    (Section 4.2 has none).  Returns ``(shares float64[E, R], makespan, chosen name, Stages)``."""
+    from .solver import solve
+
+    stages_1_3 = solver_options(replace(o, ensemble=False), False, False)
+    shares, ms, chosen, st = solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model), stages_1_3,
+                                   paper_solver_options(), _NO_SHARES)
+    chosen = CHOSEN[chosen]
+    if o.ensemble and inst.live.any():
+        if model.lower_bound(inst) >= (1 - o.tau) * ms:
+            st = st._replace(pruned=True)
+        else:
+            make = {"vertex": token_lp_vertex, "even": token_lp_even, "highs": token_lp_highs}
+            names = [f"token_lp_{v}" for v in lp_variants] + (["round_robin"] if inst.is_full_replication() else [])
+            best = None
+            for name in names:
+                sh = (round_robin(inst) if name == "round_robin" else make[name[len("token_lp_"):]](inst)).shares
+                m = model.makespan(inst, sh)
+                if best is None or m < best[0]:
+                    best = (m, name, sh)
+            if best[0] < (1 - o.tau) * ms:
+                ms, chosen, shares = best[0], best[1], np.array(best[2], dtype=np.float64)
+        st = st._replace(ensemble=ms)
+    return shares, ms, chosen, st
+
+
+def _stage_times(st, ms: float) -> dict:
+    """``meta["stages"]``: the makespan after each stage that ran, and the shortcut taken."""
+    out = {"seed": float(st.seed)}
+    for name in ("chains", "local_search", "ensemble"):
+        v = getattr(st, name)
+        if v == v:  # NaN: the stage did not run
+            out[name] = float(v)
+    if st.shortcut:
+        out["shortcut"] = float(ms)
+    elif st.pruned:
+        out["ensemble_pruned"] = True
+    return out
+
+
+def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, options: TempoOptions | str | None = None,
+                 **overrides) -> np.ndarray:
+    """tempo_fast (``options`` as for :func:`tempo_fast`) for every layer of a model in one call,
+    without an Instance or a Dispatch per layer (the whole-model refresh of Section 4.4).
+
+    Parameters:
+        counts: int64[L, E], tokens per layer and logical expert
+        replica_gpu: int64[L, E, R], each layer's replica layout (-1 for an unused slot)
+        n_gpus: int
+        model: CostModel
+
+    Returns:
+        float64[L, E, R]: layer l's shares as ``tempo_fast(Instance(counts[l], replica_gpu[l],
+        n_gpus), model).shares``
+    """
+    from .solver import solve
+
+    counts = np.asarray(counts)
+    rep = np.asarray(replica_gpu)
+    if counts.ndim != 2 or rep.ndim != 3 or rep.shape[:2] != counts.shape:
+        raise ValueError(f"counts must be [L, E] and replica_gpu [L, E, R] with the same L, E; got "
+                         f"{counts.shape} and {rep.shape}")
+    if not isinstance(n_gpus, (int, np.integer)) or n_gpus < 1:
+        raise ValueError(f"n_gpus must be a positive integer, got {n_gpus!r}")
+    if not np.issubdtype(counts.dtype, np.integer) or (counts.size and counts.min() < 0):
+        raise ValueError("counts must be non-negative integers")
+    counts = np.ascontiguousarray(counts, dtype=np.int64)
+    rep = np.ascontiguousarray(rep, dtype=np.int64)
+    if rep.size and (rep.min() < -1 or rep.max() >= n_gpus):
+        raise ValueError(f"replica_gpu entries must lie in [-1, n_gpus={n_gpus})")
+    orphan = (counts > 0) & ~(rep >= 0).any(axis=2)
+    if orphan.any():
+        l, e = np.argwhere(orphan)[0]
+        raise ValueError(f"replica_gpu: layer {l} expert {e} has tokens but no replica")
+    o = TempoOptions.resolve(options, overrides)
+    if o.lp_variants != "auto":
+        raise ValueError("solve_layers scores the token-LP candidates of lp_variants='auto' only")
+    pricer, opts, paper = Pricer.of(model), solver_options(o, vertex=True, even=True), paper_solver_options()
+    out = np.empty(rep.shape)
+    for layer in range(counts.shape[0]):
+        out[layer] = solve(counts[layer], rep[layer], int(n_gpus), pricer, opts, paper, _NO_SHARES)[0]
+    return out

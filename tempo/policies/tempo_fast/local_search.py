@@ -1,0 +1,86 @@
+"""Stages 2 and 3 of Section 4.2: the bottleneck local search."""
+from __future__ import annotations
+
+import numpy as np
+
+from .augment import augmenting_path
+from .chains import two_step_chain, whole_partial_chain
+from .jit import njit
+from .moves import apply_move, evaluate_move
+from .pricing import gpu_times
+from .records import EPS, REL, UNLIMITED
+
+
+@njit(cache=True)
+def improve(p, x, pairs, L, lb, whole_only, chains, o):
+    """Bottleneck local search (Section 4.2, stages 2 and 3): the best single move off the
+    bottleneck; when none improves, a 2-step chain, an augmenting path (``o.chain_depth``
+    unlimited or > 2), then (``o.compound``, Eq. 4, partial moves) the whole-then-partial chain.
+
+    Parameters:
+        p, x, pairs, L: Pricer; shares float64[P]; Pairs; Loads (x and L updated in place)
+        lb: float, the lower bound: the search stops there
+        whole_only: bool, whole-expert moves only (stage 2, and stage 3 without partial moves)
+        chains: bool; o: Options
+
+    Returns:
+        int, accepted moves (at most o.max_iter)
+    """
+    pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
+    depth = o.chain_depth
+    t = np.empty(L.G.size)
+    P = x.size
+    si = np.empty(max(P * 4, 16), np.int64)
+    sj = np.empty(max(P * 4, 16), np.int64)
+    sv = np.empty(max(P * 4, 16))
+    moves = 0
+    for _ in range(o.max_iter):
+        bottleneck = gpu_times(p, L, t)
+        tb = t[bottleneck]
+        if tb <= lb * (1 + 1e-12):  # provably optimal: nothing to gain
+            break
+        # accept a move only when every GPU it touches ends below the bottleneck's time: each
+        # accepted move lowers the makespan or the number of GPUs attaining it
+        thresh = tb - REL * max(1.0, tb)
+        M = 0
+        bval = np.inf
+        bm = -1
+        bdel = 0.0
+        anyA = False
+        for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
+            i = gpairs[r]
+            if not x[i] > EPS:
+                continue
+            anyA = True
+            e = pe[i]
+            for j in range(ptr[e], ptr[e + 1]):
+                if pgpu[j] == bottleneck:
+                    continue
+                v, d = evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, -1, -1)
+                if M == si.size:
+                    si2 = np.empty(2 * M, np.int64)
+                    sj2 = np.empty(2 * M, np.int64)
+                    sv2 = np.empty(2 * M)
+                    si2[:M], sj2[:M], sv2[:M] = si[:M], sj[:M], sv[:M]
+                    si, sj, sv = si2, sj2, sv2
+                si[M], sj[M], sv[M] = i, j, v
+                if v < bval:
+                    bval, bm, bdel = v, M, d
+                M += 1
+        if not anyA or M == 0:
+            break
+        if bval < thresh:
+            apply_move(p, x, pgpu, L, si[bm], sj[bm], bdel, -1, -1)
+            moves += 1
+            continue
+        if not chains:
+            break
+        found = two_step_chain(p, x, pairs, L, bottleneck, thresh, t, si, sj, sv, M, whole_only, o)
+        if not found and (depth == UNLIMITED or depth > 2):
+            found = augmenting_path(p, x, pairs, L, bottleneck, thresh, depth)
+        if not found and o.compound and p.has_traffic and not whole_only:
+            found = whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t)
+        if not found:
+            break
+        moves += 1
+    return moves

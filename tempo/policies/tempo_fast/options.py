@@ -1,0 +1,132 @@
+"""tempo_fast's options: :class:`TempoOptions`, its presets, and the compiled solver's records built
+from them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .. import _options as check
+from .records import SEEDS, UNLIMITED, Options
+
+
+@dataclass(frozen=True)
+class TempoOptions:
+    """tempo_fast's options: a preset (:meth:`preset`) with field overrides (:meth:`resolve`).
+
+    ``"default"`` is the library's solver; ``"paper"`` is Section 4.2 as written: whole-expert
+    seed, chains of depth 2, no restarts, no compound moves, no paper candidate.  Every field is
+    checked on construction (``TypeError`` / ``ValueError`` naming it).
+
+    Fields
+    ------
+    seed : "greedy" (water-filling allowed), "whole" (the paper's greedy) or "static" (first replica): stage 1
+    chains : bool: stage 2 (1- and 2-step chains, augmenting paths); False also drops chain moves from stage 3
+    chain_depth : int >= 2 or None: longest augmenting path (None: unlimited, Lemma 2; 2: the paper's chains)
+    local_search : bool: stage 3
+    partial : bool: stage 3 may split experts (False: Table 2's "no partial moves")
+    ensemble : bool: stage 4, token-LP candidates and round robin taken when > ``tau`` better (Proposition 1)
+    tau : float in [0, 1): the switching tolerance
+    max_iter : int >= 0: accepted moves per stage, at most
+    fanout : int >= 0: 2-step chains, destination GPUs per first move (0: no limit)
+    lp_variants : "auto" or a tuple of "vertex", "even", "highs": the token-LP candidates of stage 4
+    restarts : bool: full replication, local search from the wrap-around and apportionment seeds, then exchanges
+    paper_candidate : bool: stage 4's heuristic pool holds the "paper" preset's output (never worse than it)
+    compound : bool: stage 3 under Eq. 4, the whole-then-partial chain and the support polish
+    """
+
+    seed: str = "greedy"
+    chains: bool = True
+    chain_depth: int | None = None
+    local_search: bool = True
+    partial: bool = True
+    ensemble: bool = True
+    tau: float = 0.01
+    max_iter: int = 300
+    fanout: int = 4
+    lp_variants: object = "auto"
+    restarts: bool = True
+    paper_candidate: bool = True
+    compound: bool = True
+
+    def __post_init__(self):
+        """Check every field (``TypeError`` / ``ValueError`` naming it): :func:`tempo.solve`
+        and :meth:`resolve` build this, so the checks hold for every way in."""
+        check.choice("tempo", "seed", self.seed, ("greedy", "whole", "static"))
+        for name in ("chains", "local_search", "partial", "ensemble", "restarts", "paper_candidate", "compound"):
+            check.flag("tempo", name, getattr(self, name))
+        # the 1- and 2-step chains always run (with chains): a depth below 2 would mean 2
+        check.integer("tempo", "chain_depth", self.chain_depth, lambda v: v >= 2, ">= 2", optional=True)
+        check.number("tempo", "tau", self.tau, lambda v: 0 <= v < 1, "in [0, 1)")
+        check.integer("tempo", "max_iter", self.max_iter, lambda v: v >= 0, ">= 0")
+        check.integer("tempo", "fanout", self.fanout, lambda v: v >= 0, ">= 0 (0: no limit)")
+        v = self.lp_variants
+        if not (isinstance(v, str) and v == "auto"):
+            if isinstance(v, str) or not hasattr(v, "__iter__"):
+                raise TypeError(f"tempo option lp_variants must be 'auto' or a tuple of ('vertex', 'even', 'highs'), "
+                                f"got {v!r}")
+            t = tuple(v)
+            if not t or any(not isinstance(x, str) or x not in ("vertex", "even", "highs") for x in t):
+                raise ValueError(f"tempo option lp_variants must be 'auto' or a non-empty tuple of "
+                                 f"('vertex', 'even', 'highs'), "
+                                 f"got {v!r}")
+
+    @classmethod
+    def preset(cls, name: str) -> "TempoOptions":
+        """The options of preset ``name`` (:data:`PRESETS`)."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown tempo preset {name!r}; available: {', '.join(PRESETS)}")
+        return PRESETS[name]
+
+    @classmethod
+    def resolve(cls, options=None, overrides=None) -> "TempoOptions":
+        """Options from a preset name, a TempoOptions or None (default), with field overrides."""
+        if options is None:
+            base = PRESETS["default"]
+        elif isinstance(options, str):
+            base = cls.preset(options)
+        elif isinstance(options, TempoOptions):
+            base = options
+        else:
+            raise ValueError(f"options must be a preset name or a TempoOptions, got {type(options).__name__}")
+        if overrides:
+            bad = set(overrides) - set(cls.__dataclass_fields__)
+            if bad:
+                raise ValueError(f"unknown tempo option(s) {sorted(bad)}; fields: {', '.join(cls.__dataclass_fields__)}")
+            base = replace(base, **overrides)
+        return base
+
+
+PRESETS = {"default": TempoOptions(),
+           "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False, paper_candidate=False,
+                                  compound=False)}
+
+
+def lp_candidates(lp_variants) -> tuple[bool, bool]:
+    """Whether stage 4 scores the token-LP vertex and the even split: ``(vertex, even)``
+    (``"auto"``: both; the compiled solver then scores the even split under full replication only)."""
+    if lp_variants == "auto":
+        return True, True
+    bad = set(lp_variants) - {"vertex", "even", "highs"}
+    if bad:
+        raise ValueError(f"lp_variants must hold 'vertex', 'even' and/or 'highs', got {sorted(bad)}")
+    return "vertex" in lp_variants, "even" in lp_variants
+
+
+def solver_options(o: TempoOptions, vertex: bool, even: bool) -> Options:
+    """The compiled solver's :class:`~.records.Options` for ``o``, scoring the token-LP vertex and
+    the even split as ``vertex`` and ``even`` say."""
+    return Options(seed=SEEDS[o.seed], chains=bool(o.chains),
+                   chain_depth=UNLIMITED if o.chain_depth is None else int(o.chain_depth),
+                   local_search=bool(o.local_search), partial=bool(o.partial), ensemble=bool(o.ensemble),
+                   tau=float(o.tau), max_iter=int(o.max_iter), fanout=int(o.fanout or 0), lp_vertex=bool(vertex),
+                   lp_even=bool(even), restarts=bool(o.restarts), chain_cap=64,
+                   paper_pool=bool(o.paper_candidate), compound=bool(o.compound))
+
+
+_PAPER_RECORD = []
+
+
+def paper_solver_options() -> Options:
+    """The ``"paper"`` preset's compiled :class:`~.records.Options` (stage 4's pool candidate), built once."""
+    if not _PAPER_RECORD:
+        _PAPER_RECORD.append(solver_options(PRESETS["paper"], *lp_candidates(PRESETS["paper"].lp_variants)))
+    return _PAPER_RECORD[0]
