@@ -138,7 +138,8 @@ def test_a_huge_file_through_a_link_is_refused_by_its_size_unread(tmp_path):
 # ------------------------------------------------------------------ L4: TEMPO_PARAMS
 @pytest.mark.parametrize("doc,match", [({"three_term": {"params": []}}, "must be an object with 'params'"),
                                        ({"three_term": {"params": "b=1"}}, "must be an object with 'params'"),
-                                       (["three_term"], "JSON object"), ("b=1", "JSON object"),
+                                       (["three_term"], "not a calibration fit.json"),
+                                       ("b=1", "not a calibration fit.json"),
                                        ({"tile": {"params": {"b": -5.0, "beta": 0.1}}}, "must be >= 0"),
                                        ({"tile": {"params": {"b": 1.0}}}, "lacks the params"),
                                        ({"tile": {"params": {"b": 1.0, "beta": 0.1}, "error": "x"}}, "error")])

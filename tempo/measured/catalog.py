@@ -108,7 +108,7 @@ def check_fits(fits, what: str = "fit.json") -> dict:
     and >= 0; ``n_star`` >= 0, may be Infinity); ``ValueError`` naming the field otherwise."""
     from ..core.cost import CostModel
 
-    if not isinstance(fits, dict) or not fits:
+    if not isinstance(fits, dict):
         raise ValueError(f"{what} must be a JSON object of fitted forms, got {type(fits).__name__} {fits!r:.60}")
     for form, f in fits.items():
         if not isinstance(f, dict) or not isinstance(f.get("params"), dict):

@@ -86,15 +86,19 @@ def load_fit(spec: str):
     if path.is_dir():
         path = path / "fit.json"
     try:  # a regular file of bounded size and depth (a link is followed: the user named it)
-        fits = check_fits(read_json(path, MAX_FIT_BYTES, str(path), follow=True), str(path))
+        fits = read_json(path, MAX_FIT_BYTES, str(path), follow=True)
     except FileNotFoundError:
         raise ValueError(f"TEMPO_PARAMS: {path} does not exist (give a named parameter set, or the fit.json "
                          f"of a recording from `python -m tempo calibrate`, or its folder)") from None
     except (OSError, ValueError) as exc:
         raise ValueError(f"TEMPO_PARAMS: {exc}") from None
-    if not any(f in fits for f in FIT_FORMS):
+    if not isinstance(fits, dict) or not any(isinstance(fits.get(f), dict) and "params" in fits[f] for f in FIT_FORMS):
         raise ValueError(f"TEMPO_PARAMS: {path} is not a calibration fit.json (no fitted form among "
                          f"{', '.join(FIT_FORMS)})")
+    try:  # every form: parameters that make a cost model (the checks ingest makes)
+        check_fits(fits, str(path))
+    except ValueError as exc:
+        raise ValueError(f"TEMPO_PARAMS: {path} has unusable parameters ({exc})") from None
     if form:
         if form not in fits:
             raise ValueError(f"TEMPO_PARAMS: {path} has no fitted form {form!r}; it has {', '.join(fits)}")

@@ -107,6 +107,7 @@ def write_trace(path, counts, **metadata) -> None:
     if kind is not None and kind not in STEP_KINDS:
         raise ValueError(f"step_kind must be one of {', '.join(STEP_KINDS)}, got {kind!r}")
     meta = {"version": TRACE_VERSION, **metadata}
+    _check_meta(json.loads(json.dumps(meta, default=str)), counts.shape, str(path))  # what read_trace will check
     write_npz(path, {"counts": counts, "metadata": np.array(json.dumps(meta, default=str))})
 
 
