@@ -1,8 +1,8 @@
 """``python -m tempo <command> [options]``; ``python -m tempo <command> --help`` for each.
 
-Exit status: 0 on success; 2 for a usage error (a bad argument or input file, reported with the
-argument's name before any work starts); 1 when the work itself failed (reported in one line;
-``TEMPO_DEBUG=1`` shows the traceback).
+Exit status: 0 on success; 2 for a usage error (a bad argument, reported with the argument's
+name before any work starts, or an input file refused: :class:`tempo.core.io.BadInput`); 1 when
+the work itself failed (reported in one line; ``TEMPO_DEBUG=1`` shows the traceback).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import os
 import sys
 
 from .core.argtypes import MAX_TOKENS, ArgumentParser, choice, count_int, params_name, positive_int
+from .core.io import BadInput
 
 #: command -> ("module:function" taking the remaining argv, one-line help)
 COMMANDS = {
@@ -110,6 +111,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"python -m tempo {cmd}: interrupted", file=sys.stderr)
         return 130
+    except BadInput as exc:  # an input file refused (too big, too deep, not a regular file, malformed)
+        if os.environ.get("TEMPO_DEBUG"):
+            raise
+        print(f"python -m tempo {cmd}: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # the work failed: one line, not a traceback (TEMPO_DEBUG=1 for it)
         if os.environ.get("TEMPO_DEBUG"):
             raise

@@ -50,9 +50,13 @@ def test_results_read_each_file_once_and_write_what_they_keep(tmp_path, monkeypa
 
     fresh = Results("smoke")
     opened = []
-    read_text, read_csv = Path.read_text, pd.read_csv
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: opened.append(self.name) or read_text(self, *a, **k))
-    monkeypatch.setattr(pd, "read_csv", lambda path, *a, **k: opened.append(Path(path).name) or read_csv(path, *a, **k))
+    from tempo.studies import results as results_module
+
+    read_json, read_regular = results_module.read_json, results_module.read_regular
+    monkeypatch.setattr(results_module, "read_json", lambda path, *a, **k: opened.append(Path(path).name)
+                        or read_json(path, *a, **k))
+    monkeypatch.setattr(results_module, "read_regular", lambda path, *a, **k: opened.append(Path(path).name)
+                        or read_regular(path, *a, **k))
     for _ in range(3):
         assert fresh.exists("toy-t") and fresh.meta(key)["config"] == {"x": 1}
         df = fresh.load(key)

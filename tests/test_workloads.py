@@ -20,7 +20,9 @@ def test_zipf_and_counts_are_seeded_and_conserve_pairs():
 
 def test_trace_roundtrip(tmp_path):
     counts = np.arange(2 * 3 * 5).reshape(2, 3, 5)
-    write_trace(tmp_path / "t.npz", counts, model="synthetic", top_k=8)
+    write_trace(tmp_path / "t.npz", counts, model="synthetic", top_k=4)
+    with pytest.raises(ValueError, match="top_k must be an integer in"):
+        write_trace(tmp_path / "k.npz", counts, top_k=8)  # a top-8 router over 5 experts
     c, meta = read_trace(tmp_path / "t.npz")
     assert (c == counts).all() and meta["model"] == "synthetic" and meta["version"] == 1
     with pytest.raises(ValueError):

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import shlex
 import subprocess
@@ -49,6 +50,9 @@ from ..core import paths
 from ..core.io import atomic_write_csv, atomic_write_text
 from ..measured import store
 
+log = logging.getLogger(__name__)
+#: the most bytes read from a run's own output file (records.jsonl, a benchmark result, a config.json)
+MAX_READ = 256 * 2**20
 #: policy -> (--ep-dispatch-algorithm, extra environment)
 POLICIES = {
     "static": ("static", {}),
@@ -281,10 +285,15 @@ def parse_result(path) -> dict:
     p = Path(path)
     if not p.exists():
         raise ValueError(f"{p} does not exist: the benchmark wrote no result")
-    lines = [l for l in p.read_text().splitlines() if l.strip()]
+    from ..core.io import loads_json, read_regular
+
+    lines = [l for l in read_regular(p, MAX_READ, str(p), follow=True).decode("utf-8", "replace").splitlines()
+             if l.strip()]
     if not lines:
         raise ValueError(f"{p} is empty: the benchmark wrote no result")
-    rec = json.loads(lines[-1])
+    rec = loads_json(lines[-1], f"{p} (last line)")
+    if not isinstance(rec, dict):
+        raise ValueError(f"{p}: the last line is not a result object")
     missing = [m for m in METRICS if m not in rec]
     if missing:
         raise ValueError(f"{p}: result lacks {missing}")
@@ -419,11 +428,13 @@ def model_architecture(model: str) -> str | None:
     cfg = Path(model) / "config.json"
     if not cfg.is_file():
         return None
+    from ..core.io import read_json
+
     try:
-        archs = json.loads(cfg.read_text()).get("architectures") or [None]
-    except (OSError, ValueError):
+        archs = read_json(cfg, MAX_READ, str(cfg), follow=True).get("architectures") or [None]
+    except (OSError, ValueError, AttributeError):
         return None
-    return archs[0]
+    return archs[0] if isinstance(archs, list) and archs else None
 
 
 # ---------------------------------------------------------------------------- running
@@ -493,9 +504,15 @@ def drive(spec: ServerSpec, policies: list[str], workloads: list[Workload], wind
     rec_path = out_dir / "records.jsonl"
     done = {}
     if rec_path.exists():
-        for line in rec_path.read_text().splitlines():
-            r = json.loads(line)
-            done[(r["window"], r["workload"], r["policy"], r["order"])] = r
+        from ..core.io import loads_json, read_regular
+
+        for no, line in enumerate(read_regular(rec_path, MAX_READ, str(rec_path)).decode("utf-8", "replace")
+                                  .splitlines(), 1):
+            try:
+                r = loads_json(line, f"{rec_path} line {no}")
+                done[(r["window"], r["workload"], r["policy"], r["order"])] = r
+            except (ValueError, KeyError, TypeError) as exc:  # a line torn by a kill: that run is made again
+                log.warning("%s line %d is not a run record (%s); the run is made again", rec_path, no, exc)
     plan = [(w, wl, p, o) for wl in workloads for (w, p, o) in schedule(policies, windows, baseline)]
     bar = None
     if progress:

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.io import UnsafeFile, gunzip_limited, read_regular
+from ..core.io import UnsafeFile, gunzip_limited, loads_json, read_regular
 from ..measured import catalog, store
 from ..measured.catalog import check_fits, check_manifest, check_samples
 from .claims.ledger import claims_reading, evaluate
@@ -95,30 +95,12 @@ def safe_name(value, arg: str) -> str:
 
 def _json(data: bytes, what: str, arg: str = "PATH"):
     """``json.loads`` of untrusted bytes: a usage error naming ``what`` for anything that is not
-    JSON or nests deeper than :data:`MAX_JSON_DEPTH` (checked before parsing: no RecursionError)."""
-    depth = level = 0
-    instr = esc = False
-    for ch in data:  # bytes: a cheap bracket scan outside strings
-        if instr:
-            if esc:
-                esc = False
-            elif ch == 0x5C:
-                esc = True
-            elif ch == 0x22:
-                instr = False
-        elif ch == 0x22:
-            instr = True
-        elif ch in (0x5B, 0x7B):
-            level += 1
-            depth = max(depth, level)
-            if depth > MAX_JSON_DEPTH:
-                raise IngestError(arg, f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
-        elif ch in (0x5D, 0x7D):
-            level -= 1
+    JSON or nests deeper than :data:`MAX_JSON_DEPTH` (checked before parsing:
+    :func:`tempo.core.io.loads_json`)."""
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise IngestError(arg, f"{what} is not JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
+        return loads_json(data, what, MAX_JSON_DEPTH)
+    except ValueError as exc:
+        raise IngestError(arg, str(exc)) from None
 
 
 def _typed(obj: dict, field: str, types, what: str, arg: str = "PATH"):
@@ -276,17 +258,29 @@ def _prepare_epbench(path: Path, command: str | None) -> Plan:
     raw = _read(path, "PATH")
     data = _gunzip(raw, path.name, "PATH") if path.name.endswith(".gz") else raw
     df = _csv(data, path.name.removesuffix(".gz"), "PATH", EPBENCH_COLUMNS)
-    times = df[["layer_us", "expert_us", "model_us"]].apply(pd.to_numeric, errors="coerce")
-    if not np.isfinite(times.to_numpy(dtype=float)).all() or (times.to_numpy() < 0).any():
-        raise IngestError("PATH", f"{path.name}: layer_us, expert_us and model_us must be finite and >= 0")
+    times = df[["layer_us", "expert_us", "model_us"]].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    if not (np.isfinite(times).all() and (times > 0).all()):
+        raise IngestError("PATH", f"{path.name}: layer_us, expert_us and model_us must be finite and > 0 "
+                                  "(a measured time of zero or less is no measurement)")
     _integers(df, ["step"], path.name)
     _words(df, ["policy"], path.name)
+    # epbench times every policy once per step, in a shuffled order: the claims compare policies
+    # step by step, so a table whose steps do not each hold every policy once is not an epbench run
+    per = df.groupby([df.step.astype("int64"), df.policy.astype(str)]).size()
+    pols = sorted(df.policy.astype(str).unique())
+    if (per != 1).any() or len(per) != df.step.nunique() * len(pols):
+        raise IngestError("PATH", f"{path.name}: every step must hold each of the policies {pols} exactly once "
+                                  "(as epbench writes it)")
     cfg: dict = {}
     if command:
         try:
             cfg = parse_epbench_command(command)
         except ValueError as exc:
             raise IngestError("--command", str(exc)) from None
+        named = sorted({p for p in str(cfg.get("policies") or "").split(",") if p})
+        if named and named != pols:
+            raise IngestError("--command", f"names the policies {named}, the table holds {pols}: the command did "
+                                           f"not write {path.name}")
     kernel = sorted(df["kernel"].astype(str).unique()) if "kernel" in df else []
     emulated_by_data = bool(np.allclose(df.layer_us, df.expert_us, rtol=0, atol=1e-9))
     device = cfg.get("device") or ("cuda" if any(k.startswith("deep_gemm") for k in kernel) else None)
@@ -314,6 +308,26 @@ def _workload_info(w: dict) -> dict:
     return out
 
 
+def _agree_serve(sm: dict, pairs: pd.DataFrame, runs: pd.DataFrame | None, what: str) -> None:
+    """A usage error unless a serve-bench manifest agrees with its tables: every policy it lists
+    (but its baseline) was run (pairs.csv or runs.csv), every policy and workload of pairs.csv is
+    one it lists (when it lists them)."""
+    ran = set(pairs.policy.astype(str)) | (set(runs.policy.astype(str)) if runs is not None else set())
+    listed = [str(p) for p in sm.get("policies") or []]
+    names = [str(w.get("name")) for w in sm.get("workloads") or [] if w.get("name") is not None]
+    problems = []
+    if listed:
+        missing = sorted(set(listed) - ran - {str(sm.get("baseline") or "static")})
+        extra = sorted(set(pairs.policy.astype(str)) - set(listed))
+        problems += [f"it lists policies {missing} that no run holds"] if missing else []
+        problems += [f"pairs.csv holds policies {extra} it does not list"] if extra else []
+    if names:
+        extra = sorted(set(pairs.workload.astype(str)) - set(names))
+        problems += [f"pairs.csv holds workloads {extra} it does not list"] if extra else []
+    if problems:
+        raise IngestError("PATH", f"{what} disagrees with its tables: {'; '.join(problems)}")
+
+
 def _prepare_serve(path: Path) -> Plan:
     names = [n for n in ("pairs.csv", "runs.csv", "records.jsonl", "manifest.json")
              if (path / n).is_file() or (path / n).is_symlink()]  # a link is refused by _read, never skipped
@@ -323,8 +337,8 @@ def _prepare_serve(path: Path) -> Plan:
     if not pairs.kept.astype(str).str.lower().isin(["true", "false", "1", "0", "1.0", "0.0"]).all():
         raise IngestError("PATH", "pairs.csv: column kept must hold True/False")
     pairs["kept"] = pairs.kept.astype(str).str.lower().isin(["true", "1", "1.0"])
-    if "runs.csv" in raw:
-        _csv(raw["runs.csv"], "runs.csv", "PATH", ("window", "workload", "policy", "status"))
+    runs = _csv(raw["runs.csv"], "runs.csv", "PATH", ("window", "workload", "policy", "status")) \
+        if "runs.csv" in raw else None
     sm = {}
     if "manifest.json" in raw:
         sm = _json(raw["manifest.json"], f"{path.name}/manifest.json")
@@ -348,6 +362,7 @@ def _prepare_serve(path: Path) -> Plan:
         _typed(server, "env", dict, f"{what} server")
         if sm.get("gpus") and not slug(sm["gpus"][0]):
             raise IngestError("PATH", f"{what} field 'gpus' names no machine ({sm['gpus'][0]!r:.60})")
+        _agree_serve(sm, pairs, runs, what)
     files = {"pairs.csv.gz": _gz(raw["pairs.csv"])}
     if "runs.csv" in raw:
         files["runs.csv.gz"] = _gz(raw["runs.csv"])
@@ -355,10 +370,8 @@ def _prepare_serve(path: Path) -> Plan:
         lines = []
         for i, line in enumerate(raw["records.jsonl"].decode("utf-8", "replace").splitlines()):
             if line.strip():
-                try:
-                    lines.append(json.dumps(strip_paths(json.loads(line)), default=str))
-                except ValueError:
-                    raise IngestError("PATH", f"{path.name}/records.jsonl line {i + 1} is not JSON") from None
+                rec = _json(line.encode(), f"{path.name}/records.jsonl line {i + 1}")
+                lines.append(json.dumps(strip_paths(rec), default=str))
         files["records.jsonl.gz"] = _gz(("\n".join(lines) + "\n").encode())
     if sm:
         files["serve-bench.json.gz"] = _gz(json.dumps(strip_paths(sm), indent=1, default=str).encode())
@@ -411,6 +424,8 @@ def _prepare_calibration(path: Path) -> Plan:
         check_samples(s, f"{path.name}/samples.csv.gz")
     except ValueError as exc:
         raise IngestError("PATH", str(exc)) from None
+    if cm.get("cells") is not None and cm["cells"] != len(s):
+        raise IngestError("PATH", f"{path.name}/manifest.json says {cm['cells']} cells, samples.csv.gz holds {len(s)}")
     for k in ("backend", "shape"):
         safe_name(cm[k], f"PATH {path.name}/manifest.json field {k!r}")
     machine = cm.get("machine")

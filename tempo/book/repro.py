@@ -15,8 +15,11 @@ import re
 import pandas as pd
 
 from ..core import paths
+from ..core.io import read_csv, read_regular
 
 MAP_FILE = paths.PAPER / "repro_map.csv"
+#: the most bytes the repro map or a chapter's source may hold (each is under 100 KB)
+MAX_BYTES = 16 * 2**20
 COLUMNS = ["item", "title", "chapter", "section", "regenerated", "needs", "command", "output", "hardware",
            "expected", "claims", "note"]
 #: what regenerating the item exactly as the paper has it requires
@@ -39,7 +42,7 @@ ROOFLINE_RATIO = (1.13, 1.24)
 def load_map(path=None) -> pd.DataFrame:
     """The reproduction map, validated: every column present, ``needs`` and ``regenerated`` from
     their vocabularies, no duplicate item."""
-    df = pd.read_csv(path or MAP_FILE, dtype=str, keep_default_na=False)
+    df = read_csv(path or MAP_FILE, MAX_BYTES, dtype=str, keep_default_na=False)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"repro map {path or MAP_FILE} lacks columns {missing}")
@@ -68,7 +71,7 @@ def slug(heading: str) -> str:
 
 def headings(chapter: str) -> list[str]:
     """Section headings (``#`` .. ``####``) of a notebook's MyST source."""
-    text = (paths.NOTEBOOKS / f"{chapter}.md").read_text()
+    text = read_regular(paths.NOTEBOOKS / f"{chapter}.md", MAX_BYTES, f"{chapter}.md", follow=True).decode()
     return [m.group(1).strip() for m in re.finditer(r"^#{1,4} (.+)$", text, flags=re.M)]
 
 

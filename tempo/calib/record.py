@@ -27,7 +27,6 @@ import datetime as dt
 import gzip
 import json
 import logging
-import math
 import platform
 import re
 import sys
@@ -51,7 +50,7 @@ PARTIAL_COLUMNS = ["G", "n", "kind", "t_us"]
 _HEADER = ",".join(PARTIAL_COLUMNS + ["crc32"])
 _LEGACY_HEADER = ",".join(PARTIAL_COLUMNS)  # files written before the checksum
 _HEX8 = re.compile(r"[0-9a-f]{8}")
-_INT = re.compile(r"[0-9]+")
+_INT = re.compile(r"[0-9]{1,18}")  # inside int64; a range check follows
 _KIND = re.compile(r"[A-Za-z0-9_.-]+")
 log = logging.getLogger(__name__)
 
@@ -63,28 +62,28 @@ def cell_line(G: int, n: int, kind: str, t_us: float) -> str:
 
 
 def _parse_cell(line: str, legacy: bool = False):
-    """(G, n, kind, t_us) of one partial-file line, or None if it is not a well-formed cell:
-    G and n positive integers, kind a plain word, t_us a finite number >= 0, then the CRC-32
-    of those four fields as written (8 hex digits).  ``legacy``: a file written before the
-    checksum also admits the four fields alone."""
+    """(G, n, kind, t_us) of one partial-file line, or why it is not a well-formed cell (a
+    string): G and n integers and t_us a number inside the physical ranges of a cell
+    (:data:`tempo.measured.catalog.CELL_RANGES`), kind a plain word, then the CRC-32 of those
+    four fields as written (8 hex digits).  ``legacy``: a file written before the checksum
+    also admits the four fields alone."""
     fields = line.split(",")
     if len(fields) == 5:
         body, _, crc = line.rpartition(",")
         if not _HEX8.fullmatch(crc) or int(crc, 16) != zlib.crc32(body.encode()):
-            return None
+            return "its CRC-32 does not match"
         fields = fields[:4]
     elif not legacy or len(fields) != 4:
-        return None
+        return f"{len(fields)} fields"
     g, n, kind, t = fields
     if not (_INT.fullmatch(g) and _INT.fullmatch(n) and _KIND.fullmatch(kind)):
-        return None
+        return "G and n must be integers, kind a plain word"
     try:
         t_us = float(t)
     except ValueError:
-        return None
-    if int(g) < 1 or int(n) < 1 or not math.isfinite(t_us) or t_us < 0:
-        return None
-    return int(g), int(n), kind, t_us
+        return f"t_us {t[:20]!r} is not a number"
+    why = catalog.cell_problem(int(g), int(n), t_us)
+    return why or (int(g), int(n), kind, t_us)
 
 
 def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
@@ -95,8 +94,10 @@ def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
     newline; a line of a file written before the checksum gains its CRC-32); ``dropped``
     counts what was thrown away: ``torn`` (a last line without its newline -- its value may
     be cut short), ``malformed`` (including a line whose CRC-32 does not match: a damaged
-    byte, the cell is measured again) and ``duplicate`` (a cell already seen; the first is
-    kept).  Repeated header lines are dropped silently.  A missing file reads as empty.
+    byte, and a value outside a cell's physical range: G = 10^30, t_us = 1e308; each logged
+    with its line number; the cell is measured again) and ``duplicate`` (a cell already seen;
+    the first is kept).  Repeated header lines are dropped silently.  A missing file reads as
+    empty.
     """
     dropped = {"torn": 0, "malformed": 0, "duplicate": 0}
     raw = catalog.read_progress(path)
@@ -107,17 +108,19 @@ def read_partial(path) -> tuple[pd.DataFrame, list[str], dict]:
     rows, lines, seen = [], [], set()
     first = next((b for b in parts if b.strip()), b"").rstrip(b"\r")
     legacy = first != _HEADER.encode()  # a file that starts with the checksum header holds only checked lines
-    for b in parts:
+    for no, b in enumerate(parts, 1):
         try:
             line = b.decode("ascii").rstrip("\r")
         except UnicodeDecodeError:
+            cell = "it is not ASCII text"
+        else:
+            if line in (_HEADER, _LEGACY_HEADER) or (not line.strip() and "\0" not in line):
+                continue
+            cell = "it holds a NUL byte" if "\0" in line else _parse_cell(line, legacy)
+        if isinstance(cell, str):
             dropped["malformed"] += 1
-            continue
-        if line in (_HEADER, _LEGACY_HEADER) or (not line.strip() and "\0" not in line):
-            continue
-        cell = None if "\0" in line else _parse_cell(line, legacy)
-        if cell is None:
-            dropped["malformed"] += 1
+            if dropped["malformed"] <= 10:
+                log.warning("%s line %d dropped: %s; the cell is measured again", path, no, cell)
         elif cell[:2] in seen:
             dropped["duplicate"] += 1
         else:
@@ -282,8 +285,10 @@ def calibrate(backend: str = "auto", shape: str = "qwen3-30b", grid: pd.DataFram
                                 max_seconds, stopped, len(grid))
                     break
                 t = float(be.measure(int(r.G), int(r.n)))
-                if not (math.isfinite(t) and t >= 0):
-                    raise RuntimeError(f"backend {backend!r} measured t_us={t} for cell (G={int(r.G)}, n={int(r.n)})")
+                why = catalog.cell_problem(int(r.G), int(r.n), t)
+                if why:
+                    raise RuntimeError(f"backend {backend!r} measured t_us={t} for cell (G={int(r.G)}, n={int(r.n)}): "
+                                       f"{why}")
                 journal.append(cell_line(int(r.G), int(r.n), r.kind, t) + "\n")
                 if bar:
                     bar.update(1)

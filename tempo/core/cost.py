@@ -23,6 +23,20 @@ from .instance import EPS_TOKENS, Dispatch, Instance, check_shares
 from .pricing import gpu_time
 
 
+def _feature(value, name: str) -> np.ndarray:
+    """``value`` as float64 for :meth:`CostModel.time`; ``ValueError`` naming ``name`` when it is
+    missing, not numbers, or holds NaN."""
+    if value is None:
+        raise ValueError(f"CostModel.time: {name} is missing (None); give per-GPU {name} as numbers")
+    try:
+        out = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"CostModel.time: {name} must be numbers, got {value!r:.60}") from None
+    if np.isnan(out).any():
+        raise ValueError(f"CostModel.time: {name} holds NaN")
+    return out
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Max-affine per-GPU cost, times in microseconds.
@@ -156,10 +170,12 @@ class CostModel:
     # ------------------------------------------------------------------ pricing
     def time(self, G, N, T=None):
         """Per-GPU time (Eq. 1/2/4, :func:`tempo.core.pricing.gpu_time`) for arrays of activated
-        pairs ``G``, tokens ``N`` and tiles ``T`` (``T`` defaults to ``G``: one tile per activation)."""
-        G = np.asarray(G, dtype=np.float64)
-        N = np.asarray(N, dtype=np.float64)
-        return gpu_time(self, G, N, G if T is None else np.asarray(T, dtype=np.float64))
+        pairs ``G``, tokens ``N`` and tiles ``T`` (``T`` defaults to ``G``: one tile per activation).
+        ``ValueError`` naming the argument when ``G`` or ``N`` is missing (None), or any of them is
+        not numbers or holds NaN."""
+        G = _feature(G, "G")
+        N = _feature(N, "N")
+        return gpu_time(self, G, N, G if T is None else _feature(T, "T"))
 
     def expert_time(self, n):
         """Time of one expert alone on a GPU with ``n`` tokens (the curve of Fig. 1a/2a)."""

@@ -9,12 +9,13 @@ from functools import lru_cache
 import pandas as pd
 
 from . import paths
+from .io import read_csv
 
 
 @lru_cache(maxsize=None)
 def params_table() -> pd.DataFrame:
     """All parameter sets of ``data/params/cost_params.csv``, indexed by name."""
-    df = pd.read_csv(paths.PARAMS / "cost_params.csv")
+    df = read_csv(paths.PARAMS / "cost_params.csv", 16 * 2**20)
     return df.set_index("name")
 
 

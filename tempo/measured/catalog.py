@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import json
 import math
 import os
 import re
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.io import gunzip_limited, read_regular
+from ..core.io import gunzip_limited, loads_json, read_regular
 from . import store
 
 #: the most bytes a recording's file may hold on disk, and a table once inflated
@@ -55,10 +54,29 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
 
 
+#: the physical range of a calibration cell: activated experts G and tokens per expert n as
+#: ``python -m tempo calibrate`` accepts them (``--G`` up to 4,096, ``--n-max`` up to 2^20), and
+#: a measured time t_us > 0 and at most 10^9 us (1,000 s for one cell; the slowest recorded
+#: cell here is 0.5 s)
+CELL_RANGES = {"G": (1, 4096), "n": (1, 2**20), "t_us": (0.0, 1e9)}
+
+
+def cell_problem(G, n, t_us) -> str | None:
+    """Why one calibration cell lies outside :data:`CELL_RANGES` (None when it does not)."""
+    (g_lo, g_hi), (n_lo, n_hi), (_, t_hi) = CELL_RANGES["G"], CELL_RANGES["n"], CELL_RANGES["t_us"]
+    if not g_lo <= G <= g_hi:
+        return f"G = {G} outside [{g_lo}, {g_hi}]"
+    if not n_lo <= n <= n_hi:
+        return f"n = {n} outside [{n_lo}, {n_hi}]"
+    if not (math.isfinite(t_us) and 0 < t_us <= t_hi):
+        return f"t_us = {t_us!r} outside (0, {t_hi:g}]"
+    return None
+
+
 def check_samples(s: pd.DataFrame, what: str = "samples.csv.gz") -> pd.DataFrame:
     """``s`` with its columns typed (G, n, N, T int64; kind str; t_us float64) when every cell is
-    well formed: G, n integers >= 1, N, T integers >= 0, kind a plain word, t_us finite >= 0.
-    Raises ``ValueError`` naming the column otherwise."""
+    well formed: G, n integers in :data:`CELL_RANGES`, N, T integers >= 0, kind a plain word,
+    t_us finite in (0, 10^9].  Raises ``ValueError`` naming the column otherwise."""
     missing = [c for c in SAMPLE_COLUMNS if c not in s.columns]
     if missing:
         raise ValueError(f"{what} lacks the columns {missing}")
@@ -67,12 +85,14 @@ def check_samples(s: pd.DataFrame, what: str = "samples.csv.gz") -> pd.DataFrame
     out = s.copy()
     for c, lo in (("G", 1), ("n", 1), ("N", 0), ("T", 0)):
         v = pd.to_numeric(s[c], errors="coerce").to_numpy(dtype=float)
-        if not (np.isfinite(v).all() and (v == np.round(v)).all() and (v >= lo).all() and (v < 2**53).all()):
-            raise ValueError(f"{what}: column {c} must hold integers >= {lo}")
+        hi = CELL_RANGES[c][1] if c in CELL_RANGES else 2**53 - 1
+        if not (np.isfinite(v).all() and (v == np.round(v)).all() and (v >= lo).all() and (v <= hi).all()):
+            raise ValueError(f"{what}: column {c} must hold integers in [{lo}, {hi}]")
         out[c] = v.astype(np.int64)
     t = pd.to_numeric(s["t_us"], errors="coerce").to_numpy(dtype=float)
-    if not (np.isfinite(t).all() and (t >= 0).all()):
-        raise ValueError(f"{what}: column t_us must hold finite numbers >= 0")
+    t_hi = CELL_RANGES["t_us"][1]
+    if not (np.isfinite(t).all() and (t > 0).all() and (t <= t_hi).all()):
+        raise ValueError(f"{what}: column t_us must hold measured times in (0, {t_hi:g}] us")
     out["t_us"] = t
     kinds = s["kind"].astype(str)
     if not kinds.map(lambda k: bool(_KIND.fullmatch(k))).all():
@@ -83,18 +103,35 @@ def check_samples(s: pd.DataFrame, what: str = "samples.csv.gz") -> pd.DataFrame
 
 def check_fits(fits, what: str = "fit.json") -> dict:
     """``fits`` when it is a ``fit.json``: an object of forms, each ``{"params": {name: number},
-    "error": number or null}`` (no NaN; ``n_star`` may be Infinity); ``ValueError`` naming the
-    field otherwise."""
+    "error": number >= 0 or null}`` whose parameters make a cost model
+    (:class:`tempo.core.cost.CostModel`: ``b`` and ``beta`` given, every time parameter finite
+    and >= 0; ``n_star`` >= 0, may be Infinity); ``ValueError`` naming the field otherwise."""
+    from ..core.cost import CostModel
+
     if not isinstance(fits, dict):
-        raise ValueError(f"{what} must be a JSON object of fitted forms, got {type(fits).__name__}")
+        raise ValueError(f"{what} must be a JSON object of fitted forms, got {type(fits).__name__} {fits!r:.60}")
     for form, f in fits.items():
         if not isinstance(f, dict) or not isinstance(f.get("params"), dict):
             raise ValueError(f"{what}: form {form!r} must be an object with 'params'")
-        bad = [k for k, v in f["params"].items() if not _number(v)]
+        p = f["params"]
+        bad = [k for k, v in p.items() if not _number(v)]
         if bad:
             raise ValueError(f"{what}: form {form!r} params {bad[:3]} must be numbers")
-        if f.get("error") is not None and not isinstance(f.get("error"), (int, float)):
-            raise ValueError(f"{what}: form {form!r} error must be a number")
+        neg = [k for k, v in p.items() if v < 0]
+        if neg:
+            raise ValueError(f"{what}: form {form!r} params {neg[:3]} must be >= 0, got "
+                             + ", ".join(f"{k} = {p[k]!r}" for k in neg[:3]))
+        missing = [k for k in ("b", "beta") if k not in p]
+        if missing:
+            raise ValueError(f"{what}: form {form!r} lacks the params {missing}")
+        try:
+            CostModel(a=p.get("a", 0.0), b=p["b"], c=p.get("c", 0.0), beta=p["beta"], b2=p.get("b2", 0.0),
+                      c2=p.get("c2"), gamma=p.get("gamma"))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{what}: form {form!r} params are no cost model ({exc})") from None
+        err = f.get("error")
+        if err is not None and not (_number(err) and 0 <= err < math.inf):
+            raise ValueError(f"{what}: form {form!r} error must be a finite number >= 0, got {err!r:.60}")
     return fits
 
 
@@ -158,12 +195,7 @@ def in_progress(root=None, file: str = "samples.partial.csv") -> list[Path]:
 
 
 def _json(data: bytes, what: str):
-    try:
-        return json.loads(data)
-    except RecursionError:
-        raise ValueError(f"{what} nests too deep") from None
-    except ValueError as exc:
-        raise ValueError(f"{what} is not JSON ({exc})") from None
+    return loads_json(data, what)  # depth bounded before parsing
 
 
 def read_manifest(folder) -> dict:
@@ -238,13 +270,26 @@ def load_recording(path) -> tuple[pd.DataFrame, dict, dict]:
 
 def check_tables(folder, man: dict) -> None:
     """Raise ``ValueError`` naming what is wrong unless the tables of an ingested recording hold
-    their columns, with finite numbers where the claims compute."""
+    their columns, with finite numbers where the claims compute (measured times ``*_us`` > 0),
+    and the policies its manifest lists (but a serve-bench run's baseline) appear in them."""
+    ran: set = set()
     for name, cols in TABLES.get(man.get("kind"), {}).items():
         df = _table(Path(folder), name, cols, man)
         for c in [c for c in cols if c.endswith("_us") or c in ("step", "window")]:
             v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)
             if not np.isfinite(v).all():
                 raise ValueError(f"{name}: column {c} must hold finite numbers")
+            if c.endswith("_us") and not (v > 0).all():
+                raise ValueError(f"{name}: column {c} must hold measured times > 0")
+        ran |= set(df["policy"].astype(str)) if "policy" in df else set()
+    listed = man.get("policies")
+    if man.get("kind") in TABLES and isinstance(listed, list):
+        if man.get("kind") == "serve-bench" and (Path(folder) / "runs.csv.gz").exists():
+            ran |= set(_table(Path(folder), "runs.csv.gz", ("policy",), man)["policy"].astype(str))
+        missing = sorted(set(map(str, listed)) - ran - ({str(man.get("baseline") or "static")}
+                                                       if man.get("kind") == "serve-bench" else set()))
+        if missing:
+            raise ValueError(f"manifest.json lists policies {missing} that its tables do not hold")
 
 
 def load_epbench(path) -> pd.DataFrame:

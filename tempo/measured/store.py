@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import paths
-from ..core.io import atomic_write_text, fsync_dir, read_regular
+from ..core.io import atomic_write_text, fsync_dir, loads_json, read_regular
 
 #: the recordings root; read at call time (tests point it elsewhere)
 ROOT = paths.DATA / "measured"
@@ -191,8 +191,8 @@ def _fsync_file(path: Path) -> None:
 def _same(folder: Path, key: dict) -> bool:
     """Whether the recording in ``folder`` has every field of ``key`` in its manifest, equal."""
     try:
-        man = json.loads(read_regular(folder / MANIFEST, 64 * 2**20))
-    except (OSError, ValueError, RecursionError):
+        man = loads_json(read_regular(folder / MANIFEST, 64 * 2**20), str(folder / MANIFEST))
+    except (OSError, ValueError):
         return False
     return isinstance(man, dict) and all(man.get(k) == v for k, v in key.items())
 

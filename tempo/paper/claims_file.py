@@ -16,14 +16,32 @@ BOUNDS = {None, "upper", "lower", "tight"}
 TOL_KINDS = {"abs", "rel", "factor"}
 
 
+#: the most bytes claims.yaml may hold (it holds about 30 KB)
+MAX_BYTES = 4 * 2**20
+_TEXT = {"type": "string", "minLength": 1}
+_NUMBER = {"type": "number"}
+#: the fields a reader uses, with their types (a row may carry more)
+SCHEMA = {
+    "type": "object", "required": ["claims"],
+    "properties": {"claims": {"type": "array", "items": {
+        "type": "object", "required": ["id", "section", "claim", "paper", "unit", "kind", "chapter"],
+        "properties": {"id": _TEXT, "section": {"type": ["string", "number"]}, "claim": _TEXT,
+                       "paper": {"oneOf": [_NUMBER, {"type": "array", "items": _NUMBER, "minItems": 2, "maxItems": 2}]},
+                       "unit": {"type": "string"}, "kind": _TEXT, "chapter": _TEXT,
+                       "needs": {"type": ["string", "null"]}, "bound": {"type": ["string", "null"]},
+                       "limit": _NUMBER, "spread": _NUMBER, "tol": _NUMBER, "tol_kind": _TEXT,
+                       "tol_why": {"type": "string"}}}}}}
+
+
 @lru_cache(maxsize=None)
 def _yaml() -> tuple:
     """The rows of ``claims.yaml`` (read once), each with ``paper_text``: its number as printed."""
-    import yaml
+    from ..core.io import check_schema, loads_yaml, read_regular
 
-    text = (paths.PAPER / "claims.yaml").read_text()
-    rows = yaml.safe_load(text)["claims"]
-    raw = yaml.load(text, Loader=yaml.BaseLoader)["claims"]  # the paper's numbers as printed
+    # a regular file of bounded size, depth and alias expansion, then the fields' types
+    text = read_regular(paths.PAPER / "claims.yaml", MAX_BYTES, "claims.yaml", follow=True)
+    rows = check_schema(loads_yaml(text, "claims.yaml"), SCHEMA, "claims.yaml")["claims"]
+    raw = loads_yaml(text, "claims.yaml", base=True)["claims"]  # the paper's numbers as printed
     out = []
     for r, s in zip(rows, raw):
         out.append({**r, "paper_text": s["paper"]})

@@ -57,14 +57,27 @@ def _library_choice(entry: dict) -> str:
     return marked[0] if marked else entry["paper"]
 
 
+#: the most bytes readings.yaml may hold (it holds about 25 KB)
+MAX_BYTES = 4 * 2**20
+_TEXT = {"type": "string", "minLength": 1}
+#: the fields a reader uses, with their types (an entry may carry more)
+SCHEMA = {
+    "type": "object", "required": ["readings"],
+    "properties": {"readings": {"type": "array", "items": {
+        "type": "object", "required": ["id", "section", "settled", "paper", "why", "alternatives"],
+        "properties": {"id": _TEXT, "section": {"type": ["string", "number"]},
+                       "settled": {"type": ["string", "boolean"]}, "paper": _TEXT, "why": {"type": "string"},
+                       "alternatives": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "string"}},
+                       "claims": {"type": ["array", "null"], "items": _TEXT},
+                       "calibration": {"type": "boolean"}}}}}}
+
+
 @functools.lru_cache(maxsize=4)
 def _load(path: str) -> Mapping[str, ReadingSpec]:
-    try:
-        import yaml
-    except ImportError as exc:  # pragma: no cover - pyyaml ships with the book and dev extras
-        raise ImportError("reading data/paper/readings.yaml needs PyYAML (pip install pyyaml)") from exc
-    with open(path, encoding="utf-8") as f:
-        doc = yaml.safe_load(f)
+    from ..core.io import check_schema, read_yaml
+
+    # a regular file of bounded size, depth and alias expansion, then the fields' types
+    doc = check_schema(read_yaml(path, MAX_BYTES, "readings.yaml"), SCHEMA, "readings.yaml")
     out = {}
     for entry in doc["readings"]:
         rid = entry["id"]

@@ -6,7 +6,11 @@ from __future__ import annotations
 import pandas as pd
 
 from ..core import paths
+from ..core.io import read_csv
 from .claims_file import claim_row
+
+#: the most bytes a paper table may hold (the largest holds 3 KB)
+MAX_BYTES = 16 * 2**20
 
 
 def table(number: int) -> pd.DataFrame:
@@ -14,12 +18,12 @@ def table(number: int) -> pd.DataFrame:
     hits = sorted(paths.PAPER.glob(f"table{number:02d}_*.csv"))
     if not hits:
         raise ValueError(f"no paper table {number} under {paths.PAPER}")
-    return pd.read_csv(hits[0])
+    return read_csv(hits[0], MAX_BYTES)
 
 
 def text_number(figure: str, quantity: str) -> float:
     """A number the paper quotes in its text, e.g. ``text_number("fig1b", "tempo_makespan")``."""
-    df = pd.read_csv(paths.PAPER / "text_numbers.csv")
+    df = read_csv(paths.PAPER / "text_numbers.csv", MAX_BYTES)
     hit = df[(df.figure == figure) & (df.quantity == quantity)]
     if hit.empty:
         raise ValueError(f"no paper number {figure}/{quantity} in text_numbers.csv")
@@ -49,7 +53,7 @@ def figure(number: int) -> pd.DataFrame:
     hits = sorted(paths.PAPER.glob(f"fig{number:02d}_*.csv"))
     if not hits:
         raise ValueError(f"no paper figure {number} under {paths.PAPER} (figNN_*.csv)")
-    df = pd.read_csv(hits[0], dtype={"panel": str, "policy": str})
+    df = read_csv(hits[0], MAX_BYTES, dtype={"panel": str, "policy": str})
     missing = set(FIGURE_COLUMNS) - set(df.columns)
     if missing:
         raise ValueError(f"{hits[0].name} lacks columns {sorted(missing)}")
@@ -71,13 +75,13 @@ def number(key: str) -> str:
         hits = sorted(paths.PAPER.glob(f"table{int(parts[0][5:]):02d}_*.csv"))
         if not hits:
             raise ValueError(f"key {key!r}: no paper table {parts[0]} under {paths.PAPER}")
-        df = pd.read_csv(hits[0], dtype=str)
+        df = read_csv(hits[0], MAX_BYTES, dtype=str)
         row = df[df.iloc[:, 0] == parts[1]]
         if row.empty or parts[2] not in df.columns:
             raise ValueError(f"key {key!r}: {hits[0].name} has no row {parts[1]!r} with column {parts[2]!r}")
         return str(row[parts[2]].iloc[0])
     if len(parts) == 2:
-        df = pd.read_csv(paths.PAPER / "text_numbers.csv", dtype=str)
+        df = read_csv(paths.PAPER / "text_numbers.csv", MAX_BYTES, dtype=str)
         hit = df[(df.figure == parts[0]) & (df.quantity == parts[1])]
         if hit.empty:
             raise ValueError(f"key {key!r}: no paper number {parts[0]}/{parts[1]} in text_numbers.csv")

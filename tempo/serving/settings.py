@@ -45,7 +45,6 @@ variable                    meaning                                             
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -60,6 +59,8 @@ SOLVERS = ("process", "thread", "noop")
 STARTUP_TIMEOUT_S = 180.0
 #: the cost-model forms a calibration's fit.json holds (tempo/calib/record.py), most complete first
 FIT_FORMS = ("three_term", "tile", "max_affine", "max_affine_no_intercept")
+#: the most bytes a fit.json may hold (calibrate writes about 1 KB)
+MAX_FIT_BYTES = 2**20
 
 
 def servable_policies() -> tuple[str, ...]:
@@ -77,34 +78,35 @@ def load_fit(spec: str):
     fitted is used (``three_term``: Eq. 4 with the traffic term, then ``tile``: Eq. 2, then
     ``max_affine``: Eq. 1).  Errors name ``TEMPO_PARAMS``."""
     from ..core.cost import CostModel
+    from ..core.io import read_json
+    from ..measured.catalog import check_fits
 
     path_s, _, form = str(spec).partition("#")
     path = Path(path_s).expanduser()
     if path.is_dir():
         path = path / "fit.json"
-    if not path.is_file():
+    try:  # a regular file of bounded size and depth (a link is followed: the user named it)
+        fits = read_json(path, MAX_FIT_BYTES, str(path), follow=True)
+    except FileNotFoundError:
         raise ValueError(f"TEMPO_PARAMS: {path} does not exist (give a named parameter set, or the fit.json "
-                         f"of a recording from `python -m tempo calibrate`, or its folder)")
-    try:
-        fits = json.loads(path.read_text())
+                         f"of a recording from `python -m tempo calibrate`, or its folder)") from None
     except (OSError, ValueError) as exc:
-        raise ValueError(f"TEMPO_PARAMS: {path} is not readable JSON ({exc})") from None
-    if not isinstance(fits, dict) or not any(isinstance(fits.get(f), dict) and "params" in fits[f]
-                                             for f in FIT_FORMS):
+        raise ValueError(f"TEMPO_PARAMS: {exc}") from None
+    if not isinstance(fits, dict) or not any(isinstance(fits.get(f), dict) and "params" in fits[f] for f in FIT_FORMS):
         raise ValueError(f"TEMPO_PARAMS: {path} is not a calibration fit.json (no fitted form among "
                          f"{', '.join(FIT_FORMS)})")
+    try:  # every form: parameters that make a cost model (the checks ingest makes)
+        check_fits(fits, str(path))
+    except ValueError as exc:
+        raise ValueError(f"TEMPO_PARAMS: {path} has unusable parameters ({exc})") from None
     if form:
-        if not isinstance(fits.get(form), dict) or "params" not in fits[form]:
-            have = [f for f in FIT_FORMS if isinstance(fits.get(f), dict)]
-            raise ValueError(f"TEMPO_PARAMS: {path} has no fitted form {form!r}; it has {', '.join(have)}")
+        if form not in fits:
+            raise ValueError(f"TEMPO_PARAMS: {path} has no fitted form {form!r}; it has {', '.join(fits)}")
     else:
-        form = next(f for f in FIT_FORMS if isinstance(fits.get(f), dict) and "params" in fits[f])
+        form = next(f for f in FIT_FORMS if f in fits)
     p = fits[form]["params"]
-    try:
-        return CostModel(a=p.get("a", 0.0), b=p["b"], c=p.get("c", 0.0), beta=p["beta"], b2=p.get("b2", 0.0),
-                         c2=p.get("c2"), gamma=p.get("gamma"), name=f"{path.parent.name}#{form}")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"TEMPO_PARAMS: {path} form {form!r} has unusable parameters ({exc})") from None
+    return CostModel(a=p.get("a", 0.0), b=p["b"], c=p.get("c", 0.0), beta=p["beta"], b2=p.get("b2", 0.0),
+                     c2=p.get("c2"), gamma=p.get("gamma"), name=f"{path.parent.name}#{form}")
 
 
 def cost_model(params: str):

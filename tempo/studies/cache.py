@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
 from ..core import paths
-from ..core.io import atomic_write_bytes
+from ..core.io import atomic_write_bytes, read_regular
 
 
 def cache_dir() -> Path:
@@ -101,12 +102,80 @@ def key(experiment: str, config: dict, version: str | None = None) -> str:
 
 
 #: Marks a cache entry as one :func:`cached` wrote (with its key), so nothing else is served.
-_MARK = "tempo-cache-entry/2"
+_MARK = "tempo-cache-entry/3"
 #: an entry's file name ends so: an ``.npz`` read with ``allow_pickle=False`` (entries are never
-#: pickled: a planted file under build/cache cannot run code, re-audit D12)
+#: pickled: a planted file under build/cache cannot run code)
 SUFFIX = ".npz"
 #: the most bytes an entry may hold on disk, and once inflated
 MAX_ENTRY_BYTES = 2**31
+#: the most rows an entry may declare (the largest experiment here writes about 10^5)
+MAX_ROWS = 10**8
+#: an entry's header (checked after its checksum)
+HEADER_SCHEMA = {
+    "type": "object", "required": ["mark", "key", "experiment", "rows", "columns"],
+    "properties": {"mark": {"const": _MARK}, "key": {"type": "string"}, "experiment": {"type": "string"},
+                   "rows": {"type": "integer", "minimum": 0, "maximum": MAX_ROWS},
+                   "columns": {"type": "array", "items": {
+                       "type": "object", "required": ["name", "dtype", "as"],
+                       "properties": {"name": {"type": "string"}, "dtype": {"type": "string"},
+                                      "as": {"enum": ["npy", "json"]}}}},
+                   "fallbacks": {"type": "integer", "minimum": 0}}}
+#: the secret an entry's checksum is keyed with: {cache folder: 32 bytes}
+_SECRETS: dict = {}
+
+
+def _secret() -> bytes:
+    """The 32-byte secret of this cache folder (``.key``, created on first use, mode 0600).
+
+    An entry's content checksum is an HMAC under this secret: a checksum anyone can recompute
+    would not tell a planted entry (right key, right mark, its own values) from one this
+    library wrote.  A key file that is a link, is not owned by this user or is readable by
+    others is replaced, which invalidates every entry signed with it (they are recomputed)."""
+    import secrets
+    import stat
+    import tempfile
+
+    folder = cache_dir()
+    if folder in _SECRETS:
+        return _SECRETS[folder]
+    path = folder / ".key"
+    for _ in range(3):
+        try:
+            st = os.lstat(path)
+            ok = (stat.S_ISREG(st.st_mode) and st.st_size == 32 and not st.st_mode & 0o077
+                  and getattr(os, "getuid", lambda: st.st_uid)() == st.st_uid)
+            if ok:
+                key = read_regular(path, 32, ".key")
+                if len(key) == 32:
+                    _SECRETS[folder] = key
+                    return key
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".key.", suffix=".tmp")  # created with mode 0600
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(secrets.token_bytes(32))
+            os.link(tmp, path)  # appears whole or not at all; a concurrent writer's key wins
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+    raise OSError(f"cannot keep a key file in {folder}")
+
+
+def _mac(arrays: dict) -> str:
+    """The keyed checksum of an entry's arrays (names, dtypes, shapes and bytes, in name order)."""
+    import hmac
+
+    h = hmac.new(_secret(), digestmod="sha256")
+    for name in sorted(arrays):
+        if name == "mac":
+            continue
+        a = arrays[name]
+        h.update(f"{name}\0{a.dtype.str}\0{a.shape}\0{a.nbytes}\0".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
 
 def _remove(path: Path) -> None:
@@ -151,6 +220,8 @@ def _encode(df: pd.DataFrame, k: str, experiment: str) -> bytes | None:
     header = {"mark": _MARK, "key": k, "experiment": experiment, "rows": int(len(df)), "columns": cols,
               "fallbacks": int(df.attrs.get("fallbacks", 0))}
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    arrays = {n: np.ascontiguousarray(a) for n, a in arrays.items()}
+    arrays["mac"] = np.frombuffer(_mac(arrays).encode(), dtype=np.uint8)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     data = buf.getvalue()
@@ -163,38 +234,44 @@ def _encode(df: pd.DataFrame, k: str, experiment: str) -> bytes | None:
 
 
 def _decode(data: bytes, k: str) -> pd.DataFrame | None:
-    """The DataFrame of an entry's bytes when its header carries the mark and key ``k``; else None.
-    Read with ``allow_pickle=False``; the header is checked before any column is loaded."""
-    import io
-    import zipfile
+    """The DataFrame of an entry's bytes when its keyed checksum matches (:func:`_mac`) and its
+    header carries the mark and key ``k``; else None.  Read as untrusted input
+    (:func:`tempo.core.io.read_npz`: declared shapes and inflated size checked before anything
+    is allocated, ``allow_pickle`` never); nothing is decoded before the checksum matches."""
+    import hmac
 
     import numpy as np
 
-    zf = zipfile.ZipFile(io.BytesIO(data))
-    if sum(i.file_size for i in zf.infolist()) > MAX_ENTRY_BYTES:
+    from ..core.io import check_schema, loads_json, read_npz
+
+    z = read_npz(data, "cache entry", MAX_ENTRY_BYTES, MAX_ENTRY_BYTES)
+    mac = z.get("mac")
+    if mac is None or mac.dtype != np.uint8 or "header" not in z:
         return None
-    with np.load(io.BytesIO(data), allow_pickle=False) as z:
-        if "header" not in z.files:
+    if not hmac.compare_digest(mac.tobytes(), _mac(z).encode()):
+        return None  # not written by this library with this folder's key: recomputed
+    header = check_schema(loads_json(z["header"].tobytes(), "cache entry header"), HEADER_SCHEMA,
+                          "cache entry header")
+    if header["key"] != k:
+        return None
+    rows = header["rows"]
+    out = {}
+    for i, c in enumerate(header["columns"]):
+        arr = z.get(f"c{i}")
+        if arr is None:
             return None
-        header = json.loads(z["header"].tobytes().decode())
-        if not (isinstance(header, dict) and header.get("mark") == _MARK and header.get("key") == k
-                and isinstance(header.get("columns"), list)):
-            return None
-        out = {}
-        for i, c in enumerate(header["columns"]):
-            arr = z[f"c{i}"]
-            if c["as"] == "npy":
-                if arr.dtype.str != c["dtype"] or arr.shape != (header["rows"],):
-                    return None
-                out[c["name"]] = arr
-            else:
-                vals = json.loads(arr.tobytes().decode())
-                if not isinstance(vals, list) or len(vals) != header["rows"]:
-                    return None
-                out[c["name"]] = pd.Series(vals, dtype=None if c["dtype"] == "object" else c["dtype"])
-                if c["dtype"] == "object":
-                    out[c["name"]] = out[c["name"]].astype(object)
-    df = pd.DataFrame(out, index=pd.RangeIndex(header["rows"]))
+        if c["as"] == "npy":
+            if arr.dtype.str != c["dtype"] or arr.shape != (rows,):
+                return None
+            out[c["name"]] = arr
+        else:
+            vals = loads_json(arr.tobytes(), f"cache entry column {c['name']!r}")
+            if not isinstance(vals, list) or len(vals) != rows:
+                return None
+            out[c["name"]] = pd.Series(vals, dtype=None if c["dtype"] == "object" else c["dtype"])
+            if c["dtype"] == "object":
+                out[c["name"]] = out[c["name"]].astype(object)
+    df = pd.DataFrame(out, index=pd.RangeIndex(rows))
     df.attrs["fallbacks"] = int(header.get("fallbacks", 0))
     return df
 
@@ -202,11 +279,9 @@ def _decode(data: bytes, k: str) -> pd.DataFrame | None:
 def _load(path: Path, k: str):
     """The DataFrame of a well-formed entry for key ``k``, else None (never unpickles: an entry
     is an ``.npz`` read with ``allow_pickle=False``, a regular file of bounded size)."""
-    from ..core.io import read_regular
-
     try:
         return _decode(read_regular(path, MAX_ENTRY_BYTES), k)
-    except Exception:  # truncated, garbage, unreadable, a link, a FIFO, ...
+    except Exception:  # noqa: BLE001 -- truncated, garbage, unreadable, a link, a FIFO, ...: recomputed
         return None
 
 

@@ -8,6 +8,7 @@ a solver's fallback).
 (make one per ledger evaluation or page, not one per process: files change between runs)."""
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..core import paths
-from ..core.io import atomic_write_csv, atomic_write_text
+from ..core.io import atomic_write_csv, atomic_write_text, read_json, read_regular
+
+#: the most bytes a result's CSV or .meta.json may hold (the largest full-profile table is 1.8 MB)
+MAX_BYTES = 512 * 2**20
 
 #: The build profiles: smoke (the seconds-long test build), full, gpu (the full sizes on a GPU).
 PROFILES = ("smoke", "full", "gpu")
@@ -117,8 +121,8 @@ class Results:
         when it is missing or not JSON."""
         stem = key_of(key).stem
         if stem not in self._meta:
-            try:
-                self._meta[stem] = json.loads(self.path(stem, ".meta.json").read_text())
+            try:  # bounded: a regular file (no link, FIFO or device), size and depth capped
+                self._meta[stem] = read_json(self.path(stem, ".meta.json"), MAX_BYTES)
             except (OSError, ValueError):
                 self._meta[stem] = None
         return self._meta[stem]
@@ -135,7 +139,7 @@ class Results:
         if k.stem not in self._frames:
             if not self.has_csv(k):
                 raise FileNotFoundError(f"{self.path(k)} does not exist: run the notebook that computes {k.name!r} first")
-            self._frames[k.stem] = pd.read_csv(self.path(k))
+            self._frames[k.stem] = pd.read_csv(io.BytesIO(read_regular(self.path(k), MAX_BYTES, str(self.path(k)))))
         df = self._frames[k.stem].copy()
         df.attrs["meta"] = self.meta(k)
         return df

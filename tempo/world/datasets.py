@@ -28,6 +28,8 @@ def sharegpt(pairs) -> list[dict]:
 
 
 def _need(row: dict, keys, name: str):
+    if not isinstance(row, dict):
+        raise ValueError(f"{name} record must be a JSON object, got {type(row).__name__}")
     missing = [k for k in keys if k not in row]
     if missing:
         raise ValueError(f"{name} record lacks field(s) {missing}; has {sorted(row)}")
@@ -61,13 +63,23 @@ def oasst1(rows) -> list[dict]:
 CONVERTERS = {"govreport": govreport, "gsm8k": gsm8k, "oasst1": oasst1}
 
 
+#: the most bytes a dataset file may hold, on disk and inflated
+MAX_SOURCE_BYTES = 2**31
+
+
 def convert(name: str, src, dst) -> int:
     """Convert the JSONL file ``src`` of dataset ``name`` into ShareGPT JSON at ``dst``;
     returns the number of conversations written."""
     if name not in CONVERTERS:
         raise ValueError(f"dataset must be one of {', '.join(CONVERTERS)}, got {name!r}")
-    with open(src) as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
+    from ..core.io import BadInput, loads_json, read_maybe_gz
+
+    data = read_maybe_gz(src, MAX_SOURCE_BYTES, str(src), follow=True)  # a regular file, size capped
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{src} is not UTF-8 text ({exc})") from None
+    rows = [loads_json(line, f"{src} line {i}") for i, line in enumerate(text.split("\n"), 1) if line.strip()]
     conv = CONVERTERS[name](rows)
     Path(dst).write_text(json.dumps(conv))
     return len(conv)

@@ -94,17 +94,27 @@ def write_profiles(path, made: dict) -> None:
 
 @lru_cache(maxsize=8)
 def _load(path: str) -> dict:
+    from ..core.io import BadInput, loads_json, read_npz
+    from .traces import MAX_TRACE_BYTES, MAX_TRACE_INFLATED
+
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p} does not exist: the routing profiles are made by python -m tempo make-traces")
-    with np.load(p, allow_pickle=False) as z:
-        meta = json.loads(str(z["metadata"]))
-        out = {}
+    try:
+        z = read_npz(p, str(p), MAX_TRACE_BYTES, MAX_TRACE_INFLATED)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p} does not exist: the routing profiles are made by python -m tempo make-traces") \
+            from None
+    if "metadata" not in z or z["metadata"].ndim != 0 or z["metadata"].dtype.kind != "U":
+        raise BadInput(f"{p}: a profiles file holds its metadata as one JSON string")
+    meta = loads_json(str(z["metadata"][()]), f"{p}: metadata")
+    out = {}
+    try:
         for name, m in meta.items():
             counts, weights = z[f"{name}.counts"], z[f"{name}.weights"]
             counts.setflags(write=False)
             weights.setflags(write=False)
             out[name] = Profile(name, counts, weights, tuple(m["layers"]), int(m["top_k"]), m["model"], m["about"])
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise BadInput(f"{p} is not a routing profiles file ({type(exc).__name__}: {exc})") from None
     return out
 
 

@@ -24,7 +24,6 @@ What a trace's steps are is in its metadata (``step_kind``, ``step_tokens``, ``p
 """
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 import time
@@ -55,9 +54,26 @@ ESFT_MODEL = "ESFT-vanilla-lite (DeepSeek-V2-Lite architecture: 64 routed expert
 DSV3_MODEL = "DeepSeek-V3 (256 routed experts, top-8; SGLang serving)"
 
 
-def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8", newline="") if path.suffix == ".gz" else \
-        open(path, encoding="utf-8", newline="")
+#: the most bytes a source file may hold, on disk and inflated (the largest ESFT layer file is 0.6 MB
+#: inflated, the largest statistics file 0.3 MB)
+MAX_SOURCE_BYTES = 256 * 2**20
+
+
+def _read_text(path: Path) -> str:
+    """A source file's text (``.gz`` inflated), read as untrusted input: a regular file (no FIFO
+    or device; a link is followed, the user named the folder) of at most
+    :data:`MAX_SOURCE_BYTES`, on disk and inflated (:func:`tempo.core.io.read_maybe_gz`).
+    :class:`tempo.core.io.BadInput` "<path> could not be read (why)" otherwise."""
+    from ..core.io import BadInput, read_maybe_gz
+
+    try:
+        return read_maybe_gz(path, MAX_SOURCE_BYTES, "it", follow=True).decode("utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path} could not be read (it is not UTF-8 text: {exc})") from None
+    except BadInput as exc:
+        raise type(exc)(f"{path} could not be read ({exc})") from None
 
 
 # ---------------------------------------------------------------------------- ESFT expert scores
@@ -68,40 +84,37 @@ def read_esft_layer(path, top_k: int = 6, n_experts: int = 64) -> tuple[np.ndarr
     distinct within a token; weights finite and non-negative.  A ``ValueError`` names the file
     and the line otherwise."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
     lines, parts = [], []
-    try:
-        with _open_text(path) as f:
-            for no, line in enumerate(f, 1):
-                line = line.rstrip("\r\n")
-                where = f"{path}:{no}"
-                halves = line.split("\t\t")
-                if len(halves) != 2:
-                    raise ValueError(f"{where}: expected expert ids and gate weights separated by one double tab, "
-                                     f"found {len(halves) - 1} double tabs")
-                try:
-                    ids = np.asarray(halves[0].split("\t")).astype(np.int64)
-                    w = np.asarray(halves[1].split("\t")).astype(np.float64)
-                except ValueError as exc:
-                    raise ValueError(f"{where}: not a number ({exc})") from None
-                if ids.size != w.size or ids.size == 0 or ids.size % top_k:
-                    raise ValueError(f"{where}: {ids.size} expert ids and {w.size} gate weights; expected the same "
-                                     f"positive multiple of top_k={top_k}")
-                if ids.min() < 0 or ids.max() >= n_experts:
-                    raise ValueError(f"{where}: expert ids must lie in [0, {n_experts}), "
-                                     f"found {ids.min()}..{ids.max()}")
-                if not np.all(np.isfinite(w)) or w.min() < 0:
-                    raise ValueError(f"{where}: gate weights must be finite and non-negative")
-                tok = ids.reshape(-1, top_k)
-                srt = np.sort(tok, axis=1)
-                if np.any(srt[:, 1:] == srt[:, :-1]):
-                    raise ValueError(f"{where}: token {int(np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(1))[0])} "
-                                     f"repeats an expert (a top-{top_k} router picks distinct experts)")
-                lines.append(tok.shape[0])
-                parts.append(tok.astype(np.int16))
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path} could not be read ({type(exc).__name__}: {exc})") from None
+    rows = _read_text(path).split("\n")
+    if rows[-1] == "":  # the newline that ends the last line
+        rows.pop()
+    for no, line in enumerate(rows, 1):
+        line = line.rstrip("\r\n")
+        where = f"{path}:{no}"
+        halves = line.split("\t\t")
+        if len(halves) != 2:
+            raise ValueError(f"{where}: expected expert ids and gate weights separated by one double tab, "
+                             f"found {len(halves) - 1} double tabs")
+        try:
+            ids = np.asarray(halves[0].split("\t")).astype(np.int64)
+            w = np.asarray(halves[1].split("\t")).astype(np.float64)
+        except ValueError as exc:
+            raise ValueError(f"{where}: not a number ({exc})") from None
+        if ids.size != w.size or ids.size == 0 or ids.size % top_k:
+            raise ValueError(f"{where}: {ids.size} expert ids and {w.size} gate weights; expected the same "
+                             f"positive multiple of top_k={top_k}")
+        if ids.min() < 0 or ids.max() >= n_experts:
+            raise ValueError(f"{where}: expert ids must lie in [0, {n_experts}), "
+                             f"found {ids.min()}..{ids.max()}")
+        if not np.all(np.isfinite(w)) or w.min() < 0:
+            raise ValueError(f"{where}: gate weights must be finite and non-negative")
+        tok = ids.reshape(-1, top_k)
+        srt = np.sort(tok, axis=1)
+        if np.any(srt[:, 1:] == srt[:, :-1]):
+            raise ValueError(f"{where}: token {int(np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(1))[0])} "
+                             f"repeats an expert (a top-{top_k} router picks distinct experts)")
+        lines.append(tok.shape[0])
+        parts.append(tok.astype(np.int16))
     if not lines:
         raise ValueError(f"{path} holds no lines")
     return np.asarray(lines, np.int64), np.concatenate(parts)
@@ -263,16 +276,14 @@ def read_sglang_stat(path) -> np.ndarray:
     """One SGLang stat-mode statistics file (``.json`` or ``.json.gz``,
     ``{"logical_count": [L][E]}``): int64[L, E].  Counts must be non-negative integers; a
     ``ValueError`` names the file otherwise."""
+    from ..core.io import BadInput, loads_json
     from .traces import as_counts
 
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
     try:
-        with _open_text(path) as f:
-            data = json.load(f)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is not a JSON statistics file ({type(exc).__name__}: {exc})") from None
+        data = loads_json(_read_text(path), "its text")
+    except BadInput as exc:
+        raise type(exc)(f"{path} is not a JSON statistics file ({exc})") from None
     if not isinstance(data, dict) or "logical_count" not in data:
         raise ValueError(f"{path}: expected a JSON object with 'logical_count' [layers][experts]")
     try:

@@ -16,6 +16,12 @@ import numpy as np
 
 TRACE_VERSION = 1
 _INT64_MAX = 2**63 - 1
+#: the most bytes a trace or recorder dump may hold on disk, and a trace's arrays once inflated
+#: (the largest shipped trace is 0.4 MB; a DeepSeek-V3 trace of 8,000 forward passes is 1 GiB)
+MAX_TRACE_BYTES = 2**30
+MAX_TRACE_INFLATED = 2**30
+#: how deep a trace's metadata may nest (write_trace's callers write 3 levels)
+MAX_META_DEPTH = 32
 
 
 def _np(x) -> np.ndarray:
@@ -92,66 +98,131 @@ def write_trace(path, counts, **metadata) -> None:
     counts = np.asarray(counts)
     if counts.ndim != 3:
         raise ValueError(f"counts must be [steps, layers, experts], got shape {counts.shape}")
+    if counts.dtype.kind == "b":
+        raise ValueError("counts must hold integer counts, got booleans")
+    if 0 in counts.shape:
+        raise ValueError(f"counts has shape {counts.shape}: a trace needs at least one step, layer and expert")
     counts = as_counts(counts, "counts", 3)
     kind = metadata.get("step_kind")
     if kind is not None and kind not in STEP_KINDS:
         raise ValueError(f"step_kind must be one of {', '.join(STEP_KINDS)}, got {kind!r}")
     meta = {"version": TRACE_VERSION, **metadata}
+    _check_meta(json.loads(json.dumps(meta, default=str)), counts.shape, str(path))  # what read_trace will check
     write_npz(path, {"counts": counts, "metadata": np.array(json.dumps(meta, default=str))})
+
+
+def _check_meta(meta: dict, shape: tuple, what: str) -> None:
+    """:class:`tempo.core.io.BadInput` unless the metadata fields a reader uses have their types
+    and agree with the counts' ``shape`` [steps, layers, experts]: ``top_k`` an integer in
+    [1, experts], ``step_kind`` one of :data:`STEP_KINDS`, ``step_tokens`` one integer >= 0 per
+    step, ``history_steps`` an integer in [0, steps], ``source`` and ``model`` strings (each may
+    be absent or null)."""
+    from ..core.io import BadInput
+
+    def integer(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    S, _, E = shape
+    bad = []
+    k = meta.get("top_k")
+    if k is not None and not (integer(k) and 1 <= k <= E):
+        bad.append(f"top_k must be an integer in [1, {E}], got {k!r:.40}")
+    if meta.get("step_kind") is not None and meta["step_kind"] not in STEP_KINDS:
+        bad.append(f"step_kind must be one of {', '.join(STEP_KINDS)}, got {meta['step_kind']!r:.40}")
+    st = meta.get("step_tokens")
+    if st is not None and not (isinstance(st, list) and len(st) == S and all(integer(x) and x >= 0 for x in st)):
+        bad.append(f"step_tokens must list one integer >= 0 per step ({S} steps)")
+    h = meta.get("history_steps")
+    if h is not None and not (integer(h) and 0 <= h <= S):
+        bad.append(f"history_steps must be an integer in [0, {S}], got {h!r:.40}")
+    bad += [f"{f} must be a string" for f in ("source", "model") if meta.get(f) is not None
+            and not isinstance(meta[f], str)]
+    if bad:
+        raise BadInput(f"{what}: its metadata disagrees with its counts {tuple(shape)}: {'; '.join(bad)}")
 
 
 def read_trace(path):
     """Load a routing trace written by :func:`write_trace`: (counts int64[steps, layers,
-    experts], metadata dict).  Anything else raises ``ValueError`` (``FileNotFoundError``
-    when ``path`` does not exist)."""
-    import zipfile
+    experts], metadata dict).  ``path``: a path or a binary file object.
 
-    if not hasattr(path, "read"):  # a file object (ingest passes the bytes it read) is loaded as is
+    Read as untrusted input (:func:`tempo.core.io.read_npz`): a regular file of at most
+    :data:`MAX_TRACE_BYTES` (a FIFO or a device is refused without blocking), arrays inflating
+    to at most :data:`MAX_TRACE_INFLATED` bytes, each array's declared shape checked against
+    its bytes before it is allocated, metadata JSON nested at most :data:`MAX_META_DEPTH`
+    levels.  ``counts`` must hold integer counts (no booleans) with at least one step, layer
+    and expert, and the metadata must agree with them (:func:`_check_meta`).  Anything else raises :class:`tempo.core.io.BadInput` (a ``ValueError``)
+    naming the file; ``FileNotFoundError`` when ``path`` does not exist."""
+    from ..core.io import BadInput, loads_json, read_npz
+
+    what = str(getattr(path, "name", None) or "the trace") if hasattr(path, "read") else str(path)
+    if not hasattr(path, "read"):
         path = Path(path)
-        if path.is_dir():
-            raise ValueError(f"{path} is a directory, not a routing trace")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if not hasattr(z, "files") or "counts" not in z.files or "metadata" not in z.files:
-                raise ValueError("needs the arrays 'counts' and 'metadata'")
-            counts, meta = z["counts"], json.loads(str(z["metadata"]))
-    except FileNotFoundError:
-        raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is not a tempo routing trace ({type(exc).__name__}: {exc})") from None
+    arrays = read_npz(path, what, MAX_TRACE_BYTES, MAX_TRACE_INFLATED)
+    if "counts" not in arrays or "metadata" not in arrays:
+        raise BadInput(f"{what} is not a tempo routing trace: it needs the arrays 'counts' and 'metadata', "
+                       f"it has {sorted(arrays)[:8]}")
+    m = arrays["metadata"]
+    if m.ndim != 0 or m.dtype.kind != "U":
+        raise BadInput(f"{what}: metadata must be one JSON string, got {m.dtype} of shape {m.shape}")
+    meta = loads_json(str(m[()]), f"{what}: metadata", MAX_META_DEPTH)
     if not isinstance(meta, dict):
-        raise ValueError(f"{path}: metadata must be a JSON object")
+        raise BadInput(f"{what}: metadata must be a JSON object, got {type(meta).__name__}")
+    counts = arrays["counts"]
+    if counts.ndim == 3:
+        _check_meta(meta, counts.shape, what)
+    if counts.dtype.kind == "b":
+        raise BadInput(f"{what}: counts holds booleans, not integer counts")
+    if counts.dtype.kind not in "iuf":
+        raise BadInput(f"{what}: counts must hold integer counts, got dtype {counts.dtype}")
     if counts.ndim != 3:
-        raise ValueError(f"{path}: counts has shape {counts.shape}, expected [steps, layers, experts]")
-    return as_counts(counts, f"{path}: counts", 3), meta
+        raise BadInput(f"{what}: counts has shape {counts.shape}, expected [steps, layers, experts]")
+    if 0 in counts.shape:
+        raise BadInput(f"{what}: counts has shape {counts.shape}: a trace needs at least one step, layer and expert")
+    try:
+        return as_counts(counts, f"{what}: counts", 3), meta
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------- SGLang recorder dumps
 def load_dump(path):
     """One SGLang recorder dump file, loaded with ``torch.load(weights_only=True)``: tensors,
-    numbers, strings, lists and dicts only -- a pickle that would run code is refused."""
-    try:
-        import torch
-    except ImportError:
-        raise ImportError("reading SGLang recorder dumps (.pt) needs torch (pip install torch)") from None
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{path} is a directory, not a recorder dump")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist")
+    numbers, strings, lists and dicts only -- a pickle that would run code is refused.
+
+    Opened as untrusted input (:func:`tempo.core.io.open_regular`): a regular file of at most
+    :data:`MAX_TRACE_BYTES` (no FIFO or device read), whose zip records declare at most
+    :data:`MAX_TRACE_INFLATED` bytes in all."""
     import pickle
     import warnings
+    import zipfile
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise ValueError(f"{path} was refused: it holds objects other than tensors, numbers, strings, lists and "
-                         "dicts (loading it would run code), so it is not an SGLang recorder dump") from None
-    except Exception as exc:  # RuntimeError (bad zip), EOFError, ...
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise ValueError(f"{path} is not a loadable SGLang recorder dump ({type(exc).__name__}: {first[:200]})") from None
+    from ..core.io import BadInput, UnsafeFile, open_regular
+
+    path = Path(path)
+    with open_regular(path, MAX_TRACE_BYTES, str(path), follow=True) as f:
+        try:
+            import torch
+        except ImportError:
+            raise ImportError("reading SGLang recorder dumps (.pt) needs torch (pip install torch)") from None
+        if zipfile.is_zipfile(f):
+            try:
+                inflated = sum(i.file_size for i in zipfile.ZipFile(f).infolist())
+            except (zipfile.BadZipFile, OSError, ValueError) as exc:
+                raise BadInput(f"{path} is not a loadable SGLang recorder dump ({exc})") from None
+            if inflated > MAX_TRACE_INFLATED:
+                raise UnsafeFile(f"{path} inflates to {inflated} bytes, over the {MAX_TRACE_INFLATED}-byte limit")
+        f.seek(0)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return torch.load(f, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            raise BadInput(f"{path} was refused: it holds objects other than tensors, numbers, strings, lists and "
+                           "dicts (loading it would run code), so it is not an SGLang recorder dump") from None
+        except Exception as exc:  # RuntimeError (bad zip, a storage larger than its record), EOFError, ...
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise BadInput(f"{path} is not a loadable SGLang recorder dump ({type(exc).__name__}: "
+                           f"{first[:200]})") from None
 
 
 def sglang_dump_counts(dumps) -> np.ndarray:
@@ -396,8 +467,10 @@ def file_sha256(path) -> str:
     """The SHA-256 of a file's bytes (hex)."""
     import hashlib
 
+    from ..core.io import open_regular
+
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path, 2**40, str(path), follow=True) as f:  # no FIFO or device: hashed in blocks
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
