@@ -159,7 +159,11 @@ def test_rank_invariant_uniforms_are_deterministic_and_spread():
     assert torch.equal(a, b) and a.min() >= 0 and a.max() < 1
     hist = torch.histc(a, bins=10, min=0, max=1)
     assert (hist - 1000).abs().max() <= 2  # low-discrepancy: near-perfect strata
-    assert not torch.equal(sp.uniforms(10, "cpu", False), sp.uniforms(10, "cpu", False))
+    # the step moves every value; ranks that route their own tokens draw differently
+    assert not torch.equal(sp.uniforms(10, "cpu", True, 3, step=1), sp.uniforms(10, "cpu", True, 3, step=2))
+    assert not torch.equal(sp.uniforms(10, "cpu", False, rank=0), sp.uniforms(10, "cpu", False, rank=1))
+    h = sp.uniforms(10000, "cpu", False, layer_id=2, step=5, rank=3)
+    assert h.min() >= 0 and h.max() < 1 and (torch.histc(h, bins=10, min=0, max=1) - 1000).abs().max() < 150
 
 
 @pytest.mark.needs("torch")

@@ -30,7 +30,13 @@ next, so the forward path only hands over a number and reads one back.  Rank 0 s
 heartbeat when it has published nothing for a while, so no receiver waits on the table group
 past the group's timeout, however long the server idles.
 
-Pricing (item 5): the refresher divides a window's counts by the forward steps it spans
+One kernel per MoE layer: :meth:`TempoRuntime.dispatch` hands the whole tables, the counters
+and three small device tensors (the forward step, the real rows per DP slot, the invalid-pair
+counter) to the fused kernel, which draws the uniforms, builds the padding mask and reads the
+ids through their strides itself; around it there is one allocation (the output) and no other
+operation.
+
+Pricing: the refresher divides a window's counts by the forward steps it spans
 (:attr:`TempoRuntime.steps`, counted by the forward hook), so the cost model prices one
 forward step's batch, not a 200 ms window as one batch.
 """
@@ -55,17 +61,16 @@ __all__ = ["uniforms", "padded_replica_map", "uniform_prob", "GlooAggregator", "
            "TempoRuntime"]
 
 
-def uniforms(n: int, device, rank_invariant: bool, layer_id: int = 0):
-    """One uniform per routed pair.  Rank-invariant dispatch (no a2a backend: every EP rank
-    routes the same tokens and must pick the same replica) uses a deterministic
-    low-discrepancy sequence over the pair index -- identical on every rank, graph-safe,
-    and evenly spread -- instead of a random draw."""
-    import torch
+def uniforms(n: int, device, rank_invariant: bool, layer_id: int = 0, step: int = 0, rank: int = 0):
+    """One uniform per routed pair, as the dispatch kernel draws them (float32 ``[n]``, see
+    :func:`tempo.serving.kernels.pair_uniforms`).  Rank-invariant dispatch (no a2a backend:
+    every EP rank routes the same tokens and must pick the same replica) uses a low-discrepancy
+    sequence over the pair index shifted by the layer and the forward ``step`` -- identical on
+    every rank, evenly spread within a batch and, for one pair, over the steps; ranks that route
+    their own tokens hash the same sum with their ``rank``."""
+    from .kernels import pair_uniforms
 
-    if rank_invariant:
-        idx = torch.arange(n, device=device, dtype=torch.float64)
-        return torch.frac((idx + 0.5) * 0.6180339887498949 + layer_id * 0.7548776662466927).to(torch.float32)
-    return torch.rand(n, device=device)
+    return pair_uniforms(n, layer_id, step, rank, hashed=not rank_invariant, device=device)
 
 
 def group_timeout_s(group, default: float = 1800.0) -> float:
@@ -393,6 +398,21 @@ class DpPadding:
         else:
             self.real.copy_(torch.tensor(c, dtype=torch.int64))
 
+    def layout(self, rows: int, widths):
+        """How the kernel masks a buffer of ``rows`` rows with slot ``widths``: ``("slots",
+        width)`` when the slots are equally wide (every captured layout: the kernel reads
+        :attr:`real`, nothing else runs), ``("rows", mask)`` with a bool ``[rows]`` mask for
+        unequal widths (eager only), None when the widths do not describe the buffer."""
+        if widths is None:
+            return None
+        w = [int(x) for x in widths]
+        if len(w) != self.n_dp or min(w) < 0 or sum(w) != int(rows):
+            return None
+        if len(set(w)) == 1:
+            return "slots", w[0]
+        mask = self.row_mask(rows, w)
+        return None if mask is None else ("rows", mask)
+
     def row_mask(self, rows: int, widths):
         """Bool ``[rows]``: True for the rows that are some DP rank's real tokens; ``None`` when
         ``widths`` (slot widths, one per DP rank) do not describe a buffer of ``rows`` rows."""
@@ -427,7 +447,8 @@ class TempoRuntime:
         rt = TempoRuntime(physical_to_logical_map, n_gpus, device="cuda",
                           settings=ServingSettings(...),          # passed whole
                           n_logical=None, max_replicas=None, node=0, rank_invariant=False,
-                          aggregate=None, sync=None, dp_size=None, start=True)
+                          aggregate=None, sync=None, dp_size=None, start=True,
+                          rank=0, kernel="auto")
         with rt.capture_guard(): ...        # held around any CUDA-graph capture
         rt.on_forward(dp_tokens=None)       # once per forward pass, before it (scheduler thread)
         rt.dispatch(layer_id, topk_ids, num_token_non_padded=None, dp_widths=None)  # in the forward
@@ -452,7 +473,12 @@ class TempoRuntime:
     node : int
         This rank's source node (``hier`` tables).
     rank_invariant : bool
-        Deterministic uniforms (a2a ``none``).
+        Every rank draws the same uniforms (a2a ``none``).
+    rank : int
+        This rank (mixed into the uniforms when not rank-invariant).
+    kernel : str
+        ``auto`` (the Triton kernel for CUDA tensors, the torch reference otherwise), ``triton``
+        or ``torch``.
     aggregate : callable, optional
         ``window -> window`` summed over ranks (a2a backends; :class:`GlooAggregator`).
     sync : TableSync, optional
@@ -473,13 +499,16 @@ class TempoRuntime:
     def __init__(self, physical_to_logical_map, n_gpus: int, device="cpu", settings: ServingSettings | None = None,
                  *, n_logical: int | None = None, max_replicas: int | None = None, node: int = 0,
                  rank_invariant: bool = False, aggregate=None, sync: TableSync | None = None, start: bool = True,
-                 dp_size: int | None = None):
+                 dp_size: int | None = None, rank: int = 0, kernel: str = "auto"):
         import torch
 
         self.settings = settings if settings is not None else ServingSettings()
         if not isinstance(self.settings, ServingSettings):
             raise TypeError(f"settings must be a ServingSettings, got {type(self.settings).__name__}")
         self.n_gpus, self.device = int(n_gpus), device
+        if kernel not in ("auto", "triton", "torch"):
+            raise ValueError(f"kernel must be 'auto', 'triton' or 'torch', got {kernel!r}")
+        self.kernel, self.rank = kernel, int(rank)
         self.rank_invariant, self.aggregate, self.sync = rank_invariant, aggregate, sync
         p2l = physical_to_logical_map
         p2l = p2l.detach().cpu().numpy() if hasattr(p2l, "detach") else np.asarray(p2l)
@@ -504,6 +533,7 @@ class TempoRuntime:
         self.prob = torch.tensor(prob, device=device)
         self.counts = torch.zeros((L, self.n_logical), dtype=torch.int64, device=device)
         self.invalid = torch.zeros(1, dtype=torch.int64, device=device)
+        self.step_dev = torch.zeros(1, dtype=torch.int64, device=device)  # the forward step, read by the kernel
         self.steps = 0
         self.epoch = 0                                   # placement version, +1 per rebalance chunk
         self.dp_padding = DpPadding(dp_size, device) if dp_size is not None and int(dp_size) > 1 else None
@@ -588,6 +618,7 @@ class TempoRuntime:
         this step's real tokens per DP rank (``dp_tokens``, with :attr:`dp_padding`; None:
         unknown, every row counts) and, with a :class:`TableSync`, apply the agreed table."""
         self.steps += 1
+        self.step_dev.fill_(self.steps)  # stream-ordered: this pass's kernels (and graph replay) read it
         if self.dp_padding is not None:
             self.dp_padding.set_real(dp_tokens)
         if self.sync is not None:
@@ -600,21 +631,36 @@ class TempoRuntime:
         return self.prob[self.node, layer_id], self.phys[layer_id]
 
     def dispatch(self, layer_id: int, topk_ids, num_token_non_padded=None, dp_widths=None):
-        """Logical ``topk_ids [T, K]`` -> physical ids, counting non-padding rows: rows at or
-        beyond ``num_token_non_padded`` and, with :attr:`dp_padding` and the gather's slot
-        widths ``dp_widths``, the padding rows of every DP slot.  Pairs with an id ``>= E``
-        (or a bad uniform) are masked and counted in :attr:`invalid`, never raised for."""
-        prob, phys = self.layer_table(layer_id)
-        row_valid = None
+        """Logical ``topk_ids [T, K]`` -> physical ids ``[T, K]`` (same dtype), counting
+        non-padding rows: rows at or beyond ``num_token_non_padded`` and, with
+        :attr:`dp_padding` and the gather's slot widths ``dp_widths``, the padding rows of every
+        DP slot.  Pairs with an id ``>= E`` are masked and counted in :attr:`invalid`, never
+        raised for.  On CUDA (or ``kernel="triton"``) one fused kernel launch and the output's
+        allocation, nothing else."""
+        layout = None
         if self.dp_padding is not None and dp_widths is not None:
-            row_valid = self.dp_padding.row_mask(topk_ids.shape[0], dp_widths)
-        u = uniforms(topk_ids.numel(), topk_ids.device, self.rank_invariant, layer_id)
-        if topk_ids.is_cuda:
-            from .triton_kernels import dispatch_and_count_triton as kernel
-        else:
-            from .kernels import dispatch_and_count_reference as kernel
-        return kernel(topk_ids, prob, phys, self.counts[layer_id], u, num_token_non_padded, row_valid,
-                      invalid=self.invalid)
+            layout = self.dp_padding.layout(topk_ids.shape[0], dp_widths)
+        if self.kernel == "triton" or (self.kernel == "auto" and topk_ids.is_cuda):
+            from .triton_kernels import dispatch_and_count_triton
+
+            L, E, R = self.phys.shape
+            mask = {} if layout is None else (
+                dict(dp_real=self.dp_padding.real, dp_width=layout[1]) if layout[0] == "slots"
+                else dict(row_valid=layout[1]))
+            return dispatch_and_count_triton(
+                topk_ids, self.prob, self.phys, self.counts, None, num_token_non_padded, invalid=self.invalid,
+                step=self.step_dev, layer=layer_id, rank=self.rank, rank_invariant=self.rank_invariant,
+                prob_off=(self.node * L + layer_id) * E * R, phys_off=layer_id * E * R, counts_off=layer_id * E,
+                n_experts=E, width=R, **mask)
+        from .kernels import dispatch_and_count_reference
+
+        row_valid = None
+        if layout is not None:
+            row_valid = layout[1] if layout[0] == "rows" else self.dp_padding.row_mask(topk_ids.shape[0], dp_widths)
+        prob, phys = self.layer_table(layer_id)
+        u = uniforms(topk_ids.numel(), topk_ids.device, self.rank_invariant, layer_id, self.steps, self.rank)
+        return dispatch_and_count_reference(topk_ids, prob, phys, self.counts[layer_id], u, num_token_non_padded,
+                                            row_valid, invalid=self.invalid)
 
     # ------------------------------------------------------------------ refresher
     @property

@@ -293,7 +293,7 @@ def _install(model_runner, algo: str):
     return TempoRuntime(meta.physical_to_logical_map, ep_size, device=meta.physical_to_logical_map.device,
                         settings=settings, n_logical=int(meta.num_logical_experts),
                         node=node, rank_invariant=rank_invariant, aggregate=aggregate, sync=sync,
-                        dp_size=dp_size if dp_size > 1 else None)
+                        dp_size=dp_size if dp_size > 1 else None, rank=rank)
 
 
 def hook_after_lplb_init(result, model_runner, *args, **kwargs):
