@@ -51,7 +51,7 @@ from collections import Counter
 
 import numpy as np
 
-from .errors import PeerStopped
+from .errors import AggregationUnavailable, PeerStopped
 from .settings import ServingSettings
 from .tables import padded_replica_map, uniform_prob
 
@@ -88,29 +88,102 @@ class GlooAggregator:
     """Sum window counts over ranks (a2a backends: disjoint token shards) on a dedicated gloo
     group, in rounds that end together: each round carries a "continuing" flag, and a
     refresher that stops runs one last round with the flag down (:meth:`finish`), so no rank is
-    left waiting in an all-reduce its peers never join (review finding 13).
+    left waiting in an all-reduce its peers never join.
 
-    One refresher uses it for the server's lifetime (a rebalance no longer restarts the
-    refresher).  After every rank's refresher has stopped, :meth:`reopen` (on every rank) lets
-    new refreshers start new rounds."""
+    A round that fails (a gloo timeout: a rank's refresher lagged its peers by more than the
+    group's timeout -- a late start, a stopped or swapped-out process -- or a peer's pair closed
+    by such a timeout) raises :class:`AggregationUnavailable`; the group is then unusable on
+    every rank (gloo closes the pairs), so each rank rebuilds it: it marks itself ready for the
+    next generation in the default store and, once every rank has (a non-blocking check, one
+    per call), builds a new gloo group under that generation's prefix, with the old group's
+    timeout.  Until then each call raises :class:`AggregationUnavailable` at once (the
+    refresher solves from its own window).  A failed rebuild waits twice as many calls before
+    the next try (at most 32).  Ranks fail and rebuild the same generations: a round or a
+    rebuild that fails on one rank fails on every rank.
 
-    def __init__(self, group, world_size: int):
+    One refresher uses it for the server's lifetime.  After every rank's refresher has stopped,
+    :meth:`reopen` (on every rank) lets new refreshers start new rounds.
+
+    ``store``: the store rebuilt groups meet in (default: the default process group's);
+    ``name``: the keys' prefix there (default from the group's name; unique per aggregator).
+    """
+
+    def __init__(self, group, world_size: int, *, store=None, name: str | None = None):
         self.group, self.world_size = group, int(world_size)
         self.done = False
+        self.generation = 0
+        self.broken = False
+        self.stats: Counter = Counter()
+        self._store = store
+        self.name = name or f"tempo-agg/{getattr(group, 'group_name', 'default')}"
+        self.timeout_s = group_timeout_s(group)
+        self._wait, self._skip = 1, 0
+
+    @property
+    def rank(self) -> int:
+        return int(self.group.rank())
 
     def _round(self, flag: int, window) -> np.ndarray:
         import torch
-        import torch.distributed as dist
 
         t = torch.from_numpy(np.concatenate([[flag], np.ascontiguousarray(window, np.int64).ravel()]))
-        dist.all_reduce(t, group=self.group)
+        self.group.allreduce([t]).wait()
         return t.numpy()
+
+    def _base_store(self):
+        if self._store is None:
+            from torch.distributed import distributed_c10d
+
+            self._store = distributed_c10d._get_default_store()
+        return self._store
+
+    def _rebuild(self) -> bool:
+        """One non-blocking step towards the next generation's group; True once it is built."""
+        if self._skip > 0:
+            self._skip -= 1
+            return False
+        import datetime
+
+        import torch.distributed as dist
+
+        gen = self.generation + 1
+        prefix = f"{self.name}/{gen}"
+        store = self._base_store()
+        rank = self.rank
+        store.set(f"{prefix}/ready/{rank}", "1")
+        if not store.check([f"{prefix}/ready/{r}" for r in range(self.world_size)]):
+            return False
+        try:  # every rank is ready: the rendezvous completes within a refresh period
+            group = dist.ProcessGroupGloo(dist.PrefixStore(f"{prefix}/pg", store), rank, self.world_size,
+                                          datetime.timedelta(seconds=self.timeout_s))
+        except RuntimeError as exc:
+            self.generation = gen  # every rank failed this generation: all move to the next
+            self.stats["rebuild_failed"] += 1
+            self._skip, self._wait = self._wait, min(2 * self._wait, 32)
+            log.warning("tempo aggregation: rebuilding the group failed (%s); next try in %d periods", exc,
+                        self._skip)
+            return False
+        self.group, self.generation, self.broken = group, gen, False
+        self._wait = 1
+        self.stats["rebuilt"] += 1
+        log.warning("tempo aggregation: group rebuilt (generation %d); summed windows resume", gen)
+        return True
 
     def __call__(self, window):
         if self.done:
             raise PeerStopped("the summed-window rounds have ended")
         w = np.asarray(window, np.int64)
-        t = self._round(1, w)
+        if self.broken and not self._rebuild():
+            raise AggregationUnavailable(f"the aggregation group is being rebuilt (generation "
+                                         f"{self.generation + 1})")
+        try:
+            t = self._round(1, w)
+        except RuntimeError as exc:
+            self.broken = True
+            self.stats["failed"] += 1
+            log.warning("tempo aggregation: a summed-window round failed (%s); this rank solves from its own "
+                        "window until every rank has rebuilt the group", str(exc).splitlines()[0][:300])
+            raise AggregationUnavailable(str(exc)) from exc
         if t[0] < self.world_size:
             self.done = True
             raise PeerStopped("a peer rank's refresher stopped, so did the summed-window rounds")
@@ -119,7 +192,8 @@ class GlooAggregator:
     def finish(self, shape) -> None:
         if not self.done:
             self.done = True
-            self._round(0, np.zeros(shape, np.int64))
+            if not self.broken:  # a broken group has no round to end; peers find it broken too
+                self._round(0, np.zeros(shape, np.int64))
 
     def reopen(self) -> None:
         """Rounds may start again (every rank's refresher stopped, every rank reopens)."""
