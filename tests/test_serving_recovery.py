@@ -15,6 +15,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_multirank import _launch  # noqa: E402
 
+from tempo.serving.settings import ServingSettings  # noqa: E402
+
 torch = pytest.importorskip("torch")
 
 _LATE = r"""
@@ -110,3 +112,126 @@ def test_late_rank_tables_resume_on_every_rank(tmp_path):
         assert r["first_summed_table_s"] is not None, r
         assert r["published_late"] >= 1, r  # tables from 5 s after the late rank started on
     assert res[0]["agg"]["failed"] >= 1 and res[0]["stats"]["local_windows"] >= 1
+
+
+P2L = np.array([[0, 1, 2, 3, 0, 1], [3, 2, 1, 0, 0, 3]])
+
+
+def _resume(pid):
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+def test_worker_wedged_in_warm_up_is_replaced_within_30_s():
+    """A worker stopped (SIGSTOP) before it is ready makes no progress: it is replaced once it
+    has made none for ``warmup_timeout_s`` (20 s by default) from its start, not after the 180 s
+    start-up bound, and the new worker serves.  The compiled code is built before any worker
+    starts (``built``), so a worker only loads it."""
+    from tempo.serving.solver import SolverProcess
+
+    assert ServingSettings().warmup_timeout_s == 20.0
+    assert ServingSettings.from_env({"TEMPO_WARMUP_TIMEOUT_S": "7"}).warmup_timeout_s == 7.0
+    with pytest.raises(ValueError, match="TEMPO_WARMUP_TIMEOUT_S"):
+        ServingSettings(warmup_timeout_s=-1)
+    sp = SolverProcess(P2L, 2, "proxy-serving")
+    pid = sp.pid
+    t0 = time.monotonic()
+    try:
+        assert sp.built and sp.warmup_timeout_s == 20.0 and sp.startup_timeout_s == 180.0
+        os.kill(pid, signal.SIGSTOP)  # before it could import, load the code and say ready
+        window = np.full((2, 4), 5, np.int64)
+        replies = []
+        while sp.restarts == 0 and time.monotonic() - t0 < 120:
+            replies.append(sp.solve(window, 0.2)[0])  # the refresher's call: replaces a wedged worker first
+            time.sleep(0.2)
+        replaced_s = time.monotonic() - t0
+        assert sp.restarts == 1 and sp.pid != pid, replies
+        assert 20.0 <= replaced_s <= 30.0, replaced_s
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # killed and reaped
+        pid = None
+        assert sp.wait_ready(300)
+        ok = sp.solve(window, 60.0)
+        assert ok[0] == "ok" and ok[1].shape == (1, 2, 4, 2)
+    finally:
+        _resume(pid)
+        sp.close()
+
+
+def test_a_slow_but_live_warm_up_is_not_replaced(monkeypatch):
+    """The bound counts time without CPU progress: a worker that keeps computing (a busy
+    machine) is left alone past ``warmup_timeout_s``."""
+    from tempo.serving import solver
+
+    sp = solver.SolverProcess(P2L, 2, "proxy-serving", warmup_timeout_s=0.5)
+    try:
+        sp._ready[0] = False  # as if still warming up
+        sp._started[0] = time.monotonic() - 5
+        ticks = iter(range(1, 10**6))
+        monkeypatch.setattr(solver, "_cpu_seconds", lambda pid: float(next(ticks)))  # one CPU second per look
+        for _ in range(5):
+            assert sp._wedged(0) is None
+            time.sleep(0.2)
+        monkeypatch.setattr(solver, "_cpu_seconds", lambda pid: 7.0)  # no progress from now on
+        sp._wedged(0)
+        time.sleep(0.7)
+        assert "no progress" in sp._wedged(0)
+    finally:
+        sp.close()
+
+
+_COLD = r"""
+import json, os, sys, time
+t_start = time.monotonic()
+import numpy as np
+from tempo.serving.runtime import TempoRuntime
+from tempo.serving.settings import ServingSettings
+
+rank = int(sys.argv[1])
+p2l = np.array([[0, 1, 2, 3, 0, 1], [3, 2, 1, 0, 0, 3]])
+rt = TempoRuntime(p2l, 2, settings=ServingSettings(refresh_ms=100, deadline_ms=5000), device="cpu")
+t_ready = time.monotonic()
+import torch
+first = None
+while time.monotonic() - t_start < 1200:
+    rt.on_forward()
+    rt.dispatch(0, torch.tensor([[0, 2]] * 32))
+    if rt.refresher.stats["published"]:
+        first = time.monotonic()
+        break
+    time.sleep(0.02)
+print(json.dumps({"rank": rank, "runtime_s": t_ready - t_start, "first_table_after_start_s":
+                  None if first is None else first - t_ready, "stats": dict(rt.refresher.stats),
+                  "restarts": rt.refresher.solver.restarts, "built": rt.refresher.solver.built}))
+rt.close()
+"""
+
+
+@pytest.mark.skipif(os.environ.get("TEMPO_SLOW_TESTS") != "1", reason="a cold numba compile: set TEMPO_SLOW_TESTS=1")
+def test_two_ranks_starting_cold_build_once_and_serve_at_once(tmp_path):
+    """Two server processes start at once with an empty numba cache: the build runs before
+    serving (the runtime's construction returns only when the code is built), the ranks build in
+    turn under the lock (no two writers), and each publishes its first table within seconds of
+    its runtime being up; no worker is replaced."""
+    import subprocess
+
+    import tempo
+
+    cache = tmp_path / "numba-cache"
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(Path(tempo.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    script = tmp_path / "cold.py"
+    script.write_text(_COLD)
+    procs = [subprocess.Popen([sys.executable, str(script), str(r)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for r in range(2)]
+    outs = [p.communicate(timeout=2400) for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(o[1][-3000:] for o in outs)
+    res = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+    print(res)
+    for r in res:
+        assert r["built"] and r["restarts"] == 0, r
+        assert r["first_table_after_start_s"] is not None and r["first_table_after_start_s"] <= 30, r
+    assert any(f.suffix == ".nbi" for f in cache.rglob("*"))
