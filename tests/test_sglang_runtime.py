@@ -413,3 +413,18 @@ def test_solver_kind_settings():
         ServingSettings.from_env({"TEMPO_STALE_WINDOWS": "0"})
     with pytest.raises(TypeError, match="ServingSettings"):
         TempoRuntime(P2L, 2, settings={"solver": "noop"}, start=False)
+
+
+def test_a_runner_that_bypasses_the_dispatch_is_named_once(caplog):
+    """A MoE runner whose top-k format skips SGLang's logical-to-physical map (so tempo's) is
+    logged once per process with the reason; the usual runners say nothing."""
+    sp._WARNED.clear()
+    mr = types.SimpleNamespace(server_args=types.SimpleNamespace(moe_runner_backend="triton_kernel"))
+    with caplog.at_level("WARNING", logger="tempo.serving"):
+        why = sp._warn_bypassing_runner(mr)
+        assert "triton_kernel" in why and "skipped" in why
+        assert sp._warn_bypassing_runner(mr) == why
+    assert sum("triton_kernel" in r.message for r in caplog.records) == 1
+    for ok in ("auto", "triton", "deep_gemm", None):
+        mr.server_args.moe_runner_backend = ok
+        assert sp._warn_bypassing_runner(mr) is None

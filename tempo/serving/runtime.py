@@ -625,8 +625,9 @@ class TempoRuntime:
             self._stage_phys = torch.empty(self.phys.shape, dtype=self.phys.dtype, pin_memory=True)
             self._stage_prob = torch.empty(self.prob.shape, dtype=self.prob.dtype, pin_memory=True)
         if sync is not None and cuda:
-            # each agreed table waits in pinned memory, so applying it is one async copy
-            sync.prepare = lambda t: torch.from_numpy(np.ascontiguousarray(t, np.float32)).pin_memory()
+            # each agreed table waits in pinned memory, so applying it is one async copy; pinned
+            # allocation (events and host registration) never runs while a graph is captured
+            sync.prepare = self._pinned
         from .refresher import TorchPublisher
 
         self._publisher = TorchPublisher(self.prob, stream=self._stream)
@@ -635,6 +636,15 @@ class TempoRuntime:
             self.start()
 
     # ------------------------------------------------------------------ device access
+    def _pinned(self, table):
+        """A table as a pinned host tensor, allocated under :attr:`device_lock` (never during
+        a capture)."""
+        import torch
+
+        src = torch.from_numpy(np.ascontiguousarray(table, np.float32))
+        with self.device_lock:
+            return src.pin_memory()
+
     @contextlib.contextmanager
     def capture_guard(self):
         """Held while SGLang captures CUDA graphs: the refresher makes no CUDA call meanwhile."""
