@@ -428,3 +428,15 @@ def test_a_runner_that_bypasses_the_dispatch_is_named_once(caplog):
     for ok in ("auto", "triton", "deep_gemm", None):
         mr.server_args.moe_runner_backend = ok
         assert sp._warn_bypassing_runner(mr) is None
+
+
+@pytest.mark.needs("torch")
+def test_update_layers_time_is_counted():
+    rt = sp.TempoRuntime(P2L, 2, start=False)
+    try:
+        rt.update_layers(P2L[::-1].copy(), [0])
+        rt.update_layers(P2L, [1])
+        s = rt.stats
+        assert s["rebalance_chunks"] == 2 and 0 < s["update_layers_max_us"] <= s["update_layers_us"]
+    finally:
+        rt.close()

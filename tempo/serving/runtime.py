@@ -9,9 +9,15 @@ nodes, 1 when flat) over ``phys [L, E, R]``, with a fixed replica width ``R = P 
 most replicas one expert can have when every expert has one) -- and never reallocated: a
 captured CUDA graph reads and writes them through fixed pointers.  An EPLB rebalance rewrites
 the rows of the layers it moved, chunk by chunk, in place (:meth:`TempoRuntime.update_layers`),
-and hands the refresher the new placement; nothing is stopped or restarted, so the scheduler
-thread spends well under a millisecond per chunk and the refresher (and, with several ranks,
-its summed-window rounds) keeps running through any number of rebalances.  Tables solved for
+and hands the refresher the new placement; nothing is stopped or restarted: the scheduler
+thread does host work in proportion to the rows moved and waits on nothing but
+:attr:`TempoRuntime.device_lock` (held by a counter snapshot or a publication for one small
+copy), and the refresher (and, with several ranks, its summed-window rounds) keeps running
+through any number of rebalances.  The wall time of each chunk is counted
+(``update_layers_us``, ``update_layers_max_us`` in :attr:`TempoRuntime.stats`);
+``scripts/forward_path_timing.py`` measures it on gloo ranks.  It is a few hundred
+microseconds to a millisecond for two DSv3-wide layers on an idle core and grows with the
+machine's load (the thread is descheduled), so no bound is promised.  Tables solved for
 an older placement are never published.  The side stream and the pinned staging buffers are
 created once.  While SGLang captures a CUDA graph (any capture: decode, prefill, speculative
 drafts, elastic recapture) the refresher makes no CUDA call: capture holds
@@ -211,7 +217,9 @@ class TableSync:
     ``agree_every`` steps each rank offers the newest version of the current placement it
     holds, an all-reduce MIN on a thread of its own (not the scheduler thread) finds the
     newest version every rank holds, and that answer is used at the *next* agreement point
-    (the forward path waits only if the all-reduce has not finished by then).  Every rank calls
+    (the forward path waits only if the all-reduce has not finished by then: when a peer
+    reaches the agreement point later, so the wait is the ranks' skew, counted in ``stats`` as
+    ``agree_waits``, ``agree_wait_us`` and ``agree_wait_max_us``).  Every rank calls
     :meth:`agree` at the same steps (ranks run forward passes in lock step) and rebalances at
     the same steps, so every rank applies the same table before the same forward pass.
     Versions are received in order, and a version is dropped only when older than the applied
@@ -373,7 +381,11 @@ class TableSync:
             done, box = self._answer
             if not done.is_set():
                 self.stats["agree_waits"] += 1
+                t0 = time.perf_counter()
                 done.wait()
+                waited = int((time.perf_counter() - t0) * 1e6)
+                self.stats["agree_wait_us"] += waited
+                self.stats["agree_wait_max_us"] = max(self.stats["agree_wait_max_us"], waited)
             decided = box[0]
         self._answer = None
         if decided == -1:
@@ -787,12 +799,15 @@ class TempoRuntime:
           ``error``, ``stale``, ``stopped``, ``noop``, ``cancelled``), ``placements`` (rebalances
           it picked up), ``stale_warnings`` (times nothing was published for
           ``settings.stale_windows`` windows with traffic) and ``solver_restarts``;
-        * ``rebalance_chunks`` (:meth:`update_layers` calls), ``steps`` (forward passes),
+        * ``rebalance_chunks`` (:meth:`update_layers` calls) with ``update_layers_us`` (their
+          total wall time on the scheduler thread) and ``update_layers_max_us``, ``steps``
+          (forward passes),
           ``invalid_pairs`` (the kernel's invalid-pair counter at the last snapshot),
           ``refresher_running`` (0/1);
         * with a :class:`TableSync`: ``tables_applied`` (agreed tables applied on this rank),
           ``sync_published``, ``sync_heartbeats``, ``sync_agree_waits`` (the forward path had to
-          wait for an agreement), ``sync_receiver_failed``, ``sync_agree_failed``.
+          wait for an agreement) with ``sync_agree_wait_us`` (their total) and
+          ``sync_agree_wait_max_us``, ``sync_receiver_failed``, ``sync_agree_failed``.
         """
         out = Counter()
         r = self.refresher
@@ -816,6 +831,7 @@ class TempoRuntime:
         of later chunks keep their old rows until their own chunk."""
         import torch
 
+        t0 = time.perf_counter()
         p2l = physical_to_logical_map
         p2l = p2l.detach().cpu().numpy() if hasattr(p2l, "detach") else np.asarray(p2l)
         if p2l.shape != self.p2l.shape:
@@ -855,6 +871,9 @@ class TempoRuntime:
         if self.refresher is not None:
             self.refresher.set_placement(self.p2l, self.epoch)
         self.counters["rebalance_chunks"] += 1
+        took = int((time.perf_counter() - t0) * 1e6)
+        self.counters["update_layers_us"] += took
+        self.counters["update_layers_max_us"] = max(self.counters["update_layers_max_us"], took)
 
     def reset(self, physical_to_logical_map) -> None:
         """Every layer moved (compatibility name for :meth:`update_layers` with all layers)."""
