@@ -153,10 +153,11 @@ def rank_agreement(df: pd.DataFrame, noise: float = 0.03) -> tuple[int, int]:
 
 @measured_claim("calib_rank_agreement", "epbench", "epbench: predicted (model) vs measured policy ranking over the B ladder")
 def calib_rank_agreement(f):
-    got = ep_pick(lambda m: m.get("tokens") is not None and len(m.get("policies") or []) >= 2, per_tokens=True)
+    got = ep_pick(lambda m: m.get("tokens") is not None and len(m.get("policies") or []) >= 2,
+                  lambda row, df: rank_agreement(df), per_tokens=True, what="calib_rank_agreement")
     if not got:
         return None
-    counts = [rank_agreement(df) for _, df, _ in got]
+    counts = [c for _, c, _ in got]
     agree, pairs = sum(c[0] for c in counts), sum(c[1] for c in counts)
     if pairs == 0:
         return None
