@@ -24,7 +24,7 @@ from ...studies.results import PROFILES, ResultKey, Results
 from . import functions  # noqa: F401  (registers every claim's function)
 from .functions.measured import MEASURED_CLAIMS
 from .registry import (CATEGORIES, CATEGORY, CONSISTENCY, EVIDENCE, EVIDENCE_CATEGORY, NEED_STATUS, REGISTRY, SATISFIES,
-                       STATUSES, VERDICTS, Spec, Value, check, format_value, printed, tolerance)
+                       STATUSES, VERDICTS, Spec, Value, check, format_value, one_build, printed, tolerance)
 
 
 
@@ -311,6 +311,20 @@ def build_ledger(profile: str, write: bool = True) -> pd.DataFrame:
     as a table).  Also written to ``claims.csv``, ``claims_sensitivity.csv`` and
     ``ledger_summary.md`` there."""
     results = Results(profile)
+    with one_build():   # each intermediate (a recording read, a fit) computed once
+        rows, sens = _rows(results)
+    df = pd.DataFrame(rows)
+    df.attrs["sensitivity"] = pd.DataFrame(sens, columns=["id", "reading", "choice", "ours", "status", "note",
+                                                          "paper_reading_ours", "paper_reading_status"])
+    if write:
+        d = results.dir
+        atomic_write_csv(show_table(df), d / "claims.csv")
+        atomic_write_csv(df.attrs["sensitivity"], d / "claims_sensitivity.csv")
+        atomic_write_text(d / "ledger_summary.md", summary_markdown(df, profile))
+    return df
+
+
+def _rows(results: Results) -> tuple[list, list]:
     rows, sens = [], []
     for r in claim_rows():
         e = evaluate(r, results)
@@ -326,15 +340,7 @@ def build_ledger(profile: str, write: bool = True) -> pd.DataFrame:
                      "kind": r["kind"], "needs": r["needs"] or "", "chapter": r["chapter"], "reading": e["reading"],
                      "n_seeds": e["n_seeds"], "readings": ", ".join(dict.fromkeys(a["reading"] for a in alt)),
                      "under other readings": alternatives_text(alt), "fallbacks": e.get("fallbacks", 0)})
-    df = pd.DataFrame(rows)
-    df.attrs["sensitivity"] = pd.DataFrame(sens, columns=["id", "reading", "choice", "ours", "status", "note",
-                                                          "paper_reading_ours", "paper_reading_status"])
-    if write:
-        d = results.dir
-        atomic_write_csv(show_table(df), d / "claims.csv")
-        atomic_write_csv(df.attrs["sensitivity"], d / "claims_sensitivity.csv")
-        atomic_write_text(d / "ledger_summary.md", summary_markdown(df, profile))
-    return df
+    return rows, sens
 
 
 def reading_cause(alt: list[dict]) -> str:
@@ -373,8 +379,10 @@ def view(profile: str, ids) -> pd.DataFrame:
     results = Results(profile)
     rows = _claims_of(ids)
     out = []
+    with one_build():
+        evals = {i: evaluate(rows[i], results) for i in ids}
     for i in ids:
-        e = evaluate(rows[i], results)
+        e = evals[i]
         out.append({"claim": rows[i]["claim"], "paper": printed(rows[i]["paper_text"]), "this artifact": format_value(e["ours"]),
                     "unit": rows[i]["unit"], "status": e["status"], "note": e["note"]})
     return pd.DataFrame(out, index=pd.Index(list(ids), name="id"))

@@ -13,6 +13,7 @@ Imports nothing of the book.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -139,6 +140,32 @@ class Spec:
 
 
 REGISTRY: dict[str, Spec] = {}
+
+#: the intermediates of one ledger build (:func:`once`), None outside :func:`one_build`
+_ONCE: dict | None = None
+
+
+@contextmanager
+def one_build():
+    """A block (one ledger build) within which :func:`once` computes each intermediate once;
+    forgotten when the block ends (results change between builds)."""
+    global _ONCE
+    outer, _ONCE = _ONCE, ({} if _ONCE is None else _ONCE)
+    try:
+        yield
+    finally:
+        _ONCE = outer
+
+
+def once(key, fn):
+    """``fn()``, computed once per key within :func:`one_build` (a fit of a recording, a
+    recording read from data/measured that several claims and their alternative readings
+    share); outside it, every time.  The value is shared: callers must not change it."""
+    if _ONCE is None:
+        return fn()
+    if key not in _ONCE:
+        _ONCE[key] = fn()
+    return _ONCE[key]
 
 
 def claim(claim_id: str, inputs=(), evidence: str = "synthetic", provenance: str = "", uses=()):
