@@ -32,6 +32,8 @@ COMMANDS = {
     "ledger": ("tempo.book.claims.ledger:main", "rebuild the claims ledger from this build's results: --profile full"),
 }
 COMMANDS["ingest"] = ("tempo.book.ingest:main", "store GPU / cluster recordings under data/measured/ as ledger evidence")
+COMMANDS["milp-references"] = ("tempo.book.milp_store:main",
+                               "prove the MILP references of the solver chapter's grids once into data/milp/")
 
 
 # ---------------------------------------------------------------------------- small commands

@@ -7,7 +7,7 @@ import time
 
 import pandas as pd
 
-from ..core.version import git_commit
+from ..core.version import git_commit, machine_name
 from ..paper.readings import Reading
 from .cache import cached, code_version
 from .registry import (EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment,  # noqa: F401  (tempo.studies.STATIC, ...)
@@ -67,7 +67,7 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
     # this CSV, and when; fallbacks: dispatches of this result that a solver's fallback produced (a time
     # limit, a declined exact method; tempo.policies.fallback_of): the ledger flags the claims that read them
     meta = {"experiment": name, "tag": key.suffix, "config": config, "profile": profile,
-            "code_version": code_version(), "git_commit": git_commit(),
+            "code_version": code_version(), "git_commit": git_commit(), "machine": machine_name(),
             "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fallbacks": int(df.attrs.get("fallbacks", 0))}
     results.write(key, df, meta)
     return df

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..claims.registry import STATUS_COLORS as _COLORS, STATUSES as _STATUSES
+
 #: background colour of a ledger row per status (in the order of ``claims.STATUSES``)
-STATUS_COLORS = ["#d9f2d9", "#eef7ee", "#f9d6d5", "#fde3c8", "#eeeeee", "#fbf0c9", "#dbe8f6", "#e8f1fa"]
+STATUS_COLORS = [_COLORS[s][1] for s in _STATUSES]
 
 
 def summary_markdown(df: pd.DataFrame, profile: str) -> str:
