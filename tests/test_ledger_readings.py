@@ -330,11 +330,41 @@ def test_whole_activation_steps_and_the_ablation_cause():
     assert whole_step(25.0) == 4 and whole_step(16.6667) == 6 and whole_step(20.0) == 5
     assert whole_step(13.75) is None and whole_step(0.0) is None
     g = pd.DataFrame({"degradation_pct": [0.0] * 97 + [25.0, 1.0, 2.0], "ep": 32, "skew": 1.2, "tokens_per_gpu": 64})
-    p95 = _ablation_cause(g, "p95")
-    assert p95.startswith("removing it changes the makespan in 3.0% of the 100 batches (by 9.33% on average")
-    assert p95.endswith("the 95th percentile falls among unchanged ones")
-    assert _ablation_cause(g, "mean").endswith("(3.0% x 9.33%)")
-    assert "one whole activation step (100/4: 5 activated experts instead of 4" in _ablation_cause(g, "max")
+    cause = _ablation_cause(g)
+    assert cause.startswith("removing it changes the makespan in 3.0% of the 100 batches (by 9.33% on average")
+    assert "one whole activation step (100/4: 5 activated experts instead of 4" in cause
+
+
+def _two_grids(phase, scale):
+    """An ablation result of one variant and one seed: ``phase`` and ``scale`` degradations."""
+    rows = [{"grid": gname, "ep": 8 if gname == "phase" else 32, "skew": 0.0, "replication": 1.25,
+             "tokens_per_gpu": B, "batch": i, "batch_seed": 0, "variant": "no ensemble", "degradation_pct": d}
+            for gname, ds in (("phase", phase), ("scale", scale)) for i, d in enumerate(ds)
+            for B in ([16, 64, 256, 1024, 2048] if gname == "phase" else [16])[:1]]
+    return {"ablation-whole": pd.DataFrame(rows)}
+
+
+@pytest.mark.parametrize("pooling, mean, p95", [("pooled", 0.5, 4.0), ("phase_grid", 0.0, 0.0),
+                                                  ("scale_grid", 2.0, 7.85), ("equal_weights", 1.0, 4.35)])
+def test_table2_statistics_per_pooling_of_the_two_grids(pooling, mean, p95):
+    # 30 phase batches at 0 and 10 scale batches (0 x 6, 1, 4, 4, 11): pooled, the scale grid is a quarter;
+    # the p95 interpolates as numpy does with equal weights (scale grid: 4 + 0.55 x 7)
+    from tempo.book.claims.functions.ch03 import _ablation_stat
+    from tempo.paper.readings import Reading
+
+    f = _two_grids([0.0] * 30, [0.0] * 5 + [4.0, 1.0, 0.0, 4.0, 11.0])
+    r = Reading.paper(ablation_pooling=pooling)
+    assert _ablation_stat(f, "no ensemble", "mean", r).ours == pytest.approx(mean)
+    assert _ablation_stat(f, "no ensemble", "p95", r).ours == pytest.approx(p95)
+
+
+def test_table2_cause_names_each_pooling_and_the_weight_that_gives_the_paper():
+    from tempo.book.claims.functions.ch03 import _ablation_stat
+
+    f = _two_grids([0.0] * 30, [0.0] * 5 + [4.0, 1.0, 0.0, 4.0, 11.0])
+    cause = _ablation_stat(f, "no ensemble", "mean").cause  # the paper's 0.4 = 0.2 x the scale grid's 2.0
+    assert "pooled 0.50, phase_grid 0.00, scale_grid 2.00, equal_weights 1.00" in cause
+    assert "scale grid weighted 0.18 to 0.22 of the total (pooled, this artifact's grids weight it 0.25)" in cause
 
 
 def test_a_deviation_without_its_own_cause_gets_one_from_the_readings():
