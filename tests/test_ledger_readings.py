@@ -394,3 +394,43 @@ def test_a_claim_cause_reaches_the_note_only_when_it_deviates(put):
         assert e["status"] == "reproduced" and e["note"] == "n"
     finally:
         REGISTRY.pop("x_cause", None)
+
+
+def _cells(rows):
+    base = {"shape": "DSv2-Lite", "ep": 8, "skew": 0.0, "replication": 1.25, "batches": 3, "tie": False}
+    out = []
+    for seed, B, best, ms_best, ms_tempo in rows:
+        ms = {"ms_metro": 200.0, "ms_token_lp": 200.0, "ms_uniform": 300.0}
+        ms[f"ms_{best}"] = ms_best
+        out.append({**base, "seed": seed, "B": B, "winner": "M" if best == "metro" else "L", **ms, "ms_tempo": ms_tempo,
+                    "gain_pct": 100 * (1 - ms_tempo / ms_best)})
+    return pd.DataFrame(out)
+
+
+def test_min_gain_cause_counts_the_switching_band_apart_from_the_flat_cells():
+    # seed 0: a flat cell a whole step (100/24) below METRO; seed 1: token-LP best, TEMPO 0.5% above it (in
+    # the 1% band); seed 2: fine
+    p = _cells([(0, 16, "metro", 24.0, 25.0), (0, 512, "token_lp", 100.0, 100.0), (1, 16, "metro", 24.0, 24.0),
+                (1, 1024, "token_lp", 100.0, 100.5), (2, 16, "metro", 24.0, 23.0), (2, 1024, "token_lp", 100.0, 100.1)])
+    v = ch04_regimes.phase_min_gain({"phase_diagram": p}, reading=Reading.paper())
+    assert v.ours == pytest.approx(-100 / 24)
+    assert v.cause.startswith("2 of 6 cells over the seeds lie below -0.3%; in 1 token-LP is best "
+                              "(B = 1024) and TEMPO sits 0.50-0.50% above it, inside its own 1% switching band")
+    assert "1 other, the lowest at DSv2-Lite, s = 0, 1.25x, B = 16, seed 0: metro 24.00 us, TEMPO 25.00 us, " \
+           "a whole step of 100/24" in v.cause
+    assert "without the latter, 1 of 3 seeds still fail" in v.cause
+
+
+def test_max_gain_cause_names_the_cell_its_baseline_and_the_cells_above_the_paper():
+    # DSv3's paper maximum is 8.5%: two seeds, three cells each; token-LP best at B = 256 with 20% gain
+    p = _cells([(0, 16, "metro", 100.0, 95.0), (0, 256, "token_lp", 100.0, 80.0), (0, 512, "token_lp", 100.0, 90.0),
+                (1, 16, "metro", 100.0, 99.0), (1, 256, "token_lp", 100.0, 88.0), (1, 512, "token_lp", 100.0, 95.0)])
+    p["shape"] = "DSv3"
+    v = ch04_regimes._max_gain({"phase_diagram": p}, "DSv3", reading=Reading.paper())
+    assert v.ours == pytest.approx(16.0)
+    assert v.cause.startswith("the largest at s = 0, 1.25x, B = 256, seed 0: token-bound (token-LP best), token_lp "
+                              "100.0 us against TEMPO 80.0 us (mean of 3 batches); ours / paper = 1.88; 1 of 3 cells "
+                              "per seed (median) exceed 8.5%, at B = 256, 512, best fixed policy there token_lp 3")
+    assert "(the lowest seed's maximum is 12.00%)" in v.cause
+    # at 80 us TEMPO gains 8.5% over 87.43 us: a 12.6% faster token-LP
+    assert f"up to {100 * (1 - 80 / 0.915 / 100):.1f}%)" in v.cause
