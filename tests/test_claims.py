@@ -189,7 +189,8 @@ def test_ledger_recomputes_and_missing_results_read_not_run(build):
     experiments.run("toy_dispatch", {"b": 15.0, "beta": 0.1}, "smoke")
     led = claims.build_ledger("smoke").set_index("id")
     assert led.loc["toy_tempo", "status"] == "reproduced" and led.loc["toy_tempo", "ours"] == pytest.approx(60)
-    assert led.loc["toy_ratio", "status"] == "reproduced"
+    # the toy's token-LP time is arithmetic on the paper's inputs (b = 105 / 7), and so is the ratio
+    assert led.loc["toy_ratio", "status"] == "consistent" and led.loc["toy_token_lp", "status"] == "consistent"
     assert led.loc["nstar_dsv3", "status"] == "consistent"           # arithmetic on Table 6: never "reproduced"
     assert led.loc["phase_max_gain_dsv3", "status"] == "not run in this build"
     assert led.loc["serve_qwen_govreport", "status"] == "needs a cluster"

@@ -434,3 +434,24 @@ def test_max_gain_cause_names_the_cell_its_baseline_and_the_cells_above_the_pape
     assert "(the lowest seed's maximum is 12.00%)" in v.cause
     # at 80 us TEMPO gains 8.5% over 87.43 us: a 12.6% faster token-LP
     assert f"up to {100 * (1 - 80 / 0.915 / 100):.1f}%)" in v.cause
+
+
+def test_the_readings_table_lists_every_reading_with_what_counts_against_it():
+    led = pd.DataFrame({"id": ["phase_max_gain_dsv3"]})
+    led.attrs["sensitivity"] = pd.DataFrame([
+        {"id": "phase_max_gain_dsv3", "reading": "token_lp_face", "choice": "even_spread", "ours": "41", "status": "deviates",
+         "note": "", "paper_reading_ours": "12.65", "paper_reading_status": "reproduced"},
+        {"id": "phase_max_gain_dsv3", "reading": "token_lp_face", "choice": "maxflow_vertex", "ours": "12.7",
+         "status": "reproduced", "note": "", "paper_reading_ours": "12.65", "paper_reading_status": "reproduced"}])
+    t = ch99.readings_table(led).set_index("reading")
+    assert list(t.index) == list(paper_readings.specs())
+    face = t.loc["token_lp_face"]
+    assert face["settled"] == "open" and face["paper's choice"] == "highs_vertex"
+    assert "E_eff" in face["what supports the alternatives"]
+    assert face["what each alternative gives"] == ("maxflow_vertex: moves no verdict; changes 1 other value(s) of 1 "
+                                                   "computed | even_spread: moves phase_max_gain_dsv3 (reproduced -> "
+                                                   "deviates, 41); changes 0 other value(s) of 1 computed")
+    # every choice the text settles says what counts against it
+    settled = [sp.id for sp in paper_readings.specs().values() if sp.settled == "yes" and not sp.against]
+    assert not settled
+    assert "<details>" in ch99.readings_html(led)
