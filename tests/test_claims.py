@@ -407,3 +407,15 @@ def test_thm2_cause_states_the_ceiling_the_suite_sizes_allow():
            "k/(k+1) = 0.99611; the worst observed, 0.99611" in v.cause
     # 0.998 printed to 0.0005: k / (k + 1) >= 0.9975 needs k >= 399
     assert "the paper's 0.998 needs k >= 399 (512/513 = 0.99805" in v.cause
+
+
+def test_s0_cause_gives_the_points_short_of_the_paper_per_ep():
+    rows = [{"ep": ep, "skew": 0.0, "B": B, "seed": 1, "gain_pct": g, "ms_metro": 100.0, "ms_token_lp": 100.0 - g,
+             "ms_uniform": 120.0, "ms_tempo": 100.0 - g}
+            for ep, gains in ((32, (0.0, 2.0)), (64, (0.0, -1.0))) for B, g in zip((16, 1024), gains)]
+    v = ch04_regimes.scale_mean_gain_s0({"phase_diagram-scale": pd.DataFrame(rows)}, reading=None)
+    assert v.ours == (-0.5, 1.0)
+    assert v.cause.startswith("for the paper's 6.0 to 6.5% TEMPO would have to find dispatches the fixed policies miss")
+    assert "EP32: mean 1.00%, 5.00 points short; TEMPO ends level with the best fixed policy in 1 of 2 cells and " \
+           "behind it in 0" in v.cause
+    assert "EP64: mean -0.50%, 6.50 points short" in v.cause
