@@ -202,26 +202,31 @@ def _stat(v: np.ndarray, w: np.ndarray, stat: str) -> float:
     return float(np.interp(0.95, pos / pos[-1], v[o])) if len(v) > 1 and pos[-1] > 0 else float(v[o][-1])
 
 
-def _pooling_cause(g, stat: str, paper: float) -> str:
-    """What the statistic is per pooling of the two grids, and which weight of the scale grid
-    would give the paper's value (the ``ablation_pooling`` reading)."""
+def _per_pooling(g, stat: str) -> str:
+    """The statistic under each pooling of the two grids (the ``ablation_pooling`` reading), and
+    the batch sizes the ablation's phase grid runs."""
     v = g.degradation_pct.to_numpy()
     by = {k: _stat(v, _weights(g, w), stat) for k, w in _POOL_W.items() if (k != "phase_grid" or (g.grid == "phase").any())
           and (k != "scale_grid" or (g.grid == "scale").any())}
+    phase_B = sorted(int(b) for b in g[g.grid == "phase"].tokens_per_gpu.unique())
+    return ("per pooling of the grids (the open ablation_pooling reading): " + ", ".join(f"{k} {x:.2f}" for k, x in by.items())
+            + f"; the ablation's phase grid runs B = {', '.join(map(str, phase_B))} ({len(phase_B)} of Section 3.2's 8)")
+
+
+def _pooling_cause(g, stat: str, paper: float) -> str:
+    """Which weight of the scale grid in a statistic over both grids would give the paper's
+    value (Table 2 does not print the grids' sizes)."""
+    v = g.degradation_pct.to_numpy()
     ws = np.linspace(0, 1, 101)
     curve = np.array([_stat(v, _weights(g, w), stat) for w in ws])
     near = ws[np.abs(curve - paper) <= 0.05 + 1e-12]
     n_scale = float((g.grid == "scale").mean())
     if len(near):
-        reach = (f"the paper's {paper:g} is reached with the scale grid weighted {near.min():.2f} to {near.max():.2f} "
-                 f"of the total (pooled, this artifact's grids weight it {n_scale:.2f})")
-    else:
-        reach = (f"no weighting of the two grids gives the paper's {paper:g} (over the weights it spans "
-                 f"{curve.min():.2f} to {curve.max():.2f})")
-    phase_B = sorted(int(b) for b in g[g.grid == "phase"].tokens_per_gpu.unique())
-    return (f"the value depends on how the grids are pooled, which Table 2 does not say: "
-            + ", ".join(f"{k} {x:.2f}" for k, x in by.items()) + f"; {reach}; the ablation's phase grid runs "
-            f"B = {', '.join(map(str, phase_B))} ({len(phase_B)} of Section 3.2's 8 batch sizes)")
+        return (f"the pooling of the two grids, which Table 2 does not print: the paper's {paper:g} is reached with the "
+                f"scale grid weighted {near.min():.2f} to {near.max():.2f} of the total (pooled, this artifact's grids "
+                f"weight it {n_scale:.2f})")
+    return (f"not the pooling alone: no weighting of the two grids gives the paper's {paper:g} (over the weights it "
+            f"spans {curve.min():.2f} to {curve.max():.2f})")
 
 
 def _ablation_stat(f, variant, stat, reading=None):
@@ -235,7 +240,9 @@ def _ablation_stat(f, variant, stat, reading=None):
     w_scale = _POOL_W[pooling] if pooling == "equal_weights" and "grid" in g and g.grid.nunique() == 2 else None
     v, w = g.degradation_pct.to_numpy(), _weights(g, w_scale) if "grid" in g else np.full(len(g), 1.0 / len(g))
     paper = float(claim_row(f"t2_{_CLAIM_OF[variant]}_{stat}")["paper"])
-    cause = cause_of(lambda: _pooling_cause(g, stat, paper), g, ("grid", "tokens_per_gpu")) if pooling == "pooled" else ""
+    pooled = pooling == "pooled" and {"grid", "tokens_per_gpu"} <= set(g.columns)
+    cause = _pooling_cause(g, stat, paper) if pooled else ""
+    per = f"; {_per_pooling(g, stat)}" if pooled else ""
     how = {"pooled": "both grids pooled", "phase_grid": "the phase grid alone", "scale_grid": "the scale grid alone",
            "equal_weights": "the two grids weighted equally"}[pooling]
     if stat == "mean":
@@ -253,9 +260,9 @@ def _ablation_stat(f, variant, stat, reading=None):
                 ci = (mid - h, mid + h)
         return Value(_stat(v, w, "mean"), ci=ci, n_seeds=len(seeds), cause=cause,
                      note=f"{len(v)} batches over the grid cells and {len(seeds)} seed(s), {how}"
-                          + (f"; 95% bootstrap interval {ci[0]:.3f} to {ci[1]:.3f}" if ci else ""))
+                          + (f"; 95% bootstrap interval {ci[0]:.3f} to {ci[1]:.3f}" if ci else "") + per)
     return Value(_stat(v, w, "p95"), n_seeds=len(seeds), cause=cause,
-                 note=f"{len(v)} batches over the grid cells and {len(seeds)} seed(s), {how}")
+                 note=f"{len(v)} batches over the grid cells and {len(seeds)} seed(s), {how}{per}")
 
 
 _CLAIM_OF = {"no partial moves": "no_partial", "no aug. chains": "no_chains", "no ensemble": "no_ensemble"}
