@@ -363,8 +363,9 @@ def test_table2_cause_names_each_pooling_and_the_weight_that_gives_the_paper():
 
     f = _two_grids([0.0] * 30, [0.0] * 5 + [4.0, 1.0, 0.0, 4.0, 11.0])
     v = _ablation_stat(f, "no ensemble", "mean")  # the paper's 0.4 = 0.2 x the scale grid's 2.0
-    assert "per pooling of the grids (the open ablation_pooling reading): pooled 0.50, phase_grid 0.00, " \
-           "scale_grid 2.00, equal_weights 1.00; the ablation's phase grid runs B = 16 (1 of Section 3.2's 8)" in v.note
+    assert "judged per pooling of the grids (the open ablation_pooling reading): pooled 0.50 deviates, phase_grid " \
+           "0.00 deviates, scale_grid 2.00 deviates, equal_weights 1.00 deviates; the ablation's phase grid runs B = 16 " \
+           "(1 of Section 3.2's 8)" in v.note
     assert v.cause == ("the pooling of the two grids, which Table 2 does not print: the paper's 0.4 is reached with the "
                        "scale grid weighted 0.18 to 0.22 of the total (pooled, this artifact's grids weight it 0.25)")
 
@@ -431,8 +432,9 @@ def test_max_gain_cause_names_the_cell_its_baseline_and_the_cells_above_the_pape
     v = ch04_regimes._max_gain({"phase_diagram": p}, "DSv3", reading=Reading.paper())
     assert v.ours == pytest.approx(16.0)
     assert v.cause.startswith("the largest at s = 0, 1.25x, B = 256, seed 0: token-bound (token-LP best), token_lp "
-                              "100.0 us against TEMPO 80.0 us (mean of 3 batches); ours / paper = 1.88; 1 of 3 cells "
-                              "per seed (median) exceed 8.5%, at B = 256, 512, best fixed policy there token_lp 3")
+                              "100.0 us against TEMPO 80.0 us (mean of 3 batches, a whole step of 100/5: one activated expert fewer on "
+                              "the bottleneck GPU); ours / paper = 1.88; 1 of 3 cells "
+                              "per seed (median) exceed 8.5%, at B = 256, 512, best fixed policy there (all seeds) token_lp 3")
     assert "(the lowest seed's maximum is 12.00%)" in v.cause
     # at 80 us TEMPO gains 8.5% over 87.43 us: a 12.6% faster token-LP
     assert f"up to {100 * (1 - 80 / 0.915 / 100):.1f}%)" in v.cause

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ....paper.claims_file import claim_row
+from ....paper.readings import Reading
 from ..registry import Value, bootstrap_ci, cause_of, claim, seed_range
 from .common import DRIFT, SYN, grid_note, routing, seeded, seeds_text
 
@@ -202,14 +203,21 @@ def _stat(v: np.ndarray, w: np.ndarray, stat: str) -> float:
     return float(np.interp(0.95, pos / pos[-1], v[o])) if len(v) > 1 and pos[-1] > 0 else float(v[o][-1])
 
 
-def _per_pooling(g, stat: str) -> str:
-    """The statistic under each pooling of the two grids (the ``ablation_pooling`` reading), and
-    the batch sizes the ablation's phase grid runs."""
-    v = g.degradation_pct.to_numpy()
-    by = {k: _stat(v, _weights(g, w), stat) for k, w in _POOL_W.items() if (k != "phase_grid" or (g.grid == "phase").any())
-          and (k != "scale_grid" or (g.grid == "scale").any())}
+def _per_pooling(f, variant, stat, reading, g) -> str:
+    """The claim judged under each pooling of the two grids (the open ``ablation_pooling``
+    reading: value and whether it agrees, by the ledger's rule), and the batch sizes the
+    ablation's phase grid runs."""
+    from ..registry import check
+
+    row = claim_row(f"t2_{_CLAIM_OF[variant]}_{stat}")
+    base = reading if reading is not None else Reading.paper()
+    out = []
+    for k in _POOL_W:
+        v = _ablation_stat(f, variant, stat, base.with_(ablation_pooling=k), _inner=True)
+        if v is not None:
+            out.append(f"{k} {v.ours:.2f} {'agrees' if check(row, v)[0] else 'deviates'}")
     phase_B = sorted(int(b) for b in g[g.grid == "phase"].tokens_per_gpu.unique())
-    return ("per pooling of the grids (the open ablation_pooling reading): " + ", ".join(f"{k} {x:.2f}" for k, x in by.items())
+    return ("judged per pooling of the grids (the open ablation_pooling reading): " + ", ".join(out)
             + f"; the ablation's phase grid runs B = {', '.join(map(str, phase_B))} ({len(phase_B)} of Section 3.2's 8)")
 
 
@@ -229,7 +237,7 @@ def _pooling_cause(g, stat: str, paper: float) -> str:
             f"spans {curve.min():.2f} to {curve.max():.2f})")
 
 
-def _ablation_stat(f, variant, stat, reading=None):
+def _ablation_stat(f, variant, stat, reading=None, _inner=False):
     a, seeds = seeded(f["ablation-whole"], reading, "batch_seed")
     g = a[a.variant == variant]
     pooling = "pooled" if reading is None else reading["ablation_pooling"]
@@ -240,9 +248,9 @@ def _ablation_stat(f, variant, stat, reading=None):
     w_scale = _POOL_W[pooling] if pooling == "equal_weights" and "grid" in g and g.grid.nunique() == 2 else None
     v, w = g.degradation_pct.to_numpy(), _weights(g, w_scale) if "grid" in g else np.full(len(g), 1.0 / len(g))
     paper = float(claim_row(f"t2_{_CLAIM_OF[variant]}_{stat}")["paper"])
-    pooled = pooling == "pooled" and {"grid", "tokens_per_gpu"} <= set(g.columns)
+    pooled = pooling == "pooled" and not _inner and {"grid", "tokens_per_gpu"} <= set(g.columns)
     cause = _pooling_cause(g, stat, paper) if pooled else ""
-    per = f"; {_per_pooling(g, stat)}" if pooled else ""
+    per = f"; {_per_pooling(f, variant, stat, reading, g)}" if pooled else ""
     how = {"pooled": "both grids pooled", "phase_grid": "the phase grid alone", "scale_grid": "the scale grid alone",
            "equal_weights": "the two grids weighted equally"}[pooling]
     if stat == "mean":

@@ -143,10 +143,14 @@ def _max_gain_cause(sub, per, paper: float) -> str:
     by_best = over.apply(_best_of, axis=1).value_counts()
     # the best fixed policy's time at which TEMPO's gain is the paper's maximum: ms_tempo / (1 - paper/100)
     cut = 100 * (1 - over.ms_tempo / (1 - paper / 100) / over[[f"ms_{q}" for q in _FIXED]].min(axis=1))
+    from .ch03 import whole_step
+
+    k = whole_step(float(w.gain_pct), tol=0.05)
+    step = f", a whole step of 100/{k}: one activated expert fewer on the bottleneck GPU" if k else ""
     return (f"the largest at {_where(w)}: {regime}, {best} {w[f'ms_{best}']:.1f} us against TEMPO {w['ms_tempo']:.1f} us "
-            f"(mean of {int(w['batches'])} batches); ours / paper = {per.median() / paper:.2f}; "
+            f"(mean of {int(w['batches'])} batches{step}); ours / paper = {per.median() / paper:.2f}; "
             f"{int(per_seed.median())} of {n_cells} cells per seed (median) exceed {paper:g}%, at B = {_list(over.B)}, "
-            f"best fixed policy there " + ", ".join(f"{k} {v}" for k, v in by_best.items())
+            f"best fixed policy there (all seeds) " + ", ".join(f"{k} {v}" for k, v in by_best.items())
             + f"; not the spread of a maximum over seeds (the lowest seed's maximum is {per.min():.2f}%) and not one cell; "
             f"for {paper:g}% to be the maximum the best fixed policy would have to be {cut.median():.1f}% faster in those "
             f"cells (median; up to {cut.max():.1f}%), or TEMPO that much slower")
