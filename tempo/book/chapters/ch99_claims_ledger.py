@@ -225,7 +225,10 @@ def readings_table(df: pd.DataFrame) -> pd.DataFrame:
                 continue
             g = sens[(sens.reading == sp.id) & (sens.choice == choice)] if sens is not None and len(sens) else None
             if g is None or g.empty:
-                gives.append(f"{choice}: no claim computed under it")
+                st = df.set_index("id").status.reindex(list(sp.claims)).dropna() if "status" in df else pd.Series(dtype=str)
+                why = (" (its claims wait for evidence this build lacks: " + ", ".join(sorted(set(st))) + ")"
+                       if len(st) and st.isin(list(claims.NEED_STATUS.values())).all() else "")
+                gives.append(f"{choice}: no claim computed under it{why}")
                 continue
             mv = [f"{r.id} ({r.paper_reading_status} -> {r.status}, {r.ours or '-'})" for r in g.itertuples()
                   if claims.verdict_moves(r.paper_reading_status, r.status)]
