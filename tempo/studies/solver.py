@@ -115,19 +115,20 @@ def _probe_cell(cell: dict) -> list[dict]:
 PROBE_CHUNK = 16
 
 
-@experiment("thm2_probe", readings=("tempo_preset", "ensemble_lp"))
+@experiment("thm2_probe", readings=("tempo_preset", "ensemble_lp", "thm2_suite"))
 def thm2_probe(config: dict) -> pd.DataFrame:
     """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
     instance is small enough (its proven bound and incumbent), else [lower bound, tempo].
     ``tempo`` is the reading's (``tempo_preset``, ``ensemble_lp``; Section 4.2's algorithm
-    under the paper's reading); the MILP does not depend on the reading, so a run under another
+    under the paper's reading) and so are the suite's GPU counts (``thm2_suite``); the MILP does not depend on the reading, so a run under another
     reading in the same process compares against the same MILP answer (:func:`_milp`).  The
     suite is drawn here; chunks of :data:`PROBE_CHUNK` instances run as a grid
     (:func:`tempo.studies.sweep.run_grid`, ``config["workers"]``)."""
-    tempo_kw = readings.tempo_options(readings.of(config))
+    reading = readings.of(config)
+    tempo_kw = readings.tempo_options(reading)
     suite = [(i, *item) for i, item in enumerate(theory.probe_suite(
         config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
-        max_gpus=config.get("max_gpus", 16)))]
+        max_gpus=config.get("max_gpus", 16), min_gpus=readings.PROBE_MIN_GPUS[reading["thm2_suite"]]))]
     cells = [{"items": tuple(suite[k:k + PROBE_CHUNK]), "config": config, "tempo_kw": tempo_kw}
              for k in range(0, len(suite), PROBE_CHUNK)]
     return run_grid(_probe_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
