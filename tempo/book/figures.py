@@ -685,7 +685,8 @@ def repro_needs(rmap: pd.DataFrame):
 
 
 #: one colour per ledger status, in :data:`tempo.book.claims.STATUSES` order
-LEDGER_COLORS = ["#54a24b", "#a0d3a0", "#e45756", "#f58518", "#bab0ac", "#f2cf5b", "#4c78a8", "#9ecae9"]
+LEDGER_COLORS = ["#54a24b", "#a0d3a0", "#e45756", "#f58518", "#bab0ac", "#f2cf5b", "#4c78a8", "#9ecae9",
+                 "#fcbf7f", "#d6d6d6"]
 
 
 def ledger_by_chapter(ledger: pd.DataFrame):

@@ -13,7 +13,7 @@ from ..world.placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep
 from ..world.workloads import expected_loads, route_counts, sample_counts, zipf_popularity
 from .registry import FIRST_REPLICA, STATIC, experiment
-from .scenarios import TraceRouting, drift_batches, drift_timeline, zipf_batches
+from .scenarios import TraceRouting, drift_batches, drift_timeline, proxy_skew_of, zipf_batches
 
 # ------------------------------------------------------------------ Table 10
 #: (dispatch policy, placement refresh scheme) rows of Table 10.
@@ -37,12 +37,12 @@ def _refreshed(initial: np.ndarray, counts: np.ndarray, scheme: str, n_gpus: int
     return out
 
 
-@experiment("faster_eplb")
+@experiment("faster_eplb", readings=("proxy_skew",))
 def faster_eplb(config: dict) -> pd.DataFrame:
     """Table 10: replay a drift-16 timeline with the EPLB placement rebuilt every W windows
     from observed counts, under each dispatch; ratio to the never-refreshed static map on the
     same window.  Our timeline: consecutive windows of a drifting timeline around one
-    Zipf(1.0) popularity (:func:`tempo.world.workloads.popularity_timeline`, documented defaults;
+    Zipf popularity at the ``proxy_skew`` reading's skew (column ``skew``) (:func:`tempo.world.workloads.popularity_timeline`, documented defaults;
     per-window Dirichlet kappa = 2000; top-8 routing to distinct experts), the initial
     placement built from the drift-16-corrupted statistics, ``B`` token-expert pairs per GPU
     (as in :func:`drift_batches`).
@@ -55,8 +55,9 @@ def faster_eplb(config: dict) -> pd.DataFrame:
     E, g, K, R = 256, 8, 8, config.get("redundant", 64)
     seed = config.get("seed", 0)
     rep = (E + R) / E
-    pop = zipf_popularity(E, config.get("skew", 1.0), seed=seed)
     tr = TraceRouting.of(config)
+    skew = float("nan") if tr else proxy_skew_of(config)
+    pop = zipf_popularity(E, 1.0 if tr else skew, seed=seed)
     stale = None if tr else drift_corrupt(expected_loads(pop, K), config.get("drift", 16), seed=seed + 7)
     initial = None if tr else eplb_placement(stale, g, rep)
     rows = []
@@ -81,7 +82,7 @@ def faster_eplb(config: dict) -> pd.DataFrame:
                 base = model.makespan(base_inst, solve(base_inst, model, STATIC))
                 for pol, scheme in T10_ROWS:
                     inst = Instance.from_placement(c, plans[scheme][t], g)
-                    rows.append({"B": B, "window": lo + t, "policy": pol, "refresh": scheme,
+                    rows.append({"B": B, "window": lo + t, "policy": pol, "refresh": scheme, "skew": skew,
                                  "ratio": model.makespan(inst, solve(inst, model, STATIC if pol == "static" else pol)) / base})
     return pd.DataFrame(rows)
 
@@ -172,23 +173,27 @@ def ba2a(model: CostModel, G: float) -> float:
     return (model.a + model.b * G - model.c2) / model.gamma
 
 
-@experiment("ba2a_regimes")
+@experiment("ba2a_regimes", readings=("proxy_skew",))
 def ba2a_regimes(config: dict) -> pd.DataFrame:
-    """Table 3's model columns: on the drift-16 scenario (R = 64), per concurrency B, the
+    """Table 3's model columns: on the drift-16 scenario (R = 64, the ``proxy_skew`` reading's
+    skew, column ``skew``), per concurrency B, the
     dominant term of TEMPO's bottleneck GPU, TEMPO's block ratio to static, and the
-    activated experts per GPU the solver sees (the G of the B*_a2a formula); on a trace when
-    ``config["trace"]`` names one (:func:`drift_batches`)."""
+    activated experts per GPU the solver sees (the G of the B*_a2a formula: ``mean_G`` over the
+    GPUs, ``max_G`` on the busiest); on a trace when ``config["trace"]`` names one
+    (:func:`drift_batches`)."""
     model = CostModel.named(config.get("params", "proxy-serving"))
     tr = TraceRouting.of(config)
+    skew = float("nan") if tr else proxy_skew_of(config)
     rows = []
     for B in config["pairs"]:
-        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr)):
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr,
+                                               skew=1.0 if tr else skew)):
             d = solve(inst, model, "tempo")
             G, _, _ = model.gpu_features(inst, d)
             rows.append({"B": B, "batch": b, "regime": dominant_term(model, inst, d),
                          "static_regime": dominant_term(model, inst, solve(inst, model, STATIC)),
                          "ratio_to_static": model.makespan(inst, d) / model.makespan(inst, solve(inst, model, STATIC)),
-                         "mean_G": float(G.mean())})
+                         "mean_G": float(G.mean()), "max_G": float(G.max()), "skew": skew})
     return pd.DataFrame(rows)
 
 

@@ -107,9 +107,10 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
 
     ``B`` here is the serving concurrency, which at EP8 with top-8 routes about ``B``
     token-expert pairs to each GPU (Section 5.13), so a batch has ``B / top_k`` tokens per
-    GPU.  The paper does not give the proxy router's skew; we use s = 1.0 (chosen earlier,
-    under the independent-pair sampler, because it gave Table 3's regimes; kept, not
-    re-tuned, for the top-K router).
+    GPU.  The paper does not print the proxy router's skew (Section 5.11: "Zipf-skewed
+    router"); ``skew`` defaults to 1.0 here, and the studies of Tables 1, 3, 4, 8-10 and
+    Section 5.5 run at the ``proxy_skew`` reading's skew (:func:`proxy_skew_of`: by default
+    calibrated to Section 5.13's printed statistic, :func:`calibrate_proxy_skew`).
 
     With ``trace`` (a :class:`TraceRouting`) the same scenario runs on recorded routing: the
     placement is built from the trace's history window with its ``drift`` hottest experts'
@@ -132,6 +133,75 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
     weights = drift_timeline(pop, n_batches, seed, tau=tau, sigma=sigma)
     counts = sample_counts(weights, tokens_per_gpu, top_k, n_gpus, seed=seed + 1)
     return [Instance.from_placement(c, placement, n_gpus) for c in counts]
+
+
+# ------------------------------------------------------------------ the proxy router's skew (Sections 5.11, 5.13)
+#: Section 5.13's printed statistic of the DSv3-shape proxy's Zipf-skewed router: TEMPO's
+#: activated experts on the busiest GPU, about 13, near B*_a2a = 303 pairs per GPU (drift-16, R = 64)
+PROXY_TARGET_G = 13.0
+#: the B the statistic is read at: the multiple of top-8 nearest Section 5.13's N* = 303
+PROXY_CALIBRATION_B = 304
+#: the ``proxy_skew`` reading's fixed skews (its ``calibrated`` choice is :func:`calibrate_proxy_skew`)
+PROXY_SKEWS = {"zipf_1": 1.0, "zipf_1_5": 1.5, "zipf_2_5": 2.5}
+
+
+def drift_g(skew: float, pairs_per_gpu: int = PROXY_CALIBRATION_B, n_batches: int = 16, seed: int = 0,
+            which: str = "busiest", params: str = "proxy-serving") -> np.ndarray:
+    """float64[n_batches]: per drift-16 batch (:func:`drift_batches`, R = 64, Zipf(``skew``)),
+    the activated experts G of TEMPO's dispatch under the ``params`` model on the busiest GPU
+    (``which="busiest"``, the most activated experts) or averaged over the GPUs (``"mean"``)."""
+    from ..core.cost import CostModel
+    from ..policies import solve
+
+    if which not in ("busiest", "mean"):
+        raise ValueError(f"which must be 'busiest' or 'mean', got {which!r}")
+    model = CostModel.named(params)
+    out = []
+    for inst in drift_batches(pairs_per_gpu, n_batches, seed=seed, skew=float(skew)):
+        G, _, _ = model.gpu_features(inst, solve(inst, model, "tempo"))
+        out.append(float(G.max() if which == "busiest" else G.mean()))
+    return np.asarray(out)
+
+
+@lru_cache(maxsize=8)
+def calibrate_proxy_skew(target: float = PROXY_TARGET_G, pairs_per_gpu: int = PROXY_CALIBRATION_B,
+                         n_batches: int = 16, seed: int = 0, which: str = "busiest", lo: float = 0.5,
+                         hi: float = 4.0, tol: float = 0.01) -> float:
+    """The Zipf skew of the drift-16 proxy (:func:`drift_batches`) at which the mean over
+    ``n_batches`` batches of :func:`drift_g` equals ``target`` (the ``proxy_skew`` reading's
+    ``calibrated`` choice, Section 5.13's G about 13 at B = 304): bisection on ``[lo, hi]`` to
+    ``tol``.  G falls as the skew rises (hot experts take more of each GPU's pairs); a
+    ``ValueError`` when ``target`` is not bracketed.  Deterministic (fixed seeds)."""
+    def g(s):
+        return float(drift_g(s, pairs_per_gpu, n_batches, seed, which).mean())
+
+    g_lo, g_hi = g(lo), g(hi)
+    if not g_hi <= target <= g_lo:
+        raise ValueError(f"target G={target} is not between G({hi})={g_hi:.2f} and G({lo})={g_lo:.2f}")
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if g(mid) > target else (lo, mid)
+    return round(0.5 * (lo + hi), 3)
+
+
+def proxy_skew(choice: str) -> float:
+    """The Zipf skew of a ``proxy_skew`` reading choice: ``"calibrated"``
+    (:func:`calibrate_proxy_skew`) or one of :data:`PROXY_SKEWS`."""
+    if choice == "calibrated":
+        return calibrate_proxy_skew()
+    if choice not in PROXY_SKEWS:
+        raise ValueError(f"proxy_skew must be 'calibrated' or one of {', '.join(PROXY_SKEWS)}, got {choice!r}")
+    return PROXY_SKEWS[choice]
+
+
+def proxy_skew_of(config: dict) -> float:
+    """The Zipf skew a drift-16 proxy study runs at: ``config["skew"]`` when it names one, else
+    its reading's ``proxy_skew`` (:func:`proxy_skew`)."""
+    if config.get("skew") is not None:
+        return float(config["skew"])
+    from ..paper.readings import Reading
+
+    return proxy_skew(Reading.of(config)["proxy_skew"])
 
 
 # ------------------------------------------------------------------ recorded routing

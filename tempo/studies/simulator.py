@@ -15,7 +15,7 @@ from ..theory.bounds import flip_boundary
 from ..world.workloads import expected_loads, pair_shares, sample_counts, zipf_popularity
 from . import readings
 from .registry import FIRST_REPLICA, STATIC, experiment, result_of
-from .scenarios import TraceRouting, placement_weights, zipf_placement
+from .scenarios import TraceRouting, placement_weights, proxy_skew_of, zipf_placement
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
 SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
@@ -66,20 +66,24 @@ def mixed_regime(config: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@experiment("proxy_mispricing")
+@experiment("proxy_mispricing", readings=("proxy_skew", "token_lp_face"))
 def proxy_mispricing(config: dict) -> pd.DataFrame:
     """Table 1: each proxy's modeled block time over TEMPO's on the same batch (DSv3-shape
-    proxy, EP8, R redundant slots, fresh EPLB placement, three-term serving model).  With a
+    proxy, EP8, R redundant slots, fresh EPLB placement, three-term serving model), routing
+    Zipf(the ``proxy_skew`` reading's skew, :func:`proxy_skew_of`; column ``skew``), token-LP
+    on the ``token_lp_face`` reading's face.  With a
     trace (``config["trace"]``): batches of ``B // top_k`` tokens per GPU from the trace,
     layers cycled, each layer's fresh placement built from the trace's history window with
     the same replication factor (:class:`TraceRouting`)."""
     model = CostModel.named(config.get("params", "proxy-serving"))
     E, K, g, R = 256, 8, 8, config.get("redundant", 64)
-    pop = zipf_popularity(E, config.get("skew", 1.0), seed=config.get("seed", 0))
+    tr = TraceRouting.of(config)
+    skew = float("nan") if tr else proxy_skew_of(config)
+    face = readings.of(config)["token_lp_face"]
+    pop = zipf_popularity(E, 1.0 if tr else skew, seed=config.get("seed", 0))
     placement = eplb_placement(expected_loads(pop, K), g, (E + R) / E)
     from ..core.instance import Instance
 
-    tr = TraceRouting.of(config)
     rows = []
     for B in config["concurrency"]:
         if tr:
@@ -89,9 +93,10 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
             insts = [Instance.from_placement(c, placement, g) for c in counts]
         for b, inst in enumerate(insts):
             t = model.makespan(inst, solve(inst, model, "tempo"))
-            ms = {p: model.makespan(inst, solve(inst, model, STATIC if p == "static" else p))
+            ms = {p: model.makespan(inst, solve(inst, model, STATIC if p == "static" else p,
+                                                **({"face": face} if p == "token_lp" else {})))
                   for p in TABLE1_PROXIES}
-            row = {"B": B, "batch": b, **{p: v / t for p, v in ms.items()}}
+            row = {"B": B, "batch": b, "skew": skew, **{p: v / t for p, v in ms.items()}}
             row["spread"] = max(ms.values()) / min(ms.values())
             row["first_replica"] = model.makespan(inst, solve(inst, model, FIRST_REPLICA)) / t
             rows.append(row)
@@ -356,31 +361,36 @@ def token_lp_faces(config: dict) -> pd.DataFrame:
 LANDSCAPE = list(check_names(["uniform", "token_lp", "metro", "llep", "tempo"], "simulator.LANDSCAPE (Table 4)"))
 
 
-@experiment("policy_landscape")
+@experiment("policy_landscape", readings=("proxy_skew", "token_lp_face"))
 def policy_landscape(config: dict) -> pd.DataFrame:
     """Table 4: block makespan of each dispatch kernel relative to static on the drift-K
-    scenario, at several batch scales, for each redundancy R and drift K (on a trace when
-    ``config["trace"]`` names one, :func:`drift_batches`)."""
+    scenario at the ``proxy_skew`` reading's skew (column ``skew``), at several batch scales,
+    for each redundancy R and drift K (on a trace when ``config["trace"]`` names one,
+    :func:`drift_batches`); token-LP on the ``token_lp_face`` reading's face."""
     from .scenarios import drift_batches
 
     model = CostModel.named(config.get("params", "proxy-serving"))
     tr = TraceRouting.of(config)
+    skew = float("nan") if tr else proxy_skew_of(config)
+    face = readings.of(config)["token_lp_face"]
     rows = []
     for R in config["redundant"]:
         for K in config["drift"]:
             for label, B in config["scales"].items():
                 for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), drift=K, redundant=R,
-                                                       trace=tr)):
+                                                       skew=1.0 if tr else skew, trace=tr)):
                     static = model.makespan(inst, solve(inst, model, STATIC))
                     for p in LANDSCAPE:
+                        d = solve(inst, model, p, **({"face": face} if p == "token_lp" else {}))
                         rows.append({"redundant": R, "drift": K, "scale": label, "B": B, "batch": b, "policy": p,
-                                     "ratio_to_static": model.makespan(inst, solve(inst, model, p)) / static})
+                                     "skew": skew, "ratio_to_static": model.makespan(inst, d) / static})
     return pd.DataFrame(rows)
 
 
-@experiment("staleness")
+@experiment("staleness", readings=("proxy_skew",))
 def staleness(config: dict) -> pd.DataFrame:
-    """Section 5.5: the same solver under four information regimes, scored on the true
+    """Section 5.5 (drift-16 at the ``proxy_skew`` reading's skew, column ``skew``): the same
+    solver under four information regimes, scored on the true
     current batch: exact (solve the current counts), stale-1 (apply the routing table solved
     on the previous batch), frozen (the table of the first batch, never refreshed) and
     uniform (no solve: even split over replicas).
@@ -393,11 +403,12 @@ def staleness(config: dict) -> pd.DataFrame:
 
     model = CostModel.named(config.get("params", "proxy-serving"))
     tr = TraceRouting.of(config)
+    skew = float("nan") if tr else proxy_skew_of(config)
     rows = []
     for scale, B in config["scales"].items():
         n = config["batches"] + 1
         insts = drift_batches(B, n, seed=config.get("seed", 0), redundant=config.get("redundant", 64), trace=tr,
-                              order="time")
+                              skew=1.0 if tr else skew, order="time")
         tables = [solve(i, model, "tempo").probabilities(i) for i in insts]
         uniform = Dispatch(np.zeros_like(tables[0])).probabilities(insts[0])
         layer = [w[0] for w in tr.windows(n, "time", tr.top_k(8))] if tr else [0] * n
@@ -414,7 +425,7 @@ def staleness(config: dict) -> pd.DataFrame:
             regimes = {"exact": tables[t], "stale-1": tables[t - 1], "frozen": tables[first[layer[t]]], "uniform": uniform}
             for name, prob in regimes.items():
                 shares = inst.counts[:, None] * prob  # the table applied to the true counts
-                rows.append({"scale": scale, "B": B, "batch": t, "regime": name,
+                rows.append({"scale": scale, "B": B, "batch": t, "regime": name, "skew": skew,
                              "ratio_to_static": model.makespan(inst, shares) / static})
     return pd.DataFrame(rows)
 

@@ -17,7 +17,7 @@ from ..core.instance import Instance
 from ..paper.readings import Reading
 from . import readings
 from .registry import STATIC, experiment
-from .scenarios import TraceRouting, drift_batches, zipf_batches
+from .scenarios import TraceRouting, drift_batches, proxy_skew_of, zipf_batches
 from ..policies._fallback import add_count, fallback_count
 from .sweep import memo_get, memo_put, run_grid
 
@@ -391,12 +391,20 @@ STAGES = {"seed only (whole experts, as the paper)": dict(seed="whole", chains=F
 
 
 def _drift_batches(config: dict):
-    """(B, batch index, instance) over the drift-16 batches of ``config`` (drawn from a trace
-    when ``config["trace"]`` names one, :func:`drift_batches`)."""
+    """(B, batch index, instance) over the drift-16 batches of ``config`` at the ``proxy_skew``
+    reading's skew (:func:`proxy_skew_of`; drawn from a trace when ``config["trace"]`` names
+    one, :func:`drift_batches`)."""
     tr = TraceRouting.of(config)
+    skew = 1.0 if tr else proxy_skew_of(config)
     for B in config["tokens"]:
-        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr)):
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr, skew=skew)):
             yield B, b, inst
+
+
+def _with_skew(df: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """``df`` with a ``skew`` column: the proxy's Zipf skew its batches ran at (NaN on a trace)."""
+    df["skew"] = float("nan") if config.get("trace") else proxy_skew_of(config)
+    return df
 
 
 def _drift_cells(config: dict, model: CostModel):
@@ -405,7 +413,7 @@ def _drift_cells(config: dict, model: CostModel):
         yield B, b, inst, model.makespan(inst, solve(inst, model, STATIC))
 
 
-@experiment("drift16_stages")
+@experiment("drift16_stages", readings=("proxy_skew",))
 def drift16_stages(config: dict) -> pd.DataFrame:
     """Table 8: cumulative stages on the drift-16 scenario, makespan / static under the
     three-term serving model; solve time per batch."""
@@ -418,7 +426,7 @@ def drift16_stages(config: dict) -> pd.DataFrame:
             rows.append({"B": B, "batch": b, "stages": name,
                          "ratio_to_static": model.makespan(inst, d) / static,
                          "solve_ms": 1e3 * (time.perf_counter() - t0)})
-    return pd.DataFrame(rows)
+    return _with_skew(pd.DataFrame(rows), config)
 
 
 def forced_time(inst: Instance, model: CostModel) -> float:
@@ -432,7 +440,7 @@ def forced_time(inst: Instance, model: CostModel) -> float:
     return float(model.time(G, N).max())
 
 
-@experiment("drift16_forced")
+@experiment("drift16_forced", readings=("proxy_skew",))
 def drift16_forced(config: dict) -> pd.DataFrame:
     """Why Table 8's rows agree: on the batches of ``drift16_stages`` (the same config, the trace's
     when it names one), per (B, batch) whether every stage set of :data:`STAGES` ends at the same
@@ -451,7 +459,7 @@ def drift16_forced(config: dict) -> pd.DataFrame:
 TERMS = {"full 3-term (4)": (), "drop traffic (c2 gamma)": ("traffic",), "drop floor (a b) = tokens only": ("floor",)}
 
 
-@experiment("drift16_terms")
+@experiment("drift16_terms", readings=("proxy_skew",))
 def drift16_terms(config: dict) -> pd.DataFrame:
     """Table 9: solve with terms deleted from the objective, score under the full model."""
     full = CostModel.named(config.get("params", "proxy-serving"))
@@ -462,4 +470,4 @@ def drift16_terms(config: dict) -> pd.DataFrame:
             d = solve(inst, obj, "tempo")
             rows.append({"B": B, "batch": b, "objective": name,
                          "ratio_to_static": full.makespan(inst, d) / static})
-    return pd.DataFrame(rows)
+    return _with_skew(pd.DataFrame(rows), config)

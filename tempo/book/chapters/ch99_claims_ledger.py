@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 #: background colour of a ledger row per status (in the order of ``claims.STATUSES``)
-STATUS_COLORS = ["#d9f2d9", "#eef7ee", "#f9d6d5", "#fde3c8", "#eeeeee", "#fbf0c9", "#dbe8f6", "#e8f1fa"]
+STATUS_COLORS = ["#d9f2d9", "#eef7ee", "#f9d6d5", "#fde3c8", "#eeeeee", "#fbf0c9", "#dbe8f6", "#e8f1fa",
+                 "#fdebd9", "#f2f2f2"]
 
 
 def summary_markdown(df: pd.DataFrame, profile: str) -> str:

@@ -21,8 +21,11 @@ from ...paper.readings import Reading
 from ...studies.results import PROFILES, ResultKey, Results
 from . import functions  # noqa: F401  (registers every claim's function)
 from .functions.measured import MEASURED_CLAIMS
-from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
-                       check, format_value, printed, tolerance)
+from .functions.trace import RECIPES
+from .registry import (CONSISTENCY, EVIDENCE, EVIDENCE_STATUS, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS,
+                       Spec, Value, check, format_value, printed, tolerance)
+
+AGGREGATES = EVIDENCE_STATUS["aggregate"]
 
 
 
@@ -155,7 +158,7 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
         return out
     v = _call(spec, frames, reading)
     if v is None:  # the results hold no cell the claim is about (a reduced grid), or no GPU recording
-        if need is not None:
+        if need is not None and not computed_on_input(frames):
             out.update(status=NEED_STATUS[need], note=need_note(row))
         else:
             out.update(status="not run in this build",
@@ -171,6 +174,11 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
     evidence = v.evidence or spec.evidence
     prov = _provenance(spec, v, results)
     out["reading"] = _reading_label(frames, reading)
+    if evidence in EVIDENCE_STATUS:  # a public recording of another model, or aggregates: never a verdict
+        shown = v.ours if evidence != "aggregate" else None
+        out.update(ours=shown, status=EVIDENCE_STATUS[evidence], evidence=evidence, provenance=prov,
+                   n_seeds=v.n_seeds, note=v.note)
+        return out
     if need is not None and evidence not in SATISFIES[need]:
         who = "stand-in" if evidence in ("gpu", "cluster") else "CPU stand-in"  # a GPU measurement is no CPU run
         stand = f"{who} ({EVIDENCE[evidence]}): {format_value(v.ours)} {row['unit']}, not a verdict"
@@ -232,10 +240,21 @@ def fallback_flag(frames: dict) -> str:
             + ", ".join(f"{n} in {s}.csv" for s, n in sorted(hit.items())) + ")")
 
 
+def computed_on_input(frames: dict) -> bool:
+    """Whether a need's claim's inputs ran on an input that can decide it (a recorded trace or the
+    calibrated proxy, :func:`tempo.book.claims.functions.trace.decisive_input`): a function that
+    then finds nothing says why in the build's terms, never with the recording recipe."""
+    from .functions.trace import decisive_input
+
+    return decisive_input(frames)
+
+
 def need_note(row: dict) -> str:
     """What a claim that declares a need (trace, GPU, cluster) waits for, with the commands that give it."""
     if row.get("requires"):
         return f"needs {row['requires']}"
+    if row["needs"] == "trace" and row["id"] in RECIPES:
+        return RECIPES[row["id"]]
     return {"trace": trace_need_note(row["chapter"]),
             "gpu": f"needs a GPU: run `make notebook NB={row['chapter']} PROFILE=gpu` on one",
             "cluster": "needs a multi-GPU cluster: record it (see the serving chapter for the commands) and store the "
@@ -365,9 +384,12 @@ def summary_markdown(df: pd.DataFrame, profile: str) -> str:
     return (f"**Claims ledger** ({len(df)} claims, profile `{profile}`, recomputed from this build's results under the "
             f"paper's reading): {c['reproduced']} reproduced, {c['consistent']} consistent with the paper's own parameters "
             f"(not counted as reproduced), {c['deviates']} deviate, {c['stand-in']} stand-ins (measured on another GPU or "
-            f"on a partial grid: shown, not verdicts), {c['not run in this build']} not run in this build, "
+            f"on a partial grid: shown, not verdicts), {c['stand-in: public trace']} stand-ins on a public trace of another "
+            f"model (shown, not verdicts), {c['not run in this build']} not run in this build, "
             f"{c['needs a recorded trace']} need a recorded trace, {c['needs a GPU']} need a GPU, "
-            f"{c['needs a cluster']} need a cluster. See the [Claims ledger](claims-ledger) chapter.\n")
+            f"{c['needs a cluster']} need a cluster"
+            + (f", {c[AGGREGATES]} not computable on this trace (aggregates)" if c[AGGREGATES] else "")
+            + ". See the [Claims ledger](claims-ledger) chapter.\n")
 
 
 def show_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -387,7 +409,8 @@ def readme_counts(df: pd.DataFrame, profile: str) -> str:
     return (f"{len(df)} quantitative claims, each with our number and a status; the `{profile}` build gives "
             f"{c['reproduced']} reproduced, {c['consistent']} consistent (arithmetic or the paper's own inputs, not "
             f"counted as reproductions), {c['deviates']} deviate; {c['stand-in']} stand-ins (hardware claims measured "
-            f"on another GPU or a partial grid: not verdicts), {c['not run in this build']} not run, "
+            f"on another GPU or a partial grid: not verdicts), {c['stand-in: public trace']} stand-ins on a public "
+            f"trace of another model, {c['not run in this build']} not run, "
             f"{c['needs a recorded trace']} need a recorded trace, {c['needs a GPU']} a GPU and "
             f"{c['needs a cluster']} a cluster")
 

@@ -21,7 +21,8 @@ import numpy as np
 from ...paper.claims_file import precision
 
 STATUSES = ["reproduced", "consistent", "deviates", "stand-in", "not run in this build",
-            "needs a recorded trace", "needs a GPU", "needs a cluster"]
+            "needs a recorded trace", "needs a GPU", "needs a cluster", "stand-in: public trace",
+            "not computable on this trace: aggregates"]
 #: the statuses that are verdicts (an independent computation or arithmetic checked against the
 #: paper's number); a stand-in, a missing result and a need are not
 VERDICTS = ("reproduced", "consistent", "deviates")
@@ -33,11 +34,19 @@ EVIDENCE = {"paper-parameters": "arithmetic on the paper's own parameters",
             "synthetic": "model-space computation on synthetic routing",
             "machine": "wall-clock time on this build's machine",
             "trace": "model-space replay of a recorded routing trace",
+            "proxy": "model-space computation on the paper's synthetic proxy router, its skew calibrated to the "
+                     "paper's printed statistic (the paper's own input)",
+            "public-trace": "model-space replay of a public recording of another model's routing (not the paper's "
+                            "trace)",
+            "aggregate": "a trace whose steps are whole-run aggregates, not batches",
             "gpu": "measurement on a GPU",
             "cluster": "measurement on a multi-GPU cluster"}
-CONSISTENCY = {"paper-parameters", "identity"}
+CONSISTENCY = {"paper-parameters", "identity", "proxy"}
 #: which evidence can decide a claim that declares a need
-SATISFIES = {"trace": {"trace"}, "gpu": {"gpu"}, "cluster": {"cluster"}}
+SATISFIES = {"trace": {"trace", "proxy"}, "gpu": {"gpu"}, "cluster": {"cluster"}}
+#: evidence that is never a verdict but has a status of its own: a public recording of another
+#: model (shown with its value), a trace of whole-run aggregates for a claim about batches
+EVIDENCE_STATUS = {"public-trace": "stand-in: public trace", "aggregate": "not computable on this trace: aggregates"}
 
 
 # ------------------------------------------------------------------ values and specs

@@ -113,7 +113,14 @@ def ba2a_flip(f):
     a = f["ba2a_regimes"]
     reg = a.groupby("B").regime.agg(lambda x: x.mode()[0])
     traffic = reg.index[reg == "traffic"]
-    return float(traffic.min()) if len(traffic) else None
+    if len(traffic):
+        return float(traffic.min())
+    if reg.index.max() < 384:  # the paper's flip lies past this grid: nothing to say
+        return None
+    why = (f"no B of this grid ({', '.join(str(int(b)) for b in reg.index)}) has a traffic-bound bottleneck under "
+           f"TEMPO (dominant terms: {', '.join(f'{int(b)} {r}' for b, r in reg.items())}): the flip lies above "
+           f"B = {int(reg.index.max())} or not at all")
+    return Value(float("nan"), note=why, cause=why)
 
 
 @claim("trace_oracle_gap", ["trace_replay"], "synthetic", "a synthetic trace (tempo.world.workloads.synthetic_trace)")
