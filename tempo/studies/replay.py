@@ -124,21 +124,25 @@ def tile_prefill(config: dict) -> pd.DataFrame:
     with gamma = 0.10 the traffic piece dominates every prefill batch and hides it).  Also
     the extra padded tiles of EPLB's uniform split over the tile-aware solution.
 
-    On a trace (``config["trace"]``): ``pairs // top_k`` tokens per GPU routed with the
-    recorded steps' shares (:class:`TraceRouting`, layers cycled), the trace's own experts,
-    priced with each requested shape's tile model (the ``shape`` column names the model)."""
+    On a trace (``config["trace"]``) the synthetic rows are followed by the same on
+    ``pairs // top_k`` tokens per GPU routed with the recorded steps' shares
+    (:class:`TraceRouting`, layers cycled), the trace's own experts, priced with each requested
+    shape's tile model (the ``shape`` column names the model); a ``routing`` column says which
+    rows are which."""
     tr = TraceRouting.of(config)
     rows = []
-    for shape, (E, params) in {"DSv3": (256, "dsv3-testbedb-tile"),
-                               "Qwen3-235B": (128, "qwen3-235b-testbedb-tile")}.items():
+    for routing, shape, (E, params) in [(r, sh, v) for r in (("synthetic", "trace") if tr else ("synthetic",))
+                                        for sh, v in {"DSv3": (256, "dsv3-testbedb-tile"),
+                                                      "Qwen3-235B": (128, "qwen3-235b-testbedb-tile")}.items()]:
         if shape not in config.get("shapes", ["DSv3", "Qwen3-235B"]):
             continue
+        src = tr if routing == "trace" else None
         aware = CostModel.named(params).without("traffic")
         blind = aware.without("tiles")
         for pairs in config["pairs"]:
-            insts = zipf_batches(E, 8, pairs // (tr.top_k(8) if tr else 8), config.get("skew", 1.0),
+            insts = zipf_batches(E, 8, pairs // (src.top_k(8) if src else 8), config.get("skew", 1.0),
                                  config.get("replication", 1.25), config["batches"], seed=config.get("seed", 0), top_k=8,
-                                 trace=tr)
+                                 trace=src)
             for b, inst in enumerate(insts):
                 da, db, du = (solve(inst, aware, "tempo"), solve(inst, blind, "tempo"), solve(inst, aware, "uniform"))
                 tiles = {k: aware.gpu_features(inst, d)[2].sum() for k, d in (("aware", da), ("blind", db), ("uniform", du))}
@@ -149,7 +153,8 @@ def tile_prefill(config: dict) -> pd.DataFrame:
                              "shares_differ": bool(np.abs(da.shares - db.shares).max() > 0.5),
                              "cut_pct": 100 * (1 - ms_a / ms_b),
                              "uniform_extra_tiles_pct": 100 * (tiles["uniform"] / tiles["aware"] - 1),
-                             "blind_extra_tiles_pct": 100 * (tiles["blind"] / tiles["aware"] - 1)})
+                             "blind_extra_tiles_pct": 100 * (tiles["blind"] / tiles["aware"] - 1),
+                             **({"routing": routing} if tr else {})})
     return pd.DataFrame(rows)
 
 
@@ -256,17 +261,27 @@ def oracle_gap(df: pd.DataFrame, cell: tuple = ("layer", "B")) -> pd.DataFrame:
 
 @experiment("trace_replay")
 def trace_replay(config: dict) -> pd.DataFrame:
-    """Section 5.4 on a trace file (``config["trace"]``, npz) or, when none is given, on a
-    synthetic trace (labelled so): Zipf(skew) popularity per layer, drifting slowly."""
+    """Section 5.4 on a trace file (``config["trace"]``, npz; its first ``max_layers`` layers
+    when the config names it) or, when none is given, on a synthetic trace (labelled so):
+    Zipf(skew) popularity per layer, drifting slowly.  Priced with the Table 6 model of the
+    trace's shape (its experts and ``top_k``), unless ``params`` names one."""
     from ..world.traces import read_trace
     from ..world.workloads import synthetic_trace
 
     if config.get("trace"):
         counts, meta = read_trace(config["trace"])
+        if config.get("max_layers"):  # the first layers only (the book's default public trace: a time budget)
+            counts = counts[:, :int(config["max_layers"])]
     else:
         counts, meta = synthetic_trace(config.get("steps", 16), config.get("layers", 4), config.get("experts", 128),
                                        config.get("tokens", 64), top_k=8, n_gpus=8, seed=config.get("seed", 0))
-    df = replay_trace(counts, CostModel.named(config.get("params", "qwen3-30b-offline")),
-                      tokens_per_gpu=config.get("rescale"), seed=config.get("seed", 0))
+    from ..core.models import model_shape
+    from .scenarios import trace_shape
+
+    k = int(meta.get("top_k") or 8)
+    # priced with the Table 6 model of the trace's shape (Qwen3-30B for the synthetic 128-expert trace)
+    params = config.get("params") or model_shape(trace_shape(counts.shape[2], k, "Qwen3-30B")).params
+    df = replay_trace(counts, CostModel.named(params), tokens_per_gpu=config.get("rescale"), top_k=k,
+                      seed=config.get("seed", 0))
     df["source"] = meta.get("source", "unknown")
     return df

@@ -205,6 +205,26 @@ def proxy_skew_of(config: dict) -> float:
 
 
 # ------------------------------------------------------------------ recorded routing
+#: the shipped public trace (``data/traces/``) the book's studies of real-model routing read
+#: when the build is given no ``TRACE``: ESFT-vanilla-lite, the DeepSeek-V2-Lite architecture
+PUBLIC_TRACE = "esft-dsv2lite-t1024.npz"
+#: the paper's offline model shapes (Table 6) a trace's experts and top-k are matched against
+TRACE_SHAPES = ("DSv3", "Qwen3-30B", "DSv2-Lite")
+
+
+def trace_shape(n_experts: int, top_k: int, default: str = "DSv3") -> str:
+    """The Table 6 shape label (:data:`TRACE_SHAPES`) with ``n_experts`` routed experts and
+    top-``top_k``, or ``default`` when none has them: the shape whose ``n*`` and cost model a
+    study prices a trace's batches with."""
+    from ..core.models import model_shape
+
+    for label in TRACE_SHAPES:
+        m = model_shape(label)
+        if (m.n_experts, m.top_k) == (int(n_experts), int(top_k)):
+            return label
+    return default
+
+
 class TraceRouting:
     """The scenarios above on a recorded routing trace (``counts`` int[steps, layers, experts]
     and metadata, :func:`tempo.world.traces.read_trace`), for a build given ``TRACE=trace.npz``.
@@ -267,6 +287,10 @@ class TraceRouting:
     def top_k(self, default: int = 8) -> int:
         k = self.meta.get("top_k")
         return int(k) if k else int(default)
+
+    def shape(self, default: str = "DSv3") -> str:
+        """The Table 6 shape of the trace's experts and top-k (:func:`trace_shape`)."""
+        return trace_shape(self.n_experts, self.top_k(), default)
 
     def history(self, layer: int) -> np.ndarray:
         """float64[E]: the layer's pair counts over the history window (plus 1e-9, so every

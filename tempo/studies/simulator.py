@@ -40,15 +40,18 @@ def mixed_regime(config: dict) -> pd.DataFrame:
 
     With a trace (``config["trace"]``) the synthetic Zipf rows (Fig. 5b) are followed by the
     same statistics on batches drawn from the trace (Fig. 5a, :class:`TraceRouting`, layers
-    cycled), and a ``routing`` column says which is which; ``n*`` stays the ``shape``'s."""
+    cycled), and a ``routing`` column says which is which; the trace rows take ``n*`` of the
+    Table 6 shape with the trace's experts and top-k (:meth:`TraceRouting.shape`; the
+    ``shape``'s when none matches)."""
     E, K, params = SHAPES[config.get("shape", "DSv3")]
-    n_star = CostModel.named(params).n_star
     pop = zipf_popularity(E, config["skew"], seed=config.get("seed", 0))
     tr = TraceRouting.of(config)
     router = readings.of(config)["synthetic_router"]
     g = config.get("n_gpus", 8)
     rows = []
     for routing in ("synthetic", "trace") if tr else ("synthetic",):
+        shape = tr.shape(config.get("shape", "DSv3")) if routing == "trace" else config.get("shape", "DSv3")
+        n_star = CostModel.named(SHAPES[shape][2]).n_star
         for B in config["tokens"]:
             if routing == "synthetic":
                 counts = sample_counts(pop, B, K, g, n_batches=config["batches"], seed=B, router=router)
@@ -540,4 +543,26 @@ def phase_anatomy(config: dict) -> pd.DataFrame:
                              "hot_router_weight": float(pop[hot]),
                              "hot_pair_share": float(counts[:, hot].sum() / counts.sum()),
                              "hot_replicas": int((placement == hot).sum()), "slots_per_gpu": placement.size // ep})
+    return pd.DataFrame(rows)
+
+
+@experiment("proxy_calibration")
+def proxy_calibration(config: dict) -> pd.DataFrame:
+    """The proxy router's skew against Section 5.13's printed statistic (the ``proxy_skew``
+    reading): per Zipf skew of ``config["skews"]``, TEMPO's activated experts G on the busiest
+    GPU (mean, min, max over ``batches`` drift-16 batches at B = 304, R = 64) and the mean over
+    GPUs; then the two calibrated skews (:func:`tempo.studies.scenarios.calibrate_proxy_skew`:
+    busiest-GPU G = 13, the reading; mean G = 13, the alternative the text leaves open), ``kind``
+    saying which row is which."""
+    from .scenarios import PROXY_CALIBRATION_B, PROXY_TARGET_G, calibrate_proxy_skew, drift_g
+
+    n = int(config.get("batches", 16))
+    cal = {"calibrated: busiest GPU": calibrate_proxy_skew(n_batches=n),
+           "calibrated: mean over GPUs": calibrate_proxy_skew(n_batches=n, which="mean")}
+    rows = []
+    for kind, s in [("grid", float(x)) for x in config["skews"]] + list(cal.items()):
+        busy, mean = drift_g(s, n_batches=n), drift_g(s, n_batches=n, which="mean")
+        rows.append({"kind": kind, "skew": s, "B": PROXY_CALIBRATION_B, "target_G": PROXY_TARGET_G,
+                     "busiest_G": float(busy.mean()), "busiest_G_min": float(busy.min()),
+                     "busiest_G_max": float(busy.max()), "mean_G": float(mean.mean())})
     return pd.DataFrame(rows)

@@ -14,6 +14,7 @@ from ..core.cost import CostModel
 from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
+from ..core.models import model_shape
 from ..paper.readings import Reading
 from . import readings
 from .registry import STATIC, experiment
@@ -136,17 +137,25 @@ def thm2_probe(config: dict) -> pd.DataFrame:
 
 @experiment("thm2_epsilon")
 def thm2_epsilon(config: dict) -> pd.DataFrame:
-    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches, at 1x and 4x scale;
-    on batches of the same sizes drawn from a trace when ``config["trace"]`` names one
-    (:class:`TraceRouting`, layers cycled; the paper: "at recorded decode batches")."""
+    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches (DSv3 shape, its
+    Table 6 model), at 1x and 4x scale.  With a trace (``config["trace"]``) the synthetic rows
+    are followed by batches of the same sizes drawn from it (:class:`TraceRouting`, layers
+    cycled; the paper: "at recorded decode batches"), priced with the Table 6 model of the
+    trace's shape (:meth:`TraceRouting.shape`), and a ``routing`` column says which is which."""
+    from ..core.models import model_shape
+
     rows = []
-    model = CostModel.named(config.get("params", "dsv3-offline"))
     tr = TraceRouting.of(config)
-    for scale in config["scales"]:
-        for B in config["tokens"]:
-            for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B, trace=tr):
-                full = Instance.full_replication(inst.counts, inst.n_gpus)
-                rows.append({"scale": scale, "tokens_per_gpu": B * scale, "eps": theory.round_robin_epsilon(full, model)})
+    for routing in ("synthetic", "trace") if tr else ("synthetic",):
+        params = config.get("params") or model_shape(tr.shape() if routing == "trace" else "DSv3").params
+        model = CostModel.named(params)
+        for scale in config["scales"]:
+            for B in config["tokens"]:
+                for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B,
+                                         trace=tr if routing == "trace" else None):
+                    full = Instance.full_replication(inst.counts, inst.n_gpus)
+                    rows.append({"scale": scale, "tokens_per_gpu": B * scale, "eps": theory.round_robin_epsilon(full, model),
+                                 **({"routing": routing} if tr else {})})
     return pd.DataFrame(rows)
 
 
@@ -246,10 +255,11 @@ def _milp_cell(cell: dict) -> list[dict]:
     token-LP faces."""
     config = cell["config"]
     g, E, s, rep, B, *routing = cell["cell"]
-    model = CostModel.named(config.get("params", "dsv3-offline"))
+    src = _trace_of(config) if routing == ["trace"] else None
+    # trace batches are priced with the Table 6 model of the trace's shape (its experts and top-k)
+    model = CostModel.named(config.get("params") or model_shape(src.shape() if src else "DSv3").params)
     reading = readings.of(config)
     tempo_kw = readings.tempo_options(reading)
-    src = _trace_of(config) if routing == ["trace"] else None
     rows = []
     for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
                                         trace=src)):

@@ -640,12 +640,18 @@ def table3_measured() -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- trace replay (Section 5.4)
-def trace_replay_config(trace_path, sizes: dict) -> dict:
-    """The ``trace_replay`` config: the trace (``None``: a synthetic one), the steps, layers and
+def trace_replay_config(trace_path, sizes: dict, public: str | None = None) -> dict:
+    """The ``trace_replay`` config: the trace (``None``: the shipped public trace ``public``,
+    its first ``trace_layers`` layers, or without one a synthetic trace), the steps, layers and
     rescaled batch sizes of ``sizes``; a trace's contents key the cache and record its
     provenance (:func:`tempo.world.traces.trace_config`)."""
     cfg = {"trace": trace_path, "steps": sizes["trace_steps"], "layers": sizes["trace_layers"],
            "rescale": sizes["trace_rescale"]}
+    if not trace_path and public:
+        from ...core import paths
+
+        trace_path = str(paths.TRACES / public)
+        cfg.update(trace=trace_path, max_layers=sizes["trace_layers"])
     if trace_path:
         from ...world.traces import trace_config
 
@@ -658,7 +664,9 @@ def trace_source_text(tr_cfg: dict) -> str:
     from ...studies import routing_label
 
     return (f"{routing_label(tr_cfg) if tr_cfg.get('trace') else 'Trace source: **synthetic** (no `TRACE` given).'} "
-            "Qwen3-30B offline cost model, EP8, EPLB 1.25x from the first half of the steps.")
+            + (f"Its first {tr_cfg['max_layers']} layers. " if tr_cfg.get("max_layers") else "")
+            + "Priced with the Table 6 offline model of the trace's shape (Qwen3-30B for 128 experts, top-8; "
+            "DSv2-Lite for 64, top-6), EP8, EPLB 1.25x from the first half of the steps.")
 
 
 # ---------------------------------------------------------------------------- Fig. 12 at s = 0: computed candidates

@@ -4,7 +4,7 @@ prefill (Section 2.2), the b_a2a regimes (Table 3) and the trace replay."""
 from __future__ import annotations
 
 from ..registry import Value, bootstrap_ci, claim
-from .common import DRIFT, SYN
+from .common import DRIFT, SYN, routing
 
 
 # ------------------------------------------------------------------ Table 4, Section 5.5, Table 10 (the paper: recorded routing)
@@ -84,7 +84,7 @@ _TILE = SYN + ", Zipf(1.0), EPLB 1.25x, Testbed B tile models without the traffi
 
 
 def _tile(f):
-    t = f["tile_prefill"]
+    t = routing(f["tile_prefill"], "trace")
     return t[t.pairs_per_gpu.between(4096, 8192)]
 
 
