@@ -433,19 +433,22 @@ def staleness(config: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@experiment("routing_stats")
+@experiment("routing_stats", readings=("proxy_skew",))
 def routing_statistics(config: dict) -> pd.DataFrame:
     """The routing behind the studies, measured (:func:`tempo.world.workloads.routing_stats`): one
     column per workload, one row per statistic (``stat``).  DSv3 shape (256 experts, top-8,
     EP8), regimes classified by the DSv3 fp8 ``n*``:
 
     * ``zipf1.0_iid``: Zipf(1.0) router weights, per-batch Dirichlet noise, fresh EPLB placement
-      with 64 redundant slots (Table 1, phase diagram), ``pairs`` pairs per GPU;
-    * ``drift16_timeline``: the drift-16 timeline of :func:`drift_batches` at ``pairs`` pairs
-      per GPU, GPU loads on its stale placement (Sections 5.5, 5.12; Tables 4, 8-10);
+      with 64 redundant slots, ``pairs`` pairs per GPU;
+    * ``proxy_iid``: the same at the proxy router's skew (the ``proxy_skew`` reading,
+      :func:`proxy_skew_of`; Table 1);
+    * ``drift16_timeline``: the drift-16 timeline of :func:`drift_batches` at the proxy skew and
+      ``pairs`` pairs per GPU, GPU loads on its stale placement (Sections 5.5, 5.12; Tables 4, 8-10);
     * ``zipf1.2_fig5``: the Fig. 5 workload, Zipf(1.2) at ``fig5_tokens`` tokens per GPU;
     * ``trace``, when ``config["trace"]`` names one: the trace's counts as recorded (every
-      step and layer, at the recording's batch size; no placement).
+      step and layer, at the recording's batch size; no placement), regimes by ``n*`` of the
+      trace's Table 6 shape (:meth:`TraceRouting.shape`).
     """
     from ..world.placement import drift_corrupt
     from ..world.workloads import routing_stats
@@ -460,8 +463,13 @@ def routing_statistics(config: dict) -> pd.DataFrame:
     iid = sample_counts(pop, pairs // K, K, g, n_batches=n, seed=seed + 1)
     fresh = eplb_placement(expected_loads(pop, K), g, (E + 64) / E)
     out["zipf1.0_iid"] = routing_stats(iid, K, n_star, placement=fresh, n_gpus=g)
-    drift = np.stack([i.counts for i in drift_batches(pairs, n, seed=seed)])
-    stale = eplb_placement(drift_corrupt(expected_loads(pop, K), 16, seed=seed + 7), g, (E + 64) / E)
+    s_proxy = proxy_skew_of({k: v for k, v in config.items() if k != "skew"})
+    pop_p = zipf_popularity(E, s_proxy, seed=seed)
+    iid_p = sample_counts(pop_p, pairs // K, K, g, n_batches=n, seed=seed + 1)
+    out["proxy_iid"] = routing_stats(iid_p, K, n_star, placement=eplb_placement(expected_loads(pop_p, K), g, (E + 64) / E),
+                                     n_gpus=g)
+    drift = np.stack([i.counts for i in drift_batches(pairs, n, seed=seed, skew=s_proxy)])
+    stale = eplb_placement(drift_corrupt(expected_loads(pop_p, K), 16, seed=seed + 7), g, (E + 64) / E)
     out["drift16_timeline"] = routing_stats(drift, K, n_star, placement=stale, n_gpus=g)
     pop12 = zipf_popularity(E, 1.2, seed=seed)
     fig5 = sample_counts(pop12, config.get("fig5_tokens", 512), K, g, n_batches=n, seed=seed + 1)
@@ -469,7 +477,7 @@ def routing_statistics(config: dict) -> pd.DataFrame:
                                          n_gpus=g)
     tr = TraceRouting.of(config)
     if tr:
-        out["trace"] = routing_stats(tr.counts, tr.top_k(K), n_star)
+        out["trace"] = routing_stats(tr.counts, tr.top_k(K), CostModel.named(SHAPES[tr.shape()][2]).n_star)
     df = pd.DataFrame(out)
     df.index.name = "stat"
     return df.reset_index()
