@@ -51,6 +51,7 @@ ALLOWED = {
         "the toy batch and its stage-by-stage hand arithmetic": "0.1 15 30 45 60 66 75 300 600 660",
         "grid and scenario inputs (B, EP sizes, Zipf skew, slots, the 1% tolerance)": "1.0 1.5 16 64 128 256 512",
         "the ratio threshold the table uses": "0.999",
+        "the activated experts per GPU the paper observes near B = 300 (Section 5.13)": "13",
         "the solver's iteration cap and the server's refresh period (ms), fixed settings": "200 300",
     },
     "notebooks/08_your_model.md": {

@@ -14,10 +14,11 @@ from ..core.cost import CostModel
 from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
+from ..core.models import model_shape
 from ..paper.readings import Reading
 from . import milp_references, readings
 from .registry import STATIC, experiment
-from .scenarios import TraceRouting, drift_batches, zipf_batches
+from .scenarios import TraceRouting, drift_batches, proxy_skew_of, zipf_batches
 from ..policies._fallback import add_count, fallback_count
 from .sweep import memo_get, memo_put, run_grid
 
@@ -137,17 +138,25 @@ def thm2_probe(config: dict) -> pd.DataFrame:
 
 @experiment("thm2_epsilon")
 def thm2_epsilon(config: dict) -> pd.DataFrame:
-    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches, at 1x and 4x scale;
-    on batches of the same sizes drawn from a trace when ``config["trace"]`` names one
-    (:class:`TraceRouting`, layers cycled; the paper: "at recorded decode batches")."""
+    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches (DSv3 shape, its
+    Table 6 model), at 1x and 4x scale.  With a trace (``config["trace"]``) the synthetic rows
+    are followed by batches of the same sizes drawn from it (:class:`TraceRouting`, layers
+    cycled; the paper: "at recorded decode batches"), priced with the Table 6 model of the
+    trace's shape (:meth:`TraceRouting.shape`), and a ``routing`` column says which is which."""
+    from ..core.models import model_shape
+
     rows = []
-    model = CostModel.named(config.get("params", "dsv3-offline"))
     tr = TraceRouting.of(config)
-    for scale in config["scales"]:
-        for B in config["tokens"]:
-            for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B, trace=tr):
-                full = Instance.full_replication(inst.counts, inst.n_gpus)
-                rows.append({"scale": scale, "tokens_per_gpu": B * scale, "eps": theory.round_robin_epsilon(full, model)})
+    for routing in ("synthetic", "trace") if tr else ("synthetic",):
+        params = config.get("params") or model_shape(tr.shape() if routing == "trace" else "DSv3").params
+        model = CostModel.named(params)
+        for scale in config["scales"]:
+            for B in config["tokens"]:
+                for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B,
+                                         trace=tr if routing == "trace" else None):
+                    full = Instance.full_replication(inst.counts, inst.n_gpus)
+                    rows.append({"scale": scale, "tokens_per_gpu": B * scale, "eps": theory.round_robin_epsilon(full, model),
+                                 **({"routing": routing} if tr else {})})
     return pd.DataFrame(rows)
 
 
@@ -250,10 +259,11 @@ def _milp_cell(cell: dict) -> list[dict]:
     token-LP faces."""
     config = cell["config"]
     g, E, s, rep, B, *routing = cell["cell"]
-    model = CostModel.named(config.get("params", "dsv3-offline"))
+    src = _trace_of(config) if routing == ["trace"] else None
+    # trace batches are priced with the Table 6 model of the trace's shape (its experts and top-k)
+    model = CostModel.named(config.get("params") or model_shape(src.shape() if src else "DSv3").params)
     reading = readings.of(config)
     tempo_kw = readings.tempo_options(reading)
-    src = _trace_of(config) if routing == ["trace"] else None
     rows = []
     for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
                                         trace=src)):
@@ -397,12 +407,20 @@ STAGES = {"seed only (whole experts, as the paper)": dict(seed="whole", chains=F
 
 
 def _drift_batches(config: dict):
-    """(B, batch index, instance) over the drift-16 batches of ``config`` (drawn from a trace
-    when ``config["trace"]`` names one, :func:`drift_batches`)."""
+    """(B, batch index, instance) over the drift-16 batches of ``config`` at the ``proxy_skew``
+    reading's skew (:func:`proxy_skew_of`; drawn from a trace when ``config["trace"]`` names
+    one, :func:`drift_batches`)."""
     tr = TraceRouting.of(config)
+    skew = 1.0 if tr else proxy_skew_of(config)
     for B in config["tokens"]:
-        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr)):
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr, skew=skew)):
             yield B, b, inst
+
+
+def _with_skew(df: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """``df`` with a ``skew`` column: the proxy's Zipf skew its batches ran at (NaN on a trace)."""
+    df["skew"] = float("nan") if config.get("trace") else proxy_skew_of(config)
+    return df
 
 
 def _drift_cells(config: dict, model: CostModel):
@@ -411,7 +429,7 @@ def _drift_cells(config: dict, model: CostModel):
         yield B, b, inst, model.makespan(inst, solve(inst, model, STATIC))
 
 
-@experiment("drift16_stages")
+@experiment("drift16_stages", readings=("proxy_skew",))
 def drift16_stages(config: dict) -> pd.DataFrame:
     """Table 8: cumulative stages on the drift-16 scenario, makespan / static under the
     three-term serving model; solve time per batch."""
@@ -424,7 +442,7 @@ def drift16_stages(config: dict) -> pd.DataFrame:
             rows.append({"B": B, "batch": b, "stages": name,
                          "ratio_to_static": model.makespan(inst, d) / static,
                          "solve_ms": 1e3 * (time.perf_counter() - t0)})
-    return pd.DataFrame(rows)
+    return _with_skew(pd.DataFrame(rows), config)
 
 
 def forced_time(inst: Instance, model: CostModel) -> float:
@@ -438,7 +456,7 @@ def forced_time(inst: Instance, model: CostModel) -> float:
     return float(model.time(G, N).max())
 
 
-@experiment("drift16_forced")
+@experiment("drift16_forced", readings=("proxy_skew",))
 def drift16_forced(config: dict) -> pd.DataFrame:
     """Why Table 8's rows agree: on the batches of ``drift16_stages`` (the same config, the trace's
     when it names one), per (B, batch) whether every stage set of :data:`STAGES` ends at the same
@@ -457,7 +475,7 @@ def drift16_forced(config: dict) -> pd.DataFrame:
 TERMS = {"full 3-term (4)": (), "drop traffic (c2 gamma)": ("traffic",), "drop floor (a b) = tokens only": ("floor",)}
 
 
-@experiment("drift16_terms")
+@experiment("drift16_terms", readings=("proxy_skew",))
 def drift16_terms(config: dict) -> pd.DataFrame:
     """Table 9: solve with terms deleted from the objective, score under the full model."""
     full = CostModel.named(config.get("params", "proxy-serving"))
@@ -468,4 +486,4 @@ def drift16_terms(config: dict) -> pd.DataFrame:
             d = solve(inst, obj, "tempo")
             rows.append({"B": B, "batch": b, "objective": name,
                          "ratio_to_static": full.makespan(inst, d) / static})
-    return pd.DataFrame(rows)
+    return _with_skew(pd.DataFrame(rows), config)

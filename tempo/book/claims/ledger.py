@@ -23,8 +23,10 @@ from ...paper.readings import Reading
 from ...studies.results import PROFILES, ResultKey, Results
 from . import functions  # noqa: F401  (registers every claim's function)
 from .functions.measured import MEASURED_CLAIMS
-from .registry import (CATEGORIES, CATEGORY, CONSISTENCY, EVIDENCE, EVIDENCE_CATEGORY, NEED_STATUS, REGISTRY, SATISFIES,
-                       STATUSES, VERDICTS, Spec, Value, check, format_value, one_build, printed, tolerance)
+from .functions.trace import RECIPES
+from .registry import (CATEGORIES, CATEGORY, CONSISTENCY, EVIDENCE, EVIDENCE_CATEGORY, EVIDENCE_STATUS, NEED_STATUS,
+                       REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value, check, format_value, one_build, printed,
+                       tolerance)
 
 
 
@@ -166,7 +168,7 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
                                                  f"data/measured could not be read ({type(exc).__name__}: {exc})")
         return out
     if v is None:  # the results hold no cell the claim is about (a reduced grid), or no GPU recording
-        if need is not None:
+        if need is not None and not computed_on_input(frames):
             out.update(status=NEED_STATUS[need], note=need_note(row))
         else:
             out.update(status="not run in this build",
@@ -182,6 +184,11 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
     evidence = v.evidence or spec.evidence
     prov = _provenance(spec, v, results)
     out["reading"] = _reading_label(frames, reading)
+    if evidence in EVIDENCE_STATUS:  # a public recording of another model, or aggregates: never a verdict
+        shown = v.ours if evidence != "aggregate" else None
+        out.update(ours=shown, status=EVIDENCE_STATUS[evidence], evidence=evidence, provenance=prov,
+                   n_seeds=v.n_seeds, note=v.note)
+        return out
     if need is not None and evidence not in SATISFIES[need]:
         who = "stand-in" if evidence in ("gpu", "cluster") else "CPU stand-in"  # a GPU measurement is no CPU run
         stand = f"{who} ({EVIDENCE[evidence]}): {format_value(v.ours)} {row['unit']}, not a verdict"
@@ -280,10 +287,21 @@ def fallback_flag(frames: dict) -> str:
             + ", ".join(f"{n} in {s}.csv" for s, n in sorted(hit.items())) + ")")
 
 
+def computed_on_input(frames: dict) -> bool:
+    """Whether a need's claim's inputs ran on an input that can decide it (a recorded trace or the
+    calibrated proxy, :func:`tempo.book.claims.functions.trace.decisive_input`): a function that
+    then finds nothing says why in the build's terms, never with the recording recipe."""
+    from .functions.trace import decisive_input
+
+    return decisive_input(frames)
+
+
 def need_note(row: dict) -> str:
     """What a claim that declares a need (trace, GPU, cluster) waits for, with the commands that give it."""
     if row.get("requires"):
         return f"needs {row['requires']}"
+    if row["needs"] == "trace" and row["id"] in RECIPES:
+        return RECIPES[row["id"]]
     return {"trace": trace_need_note(row["chapter"]),
             "gpu": f"needs a GPU: run `make notebook NB={row['chapter']} PROFILE=gpu` on one",
             "cluster": "needs a multi-GPU cluster: record it (see the serving chapter for the commands) and store the "
