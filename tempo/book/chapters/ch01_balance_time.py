@@ -214,11 +214,11 @@ def proxy_gain_text(gain: pd.DataFrame, b_beta_lo: float = 390 / 7, b_beta_hi: f
                    f"{smallest:.3f}).")
     if wins:
         out.append(f"The time model beats both proxies by more than 1% on {wins} of {int(g['grid points'])} grid points, "
-                   f"all with $b/\\beta$ between {g['there, b / beta from (tokens)']:.1f} and {g['to (tokens)']:.1f} tokens "
+                   f"all with b/β between {g['there, b / beta from (tokens)']:.1f} and {g['to (tokens)']:.1f} tokens "
                    f"(at most {largest:.2f}x). The toy's arithmetic predicts that band: both proxies lose where token "
-                   f"balancing's seven floors cost more than a balanced GPU's 390 tokens, $b/\\beta > 390/7 \\approx$ "
+                   f"balancing's seven floors cost more than a balanced GPU's 390 tokens, b/β > 390/7 ≈ "
                    f"{b_beta_lo:.1f}, and METRO's hot GPU's 690 tokens cost more than its four floors, "
-                   f"$b/\\beta < 690/4 =$ {b_beta_hi:.1f}. Outside it one proxy is already right.")
+                   f"b/β < 690/4 = {b_beta_hi:.1f}. Outside it one proxy is already right.")
     else:
         out.append("The time model beats neither proxy by more than 1% anywhere on this grid.")
     return " ".join(out)

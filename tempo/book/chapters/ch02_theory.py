@@ -186,7 +186,7 @@ def worst_case_text(worst_case: pd.DataFrame, same: float = 1e-9) -> str:
     d, w = g["wc_default"], g["wc_whole"]
     head = (f"Reading the table: with the default seed tempo ends at {d:.3f} x OPT, with {g['wc_g_default']:.0f} "
             f"activated experts on its busiest GPU where OPT has {g['wc_g_opt']:.0f}; with the paper's whole-expert "
-            f"seed it ends at {w:.3f} x OPT. Each activation costs $b =$ {g['wc_b']:.2f} us, "
+            f"seed it ends at {w:.3f} x OPT. Each activation costs b = {g['wc_b']:.2f} us, "
             f"{g['wc_b_share']:.0f}% of this instance's optimum of {g['wc_opt']:.2f} us.")
     if d <= 1 + same and w <= 1 + same:
         return head + (" On this build's probe suite tempo is not above the optimum on any instance the MILP pinned: "

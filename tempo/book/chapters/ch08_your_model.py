@@ -63,9 +63,9 @@ def fit_text(rec: pd.Series, model: CostModel, samples: pd.DataFrame, bound_us: 
 
     err = 100 * fit_error(model, samples)
     head = (f"This is the {rec['device']} recording of the {rec['shape']} expert ({rec['backend']}, "
-            f"{int(rec['cells'])} cells, {rec['date']}): the fitted floor is $b =$ {model.b:.2f} us, "
+            f"{int(rec['cells'])} cells, {rec['date']}): the fitted floor is b = {model.b:.2f} us, "
             f"{model.b / bound_us:.2f}x the roofline bound of step 1 ({bound_us:.2f} us), the inflection "
-            f"(where one expert's two pieces cross) $n^* \\approx$ {model.n_star:.0f} tokens, and the fit's mean error is {err:.1f}%.")
+            f"(where one expert's two pieces cross) n* ≈ {model.n_star:.0f} tokens, and the fit's mean error is {err:.1f}%.")
     if is_gpu(rec):
         tail = (" The paper's offline fits (Table 6) have errors of 4-8%; a larger error says the two-piece model "
                 "misses part of this kernel's curve (the recording's `fit.json` also holds the tile-aware and "
@@ -73,7 +73,7 @@ def fit_text(rec: pd.Series, model: CostModel, samples: pd.DataFrame, bound_us: 
                 " That is within the 4-8% of the paper's offline fits (Table 6).")
         return head + tail
     return head + (" A CPU has no weight-streaming floor worth the name (chapter 05), so these numbers say "
-                   "nothing about a GPU; on a GPU expect $b$ just above the bound of step 1.")
+                   "nothing about a GPU; on a GPU expect b just above the bound of step 1.")
 
 
 # ---------------------------------------------------------------------------- step 4: the batch

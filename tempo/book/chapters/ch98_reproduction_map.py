@@ -95,6 +95,6 @@ def measured_text(table: pd.DataFrame) -> str:
         nlo, nhi, ns = r["expected n*, low"], r["expected n*, high"], r["measured n*"]
         nwhere = ("inside the predicted range" if nlo <= ns <= nhi else
                   f"{'below' if ns < nlo else 'above'} the predicted {nlo:.0f}-{nhi:.0f}")
-        out.append(f"`{r['recording']}` ({r['cells']} cells): $b =$ {b:.2f} us, {where}; $n^* \\approx$ {ns:.0f} "
+        out.append(f"`{r['recording']}` ({r['cells']} cells): b = {b:.2f} us, {where}; n* ≈ {ns:.0f} "
                    f"tokens, {nwhere}.")
     return " ".join(out)
