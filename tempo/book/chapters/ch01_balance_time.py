@@ -42,11 +42,14 @@ def roofline_table(fits: dict | None = None, hbm_bytes_per_s: float = TESTBED_A_
 
 def shape_glue() -> dict:
     """The expert sizes (MB, fp8) and inflections n* of the three shapes, as the exercises quote
-    them (``mb_<shape>``, ``ns_<shape>``), for :func:`tempo.book.paper.glue`."""
+    them (``mb_<shape>``, ``ns_<shape>``, and ``ns_dsv3_h200``: DSv3's n* scaled to 4.8 TB/s), for
+    :func:`tempo.book.paper.glue`."""
     t = roofline_table().set_index("shape")
     return {"mb_dsv3": t.loc["DSv3", "expert MB (fp8)"], "mb_qwen3": t.loc["Qwen3-30B", "expert MB (fp8)"],
             "mb_dsv2": t.loc["DSv2-Lite", "expert MB (fp8)"], "ns_dsv3": t.loc["DSv3", "n* (tokens)"],
-            "ns_qwen3": t.loc["Qwen3-30B", "n* (tokens)"], "ns_dsv2": t.loc["DSv2-Lite", "n* (tokens)"]}
+            "ns_qwen3": t.loc["Qwen3-30B", "n* (tokens)"], "ns_dsv2": t.loc["DSv2-Lite", "n* (tokens)"],
+            # DSv3's n* on a GPU with 4.8 TB/s and the same compute: n* scales as bandwidth^-1
+            "ns_dsv3_h200": t.loc["DSv3", "n* (tokens)"] * TESTBED_A_HBM / 4.8e12}
 
 
 def roofline_glue(roof: pd.DataFrame) -> dict:
