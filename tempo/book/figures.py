@@ -84,7 +84,10 @@ def spec_html(spec: dict, static: bool = True) -> str:
 
 
 def enable_offline(static: bool = True) -> None:
-    """Make altair charts display through :func:`chart_html` (call once per notebook)."""
+    """Make altair charts display through :func:`chart_html`, and tables show every cell whole
+    (no cut text, up to 200 rows): call once per notebook."""
+    pd.set_option("display.max_colwidth", None)
+    pd.set_option("display.max_rows", 200)
     alt = _alt()
     alt.renderers.register("tempo_offline", lambda spec, **kw: {"text/html": spec_html(spec, static)})
     alt.renderers.enable("tempo_offline")
