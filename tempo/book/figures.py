@@ -150,7 +150,7 @@ def toy_explorer(df: pd.DataFrame):
                  alt.Tooltip("b:Q", format=".2f"), alt.Tooltip("beta:Q", format=".3f")],
     ).add_params(pb, pbeta).transform_filter(
         f"abs(datum.b - b_us) < {b_step / 2} && abs(datum.beta - beta_us) < {beta_step / 2}"
-    ).properties(width=520, height=140, title="Move the sliders: which proxy pays, and how much?")
+    ).properties(width=460, height=140, title="Move the sliders: which proxy pays, and how much?")
 
 
 def toy_winner_map(df: pd.DataFrame):
@@ -397,7 +397,7 @@ def fig9_proxy_spreads(spreads: pd.DataFrame, paper: pd.DataFrame | None = None,
         y=alt.Y("set:N", title=None), yOffset="source:N",
         x=alt.X("value:Q", scale=alt.Scale(type="log", domainMin=1), title="largest spread of true time in the set (x)"),
         x2=alt.datum(1),
-        color=alt.Color("source:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
+        color=alt.Color("source:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=480, columns=1)),
         tooltip=["set", "source", alt.Tooltip("value:Q", format=".2f")],
     ).properties(width=460, height=160, title="Cells a proxy treats as equal, by true time")
 
@@ -425,8 +425,10 @@ def _points_chart(df: pd.DataFrame, title: str):
     """Stated points (filled), ranges (a bar from lo to hi) and one-sided bounds (a tick at hi),
     one panel per quantity, paper and this artifact in two colours."""
     alt = _alt()
-    color = alt.Color("who:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400))
-    y = alt.Y("row:N", title=None, axis=alt.Axis(labelLimit=320))
+    # fits the page's column (676 px at 1280): labels cut at 220 px (whole in the tooltip), one
+    # legend entry per line
+    color = alt.Color("who:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=480, columns=1))
+    y = alt.Y("row:N", title=None, axis=alt.Axis(labelLimit=220))
     tips = ["who", "model", "setting", "policy", "metric", alt.Tooltip("value:Q", format=".1f"),
             alt.Tooltip("lo:Q", format=".1f"), alt.Tooltip("hi:Q", format=".1f"), "unit", "source"]
     pts = alt.Chart().mark_point(filled=True, size=80).encode(
@@ -436,8 +438,9 @@ def _points_chart(df: pd.DataFrame, title: str):
     bound = alt.Chart().mark_tick(thickness=3, size=16).encode(
         x="hi:Q", y=y, color=color, tooltip=tips).transform_filter("!isValid(datum.lo) && isValid(datum.hi)")
     zero = alt.Chart().mark_rule(color="gray", strokeDash=[3, 3]).encode(x="z:Q").transform_calculate(z="0")
-    return alt.layer(rng, bound, pts, zero, data=df).properties(width=420).facet(
-        row=alt.Row("quantity:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=420)),
+    return alt.layer(rng, bound, pts, zero, data=df).properties(width=360).facet(
+        row=alt.Row("quantity:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",
+                                                                 labelLimit=560)),
     ).resolve_scale(x="independent", y="independent").properties(title=title)
 
 

@@ -12,6 +12,8 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 
 #: a TeX command (backslash and letters) or a dollar sign left in prose
 RAW_LATEX = re.compile(r"\\[A-Za-z]+|\$")
+#: a shell variable in a command a note quotes (`$C --csv ...`, `wc-b$B.csv`): not math
+SHELL_VAR = re.compile(r"\$[A-Z][A-Z0-9_]*(?=[\"./;)]|\s+(?:--|&&|\|)|$)")
 
 
 class _Prose(HTMLParser):
@@ -49,5 +51,5 @@ def prose(html: str) -> str:
 def raw_latex(html: str, context: int = 40) -> list[str]:
     """Each place where the page's prose shows raw LaTeX (a ``$`` or a ``\\command``), with
     ``context`` characters either side; empty when there is none."""
-    text = re.sub(r"\s+", " ", prose(html))
+    text = SHELL_VAR.sub("", re.sub(r"\s+", " ", prose(html)))
     return [text[max(0, m.start() - context):m.end() + context] for m in RAW_LATEX.finditer(text)]

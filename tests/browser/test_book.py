@@ -110,3 +110,6 @@ def test_raw_latex_check_finds_what_it_must():
     found = raw_latex(page, context=0)
     assert found == ["\\beta", "$", "$"] or sorted(found) == sorted(["$", "\\beta", "$"])
     assert raw_latex('<p>b/β ≈ 55.7 <code>$x \\beta</code></p>') == []
+    # a shell variable in a quoted command is not math; a math span is
+    assert raw_latex('<td>C="python -m tempo epbench"; $C --csv wc-b$B.csv && ingest "$C"</td>') == []
+    assert raw_latex('<p>The split at $B = 512$ differs</p>', context=0) == ["$", "$"]
