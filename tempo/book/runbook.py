@@ -20,6 +20,19 @@ def executed_path(name: str, profile: str):
     return d / f"{name}.ipynb"
 
 
+def _hide_parameters(path) -> None:
+    """Tag papermill's injected parameters cell ``remove-cell``: the page shows the chapter,
+    not the build's settings (``profile = "full"``)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    nbformat.write(nb, str(path))
+
+
 def run(name: str, profile: str, progress: bool = True, trace: str | None = None) -> int:
     """Execute notebook ``name`` under ``profile``.  ``trace`` (the build's ``TRACE``, a routing
     trace from ``python -m tempo import-trace``) is passed as the papermill parameter
@@ -61,6 +74,7 @@ def run(name: str, profile: str, progress: bool = True, trace: str | None = None
         print(f"\nnotebook {name} failed (profile {profile}) in cell {err.exec_count}: "
               f"{err.ename}: {err.evalue}\npartial output kept at {partial}", file=sys.stderr)
         return 1
+    _hide_parameters(partial)
     os.replace(partial, out)
     print(f"{name}: executed -> {out.relative_to(paths.ROOT)}")
     return 0

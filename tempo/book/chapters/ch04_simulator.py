@@ -224,7 +224,7 @@ def mixed_text(mixed: pd.DataFrame, tokens) -> str:
             "token picks 8 distinct experts, so no expert is linear. The paper's own synthetic routing draws pairs "
             "independently (its E_eff formula, Section 3.2), where one expert may take more pairs than there are tokens."
             if too_few else ".")) +
-        f" The split at $B = 512$ differs from the paper's ({tables.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
+        f" The split at B = 512 differs from the paper's ({tables.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
         f"of activations flat, {tables.text_number('fig5', 'linear_share_of_tokens_B512'):.0f}% of tokens linear): the paper "
         "measured that pair on recorded routing of Qwen3-30B and DSv2-Lite. The rows of a recorded trace above (the "
         "public ESFT recording, the DSv2-Lite architecture, unless the build was given `TRACE=`) are real routing of a "
