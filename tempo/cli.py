@@ -119,7 +119,7 @@ def warmup(argv) -> int:
     if not a.quiet:
         print("warming up every policy (compiles only what the on-disk cache lacks):", file=sys.stderr)
     r = run(log=None if a.quiet else (lambda line: print(line, file=sys.stderr)))
-    what = (f"compiled {r['compiles']} functions in {r['compile_s']:.0f} s" if r["compiles"]
+    what = (f"compiled {r['compiles']} function{'s' * (r['compiles'] > 1)} in {r['compile_s']:.0f} s" if r["compiles"]
             else "nothing to compile (the cache was warm)")
     print(f"warmup: {r['calls']} solves, {what}; {r['wall_s']:.1f} s in all")
     return 0
