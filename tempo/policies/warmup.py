@@ -60,8 +60,10 @@ def warm_calls():
     batch = insts[2]
     counts = np.stack([batch.counts, batch.counts[::-1]])
     layout = np.stack([batch.replica_gpu, batch.replica_gpu])
-    for model in models[:1]:
-        calls.append(("solve_batch", lambda model=model: solve_batch(counts, layout, batch.n_gpus, model)))
+    for variant, opts in [(None, {}), *spec("tempo").variants.items()]:
+        for model in models:
+            calls.append((f"solve_batch{'/' + variant if variant else ''}",
+                          lambda model=model, opts=opts: solve_batch(counts, layout, batch.n_gpus, model, **opts)))
     return calls
 
 
