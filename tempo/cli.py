@@ -62,15 +62,23 @@ def policies(argv) -> int:
     if not ap.parse_args(argv).long:
         print("\n".join(available_policies()))
         return 0
-    rows = [("policy", "family", "model", "serving", "options", "variants", "label")]
+    import shutil
+
+    from tabulate import tabulate
+
+    head = ("policy", "family", "model", "serving", "options", "variants", "label")
+    rows = []
     for name in select():
         s = spec(name)
         rows.append((name, s.family, "needs" if s.needs_model else "-", "yes" if s.servable else "-",
                      s.options.__name__ if s.options else "-", ", ".join(s.variants) or "-",
                      s.label + (" [full replication only]" if s.full_replication else "")))
-    width = [max(len(r[i]) for r in rows) for i in range(6)]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, width)) + "  " + r[-1])
+    # the variants wrapped at 16 characters, the label into what the terminal has left (tabulate
+    # pads a header by 2)
+    caps = [None] * 5 + [16]
+    lead = sum(min(max(len(h) + 2, *(len(r[i]) for r in rows)), caps[i] or 99) + 2 for i, h in enumerate(head[:-1]))
+    label_w = max(20, shutil.get_terminal_size((100, 24)).columns - lead)
+    print(tabulate(rows, headers=head, tablefmt="simple", maxcolwidths=caps + [label_w]))
     return 0
 
 
@@ -154,6 +162,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"python -m tempo {cmd}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader stopped (`| head`): quiet, as a shell tool would be
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except BadInput as exc:  # an input file refused (too big, too deep, not a regular file, malformed)
         if os.environ.get("TEMPO_DEBUG"):
             raise
