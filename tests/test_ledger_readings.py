@@ -291,23 +291,6 @@ def test_compare_ledgers_lists_moved_verdicts_with_the_reading_that_moved_them(t
         ch99.compare_ledgers(tmp_path / "missing.csv", tmp_path / "after" / "claims.csv")
 
 
-def test_the_readme_counts_are_generated_with_stand_ins_apart(tmp_path):
-    from tempo.book.claims import ledger as led
-
-    start, end = led.README_MARKERS
-    assert start in (paths.ROOT / "README.md").read_text()
-    readme = tmp_path / "README.md"
-    readme.write_text(f"before {start}old{end} after\n")
-    df = pd.DataFrame({"id": ["a", "b", "c"], "status": ["stand-in", "deviates", "reproduced"]})
-    line = led.write_readme_counts(df, "full", readme)
-    text = readme.read_text()
-    assert text.startswith("before " + start) and text.endswith(end + " after\n") and "old" not in text
-    assert "3 quantitative claims" in line and "1 reproduced" in line and "1 stand-ins" in line and "1 deviate" in line
-    readme.write_text("no markers")
-    with pytest.raises(ValueError, match="markers"):
-        led.write_readme_counts(df, "full", readme)
-
-
 def test_ledger_table_fits_four_columns_and_says_the_trace_recipe_once():
     from tempo.book.chapters import ch99_claims_ledger as ch99
 

@@ -1117,12 +1117,15 @@ def _run(stage, out: Path, date: str, sections, scale: float, command: str) -> d
 def main(argv=None) -> int:
     """Exit status: 0 when every section passed (skipped backends and flags included), 1 when a
     section failed (each is named, with why), or without a CUDA GPU; 2 for a usage error."""
+    from ..core.argtypes import float_range
+
     ap = argparse.ArgumentParser(prog="python -m tempo gpu-check", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="output folder (default build/gpu-check); with --record, the root that stands in "
                                   "for data/measured (the check goes to OUT/<machine>/)")
     ap.add_argument("--record", action="store_true", help="write the recording under data/measured/<machine>/")
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
-    ap.add_argument("--budget-s", type=float, default=420.0, help="total time budget in seconds (default 420)")
+    ap.add_argument("--budget-s", type=float_range(0.0, 86400.0, lo_open=True), default=420.0,
+                    help="total time budget in seconds (default 420)")
     a = ap.parse_args(argv)
     secs = [s for s in a.sections.split(",") if s]
     bad = [s for s in secs if s not in SECTIONS]

@@ -234,7 +234,7 @@ def activation_balancer(config: dict) -> pd.DataFrame:
               "seed": config.get("seed", 0), "reading": reading}
              for sh in config["shapes"] for r in config["replications"] for s in config["skews"] for B in config["tokens"]]
     return run_grid(activation_balancer_cell, cells, workers=config.get("workers"),
-                    progress=config.get("progress", False), desc="activation balancer")
+                    progress=config.get("progress", True), desc="activation balancer")
 
 
 def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=None) -> pd.DataFrame:
