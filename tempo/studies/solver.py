@@ -116,7 +116,7 @@ def _probe_cell(cell: dict) -> list[dict]:
 PROBE_CHUNK = 16
 
 
-@experiment("thm2_probe", readings=("tempo_preset", "ensemble_lp", "thm2_suite"))
+@experiment("thm2_probe", readings=("tempo_preset", "chain_depth", "ensemble_lp", "thm2_suite"))
 def thm2_probe(config: dict) -> pd.DataFrame:
     """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
     instance is small enough (its proven bound and incumbent), else [lower bound, tempo].
@@ -171,7 +171,7 @@ def _phase_cells(config):
 
 
 #: The readings :func:`solver_vs_milp` depends on.
-SOLVER_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "ensemble_lp", "token_lp_face")
+SOLVER_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "chain_depth", "ensemble_lp", "token_lp_face")
 
 
 def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
@@ -333,7 +333,7 @@ def _time_main() -> None:
 RUNTIMES = ("compiled", "python")
 
 
-@experiment("solver_runtime", readings=("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "ensemble_lp"))
+@experiment("solver_runtime", readings=("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "chain_depth", "ensemble_lp"))
 def solver_runtime(config: dict) -> pd.DataFrame:
     """tempo_fast's solve time on :func:`solver_vs_milp`'s batches, compiled and as pure Python
     (:data:`RUNTIMES`): one row per (batch, runtime) with ``wall_ms`` and ``cpu_ms``
@@ -356,7 +356,7 @@ VARIANTS = {"full": {}, "no partial moves": {"partial": False}, "no aug. chains"
             "no ensemble": {"ensemble": False}}
 
 
-@experiment("ablation", readings=("synthetic_router", "placement_loads", "eplb_ties", "ablation_reference", "ensemble_lp"))
+@experiment("ablation", readings=("synthetic_router", "placement_loads", "eplb_ties", "ablation_reference", "chain_depth", "ensemble_lp"))
 def ablation(config: dict) -> pd.DataFrame:
     """Table 2: each stage switched off in turn, makespan degradation against full tempo.
 
