@@ -51,5 +51,5 @@ def test_the_command_prints_the_summary_by_default_and_every_claim_with_all(caps
 def test_every_status_has_a_meaning():
     from tempo.book.claims.registry import CATEGORIES
 
-    assert all(terminal.meaning(s) for s in STATUSES)
-    assert terminal.meaning(CATEGORIES[0].status) == "measured on another GPU or on a partial grid: shown, not verdicts"
+    assert all(terminal.MEANING.get(s) for s in STATUSES)
+    assert terminal.MEANING[CATEGORIES[0].status] == "measured on another GPU or on a partial grid: shown, not verdicts"

@@ -17,27 +17,19 @@ from ...core import paths
 from ...core.argtypes import ArgumentParser, choice, int_range
 from ...studies.results import PROFILES, Results
 from .ledger import build_ledger, counts, show_table, skipped_recordings
-from .registry import CATEGORY, EVIDENCE, STATUSES
+from .registry import CATEGORIES, EVIDENCE, STATUSES
 
-#: what each status means, beside its count (a category's from its own description)
+#: what each status means, beside its count
 MEANING = {
     "reproduced": "our computation agrees with the paper's number",
     "consistent": f"{EVIDENCE['paper-parameters']}: agrees, not counted as reproduced",
     "deviates": "our computation disagrees; each row below gives the computed cause",
+    **{c.status: c.counted.split(" (", 1)[1].rstrip(")") if " (" in c.counted else c.counted for c in CATEGORIES},
     "not run in this build": "the chapter that computes it did not run in this profile",
     "needs a recorded trace": "needs routing recorded from a served model (make book TRACE=...)",
     "needs a GPU": "needs a GPU measurement (GPU.md)",
     "needs a cluster": "needs a multi-node cluster",
 }
-
-
-def meaning(status: str) -> str:
-    """What ``status`` means: :data:`MEANING`, or a category's description (the words in its
-    ``counted`` text's parentheses)."""
-    if status in MEANING:
-        return MEANING[status]
-    counted = CATEGORY[status].counted if status in CATEGORY else ""
-    return counted[counted.find("(") + 1:counted.rfind(")")] if "(" in counted else counted
 
 
 def terminal_width(default: int = 100) -> int:
@@ -84,7 +76,7 @@ def summary(df: pd.DataFrame, profile: str, width: int) -> str:
     """The counts per status, then the deviating claims with their causes."""
     c = counts(df)
     head = f"Claims ledger, profile {profile}: {len(df)} claims, each recomputed from this build's results"
-    status_rows = pd.DataFrame([(s, str(c[s]), meaning(s)) for s in STATUSES if c[s]],
+    status_rows = pd.DataFrame([(s, str(c[s]), MEANING[s]) for s in STATUSES if c[s]],
                                columns=["status", "claims", "meaning"])
     parts = [textwrap.fill(head, width), "", table(status_rows, width, "meaning")]
     dev = show_table(df[df.status == "deviates"])
