@@ -253,7 +253,7 @@ def category_of(row: dict, v: Value, evidence: str, results: Results, spec: Spec
         return v.category, v.why
     cat = EVIDENCE_CATEGORY.get(evidence)
     if cat == "machine figure":
-        return cat, (f"{EVIDENCE[evidence]}, measured on {machine_text(results, spec.inputs)}; the paper's "
+        return cat, (f"a time measured on {machine_text(results, spec.inputs)}; the paper's "
                      f"{printed(row['paper_text'])} {row['unit']} comes from a machine it does not name, so the two are "
                      f"figures of two machines, not a check of one against the other")
     return (cat, EVIDENCE[evidence]) if cat else ("", "")

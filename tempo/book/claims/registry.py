@@ -225,8 +225,12 @@ def bootstrap_ci(values, stat=np.median, n: int = 400, seed: int = 0, level: flo
             raise ValueError(f"strata has {len(labels)} labels for {len(keep)} values")
         labels = labels[keep]
         groups = [np.flatnonzero(labels == u) for u in dict.fromkeys(labels.tolist())]
-        boots = np.array([stat(v[np.concatenate([g[rng.integers(0, len(g), len(g))] for g in groups])])
-                          for _ in range(n)])
+        # all n resamples of a stratum drawn at once: [n, len(stratum)] indices per stratum, side by side
+        idx = np.concatenate([g[rng.integers(0, len(g), (n, len(g)))] for g in groups], axis=1)
+        try:
+            boots = np.asarray(stat(v[idx], axis=1), dtype=float)
+        except TypeError:  # a statistic without an axis argument
+            boots = np.array([stat(row) for row in v[idx]])
     a = (1 - level) / 2
     return (float(np.quantile(boots, a)), float(np.quantile(boots, 1 - a)))
 
