@@ -262,7 +262,8 @@ def test_alternative_ids_are_the_listed_readings_an_experiment_takes():
     assert readings.alternative_ids("mixed_regime") == ["synthetic_router"]
     assert "ties" in readings.alternative_ids("phase_diagram")
     assert "ties" not in readings.alternative_ids("phase_diagram-scale")        # no scale claim reads a winner label
-    assert readings.alternative_ids("ablation-whole") == ["synthetic_router", "eplb_ties", "ablation_reference"]
+    assert readings.alternative_ids("ablation-whole") == ["synthetic_router", "eplb_ties", "ablation_reference",
+                                                          "chain_depth"]
     assert readings.alternative_ids("no_such_result") == []
 
 
@@ -291,34 +292,22 @@ def test_compare_ledgers_lists_moved_verdicts_with_the_reading_that_moved_them(t
         ch99.compare_ledgers(tmp_path / "missing.csv", tmp_path / "after" / "claims.csv")
 
 
-def test_the_readme_counts_are_generated_with_stand_ins_apart(tmp_path):
-    from tempo.book.claims import ledger as led
-
-    start, end = led.README_MARKERS
-    assert start in (paths.ROOT / "README.md").read_text()
-    readme = tmp_path / "README.md"
-    readme.write_text(f"before {start}old{end} after\n")
-    df = pd.DataFrame({"id": ["a", "b", "c"], "status": ["stand-in", "deviates", "reproduced"]})
-    line = led.write_readme_counts(df, "full", readme)
-    text = readme.read_text()
-    assert text.startswith("before " + start) and text.endswith(end + " after\n") and "old" not in text
-    assert "3 quantitative claims" in line and "1 reproduced" in line and "1 stand-ins" in line and "1 deviate" in line
-    readme.write_text("no markers")
-    with pytest.raises(ValueError, match="markers"):
-        led.write_readme_counts(df, "full", readme)
-
-
-def test_compact_ledger_puts_note_and_source_under_the_claim():
+def test_ledger_table_fits_four_columns_and_says_the_trace_recipe_once():
     from tempo.book.chapters import ch99_claims_ledger as ch99
 
-    show = pd.DataFrame([{"id": "x", "status": "reproduced", "claim": "B < 64 holds", "note": "a & b",
-                          "provenance": "run.csv", "tolerance": "10%"}])
-    out = ch99.compact_columns(show)
-    assert list(out.columns) == ["id", "status", "claim", "tolerance"]
-    assert out.claim[0] == ("B &lt; 64 holds<br><small>a &amp; b</small><details><summary><small>source</small>"
-                            "</summary><small>run.csv</small></details>")
-    bare = ch99.compact_columns(show.assign(note="", provenance=float("nan")))
-    assert bare.claim[0] == "B &lt; 64 holds"
+    trace_note = f"needs a recorded routing trace: {claims.RECORD_TRACE}, then `make notebook NB=04_simulator TRACE=trace.npz`"
+    df = pd.DataFrame([{"id": "x", "status": "reproduced", "paper_text": "1.2", "ours": 1.25, "unit": "x",
+                        "tolerance": "10%", "section": "Section 2", "claim": "B < 64 holds", "evidence": "e",
+                        "provenance": "run.csv", "note": "a & b"},
+                       {"id": "y", "status": "needs a recorded trace", "paper_text": "3", "ours": float("nan"), "unit": "%",
+                        "tolerance": "", "section": "Section 5", "claim": "t", "evidence": "", "provenance": "",
+                        "note": trace_note}])
+    page = ch99.ledger_html(df)
+    assert page.count("<th>") == 4 and "table-layout: fixed" in page
+    assert "B &lt; 64 holds<br><small>a &amp; b</small>" in page and "<summary><small>source</small>" in page
+    assert claims.RECORD_TRACE not in page and ch99.TRACE_RECIPE_REF in page
+    assert "<code>make notebook NB=04_simulator TRACE=trace.npz</code>" in page
+    assert claims.RECORD_TRACE[1:] in ch99.trace_recipe()
 
 
 # ------------------------------------------------------------------ computed causes of deviations
