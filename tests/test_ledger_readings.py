@@ -408,8 +408,8 @@ def test_min_gain_cause_counts_the_switching_band_apart_from_the_flat_cells():
     assert v.ours == pytest.approx(-100 / 24)
     assert v.cause.startswith("2 of 6 cells over the seeds lie below -0.3%; in 1 token-LP is best "
                               "(B = 1024) and TEMPO sits 0.50-0.50% above it, inside its own 1% switching band")
-    assert "1 other, the lowest at DSv2-Lite, s = 0, 1.25x, B = 16, seed 0: metro 24.00 us, TEMPO 25.00 us, " \
-           "a whole step of 100/24" in v.cause
+    assert "in 1 other cell(s) TEMPO stops short of the best fixed policy, the lowest at DSv2-Lite, s = 0, 1.25x, " \
+           "B = 16, seed 0: metro 24.00 us, TEMPO 25.00 us, a whole step of 100/24" in v.cause
     assert "without the latter, 1 of 3 seeds still fail" in v.cause
 
 

@@ -99,8 +99,9 @@ def _min_gain_cause(p, edge: float, paper: float) -> str:
         w = rest.loc[rest.gain_pct.idxmin()]
         k = whole_step(-float(w.gain_pct))
         step = f", a whole step of 100/{k} (one activated expert more on the bottleneck GPU)" if k else ""
-        parts.append(f"{len(rest)} other, the lowest at {w['shape']}, {_where(w)}: {_best_of(w)} "
-                     f"{w[f'ms_{_best_of(w)}']:.2f} us, TEMPO {w['ms_tempo']:.2f} us{step}")
+        parts.append(f"in {len(rest)} {'other ' if len(band) else ''}cell(s) TEMPO stops short of the best fixed "
+                     f"policy, the lowest at {w['shape']}, {_where(w)}: {_best_of(w)} {w[f'ms_{_best_of(w)}']:.2f} us, "
+                     f"TEMPO {w['ms_tempo']:.2f} us{step}")
     if "seed" in p and len(band) and len(rest):
         without = p.drop(rest.index).groupby("seed").gain_pct.min()
         parts.append(f"without the latter, {int((without < edge).sum())} of {p.seed.nunique()} seeds still fail "
