@@ -7,13 +7,13 @@ import time
 
 import pandas as pd
 
-from ..core.version import git_commit
+from ..core.version import git_commit, machine_name
 from ..paper.readings import Reading
 from .cache import cached, code_version
 from .registry import (EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment,  # noqa: F401  (tempo.studies.STATIC, ...)
                        result_of, with_reading)
 from .results import PROFILES, ResultKey, Results  # noqa: F401  (tempo.studies.PROFILES)
-from .sweep import memo_clear
+from .sweep import labelled, memo_clear
 
 
 #: the experiments behind the claims the paper computes on recorded routing: given a trace
@@ -77,12 +77,13 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
     key = ResultKey(name, tag, alternative)
     if refresh and _forget:  # recompute everything: also what the grid memo kept from earlier runs here
         memo_clear()
-    df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
+    with labelled(name if alternative is None else f"{name} ({alternative[0]}={alternative[1]})"):
+        df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
     # provenance for the claims ledger: which experiment, config and code (source hash and git commit) wrote
     # this CSV, and when; fallbacks: dispatches of this result that a solver's fallback produced (a time
     # limit, a declined exact method; tempo.policies.fallback_of): the ledger flags the claims that read them
     meta = {"experiment": name, "tag": key.suffix, "config": config, "profile": profile,
-            "code_version": code_version(), "git_commit": git_commit(),
+            "code_version": code_version(), "git_commit": git_commit(), "machine": machine_name(),
             "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fallbacks": int(df.attrs.get("fallbacks", 0))}
     results.write(key, df, meta)
     return df

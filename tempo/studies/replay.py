@@ -12,6 +12,7 @@ from ..core.instance import Instance
 from ..world.placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep
 from ..world.workloads import expected_loads, route_counts, sample_counts, zipf_popularity
+from . import readings
 from .registry import FIRST_REPLICA, STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, drift_timeline, proxy_skew_of, zipf_batches
 
@@ -88,29 +89,35 @@ def faster_eplb(config: dict) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------ Appendix H
-@experiment("moonep_replay")
+@experiment("moonep_replay", readings=("moonep_home",))
 def moonep_replay(config: dict) -> pd.DataFrame:
     """Appendix H: MoonEP's weight-moving balance (free and charged prefetch), TEMPO and
     token-LP relative to the static map, Qwen3-235B shape (128 experts, top-8, EP8, EPLB
     1.25x) under the tile-aware Testbed B model, on synthetic Zipf batches, or on batches drawn
     from a trace when ``config["trace"]`` names one (:class:`TraceRouting`: layers cycled,
-    placement from the trace's history, as the paper's "recorded Qwen3-235B distributions")."""
+    placement from the trace's history, as the paper's "recorded Qwen3-235B distributions").
+    MoonEP starts from the reading's homes (``moonep_home``: MoonEP's own layout, or the EPLB
+    placement's first replicas, :func:`tempo.studies.readings.moonep_home`); the fixed policies
+    and TEMPO run on the EPLB placement.  ``fetched``: experts copied in the batch,
+    ``fetched_max``: on the busiest receiver; ``copy_us``: the charge of one copy."""
     model = CostModel.named(config.get("params", "qwen3-235b-testbedb-tile"))
     ratio = config.get("ratio", 4.0)
+    reading = readings.of(config)
     tr = TraceRouting.of(config)
     rows = []
     for B in config["tokens"]:
         insts = zipf_batches(128, 8, B, config.get("skew", 1.0), config.get("replication", 1.25),
                              config["batches"], seed=config.get("seed", 0), top_k=8, trace=tr)
         for b, inst in enumerate(insts):
-            res = moonep(inst)
+            res = moonep(readings.moonep_home(inst, reading))
             ms = {"moonep_free": res.makespan(model, "free"), "moonep_charged": res.makespan(model, "charged", ratio)}
             for p in ("first_replica", "static", "tempo", "token_lp"):
                 ms[p] = model.makespan(inst, solve(inst, model, {"first_replica": FIRST_REPLICA, "static": STATIC}.get(p, p)))
             for base in ("static", "first_replica"):
                 for p, v in ms.items():
-                    rows.append({"tokens_per_gpu": B, "batch": b, "baseline": base, "policy": p,
-                                 "change_pct": 100 * (v / ms[base] - 1), "fetched": int(res.fetched.sum())})
+                    rows.append({"tokens_per_gpu": B, "batch": b, "baseline": base, "policy": p, "makespan_us": v,
+                                 "change_pct": 100 * (v / ms[base] - 1), "fetched": int(res.fetched.sum()),
+                                 "fetched_max": int(res.fetched.max()), "copy_us": ratio * model.b})
     return pd.DataFrame(rows)
 
 

@@ -111,7 +111,7 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
 TIE_REL = 1e-9
 #: The readings a phase-diagram cell depends on.
 PHASE_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "token_lp_face", "ensemble_lp",
-                  "tempo_preset", "metro_order", "ties")
+                  "tempo_preset", "chain_depth", "metro_order", "ties")
 
 
 def winner_label(ms: dict, ties: str = "tie") -> tuple[str, bool]:
@@ -234,7 +234,7 @@ def activation_balancer(config: dict) -> pd.DataFrame:
               "seed": config.get("seed", 0), "reading": reading}
              for sh in config["shapes"] for r in config["replications"] for s in config["skews"] for B in config["tokens"]]
     return run_grid(activation_balancer_cell, cells, workers=config.get("workers"),
-                    progress=config.get("progress", False), desc="activation balancer")
+                    progress=config.get("progress", True), desc="activation balancer")
 
 
 def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=None) -> pd.DataFrame:
@@ -501,12 +501,13 @@ def _anatomy_dispatch(name, inst, model, reading):
     if name == "token_lp_highs":
         return token_lp_highs(inst)
     if name == "tempo_paper":
-        return solve(inst, model, "tempo", options="paper", lp_variants=readings.tempo_options(reading)["lp_variants"])
+        return solve(inst, model, "tempo", options="paper", lp_variants=readings.tempo_options(reading)["lp_variants"],
+                     chain_depth=readings.CHAIN_DEPTHS[reading["chain_depth"]])
     return readings.dispatch(inst, model, name, reading)
 
 
 @experiment("phase_anatomy", readings=("synthetic_router", "eplb_ties", "token_lp_face", "ensemble_lp", "tempo_preset",
-                                       "metro_order"))
+                                       "chain_depth", "metro_order"))
 def phase_anatomy(config: dict) -> pd.DataFrame:
     """Why TEMPO gains what it gains in chosen phase-diagram cells (Fig. 6): per cell
     (``config["cells"]``: dicts with shape, skew, replication, B; EP8, the cell's own batches

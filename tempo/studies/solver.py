@@ -16,7 +16,7 @@ from ..theory import bounds as theory
 from ..core.instance import Instance
 from ..core.models import model_shape
 from ..paper.readings import Reading
-from . import readings
+from . import milp_references, readings
 from .registry import STATIC, experiment
 from .scenarios import TraceRouting, drift_batches, proxy_skew_of, zipf_batches
 from ..policies._fallback import add_count, fallback_count
@@ -34,7 +34,7 @@ def thm1_partition(config: dict) -> pd.DataFrame:
                 seed = 1000 * m + 10 * rep + int(solvable)
                 w = theory.random_partition_instance(m, solvable, seed=seed)
                 inst, model, T = theory.partition_reduction(w)
-                d = solve(inst, model, "milp", time_limit=config.get("time_limit", 20.0))
+                d = milp_references.solve_fixed(inst, model)   # a node limit, not seconds: the same on any machine
                 splits = int(((d.shares > 1e-9).sum(axis=1) > 1).sum())
                 rows.append({"m": m, "solvable": solvable, "seed": seed, "T": T,
                              "milp_makespan": d.meta["objective"], "proven_optimal": d.meta["optimal"],
@@ -59,7 +59,7 @@ def _lemma_cell(cell: dict) -> list[dict]:
     i, inst, cases, time_limit = cell["case"]
     rows = []
     for lemma, model, poly in cases:
-        opt = solve(inst, model, "milp", time_limit=time_limit)
+        opt = milp_references.solve_fixed(inst, model)   # a node limit, not seconds: the same on any machine
         p = model.makespan(inst, solve(inst, model, poly))
         t = model.makespan(inst, solve(inst, model, "tempo"))
         rows.append({"instance": i, "lemma": lemma, "n_gpus": inst.n_gpus, "experts": inst.n_experts,
@@ -116,19 +116,20 @@ def _probe_cell(cell: dict) -> list[dict]:
 PROBE_CHUNK = 16
 
 
-@experiment("thm2_probe", readings=("tempo_preset", "ensemble_lp"))
+@experiment("thm2_probe", readings=("tempo_preset", "chain_depth", "ensemble_lp", "thm2_suite"))
 def thm2_probe(config: dict) -> pd.DataFrame:
     """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
     instance is small enough (its proven bound and incumbent), else [lower bound, tempo].
     ``tempo`` is the reading's (``tempo_preset``, ``ensemble_lp``; Section 4.2's algorithm
-    under the paper's reading); the MILP does not depend on the reading, so a run under another
+    under the paper's reading) and so are the suite's GPU counts (``thm2_suite``); the MILP does not depend on the reading, so a run under another
     reading in the same process compares against the same MILP answer (:func:`_milp`).  The
     suite is drawn here; chunks of :data:`PROBE_CHUNK` instances run as a grid
     (:func:`tempo.studies.sweep.run_grid`, ``config["workers"]``)."""
-    tempo_kw = readings.tempo_options(readings.of(config))
+    reading = readings.of(config)
+    tempo_kw = readings.tempo_options(reading)
     suite = [(i, *item) for i, item in enumerate(theory.probe_suite(
         config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
-        max_gpus=config.get("max_gpus", 16)))]
+        max_gpus=config.get("max_gpus", 16), min_gpus=readings.PROBE_MIN_GPUS[reading["thm2_suite"]]))]
     cells = [{"items": tuple(suite[k:k + PROBE_CHUNK]), "config": config, "tempo_kw": tempo_kw}
              for k in range(0, len(suite), PROBE_CHUNK)]
     return run_grid(_probe_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
@@ -170,7 +171,7 @@ def _phase_cells(config):
 
 
 #: The readings :func:`solver_vs_milp` depends on.
-SOLVER_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "ensemble_lp", "token_lp_face")
+SOLVER_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "chain_depth", "ensemble_lp", "token_lp_face")
 
 
 def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
@@ -187,8 +188,11 @@ def _milp_key(inst: Instance, model: CostModel, time_limit, warm_start) -> bytes
 
 
 def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
-    """The MILP's dispatch (cold, or warm-started from tempo).  A cold one is kept in the grid
-    memo (:func:`tempo.studies.sweep.memo_get`, by instance, model and limit): the alternative
+    """The MILP's dispatch (cold, or warm-started from tempo).  A cold one is the batch's
+    reference (:func:`tempo.studies.milp_references.exact`: the answer proven once and stored in
+    data/milp/, re-verified by re-pricing, else HiGHS single-threaded under a node limit), the
+    same on every machine; ``time_limit`` (the paper's 10 s) only names the grid's setting.  It
+    is kept in the grid memo (:func:`tempo.studies.sweep.memo_get`, by instance, model and limit): the alternative
     readings of :func:`solver_vs_milp` and :func:`thm2_probe` that keep the batches (another
     TEMPO preset, ensemble or token-LP face) compare against the same MILP answer instead of
     re-solving it (a time-limited MILP's incumbent depends on the machine's load; reusing it
@@ -200,7 +204,7 @@ def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
     hit = memo_get(key)
     if hit is None:
         before = fallback_count()
-        d = solve(inst, model, "milp", time_limit=time_limit)
+        d = milp_references.exact(inst, model)
         memo_put(key, (d, fallback_count() - before))
         return d
     add_count(hit[1])  # a reused answer that came from a fallback is counted again
@@ -277,6 +281,8 @@ def _milp_cell(cell: dict) -> list[dict]:
                      # no proven bound (a cold MILP stopped before its root bound): NaN, never a ratio
                      "ratio_to_lb": ms / m.meta["lower_bound"] if m.meta["lower_bound"] > 0 else float("nan"),
                      "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
+                     # where the reference comes from: "stored" (data/milp/) or "computed" here, and its limit
+                     "milp_source": m.meta.get("source", "computed"), "milp_limit": m.meta.get("limit", ""),
                      "chosen": d.meta["chosen"], "token_lp_even": lp_even, "token_lp_vertex": lp_vertex,
                      "token_lp_highs": lp["highs_vertex"],
                      "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1),
@@ -327,7 +333,7 @@ def _time_main() -> None:
 RUNTIMES = ("compiled", "python")
 
 
-@experiment("solver_runtime", readings=("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "ensemble_lp"))
+@experiment("solver_runtime", readings=("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "chain_depth", "ensemble_lp"))
 def solver_runtime(config: dict) -> pd.DataFrame:
     """tempo_fast's solve time on :func:`solver_vs_milp`'s batches, compiled and as pure Python
     (:data:`RUNTIMES`): one row per (batch, runtime) with ``wall_ms`` and ``cpu_ms``
@@ -350,7 +356,7 @@ VARIANTS = {"full": {}, "no partial moves": {"partial": False}, "no aug. chains"
             "no ensemble": {"ensemble": False}}
 
 
-@experiment("ablation", readings=("synthetic_router", "placement_loads", "eplb_ties", "ablation_reference", "ensemble_lp"))
+@experiment("ablation", readings=("synthetic_router", "placement_loads", "eplb_ties", "ablation_reference", "chain_depth", "ensemble_lp"))
 def ablation(config: dict) -> pd.DataFrame:
     """Table 2: each stage switched off in turn, makespan degradation against full tempo.
 

@@ -224,7 +224,7 @@ def mixed_text(mixed: pd.DataFrame, tokens) -> str:
             "token picks 8 distinct experts, so no expert is linear. The paper's own synthetic routing draws pairs "
             "independently (its E_eff formula, Section 3.2), where one expert may take more pairs than there are tokens."
             if too_few else ".")) +
-        f" The split at $B = 512$ differs from the paper's ({tables.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
+        f" The split at B = 512 differs from the paper's ({tables.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
         f"of activations flat, {tables.text_number('fig5', 'linear_share_of_tokens_B512'):.0f}% of tokens linear): the paper "
         "measured that pair on recorded routing of Qwen3-30B and DSv2-Lite. The rows of a recorded trace above (the "
         "public ESFT recording, the DSv2-Lite architecture, unless the build was given `TRACE=`) are real routing of a "
@@ -596,9 +596,11 @@ def moonep_text(mt: pd.DataFrame) -> str:
         f"{-dec.tempo.max():.1f} to {-dec.tempo.min():.1f}% on the same batches: perfect token balance does nothing for the "
         "activation floor. Charged prefetch turns MoonEP slower than static, as in the paper, but by "
         f"{dec.moonep_charged.min():.0f} to {dec.moonep_charged.max():.0f}% instead of the paper's "
-        f"{' to '.join(f'+{v:g}' for v in claims_file.claim_row('moonep_charged_decode')['paper'])}%: our replay copies "
-        "few experts per batch (it moves tokens from the most loaded rank's largest expert first, so one copy carries "
-        "many tokens) and charges each copy 4 b, about 16 us for this shape. The paper's accounting of a copy is not "
+        f"{' to '.join(f'+{v:g}' for v in claims_file.claim_row('moonep_charged_decode')['paper'])}%: the replay copies "
+        "few experts per batch, even from MoonEP's own layout (it fills a receiver's quota from the donor's largest "
+        "expert first, so one copy carries many tokens), and charges each copy 4 b, about 16 us for this shape; the "
+        "ledger's note on moonep_charged_decode counts the copies against what the paper's range would take. The "
+        "paper's accounting of a copy is not "
         "specified beyond the 4x ratio (its measured MoonEP prefetch on the real library is for the DSv3 shape, "
         "a different expert size, so it does not calibrate this replay). At prefill the free variant and token-LP coincide "
         f"({pre.moonep_free.round(1).tolist()} vs {pre.token_lp.round(1).tolist()} %), as the paper reports.")
