@@ -315,9 +315,7 @@ def h200_prediction(hbm_tb_s: float = 4.8) -> pd.DataFrame:
     :func:`tempo.book.repro.expected_floor`): per shape, the floor ``b`` and the inflection
     ``n*`` ranges, indexed by shape."""
     from .. import repro
-    from .ch98_reproduction_map import FLOOR_SHAPES
-
-    return pd.DataFrame([repro.expected_floor(s, p, hbm_tb_s) for s, p in FLOOR_SHAPES]).set_index("shape")
+    return pd.DataFrame([repro.expected_floor(s, p, hbm_tb_s) for s, p in repro.FLOOR_SHAPES]).set_index("shape")
 
 
 def prediction_numbers(pred: pd.DataFrame | None = None) -> dict:

@@ -6,9 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...paper import claims_file
-
-#: (expert shape, the paper's parameter set) of the floors the chapter predicts
-FLOOR_SHAPES = [("dsv3", "dsv3-offline"), ("qwen3-30b", "qwen3-30b-offline"), ("dsv2-lite", "dsv2lite-offline")]
+from ..repro import FLOOR_SHAPES
 
 
 def checked_map() -> pd.DataFrame:
