@@ -91,3 +91,8 @@ def test_sizes_and_the_numbers_the_prose_glues():
     eps = pd.DataFrame({"scale": [1, 1, 4], "tokens_per_gpu": [32, 64, 128], "eps": [0.1, 0.3, 0.5]})
     e = ch02.epsilon_glue(eps)
     assert (e["eps_med"], e["eps_med_4x"]) == (pytest.approx(20.0), pytest.approx(50.0)) and e["p_eps_max"] == "thm2_eps_max"
+    # synthetic and trace rows side by side: the synthetic medians as before, the trace's apart
+    both = pd.concat([eps.assign(routing="synthetic"), eps.assign(eps=eps.eps * 2, routing="trace")])
+    e2 = ch02.epsilon_glue(both)
+    assert (e2["eps_med"], e2["eps_med_trace"], e2["eps_max_trace"]) == (pytest.approx(20.0), pytest.approx(40.0),
+                                                                         pytest.approx(60.0))

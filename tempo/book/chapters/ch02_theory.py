@@ -173,8 +173,10 @@ def epsilon_glue(eps: pd.DataFrame) -> dict:
     this build's median at 1x and 4x scale (:func:`epsilon_summary`) on synthetic routing
     (``eps_med``, ``eps_med_4x``) and on the trace when the result has one (``eps_med_trace``,
     ``eps_max_trace``; NaN without)."""
-    syn = epsilon_summary(eps[eps.routing == "synthetic"] if "routing" in eps else eps)
-    tr = epsilon_summary(eps[eps.routing == "trace"]) if "routing" in eps else None
+    from ...studies import routing_rows
+
+    syn = epsilon_summary(routing_rows(eps, "synthetic"))
+    tr = epsilon_summary(routing_rows(eps, "trace")) if "routing" in eps else None
     return {"p_eps_med": "thm2_eps_median", "p_eps_max": "thm2_eps_max", "p_eps_4x": "thm2_eps_max_4x",
             "eps_med": syn.loc[1, "median %"], "eps_med_4x": syn.loc[4, "median %"],
             "eps_med_trace": tr.loc[1, "median %"] if tr is not None else float("nan"),
