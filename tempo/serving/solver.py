@@ -188,11 +188,15 @@ def _bare_main():
 
 
 def _build_lock_path() -> str:
-    """One lock file per user and machine: every rank's build takes it in turn."""
+    """One lock file per user and numba cache (``NUMBA_CACHE_DIR``, else the cache beside this
+    installation's sources): the ranks of a server share it and take it in turn."""
+    import hashlib
     import tempfile
 
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(tempfile.gettempdir(), f"tempo-solver-build-{uid}.lock")
+    where = os.environ.get("NUMBA_CACHE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    key = hashlib.sha256(os.path.abspath(where).encode()).hexdigest()[:12]
+    return os.path.join(tempfile.gettempdir(), f"tempo-solver-build-{uid}-{key}.lock")
 
 
 @contextlib.contextmanager
