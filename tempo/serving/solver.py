@@ -441,8 +441,9 @@ class SolverProcess:
     :func:`build_solver_code`, so a worker only loads it) or did not come up within
     ``startup_timeout_s`` (:data:`~tempo.serving.settings.STARTUP_TIMEOUT_S` by default, which
     covers a cold numba compile: the bound of a worker when the build did not finish).  After
-    :meth:`close`, ``submit`` and ``result`` raise :class:`SolverClosedError` and ``ensure_alive`` restarts nothing (D10).  A handle dropped
-    without ``close()`` stops its workers when it is garbage-collected (a finalizer).
+    :meth:`close`, ``submit`` and ``result`` raise :class:`SolverClosedError` and
+    ``ensure_alive`` restarts nothing (D10).  A handle dropped without ``close()`` stops its
+    workers when it is garbage-collected (a finalizer).
     """
 
     physical_to_logical_map: np.ndarray
