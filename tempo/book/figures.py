@@ -695,8 +695,14 @@ def repro_needs(rmap: pd.DataFrame):
         tooltip=["needs", "kind", "count()"]).properties(width=420, height=140, title="What each paper item needs")
 
 
-#: one colour per ledger status, in :data:`tempo.book.claims.STATUSES` order
-LEDGER_COLORS = ["#54a24b", "#a0d3a0", "#e45756", "#f58518", "#bab0ac", "#f2cf5b", "#4c78a8", "#9ecae9"]
+def _ledger_colors() -> list:
+    from .claims.registry import STATUS_COLORS, STATUSES
+
+    return [STATUS_COLORS[s][0] for s in STATUSES]
+
+
+#: one colour per ledger status, in :data:`tempo.book.claims.STATUSES` order (its table of colours)
+LEDGER_COLORS = _ledger_colors()
 
 
 def ledger_by_chapter(ledger: pd.DataFrame):

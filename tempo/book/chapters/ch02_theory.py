@@ -160,18 +160,25 @@ def worst_case_glue(worst_case: pd.DataFrame) -> dict:
 
 # ---------------------------------------------------------------------------- the certificate epsilon
 def epsilon_summary(eps: pd.DataFrame) -> pd.DataFrame:
-    """The certificate's distribution per token scale (the thm2_epsilon result), in %."""
-    d = eps.groupby("scale").eps.describe(percentiles=[0.5, 0.95])[["count", "50%", "95%", "max"]]
+    """The certificate's distribution per token scale (the thm2_epsilon result), in %; per
+    routing (synthetic, trace) and scale when the result has both."""
+    by = ["routing", "scale"] if "routing" in eps else "scale"
+    d = eps.groupby(by).eps.describe(percentiles=[0.5, 0.95])[["count", "50%", "95%", "max"]]
     d[["50%", "95%", "max"]] *= 100
     return d.rename(columns={"50%": "median %", "95%": "p95 %", "max": "max %"})
 
 
 def epsilon_glue(eps: pd.DataFrame) -> dict:
     """What the certificate's prose glues: the paper's median, max and 4x max (claim ids) and
-    this build's median at 1x and 4x scale (:func:`epsilon_summary`)."""
-    tab = epsilon_summary(eps)
+    this build's median at 1x and 4x scale (:func:`epsilon_summary`) on synthetic routing
+    (``eps_med``, ``eps_med_4x``) and on the trace when the result has one (``eps_med_trace``,
+    ``eps_max_trace``; NaN without)."""
+    syn = epsilon_summary(eps[eps.routing == "synthetic"] if "routing" in eps else eps)
+    tr = epsilon_summary(eps[eps.routing == "trace"]) if "routing" in eps else None
     return {"p_eps_med": "thm2_eps_median", "p_eps_max": "thm2_eps_max", "p_eps_4x": "thm2_eps_max_4x",
-            "eps_med": tab.loc[1, "median %"], "eps_med_4x": tab.loc[4, "median %"]}
+            "eps_med": syn.loc[1, "median %"], "eps_med_4x": syn.loc[4, "median %"],
+            "eps_med_trace": tr.loc[1, "median %"] if tr is not None else float("nan"),
+            "eps_max_trace": tr.loc[1, "max %"] if tr is not None else float("nan")}
 
 
 def epsilon_evidence(tokens=(32, 64, 128, 256), params: str = "dsv3-offline", skew: float = 1.2,

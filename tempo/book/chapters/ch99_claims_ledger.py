@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..claims.registry import STATUS_COLORS as _COLORS, STATUSES as _STATUSES
+
 #: background colour of a ledger row per status (in the order of ``claims.STATUSES``)
-STATUS_COLORS = ["#d9f2d9", "#eef7ee", "#f9d6d5", "#fde3c8", "#eeeeee", "#fbf0c9", "#dbe8f6", "#e8f1fa"]
+STATUS_COLORS = [_COLORS[s][1] for s in _STATUSES]
 
 
 def summary_markdown(df: pd.DataFrame, profile: str) -> str:
@@ -238,3 +240,59 @@ def recordings_view(root=None) -> list:
     out.append(Markdown("Claims read from ingested recordings: " + "; ".join(
         f"{k}: {', '.join(claims_reading(k))}" for k in ("epbench", "serve-bench"))))
     return out
+
+
+def readings_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per reading of ``data/paper/readings.yaml``: how settled the text leaves it, the
+    paper's choice (the one the verdicts use), the text that supports the alternatives
+    (``against``), and what each alternative gives in this build: the verdicts it moves (the
+    paper's reading's status first) and how many values it changes only, from
+    ``df.attrs["sensitivity"]``."""
+    from .. import claims
+    from ...paper import readings
+
+    sens = df.attrs.get("sensitivity")
+    rows = []
+    for sp in readings.specs().values():
+        gives = []
+        for choice in sp.choices:
+            if choice == sp.paper:
+                continue
+            g = sens[(sens.reading == sp.id) & (sens.choice == choice)] if sens is not None and len(sens) else None
+            if g is None or g.empty:
+                st = df.set_index("id").status.reindex(list(sp.claims)).dropna() if "status" in df else pd.Series(dtype=str)
+                why = (" (its claims wait for evidence this build lacks: " + ", ".join(sorted(set(st))) + ")"
+                       if len(st) and st.isin(list(claims.NEED_STATUS.values())).all() else "")
+                gives.append(f"{choice}: no claim computed under it{why}")
+                continue
+            mv = [f"{r.id} ({r.paper_reading_status} -> {r.status}, {r.ours or '-'})" for r in g.itertuples()
+                  if claims.verdict_moves(r.paper_reading_status, r.status)]
+            val = sum(1 for r in g.itertuples() if not claims.verdict_moves(r.paper_reading_status, r.status)
+                      and r.status != "not run in this build" and str(r.ours) != str(r.paper_reading_ours))
+            run = int((g.status != "not run in this build").sum())
+            gives.append(f"{choice}: " + (f"moves {', '.join(mv)}; " if mv else "moves no verdict; ")
+                         + f"changes {val} other value(s) of {run} computed")
+        rows.append({"reading": sp.id, "settled": sp.settled, "paper's choice": sp.paper,
+                     "what supports the alternatives": sp.against or "(not recorded)",
+                     "what each alternative gives": " | ".join(gives) if gives else "(one choice only)"})
+    return pd.DataFrame(rows)
+
+
+def readings_html(df: pd.DataFrame) -> str:
+    """:func:`readings_table` as the page's compact HTML table: the text against each choice
+    collapsed under its first words."""
+    import html
+
+    t = readings_table(df)
+
+    def fold(text):
+        text = str(text)
+        head = " ".join(text.split()[:8])
+        return (f"<details><summary><small>{html.escape(head)} ...</small></summary><small>{html.escape(text)}"
+                f"</small></details>") if len(text) > len(head) else f"<small>{html.escape(text)}</small>"
+
+    t = t.assign(**{"what supports the alternatives": t["what supports the alternatives"].map(fold),
+                    "what each alternative gives": t["what each alternative gives"].map(
+                        lambda s: "<br>".join(f"<small>{html.escape(x)}</small>" for x in str(s).split(" | ")))})
+    return (f'<div style="overflow-x: auto; font-size: 0.85em">'
+            f'{t.to_html(index=False, escape=False)}</div>')
