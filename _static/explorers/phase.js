@@ -106,6 +106,11 @@
     }
     // the cell's label as Fig. 6 writes it (tempo.studies.simulator.winner_label): every fixed
     // policy within TIE_REL of the best, joined by "+" ("M+L"), one letter when one wins alone
+    function tiedNames(tm, i) {   // the best fixed policy's name, or every tied one's ("metro + token_lp, tied")
+      var m = tm[winner(tm, i)][i];
+      var names = data.fixed.filter(function (p) { return tm[p][i] <= m + data.tie_rel * Math.abs(m); });
+      return names.length > 1 ? names.join(" + ") + ", tied" : names[0];
+    }
     function winnerLabel(tm, i) {
       var m = tm[winner(tm, i)][i];
       return data.fixed.filter(function (p) { return tm[p][i] <= m + data.tie_rel * Math.abs(m); })
@@ -322,13 +327,14 @@
       POL.forEach(function (p) {
         tbl.appendChild(el("tr", {"data-policy": p}, [
           el("td", {}, [el("span", {"class": "te-swatch", style: "background:" + data.colors[p]}), el("code", {text: p}),
-                        document.createTextNode(tm[p][i] <= tm[w][i] + data.tie_rel * Math.abs(tm[w][i]) ? " (best fixed, " + winnerLabel(tm, i) + ")" : "")]),
+                        document.createTextNode(data.fixed.indexOf(p) >= 0 && tm[p][i] <= tm[w][i] + data.tie_rel * Math.abs(tm[w][i])
+                                                ? " (best fixed, " + winnerLabel(tm, i) + ")" : "")]),
           el("td", {"class": "te-num", "data-value": String(tm[p][i]), text: fmt(tm[p][i], 2)}),
           el("td", {"class": "te-num", text: fmt(tm[p][i] / tm.tempo[i], 3)})]));
       });
       ui.values.appendChild(el("p", {"class": "te-cell-h", "data-role": "cell-title",
         text: st.shape + ", EP" + st.ep + ", " + st.rep + "x, s = " + data.skews[st.si] + ", B = " + data.tokens[i] + " tokens per GPU: " +
-              "TEMPO gains " + fmt(100 * (1 - tm.tempo[i] / tm[w][i]), 1) + "% over the best fixed policy (" + w + "); B* = " + fmt(b, 0) +
+              "TEMPO gains " + fmt(100 * (1 - tm.tempo[i] / tm[w][i]), 1) + "% over the best fixed policy (" + tiedNames(tm, i) + "); B* = " + fmt(b, 0) +
               " tokens per GPU (" + (data.tokens[i] < b ? "below" : "at or above") + " it the analysis predicts " + (data.tokens[i] < b ? "activation balancing (M)" : "token balancing (L)") + ")."}));
       ui.values.appendChild(tbl);
       var c0 = data.shapes.length, nc = data.columns.length;
