@@ -53,8 +53,8 @@ def gain(smallest, wins=4, lo=62.5, hi=125.0):
 def test_proxy_gain_text_both_ways():
     text = ch01.proxy_gain_text(gain(1.0))
     assert "no point of the map has the best proxy beating the time model" in text
-    assert "on 4 of 12 grid points, all with $b/\\beta$ between 62.5 and 125.0 tokens" in text
-    assert "390/7 \\approx$ 55.7" in text and "690/4 =$ 172.5" in text
+    assert "on 4 of 12 grid points, all with b/β between 62.5 and 125.0 tokens" in text and "$" not in text
+    assert "390/7 ≈ 55.7" in text and "690/4 = 172.5" in text
     text = ch01.proxy_gain_text(gain(0.97, wins=0))
     assert "a proxy beats the time model somewhere" in text and "0.970" in text
     assert "beats neither proxy by more than 1% anywhere" in text and "grid points" not in text

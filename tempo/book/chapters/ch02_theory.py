@@ -150,7 +150,6 @@ def worst_case_glue(worst_case: pd.DataFrame) -> dict:
     wc = worst_case.set_index("dispatch")
     probe_row = next((r for r in wc.index if r.startswith(PROBE_ROW)), None)
     return {"wc_probe": wc.loc[probe_row, "/ OPT"] if probe_row else float("nan"),
-            "wc_probe_label": probe_row or "",
             "wc_g_probe": wc.loc[probe_row, "most activations on a GPU"] if probe_row else float("nan"),
             "wc_default": wc.loc["tempo, default seed", "/ OPT"], "wc_whole": wc.loc["tempo, whole-expert seed", "/ OPT"],
             "wc_g_default": wc.loc["tempo, default seed", "most activations on a GPU"],
