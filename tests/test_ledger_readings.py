@@ -347,6 +347,16 @@ def test_table2_statistics_per_pooling_of_the_two_grids(pooling, mean, p95):
     assert _ablation_stat(f, "no ensemble", "p95", r).ours == pytest.approx(p95)
 
 
+def test_a_weighted_p95_is_numpys_on_the_batches_that_carry_weight():
+    from tempo.book.claims.functions.ch03 import _stat
+
+    rng = np.random.default_rng(1)
+    v = rng.exponential(size=50)
+    w = np.r_[np.zeros(20), np.full(30, 1 / 30)]
+    assert _stat(v, w, "p95") == pytest.approx(np.quantile(v[20:], 0.95))
+    assert _stat(v, np.full(50, 1 / 50), "p95") == pytest.approx(np.quantile(v, 0.95))
+
+
 def test_table2_cause_names_each_pooling_and_the_weight_that_gives_the_paper():
     from tempo.book.claims.functions.ch03 import _ablation_stat
 

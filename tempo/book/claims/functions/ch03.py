@@ -219,6 +219,7 @@ def _stat(v: np.ndarray, w: np.ndarray, stat: str) -> float:
     ``i / (n - 1)``, numpy's default."""
     if stat == "mean":
         return float(np.dot(v, w))
+    v, w = v[w > 0], w[w > 0]  # a batch of weight 0 takes no place in the order
     o = np.argsort(v, kind="stable")
     c = np.cumsum(w[o])
     pos = c - w[o]

@@ -274,8 +274,10 @@ def _s0_cause(sub, claim_id: str) -> str:
             parts.append(f"EP{int(ep)}: {'mean' if isinstance(paper, list) else 'largest'} {stat:.2f}%, "
                          f"{max(lo - stat, 0):.2f} points short; TEMPO ends level with the best fixed policy in "
                          f"{tie} of {len(g)} cells and behind it in {lose} ({best} best most often)")
-        return (f"for the paper's {printed(row['paper_text'])}% TEMPO would have to find dispatches the fixed policies "
-                "miss at s = 0, where EPLB spreads the replicas evenly: " + "; ".join(parts))
+        return (f"for the paper's {printed(row['paper_text'])}% TEMPO would have to beat the best fixed policy by that "
+                "many more points at s = 0, where EPLB spreads the replicas evenly (the chain_depth reading shows what "
+                "augmenting paths longer than 2 steps give): "
+                + "; ".join(parts))
 
     return cause_of(text, sub, ("ms_metro", "ms_token_lp", "ms_uniform", "ms_tempo", "gain_pct"))
 
