@@ -39,8 +39,12 @@ def test_counterexample_table_on_the_chapters_batch():
     assert list(t.index) == list(ch01.CX_TEMPO) + ["metro", "token_lp", "milp"]
     assert t.loc["metro", "makespan (us)"] == pytest.approx(54.756) == t.loc["milp", "makespan (us)"]
     assert t.loc["tempo, paper preset (Section 4.2)", "makespan (us)"] == pytest.approx(54.756)
-    assert t.loc["tempo, one search from our seed", "makespan (us)"] == pytest.approx(55.6)     # stuck: 4 floors each
-    assert t.loc["tempo, one search from our seed", "floors on the busiest GPU"] == 4 and t.loc["metro", "floors on the busiest GPU"] == 3
+    # one search from the water-filling seed: stuck at 4 floors (55.6) with 1- and 2-step chains only; the
+    # solver's deeper moves may reach METRO's 3 floors, and the text says whichever happened
+    single = t.loc["tempo, one search from our seed"]
+    assert (single["makespan (us)"], single["floors on the busiest GPU"]) in ((pytest.approx(55.6), 4),
+                                                                              (pytest.approx(54.756), 3))
+    assert t.loc["metro", "floors on the busiest GPU"] == 3
     assert t["makespan (us)"].min() == pytest.approx(t.loc["milp", "makespan (us)"])           # nothing beats the optimum
     ch01.counterexample_text(t)                                                                  # renders whichever way it lands
 
