@@ -3,6 +3,8 @@ line and its coloured table as the page shows them, and the list of ingested rec
 ledger itself is :mod:`tempo.book.claims`."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from ..claims.registry import STATUS_COLORS as _COLORS, STATUSES as _STATUSES
@@ -167,7 +169,7 @@ def ledger_numbers(df: pd.DataFrame) -> dict:
     from .. import claims
 
     c = claims.counts(df)
-    out = {f"led_{k.replace(' ', '_').replace('-', '_')}": float(v) for k, v in c.items()}
+    out = {"led_" + re.sub(r"\W+", "_", k).strip("_"): float(v) for k, v in c.items()}   # a status as a glue name
     sens = df.attrs.get("sensitivity")
     if sens is not None and len(sens):
         moved = {r.id for r in sens.itertuples() if claims.verdict_moves(r.paper_reading_status, r.status)}
