@@ -74,7 +74,7 @@ PROSE_CLEAN = ["01_balance_time", "02_theory", "03_solver", "04_simulator", "05_
 
 #: values the prose may type although the same digits occur in data/paper/: the toy's beta (us
 #: per token), Zipf skews, replication factors, and an exercise's HBM bandwidth (TB/s)
-PROSE_CONFIG_VALUES = CONFIG_VALUES | {"0.1", "1.0", "1.2", "1.5", "4.8"}
+PROSE_CONFIG_VALUES = CONFIG_VALUES | {"0.1", "1.0", "1.2", "1.5", "2.5", "4.8"}
 
 #: references, not numbers: "Section 5.4", "Eq. 2", "Table 1", "Fig. 1b", "Appendix A.3", "Sections 5.11-5.13"
 REFERENCE = re.compile(r"\b(?:Sections?|Eqs?\.|Tables?|Figs?\.|Figures?|Appendix|Lemmas?|Theorems?|Proposition)"

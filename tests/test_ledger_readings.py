@@ -262,7 +262,8 @@ def test_alternative_ids_are_the_listed_readings_an_experiment_takes():
     assert readings.alternative_ids("mixed_regime") == ["synthetic_router"]
     assert "ties" in readings.alternative_ids("phase_diagram")
     assert "ties" not in readings.alternative_ids("phase_diagram-scale")        # no scale claim reads a winner label
-    assert readings.alternative_ids("ablation-whole") == ["synthetic_router", "eplb_ties", "ablation_reference"]
+    assert readings.alternative_ids("ablation-whole") == ["synthetic_router", "eplb_ties", "ablation_reference",
+                                                          "chain_depth"]
     assert readings.alternative_ids("no_such_result") == []
 
 

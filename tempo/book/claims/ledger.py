@@ -194,6 +194,10 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
                    note="; ".join(x for x in (need_note(row), stand, v.note) if x))
         return out
     bad = not_finite(v.ours)
+    if bad and v.cause:  # the function found the claimed effect absent on this grid and says why
+        out.update(ours=v.ours, status="deviates", evidence=evidence, provenance=prov, n_seeds=v.n_seeds,
+                   note="; ".join(x for x in (f"computed cause: {v.cause}", v.note) if x and x != v.cause))
+        return out
     if bad:  # NaN or inf (a zero time in a recording, an empty slice): no number to judge
         out.update(ours=v.ours, status="not computable", evidence=evidence, provenance=prov, n_seeds=v.n_seeds,
                    note="; ".join(x for x in (f"{CATEGORY['not computable'].prefix}: {bad}", v.note) if x))

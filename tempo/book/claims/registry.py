@@ -49,7 +49,7 @@ CATEGORIES = (
              "a machine figure, not a verdict", "#b279a2", "#f1e4ee"),
     Category("not computable", "not computable (the results give no finite value; the note says why)",
              "not computable", "#9d755d", "#efe4dc"),
-    Category("stand-in: public trace", "stand-ins on a public trace of another model (shown, not verdicts)",
+    Category("stand-in: public trace", "stand-ins on a public trace (another model's routing: shown, not verdicts)",
              "stand-in on a public trace, not a verdict", "#fcbf7f", "#fdebd9"),
     Category("not computable on this trace: aggregates",
              "not computable on this trace (its steps are whole-run aggregates, not batches)",

@@ -17,14 +17,14 @@ from ...core import paths
 from ...core.argtypes import ArgumentParser, choice, int_range
 from ...studies.results import PROFILES, Results
 from .ledger import build_ledger, counts, show_table, skipped_recordings
-from .registry import EVIDENCE, STATUSES
+from .registry import CATEGORIES, EVIDENCE, STATUSES
 
 #: what each status means, beside its count
 MEANING = {
     "reproduced": "our computation agrees with the paper's number",
     "consistent": f"{EVIDENCE['paper-parameters']}: agrees, not counted as reproduced",
     "deviates": "our computation disagrees; each row below gives the computed cause",
-    "stand-in": "measured on another GPU or a partial grid: shown, not a verdict",
+    **{c.status: c.counted.split(" (", 1)[1].rstrip(")") if " (" in c.counted else c.counted for c in CATEGORIES},
     "not run in this build": "the chapter that computes it did not run in this profile",
     "needs a recorded trace": "needs routing recorded from a served model (make book TRACE=...)",
     "needs a GPU": "needs a GPU measurement (GPU.md)",
