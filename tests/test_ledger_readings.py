@@ -308,6 +308,11 @@ def test_ledger_table_fits_four_columns_and_says_the_trace_recipe_once():
     assert claims.RECORD_TRACE not in page and ch99.TRACE_RECIPE_REF in page
     assert "<code>make notebook NB=04_simulator TRACE=trace.npz</code>" in page
     assert claims.RECORD_TRACE[1:] in ch99.trace_recipe()
+    # a long note shows its first sentence and folds the rest, whole
+    long = "computed cause: the worst instance is a giant. " + "More detail follows here, " * 20 + "end."
+    html_ = ch99._note_html(long)
+    assert html_.startswith("computed cause: the worst instance is a giant.<details>") and "end.</details>" in html_
+    assert ch99._note_html("short & sweet") == "short &amp; sweet"
 
 
 # ------------------------------------------------------------------ computed causes of deviations

@@ -120,7 +120,7 @@ def toy_bars(df: pd.DataFrame):
         x=alt.X("GPU:N", title=None),
         xOffset="term:N",
         y=alt.Y("us:Q", title="microseconds"),
-        color=alt.Color("term:N", title="cost piece"),
+        color=alt.Color("term:N", title="cost piece", legend=alt.Legend(orient="bottom")),   # fits the column
         column=alt.Column("label:N", title=None),
         tooltip=["label", "GPU", "term", alt.Tooltip("us:Q", format=".1f"), "activated",
                  alt.Tooltip("tokens:Q", format=".0f"), alt.Tooltip("time_us:Q", title="GPU time", format=".1f"),

@@ -309,19 +309,13 @@ PREDICTION_FORMS = (("tile", "tile-aware (Eq. 2)"), ("max_affine", "max-affine (
                     ("max_affine_no_intercept", "Table 6 form (Eq. 1, a = c = 0)"))
 
 
-#: (expert shape, the paper's parameter set) of the floors predicted for an H200 (chapter 98
-#: prints the prediction, this chapter checks it)
-FLOOR_SHAPES = [("dsv3", "dsv3-offline"), ("qwen3-30b", "qwen3-30b-offline"), ("dsv2-lite", "dsv2lite-offline")]
-
-
 def h200_prediction(hbm_tb_s: float = 4.8) -> pd.DataFrame:
     """What the chapter predicted for one H200 before measuring (chapter 98's
     :func:`~tempo.book.chapters.ch98_reproduction_map.expected_floors`, from
     :func:`tempo.book.repro.expected_floor`): per shape, the floor ``b`` and the inflection
     ``n*`` ranges, indexed by shape."""
     from .. import repro
-
-    return pd.DataFrame([repro.expected_floor(s, p, hbm_tb_s) for s, p in FLOOR_SHAPES]).set_index("shape")
+    return pd.DataFrame([repro.expected_floor(s, p, hbm_tb_s) for s, p in repro.FLOOR_SHAPES]).set_index("shape")
 
 
 def prediction_numbers(pred: pd.DataFrame | None = None) -> dict:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ...paper import claims_file
-from .ch05_calibration import FLOOR_SHAPES, h200_prediction, prediction_check
+from ..repro import FLOOR_SHAPES
+from .ch05_calibration import h200_prediction, prediction_check
 
 
 def checked_map() -> pd.DataFrame:
