@@ -463,3 +463,13 @@ def test_the_readings_table_lists_every_reading_with_what_counts_against_it():
     settled = [sp.id for sp in paper_readings.specs().values() if sp.settled == "yes" and not sp.against]
     assert not settled
     assert "<details>" in ch99.readings_html(led)
+
+
+def test_a_claims_own_cause_keeps_the_readings_under_which_it_agrees():
+    from tempo.book.claims.ledger import deviation_note
+
+    alt = [{"reading": "chain_depth", "choice": "any_length", "ours": "5.6", "status": "reproduced"}]
+    own = "computed cause: the s = 0 cells tie the best fixed policy"
+    assert deviation_note(own, alt) == own + "; the verdict rests on a reading; it agrees under chain_depth=any_length (5.6)"
+    assert deviation_note(own, [dict(alt[0], status="deviates")]) == own
+    assert deviation_note("", alt).startswith("computed cause: the verdict rests on a reading")
