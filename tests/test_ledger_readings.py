@@ -473,3 +473,19 @@ def test_a_claims_own_cause_keeps_the_readings_under_which_it_agrees():
     assert deviation_note(own, alt) == own + "; the verdict rests on a reading; it agrees under chain_depth=any_length (5.6)"
     assert deviation_note(own, [dict(alt[0], status="deviates")]) == own
     assert deviation_note("", alt).startswith("computed cause: the verdict rests on a reading")
+
+
+def test_a_verdict_that_moves_under_an_unpublished_choice_is_shown_per_reading():
+    from tempo.book.claims.ledger import unpublished_choice
+    from tempo.paper import readings as paper_readings
+
+    assert paper_readings.specs()["ablation_pooling"].unpublished and not paper_readings.specs()["ties"].unpublished
+    e = {"status": "reproduced", "ours": 0.62, "note": "n"}
+    alt = [{"reading": "ablation_pooling", "choice": "phase_grid", "ours": "0.43", "status": "deviates"},
+           {"reading": "ties", "choice": "first_listed", "ours": "0.5", "status": "deviates"}]
+    out = unpublished_choice(e, alt)
+    assert out["status"] == "hangs on an unpublished choice" and out["status"] in claims.STATUSES
+    assert "ablation_pooling=phase_grid: deviates (0.43)" in out["note"] and "ties=" not in out["note"]
+    assert out["note"].endswith("; n")
+    assert unpublished_choice(e, alt[1:]) == {}                      # an open reading the text could settle: no
+    assert unpublished_choice(dict(e, status="needs a GPU"), alt) == {}

@@ -354,6 +354,7 @@ def _rows(results: Results) -> tuple[list, list]:
         sens += alt
         if e["status"] == "deviates":
             e["note"] = deviation_note(e["note"], alt)
+        e.update(unpublished_choice(e, alt))
         rows.append({"id": r["id"], "section": r["section"], "claim": r["claim"], "unit": r["unit"],
                      "paper": r["paper"], "paper_text": printed(r["paper_text"]), "ours": e["ours"], "tolerance": e["tolerance"], "status": e["status"],
                      "evidence": e["evidence"], "provenance": e["provenance"], "note": e["note"],
@@ -361,6 +362,25 @@ def _rows(results: Results) -> tuple[list, list]:
                      "n_seeds": e["n_seeds"], "readings": ", ".join(dict.fromkeys(a["reading"] for a in alt)),
                      "under other readings": alternatives_text(alt), "fallbacks": e.get("fallbacks", 0)})
     return rows, sens
+
+
+def unpublished_choice(e: dict, alt: list[dict]) -> dict:
+    """``{status, note}`` for a verdict that differs under an alternative of a reading the paper
+    leaves unpublished (``unpublished: true`` in readings.yaml: how grids are pooled, a suite's
+    shapes): the category "hangs on an unpublished choice", with the verdict under each reading;
+    ``{}`` otherwise."""
+    if e["status"] not in VERDICTS:
+        return {}
+    specs = readings.specs()
+    moved = [a for a in alt if a["reading"] in specs and specs[a["reading"]].unpublished
+             and verdict_moves(e["status"], a["status"])]
+    if not moved:
+        return {}
+    per = "; ".join([f"paper's reading: {e['status']} ({format_value(e['ours'])})"]
+                    + [f"{a['reading']}={a['choice']}: {a['status']} ({a['ours']})" for a in moved])
+    prefix = CATEGORY["hangs on an unpublished choice"].prefix
+    return {"status": "hangs on an unpublished choice",
+            "note": "; ".join(x for x in (f"{prefix}: {per}", e["note"]) if x)}
 
 
 def deviation_note(note: str, alt: list[dict]) -> str:

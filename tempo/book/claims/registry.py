@@ -49,6 +49,10 @@ CATEGORIES = (
              "a machine figure, not a verdict", "#b279a2", "#f1e4ee"),
     Category("not computable", "not computable (the results give no finite value; the note says why)",
              "not computable", "#9d755d", "#efe4dc"),
+    Category("hangs on an unpublished choice",
+             "hang on a choice the paper does not publish (the verdict differs between readings the text cannot "
+             "decide: shown per reading, not judged)",
+             "hangs on an unpublished choice, not a verdict", "#72b7b2", "#e0f0ef"),
     Category("stand-in: public trace", "stand-ins on a public trace (another model's routing: shown, not verdicts)",
              "stand-in on a public trace, not a verdict", "#fcbf7f", "#fdebd9"),
     Category("not computable on this trace: aggregates",
