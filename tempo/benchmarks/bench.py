@@ -217,15 +217,15 @@ def target_table(rows: list[tuple]) -> str:
 
 
 def family_proxies() -> list[str]:
-    """Proxies tempo must not lose to by more than tau (issue #16 "never beaten by a proxy"):
+    """Proxies tempo must not lose to by more than tau ("never beaten by a proxy"):
     every registered policy of the ``proxy`` family with its named variants (``token_lp_vertex``),
     in the registry's order, which decides ties for :func:`family_grid`'s ``closest_proxy``."""
     return select(family="proxy", variants=True)
 
 
 def families(n: int = 6, seed: int = 0) -> dict:
-    """Instance families of issue #16, each a list of (Instance, CostModel): few experts over
-    many GPUs (full replication, DSv2-Lite's b = 2.99, beta = 0.0179, with the issue's
+    """Quality instance families, each a list of (Instance, CostModel): few experts over
+    many GPUs (full replication, DSv2-Lite's b = 2.99, beta = 0.0179, with
     ``[5193, 1183]`` over 26 GPUs), the three-term model (proxy-serving: c2, gamma), the
     tile-aware model (testbed-B DSv3: b2, c2, gamma), EPLB placements at 1.25x and 1.5x
     (DSv3), and full replication (DSv3).  Sizes keep the MILP provably optimal in seconds."""
@@ -301,7 +301,7 @@ def family_grid(n: int = 6, milp_limit: float = 20.0, seed: int = 0, tau: float 
     return pd.DataFrame(rows)
 
 
-#: the issue-27 goal: every policy but the MILP under this many seconds on every instance up to E = 512, g = 64
+#: the goal: every policy but the MILP under this many seconds on every instance up to E = 512, g = 64
 POLICY_TIME_GOAL_S = 2.0
 
 
@@ -310,7 +310,7 @@ def policy_time_grid(experts=(64, 128, 256, 512), eps=(8, 16, 32, 64), tokens: i
     """The slowest single solve (s) of every policy except the MILP (and of tempo with
     ``lp_variants=("even",)``), per (E, g), over four placements: EPLB with 25% redundancy,
     EPLB with 100%, random replicas (each expert on g/2 random GPUs, duplicates allowed: the
-    re-audit's D3 family, where the old even-split QP ran for minutes) and full replication;
+    family where an even-split QP can run for minutes) and full replication;
     Zipf(1) routing, ``tokens`` per GPU.  One timed call per (policy,
     instance) after a warm-up; ``fallback`` counts dispatches marked ``meta["fallback"]``."""
     from ..policies import REGISTRY, available_policies, fallback_of
@@ -366,14 +366,14 @@ def policy_time_summary(df: pd.DataFrame, goal: float = POLICY_TIME_GOAL_S) -> s
     return "\n".join(lines)
 
 
-#: issue 23's presets: the default, the paper's algorithm (Section 4.2), and the default as it was
-#: before issue 23 (no paper preset in the heuristic pool, no three-term compound moves)
+#: tempo presets against each other: the default, the paper's algorithm (Section 4.2), and the default
+#: without the paper preset in the heuristic pool and without the three-term compound moves
 PRESET_RUNS = {"default": {}, "paper": {"options": "paper"},
-               "before #23": {"paper_candidate": False, "compound": False}}
+               "no paper, no compound": {"paper_candidate": False, "compound": False}}
 
 
 def three_term_families(n: int = 6, seed: int = 0) -> dict:
-    """Three-term (Eq. 4, proxy-serving: c2 = 25, gamma = 0.10) instance families of issue 23,
+    """Three-term (Eq. 4, proxy-serving: c2 = 25, gamma = 0.10) instance families,
     each a list of (Instance, CostModel), beside :func:`families`' "three-term" EPLB 1.25x one:
     few experts over many GPUs (full replication), and :func:`families`' EPLB 1.5x and full
     replication batches under the three-term model; and the held-out shape (256 experts, 16
@@ -400,7 +400,7 @@ def three_term_families(n: int = 6, seed: int = 0) -> dict:
 
 def preset_grid(n: int = 6, milp_limit: float = 20.0, seed: int = 0, probe: bool = True,
                 probe_limit: float = 5.0) -> pd.DataFrame:
-    """Issue 23, one run: each preset of :data:`PRESET_RUNS` against the cold MILP (mean and max
+    """One run: each preset of :data:`PRESET_RUNS` against the cold MILP (mean and max
     of makespan / MILP objective) on every family of :func:`families` and
     :func:`three_term_families`, and on chapter 02's probe suite (:func:`tempo.theory.bounds.probe_suite`,
     the instances with E*g <= 64 whose optimum the MILP proves in ``probe_limit`` s, as the

@@ -10,8 +10,8 @@ synchronise; nothing else in between: no spin, no events).  The expert time is t
 expert region timed alone, right after, as the calibration timer times a cell: by default
 (``--timing graph``) the region captured in a CUDA graph once per weight copy and replayed
 behind a spin kernel, between CUDA events -- device time only, the host's launches outside
-(``--timing eager --spin-us S`` launches it eagerly behind a spin of S us instead; the old
-30 us spin left the host's launch time inside, see the hardware review's N3); ``perf_counter``
+(``--timing eager --spin-us S`` launches it eagerly behind a spin of S us instead; a
+30 us spin leaves the host's launch time inside, :func:`time_three_ways` measures it); ``perf_counter``
 on CPU.  Each is the all-reduce MAX over ranks (device tensors on NCCL); the table reports
 medians over the steps.
 
@@ -369,8 +369,8 @@ def compare_with_fit(df: pd.DataFrame, model, tol: float = 0.15) -> dict:
 
 
 def time_three_ways(be, loads_rows: list, expected_m: int, spins=(30.0, 2000.0)) -> pd.DataFrame:
-    """The same expert regions timed three ways (N3 of the hardware review): eagerly behind a
-    30 us spin (the old method: the host's launches fall inside the events), eagerly behind a
+    """The same expert regions timed three ways: eagerly behind a
+    30 us spin (the host's launches fall inside the events), eagerly behind a
     2 ms spin (longer than any launch sequence), and as a captured graph.  ``loads_rows``: per
     row, the per-rank loads (``json.loads`` of a ``loads`` cell); each rank on its own weight
     copy.  One row per (row, way): the makespan over ranks."""

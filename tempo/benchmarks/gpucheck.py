@@ -493,7 +493,7 @@ def serving_check(device: str = "cuda", replays: int = 2000, seed: int = 0, buck
         new[moved] = _random_map(rng, len(moved), E, P)
         if all((new[m] != p2l[m]).any() for m in moved):
             break
-    rt = serving_runtime(p2l, n_gpus, device, n_dp, refresh_ms=refresh_ms, deadline_ms=refresh_ms, in_thread=True)
+    rt = serving_runtime(p2l, n_gpus, device, n_dp, refresh_ms=refresh_ms, deadline_ms=refresh_ms, solver="thread")
     out = {"device": str(device), "graphs": 0, "replays": 0, "layers": L, "experts": E, "slots": P, "dp": n_dp}
     try:
         keys = [(layer, bs) for layer in range(L) for bs in buckets]
