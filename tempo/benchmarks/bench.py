@@ -23,10 +23,16 @@ import time
 import numpy as np
 import pandas as pd
 
+from ..core.argtypes import ArgumentParser, float_range, git_rev, int_range, output_file, params_name
 from ..core.cost import CostModel
 from ..core.instance import Instance
-from ..policies import select, solve, spec, variant
-from ..serving.settings import STARTUP_TIMEOUT_S
+from ..core.paths import ROOT
+from ..policies import REGISTRY, available_policies, fallback_of, select, solve, spec, variant
+from ..policies.tempo_fast import solve_layers
+from ..serving import DispatchTable
+from ..serving.refresher import Refresher
+from ..serving.settings import STARTUP_TIMEOUT_S, ServingSettings
+from ..serving.solver import TableSolver
 from ..world.placement import eplb_placement
 from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 
@@ -82,9 +88,6 @@ def baseline_times(cells, params: str, rev: str = BASELINE, reps: int = 1):
     import subprocess
     import tempfile
 
-    from ..core.paths import ROOT
-
-    from ..core.argtypes import git_rev
 
     try:
         git_rev(rev)
@@ -313,7 +316,6 @@ def policy_time_grid(experts=(64, 128, 256, 512), eps=(8, 16, 32, 64), tokens: i
     family where an even-split QP can run for minutes) and full replication;
     Zipf(1) routing, ``tokens`` per GPU.  One timed call per (policy,
     instance) after a warm-up; ``fallback`` counts dispatches marked ``meta["fallback"]``."""
-    from ..policies import REGISTRY, available_policies, fallback_of
 
     model = CostModel.named(params)
     pols = [(p, p, {}) for p in available_policies() if p != "milp"]
@@ -446,8 +448,6 @@ def model_refresh(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens:
     at 1.25x: ``"table_solver"`` through :class:`TableSolver` (the serving worker's body) and
     ``"solve_layers"`` through
     :func:`tempo.policies.tempo_fast.solve_layers` plus the routing tables in one numpy pass."""
-    from ..policies.tempo_fast import solve_layers
-    from ..serving.solver import TableSolver
 
     pop = zipf_popularity(experts, 1.0, seed=seed)
     pops = [np.roll(pop, l) for l in range(layers)]
@@ -502,9 +502,6 @@ def serving_figures(layers: int = 94, experts: int = 128, n_gpus: int = 8, token
     validate, publish -- for a whole model with 1 and 2 solver processes (``{"refresh": {workers:
     (median s, max s)}}``), and the reference kernel's time per call in s (``"kernel_s"``, None
     without torch), with the sizes they ran at."""
-    from ..serving import DispatchTable
-    from ..serving.refresher import Refresher
-    from ..serving.settings import ServingSettings
 
     pop = zipf_popularity(experts, 1.0, seed=seed)
     pops = [np.roll(pop, l) for l in range(layers)]  # each layer its own hot experts, placed by EPLB
@@ -633,7 +630,6 @@ def _tree(rev: str):
     ``build/bench-baseline/`` (its numba cache survives between runs), or None."""
     import subprocess
 
-    from ..core.paths import ROOT
 
     if not rev or rev.startswith("-") or "/" in rev or ".." in rev:
         print(f"bench: {rev!r} is not a commit name", file=sys.stderr)
@@ -684,7 +680,6 @@ def scheduler_figures(world: int = 2, steps: int = 600, chunk: int = 8, rebalanc
     figures}`` too; figures in ms (``step_mean``, ``step_median``, ``step_p99``, ``step_max``,
     ``step_plain``, ``step_switch``, ``chunk_mean``, ``chunk_median``, ``chunk_max``), ``chunks``
     and ``applied`` (table switches)."""
-    from ..core.paths import ROOT
 
     def summary(res):
         steps_ms = 1e3 * np.concatenate([r["step_s"] for r in res])
@@ -744,8 +739,6 @@ def _grid_table(df: pd.DataFrame) -> str:
 
 
 def main(argv=None):
-    from ..core.argtypes import ArgumentParser, float_range, git_rev, int_range, output_file, params_name
-
     t_start = time.perf_counter()
     ap = ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true",

@@ -44,7 +44,13 @@ import time
 import numpy as np
 import pandas as pd
 
-from ..policies import check_names
+from ..calib.backends import backend_class, backend_names, backend_status, make_backend, require
+from ..core.argtypes import ArgumentParser, float_range, int_range, nonneg_float, output_file, params_name
+from ..core.cost import CostModel
+from ..core.instance import Instance
+from ..policies import available_policies, check_names, solve
+from ..world.placement import eplb_placement
+from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 
 #: The policies the EP microbenchmark compares (chapter 07, Section 5.2): the paper's comparison
 #: set, study design rather than "every policy" (each step runs them in a permutation of this
@@ -56,8 +62,6 @@ DEFAULT_POLICIES = check_names(("static", "uniform", "token_lp", "metro", "tempo
 def plan_steps(n_experts: int, world: int, tokens: int, top_k: int, steps: int, skew: float, replication: float,
                seed: int):
     """The placement and each step's per-expert counts (identical on every rank)."""
-    from ..world.placement import eplb_placement
-    from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 
     pop = zipf_popularity(n_experts, skew, seed=seed)
     placement = eplb_placement(expected_loads(pop, top_k), world, replication)  # from long-run pair loads
@@ -93,7 +97,6 @@ KERNEL_ALIASES = ("auto", "loop", "fp8")
 def expert_backend_name(kind: str, device: str) -> str:
     """The calibration backend (:mod:`tempo.calib.backends`) that runs ``--expert-kernel kind``
     on ``device``; raises naming why it cannot run there."""
-    from ..calib.backends import backend_class, backend_names, backend_status
 
     names = backend_names()
     if kind not in KERNEL_ALIASES and kind not in names:
@@ -123,7 +126,6 @@ def make_expert_backend(kind: str, shape, max_experts: int, max_tokens: int, dev
     """The backend that times a rank's expert region: ``max_experts`` slots (one group per
     local physical slot, ``masked_m`` = its tokens, idle slots 0), up to ``max_tokens`` tokens
     each, at least ``copies`` weight copies (one per emulated rank)."""
-    from ..calib.backends import make_backend
 
     if kind in ("fp8", "deep_gemm") and device == "cpu":
         raise RuntimeError(f"--expert-kernel {kind} needs --device cuda")
@@ -157,16 +159,12 @@ def policy_order(policies, seed: int, step: int) -> list:
 
 
 def _policies_dispatch(inst, model, policies):
-    from ..policies import solve
-
     return {p: integer_split(solve(inst, model, p).shares) for p in policies}
 
 
 def _plans_for(args: dict) -> list:
     """Each step's integer dispatch per policy (``_policies_dispatch``), for the batches
     :func:`plan_steps` draws from ``args``: what every rank of :func:`_worker` would compute."""
-    from ..core.cost import CostModel
-    from ..core.instance import Instance
     from ..calib.shapes import shape as get_shape
 
     world = int(args["world_size"])
@@ -181,8 +179,6 @@ def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from ..core.cost import CostModel
-    from ..core.instance import Instance
     from ..calib.shapes import shape as get_shape
 
     device = "cpu" if args["device"] == "cpu" else f"cuda:{rank}"
@@ -294,8 +290,6 @@ def run_emulated(args: dict, backend=None) -> pd.DataFrame:
     :class:`~tempo.calib.backends.ExpertBackend` (gpu-check reuses one; tests pass a fake).
     Rows: step, policy, order, layer_us = expert_us (the makespan), rank_us (per rank), model_us,
     kernel, backend, timing, expected_m, order_seed, loads (per rank, JSON)."""
-    from ..core.cost import CostModel
-    from ..core.instance import Instance
     from ..calib.shapes import shape as get_shape
 
     device = "cpu" if args["device"] == "cpu" else "cuda"
@@ -432,7 +426,6 @@ def run_here(world_size: int = 4, tokens: int = 32, steps: int = 20, gpu: bool =
         return run_distributed(args), f"{args['world_size']} gloo ranks on this CPU"
     import torch
 
-    from ..calib.backends import require
 
     require("cuda")
     n_gpu = torch.cuda.device_count()
@@ -443,9 +436,6 @@ def run_here(world_size: int = 4, tokens: int = 32, steps: int = 20, gpu: bool =
 
 
 def main(argv=None) -> int:
-    from ..core.argtypes import (ArgumentParser, float_range, int_range, nonneg_float, output_file,
-                                 params_name)
-
     ap = ArgumentParser(prog="python -m tempo epbench", description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--world-size", type=int_range(2, 1024), default=4)
@@ -477,7 +467,6 @@ def main(argv=None) -> int:
         ap.fail("--device", "the EP microbenchmark needs torch (pip install torch)")
     if a.device == "cuda" and not torch.cuda.is_available():
         ap.fail("--device", "cuda requested but no CUDA device is visible")
-    from ..policies import available_policies
     from ..calib.shapes import shape as get_shape
 
     try:
