@@ -75,7 +75,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..calib.backends import (GraphTimer, backend_class, backend_status, copies_for, cuda_home_setup, gpu_backends, gpu_driver,
+                              make_backend)
+from ..calib.grid import tiles
+from ..calib.record import fit_all, fit_model
+from ..calib.shapes import roofline_us, shape
+from ..core import paths
+from ..core.argtypes import float_range
+from ..core.params import params_table
 from ..measured import catalog, store
+from ..serving.kernels import pair_uniforms
+from ..serving.runtime import DpPadding, TempoRuntime
+from ..serving.settings import ServingSettings
+from .epbench import (DEFAULT_POLICIES, _free_port, _worker, compare_with_fit, make_expert_backend, plan_steps, run_emulated,
+                      sglang_expected_m, summarize, time_three_ways, transfer)
 
 SECTIONS = ("env", "triton", "rowmask", "serving", "nccl", "numerics", "timer", "grids", "epbench")
 #: seconds per section at the default total budget of 420 s (scaled with ``--budget-s``); the
@@ -94,7 +107,6 @@ N_ORDER = (1, 256, 16, 1024, 4, 64, 2048, 2, 128, 8, 512, 32)
 def grids() -> list:
     """gpu-check's short grids: ``(backend, shape, G values)`` for every registered GPU backend's
     ``checks``, best backend first."""
-    from ..calib.backends import backend_class, gpu_backends
 
     return [(b, sh, tuple(Gs)) for b in gpu_backends() for sh, Gs in backend_class(b).checks]
 
@@ -139,7 +151,6 @@ def _left(ctx) -> float:
 def section_env(ctx) -> dict:
     import torch
 
-    from ..calib.backends import backend_status, cuda_home_setup, gpu_driver
 
     out = {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
            "torch_cuda": torch.version.cuda, "driver": gpu_driver()}
@@ -211,7 +222,6 @@ def _triton_case(rng, T, K, E, R, holes, counts_dtype, ids_dtype, nv_kind):
 def section_triton(ctx) -> dict:
     import torch
 
-    from ..calib.backends import GraphTimer
     from ..serving.kernels import dispatch_and_count_reference as ref
     from ..serving.triton_kernels import dispatch_and_count_triton as tri
 
@@ -243,7 +253,6 @@ def section_triton(ctx) -> dict:
                      "invalid_ok": int(invalid.item()) == int((ids[:n_real] >= E).sum()),
                      "dtype_ok": o_tri.dtype == ids.dtype})
     # uniforms drawn in the kernel (the serving path) against the same draws in torch
-    from ..serving.kernels import pair_uniforms
 
     for T, K, E, R, invariant, layer, step in ((512, 8, 256, 33, True, 3, 41), (64, 8, 256, 65, False, 60, 2**33 + 7)):
         ids, prob, phys, _, nv, cdt = _triton_case(rng, T, K, E, R, True, torch.int64, torch.int32, "tensor")
@@ -347,7 +356,6 @@ def rowmask_check(device: str = "cuda", graph_replays: int = 8, seed: int = 0) -
     import torch
 
     from ..serving.kernels import dispatch_and_count_reference as ref
-    from ..serving.runtime import DpPadding
     from ..serving.triton_kernels import dispatch_and_count_triton as tri
 
     rng = np.random.default_rng(seed)
@@ -431,8 +439,6 @@ def serving_runtime(physical_to_logical_map, n_gpus: int, device: str, dp_size: 
     """The one place gpu-check builds a :class:`tempo.serving.runtime.TempoRuntime`:
     ``TempoRuntime(physical_to_logical_map, n_gpus, device=..., settings=ServingSettings(**settings),
     dp_size=...)``."""
-    from ..serving.runtime import TempoRuntime
-    from ..serving.settings import ServingSettings
 
     return TempoRuntime(physical_to_logical_map, n_gpus, device=device, settings=ServingSettings(**settings),
                         dp_size=dp_size)
@@ -595,7 +601,6 @@ def collectives_check(backend: str = "nccl", device: str = "cuda", steps: int = 
     import torch
     import torch.distributed as dist
 
-    from .epbench import DEFAULT_POLICIES, _free_port, _worker
 
     out = {"backend": backend, "device": str(device)}
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
@@ -659,9 +664,6 @@ def deep_gemm_broken() -> str | None:
 
 
 def section_numerics(ctx) -> dict:
-    from ..calib.backends import backend_class, backend_status, gpu_backends
-    from ..calib.shapes import shape
-
     out = {}
     broken = deep_gemm_broken()
     if broken is not None:
@@ -694,8 +696,6 @@ def section_numerics(ctx) -> dict:
 
 
 def _best_gpu_backend(ctx):
-    from ..calib.backends import backend_status, gpu_backends
-
     st = backend_status()
     for name in gpu_backends():
         if st[name][0] and name not in ctx.get("broken", ()):
@@ -708,8 +708,6 @@ def section_timer(ctx) -> dict:
     of the weight rotation, and the largest graphs."""
     import torch
 
-    from ..calib.backends import GraphTimer, backend_status, copies_for, gpu_backends, make_backend
-    from ..calib.shapes import shape
 
     rows = []
     # (a) a tiny graph: one small bf16 GEMM, launch-latency bound
@@ -775,11 +773,6 @@ def _grid_cells(Gs, budget_order=N_ORDER):
 
 
 def section_grids(ctx) -> dict:
-    from ..calib.backends import backend_class, backend_status, make_backend
-    from ..calib.grid import tiles
-    from ..calib.record import fit_all
-    from ..calib.shapes import roofline_us, shape
-
     st = backend_status()
     out = {}
     deadline = ctx["deadline"]
@@ -843,8 +836,6 @@ def fit_comparison(df: pd.DataFrame, fits: dict | None, tol: float = FIT_TOL) ->
     with the smallest grid error among Eq. 1 (``max_affine``) and Eq. 2 (``tile``), then
     :func:`tempo.benchmarks.epbench.compare_with_fit`.  ``fits`` None (no grid ran for this
     backend and shape): ``{"skipped": why}``."""
-    from ..calib.record import fit_model
-    from .epbench import compare_with_fit
 
     if not fits:
         return {"skipped": "no calibrated fit of this backend and shape in this run (the grids section did not fit one)"}
@@ -855,10 +846,7 @@ def fit_comparison(df: pd.DataFrame, fits: dict | None, tol: float = FIT_TOL) ->
 
 
 def section_epbench(ctx) -> dict:
-    from ..core.params import params_table
     from ..calib.shapes import shape as get_shape
-    from .epbench import (DEFAULT_POLICIES, make_expert_backend, plan_steps, run_emulated, sglang_expected_m,
-                          summarize, time_three_ways, transfer)
 
     args = {"device": "cuda", "world_size": 8, "shape": "qwen3-30b", "experts": None, "top_k": 8, "tokens": 64,
             "steps": 6, "warmup": 1, "skew": 1.0, "replication": 1.25, "params": "qwen3-30b-offline",
@@ -888,7 +876,7 @@ def section_epbench(ctx) -> dict:
            "expert_us_median": {p: round(v, 2) for p, v in s.expert_us.items()},
            "measured_vs_static": {p: round(v, 3) for p, v in s["measured_vs_static"].items()},
            "model_vs_static": {p: round(v, 3) for p, v in s["model_vs_static"].items()}, **tr}
-    # the same regions three ways: eager behind 30 us (the old timer), eager behind 2 ms, graph
+    # the same regions three ways: eager behind 30 us (launches inside the events), eager behind 2 ms, graph
     if _left(ctx) > 10:
         sub = [json.loads(x) for x in df["loads"].iloc[:10]]
         three = time_three_ways(be, sub, em)
@@ -1117,7 +1105,6 @@ def _run(stage, out: Path, date: str, sections, scale: float, command: str) -> d
 def main(argv=None) -> int:
     """Exit status: 0 when every section passed (skipped backends and flags included), 1 when a
     section failed (each is named, with why), or without a CUDA GPU; 2 for a usage error."""
-    from ..core.argtypes import float_range
 
     ap = argparse.ArgumentParser(prog="python -m tempo gpu-check", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="output folder (default build/gpu-check); with --record, the root that stands in "
@@ -1141,7 +1128,6 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("gpu-check needs a CUDA GPU: torch " + torch.__version__ + " sees none", file=sys.stderr)
         return 1
-    from ..core import paths
 
     if a.record:
         out = store.root(a.out) / (store.slug(torch.cuda.get_device_name(0)) or "unknown")
