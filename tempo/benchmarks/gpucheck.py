@@ -75,8 +75,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..calib.backends import (GraphTimer, backend_class, backend_status, copies_for, cuda_home_setup, gpu_backends, gpu_driver,
-                              make_backend)
 from ..calib.grid import tiles
 from ..calib.record import fit_all, fit_model
 from ..calib.shapes import roofline_us, shape
@@ -87,8 +85,6 @@ from ..measured import catalog, store
 from ..serving.kernels import pair_uniforms
 from ..serving.runtime import DpPadding, TempoRuntime
 from ..serving.settings import ServingSettings
-from .epbench import (DEFAULT_POLICIES, _free_port, _worker, compare_with_fit, make_expert_backend, plan_steps, run_emulated,
-                      sglang_expected_m, summarize, time_three_ways, transfer)
 
 SECTIONS = ("env", "triton", "rowmask", "serving", "nccl", "numerics", "timer", "grids", "epbench")
 #: seconds per section at the default total budget of 420 s (scaled with ``--budget-s``); the
@@ -107,6 +103,7 @@ N_ORDER = (1, 256, 16, 1024, 4, 64, 2048, 2, 128, 8, 512, 32)
 def grids() -> list:
     """gpu-check's short grids: ``(backend, shape, G values)`` for every registered GPU backend's
     ``checks``, best backend first."""
+    from ..calib.backends import backend_class, gpu_backends
 
     return [(b, sh, tuple(Gs)) for b in gpu_backends() for sh, Gs in backend_class(b).checks]
 
@@ -151,6 +148,7 @@ def _left(ctx) -> float:
 def section_env(ctx) -> dict:
     import torch
 
+    from ..calib.backends import backend_status, cuda_home_setup, gpu_driver
 
     out = {"python": platform.python_version(), "platform": platform.platform(), "torch": torch.__version__,
            "torch_cuda": torch.version.cuda, "driver": gpu_driver()}
@@ -222,6 +220,7 @@ def _triton_case(rng, T, K, E, R, holes, counts_dtype, ids_dtype, nv_kind):
 def section_triton(ctx) -> dict:
     import torch
 
+    from ..calib.backends import GraphTimer
     from ..serving.kernels import dispatch_and_count_reference as ref
     from ..serving.triton_kernels import dispatch_and_count_triton as tri
 
@@ -601,6 +600,7 @@ def collectives_check(backend: str = "nccl", device: str = "cuda", steps: int = 
     import torch
     import torch.distributed as dist
 
+    from .epbench import DEFAULT_POLICIES, _free_port, _worker
 
     out = {"backend": backend, "device": str(device)}
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
@@ -664,6 +664,8 @@ def deep_gemm_broken() -> str | None:
 
 
 def section_numerics(ctx) -> dict:
+    from ..calib.backends import backend_class, backend_status, gpu_backends
+
     out = {}
     broken = deep_gemm_broken()
     if broken is not None:
@@ -696,6 +698,8 @@ def section_numerics(ctx) -> dict:
 
 
 def _best_gpu_backend(ctx):
+    from ..calib.backends import backend_status, gpu_backends
+
     st = backend_status()
     for name in gpu_backends():
         if st[name][0] and name not in ctx.get("broken", ()):
@@ -708,6 +712,7 @@ def section_timer(ctx) -> dict:
     of the weight rotation, and the largest graphs."""
     import torch
 
+    from ..calib.backends import GraphTimer, backend_status, copies_for, gpu_backends, make_backend
 
     rows = []
     # (a) a tiny graph: one small bf16 GEMM, launch-latency bound
@@ -773,6 +778,8 @@ def _grid_cells(Gs, budget_order=N_ORDER):
 
 
 def section_grids(ctx) -> dict:
+    from ..calib.backends import backend_class, backend_status, make_backend
+
     st = backend_status()
     out = {}
     deadline = ctx["deadline"]
@@ -836,6 +843,7 @@ def fit_comparison(df: pd.DataFrame, fits: dict | None, tol: float = FIT_TOL) ->
     with the smallest grid error among Eq. 1 (``max_affine``) and Eq. 2 (``tile``), then
     :func:`tempo.benchmarks.epbench.compare_with_fit`.  ``fits`` None (no grid ran for this
     backend and shape): ``{"skipped": why}``."""
+    from .epbench import compare_with_fit
 
     if not fits:
         return {"skipped": "no calibrated fit of this backend and shape in this run (the grids section did not fit one)"}
@@ -847,6 +855,8 @@ def fit_comparison(df: pd.DataFrame, fits: dict | None, tol: float = FIT_TOL) ->
 
 def section_epbench(ctx) -> dict:
     from ..calib.shapes import shape as get_shape
+    from .epbench import (DEFAULT_POLICIES, make_expert_backend, plan_steps, run_emulated, sglang_expected_m,
+                          summarize, time_three_ways, transfer)
 
     args = {"device": "cuda", "world_size": 8, "shape": "qwen3-30b", "experts": None, "top_k": 8, "tokens": 64,
             "steps": 6, "warmup": 1, "skew": 1.0, "replication": 1.25, "params": "qwen3-30b-offline",
