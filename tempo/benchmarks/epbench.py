@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ..calib.backends import backend_class, backend_names, backend_status, make_backend, require
+from ..calib.shapes import shape as get_shape
 from ..core.argtypes import ArgumentParser, float_range, int_range, nonneg_float, output_file, params_name
 from ..core.cost import CostModel
 from ..core.instance import Instance
@@ -165,7 +166,6 @@ def _policies_dispatch(inst, model, policies):
 def _plans_for(args: dict) -> list:
     """Each step's integer dispatch per policy (``_policies_dispatch``), for the batches
     :func:`plan_steps` draws from ``args``: what every rank of :func:`_worker` would compute."""
-    from ..calib.shapes import shape as get_shape
 
     world = int(args["world_size"])
     sh = get_shape(args["shape"])
@@ -178,8 +178,6 @@ def _plans_for(args: dict) -> list:
 def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
     import torch
     import torch.distributed as dist
-
-    from ..calib.shapes import shape as get_shape
 
     device = "cpu" if args["device"] == "cpu" else f"cuda:{rank}"
     if device != "cpu":
@@ -290,7 +288,6 @@ def run_emulated(args: dict, backend=None) -> pd.DataFrame:
     :class:`~tempo.calib.backends.ExpertBackend` (gpu-check reuses one; tests pass a fake).
     Rows: step, policy, order, layer_us = expert_us (the makespan), rank_us (per rank), model_us,
     kernel, backend, timing, expected_m, order_seed, loads (per rank, JSON)."""
-    from ..calib.shapes import shape as get_shape
 
     device = "cpu" if args["device"] == "cpu" else "cuda"
     world = int(args["world_size"])
@@ -467,7 +464,6 @@ def main(argv=None) -> int:
         ap.fail("--device", "the EP microbenchmark needs torch (pip install torch)")
     if a.device == "cuda" and not torch.cuda.is_available():
         ap.fail("--device", "cuda requested but no CUDA device is visible")
-    from ..calib.shapes import shape as get_shape
 
     try:
         sh = get_shape(a.shape)
