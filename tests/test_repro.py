@@ -43,9 +43,9 @@ def test_counts_add_up():
     assert set(df[df.item.isin(["Table 5", "Table 11", "Figure 7", "Figure 8", "Figure 13"])].regenerated) == {"no"}
 
 
-def test_anchor_matches_sphinx_ids():
-    assert repro.anchor("The phase diagram (Fig. 6)") == "the-phase-diagram-fig-6"
-    assert repro.anchor("Where adaptive dispatch stops paying: B*_a2a (Section 5.13, Table 3)") == \
+def test_slug_matches_sphinx_ids():
+    assert repro.slug("The phase diagram (Fig. 6)") == "the-phase-diagram-fig-6"
+    assert repro.slug("Where adaptive dispatch stops paying: B*_a2a (Section 5.13, Table 3)") == \
         "where-adaptive-dispatch-stops-paying-b-a2a-section-5-13-table-3"
 
 

@@ -63,7 +63,7 @@ def paper_items() -> list[str]:
     return [f"Table {i}" for i in range(1, PAPER_TABLES + 1)] + [f"Figure {i}" for i in range(1, PAPER_FIGURES + 1)]
 
 
-def anchor(heading: str) -> str:
+def slug(heading: str) -> str:
     """The HTML anchor Sphinx gives a section heading (docutils ``make_id``, ASCII case)."""
     s = re.sub(r"[^a-z0-9]+", "-", heading.lower())
     return re.sub(r"-+", "-", s).strip("-")
@@ -130,7 +130,7 @@ def to_html(df: pd.DataFrame) -> str:
     e = html.escape
     rows = []
     for r in df.itertuples():
-        where = f'<a href="{r.chapter}.html#{anchor(r.section)}">{e(r.chapter)}</a>: {e(r.section)}'
+        where = f'<a href="{r.chapter}.html#{slug(r.section)}">{e(r.chapter)}</a>: {e(r.section)}'
         note = f"<br><i>{e(r.note)}</i>" if r.note else ""
         out = f"<br>&rarr; <code>{e(r.output)}</code>" if r.output else ""
         ids = " ".join(f"<code>{e(c)}</code>" for c in r.claims.split())
