@@ -67,8 +67,8 @@ VARIANTS = [
     ("lp=even", {"lp_variants": ("even",)}),
     ("no local search", {"local_search": False}),
     ("no ls, ensemble", {"local_search": False, "chains": False}),
-    ("no paper candidate", {"paper_candidate": False}),  # issue 23: without the paper preset in the pool
-    ("before #23", {"paper_candidate": False, "compound": False}),  # issue 23: the default as it was
+    ("no paper candidate", {"paper_candidate": False}),  # without the paper preset in the pool
+    ("before #23", {"paper_candidate": False, "compound": False}),  # no paper preset in the pool, no compound moves
     ("paper depth any", {"options": "paper", "chain_depth": None}),  # the chain_depth reading's alternative
     ("lp=highs", {"lp_variants": ("highs",)}),  # the ensemble_lp reading's paper choice
     ("paper lp=highs", {"options": "paper", "lp_variants": ("highs",)}),

@@ -7,8 +7,8 @@ agree on most instances and differ where ties among chain moves or among optimal
 vertices are broken differently.  :func:`tempo_oracle` runs the whole default path: seed,
 chains, local search, the restarts from the wrap-around and apportionment seeds (full
 replication), the ensemble (Proposition 1) with the paper preset's output in its heuristic
-pool (issue 23) and the exchange pass.  The three-term compound moves (``compound``: the
-whole-then-partial chain and the support polish, issue 23) have no numpy twin: under a traffic
+pool and the exchange pass.  The three-term compound moves (``compound``: the
+whole-then-partial chain and the support polish) have no numpy twin: under a traffic
 term the two may differ there, and tests/test_solver.py checks those moves against the MILP.
 Prices come from :mod:`tempo.core.pricing`, the library's single definition of Eq. 1/2/4.
 """

@@ -1,4 +1,4 @@
-"""Property tests: the public API against malformed inputs (reliability review D11, D12).
+"""Property tests: the public API against malformed inputs.
 
 Each argument is drawn either valid or broken in one of many ways (NaN, inf, negative,
 fractional, past int64, wrong type, wrong shape, ...), and an independent oracle says whether
@@ -329,7 +329,7 @@ def test_solve_named_errors():
         solve(inst, m, ["tempo"])
 
 
-def test_deep_crashes_of_the_review_are_argument_errors():
+def test_deep_crashes_are_argument_errors():
     with pytest.raises(ValueError, match="n_gpus"):
         Instance.from_placement([1, 2], [0, 1], 0)
     with pytest.raises(TypeError, match="counts"):

@@ -109,8 +109,8 @@ class _Boom:
 
 
 def test_a_planted_entry_runs_no_code(tmp_path, monkeypatch):
-    """Re-audit D12: a pickle planted at an entry's path (with the right mark and key) ran code
-    when the cache unpickled it.  Entries are .npz read with allow_pickle=False now: the plant is
+    """A pickle planted at an entry's path (with the right mark and key) would run code
+    if the cache unpickled it.  Entries are .npz read with allow_pickle=False: the plant is
     removed and the result recomputed; nothing runs."""
     import pickle
 

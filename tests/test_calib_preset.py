@@ -1,4 +1,4 @@
-"""Appendix B's calibration preset in parts (tempo.calib.preset, issue 24 item 5): the part plan
+"""Appendix B's calibration preset in parts (tempo.calib.preset): the part plan
 estimated from the H200 recordings, parts run with a fake backend whose measure() is instant
 (each part measures what parts 1..K left, the recordings resume one another and complete), the
 command line's dry run and usage errors, and the coverage/generation classifier on the real

@@ -1,5 +1,4 @@
-"""Calibration resume after each kind of damage to ``samples.partial.csv`` (review
-reliability.md D2): an interruption in the first cell (header-only file), an empty file, a
+"""Calibration resume after each kind of damage to ``samples.partial.csv``: an interruption in the first cell (header-only file), an empty file, a
 line torn mid-write at several cut points, a NUL-byte tail, duplicate rows, garbage in the
 middle, repeated headers; and ``--fresh``.  A fake backend counts which cells it measures:
 a resumed run must measure exactly the missing cells and write a correct final recording."""
@@ -150,7 +149,7 @@ def test_interrupted_run_resumes(fake, tmp_path):
 
 
 def test_interrupted_in_first_cell_then_resumed_twice(fake, tmp_path):
-    """The review's case: an interruption in the first cell; then resume, again after damage."""
+    """An interruption in the first cell; then resume, again after damage."""
     calls, run = fake
     with pytest.raises(KeyboardInterrupt):
         run(fail_after=0)
@@ -258,8 +257,8 @@ def test_max_seconds_with_too_few_cells_keeps_the_partial(monkeypatch, tmp_path)
 
 
 def test_a_damaged_byte_that_leaves_a_well_formed_line_is_detected_and_re_measured(fake, tmp_path):
-    """Re-audit D17: random byte damage left "1,4,grid,1212.01" for "1,4,grid,12.02" -- well formed,
-    wrong -- and it went into the recording.  Every line carries the CRC-32 of its fields now:
+    """Random byte damage can leave "1,4,grid,1212.01" for "1,4,grid,12.02" -- well formed,
+    wrong.  Every line carries the CRC-32 of its fields:
     each such damage is dropped and that cell measured again."""
     import random
 

@@ -80,7 +80,7 @@ def test_the_cpu_branches_of_the_prose(rec):
         ch05.main_recording(pd.DataFrame(columns=["backend", "shape", "path"]))
 
 
-# ---------------------------------------------------------------------------- the H200 prediction, checked (issue 24)
+# ---------------------------------------------------------------------------- the H200 prediction, checked
 def test_h200_prediction_is_chapter_98s():
     from tempo.book.chapters import ch98_reproduction_map as ch98
 

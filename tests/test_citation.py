@@ -1,4 +1,4 @@
-"""Release metadata (issue 28, item 7): CITATION.cff and .zenodo.json parse, agree with each
+"""Release metadata: CITATION.cff and .zenodo.json parse, agree with each
 other and with the package, and carry what a deposit needs; the README says how to cite."""
 import json
 

@@ -1,5 +1,4 @@
-"""Every ``python -m tempo`` command against bad arguments and bad files (reliability review
-D3, D6, D7, D15): a usage error exits 2 with a message naming the argument, failed work exits 1,
+"""Every ``python -m tempo`` command against bad arguments and bad files: a usage error exits 2 with a message naming the argument, failed work exits 1,
 nothing ends in a traceback, nothing invalid exits 0, and no input file is executed.
 
 The sweep runs in-process through :func:`tempo.cli.main` with ``TEMPO_DEBUG=1``, so any
@@ -197,7 +196,7 @@ def _cases(f, d):
 
 
 def _untrusted_cases(d):
-    """Issue 27 (re-audit D1, D4, D5, D8, D9, D13-D15): recordings, outputs and sizes from
+    """Recordings, outputs and sizes from
     untrusted hands.  Each is a usage error (2) naming the argument; nothing hangs, nothing is
     written outside --root, no device node or FIFO is replaced."""
     import gzip
@@ -363,7 +362,7 @@ def test_load_dump_refuses_code(tmp_path):
 
 
 def test_serve_bench_exits_1_when_every_run_failed(tmp_path, monkeypatch, capsys):
-    """D7: all runs fail (an injected runner: the server never becomes healthy) -> exit 1."""
+    """All runs fail (an injected runner: the server never becomes healthy) -> exit 1."""
     from tempo.benchmarks import servebench
 
     def fail(spec, policy, workload, out_dir, port, tag):

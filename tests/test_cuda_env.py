@@ -125,7 +125,7 @@ def test_import_deep_gemm_points_it_at_the_pip_toolkit_in_process(tmp_path):
     want = str(site / "nvidia" / "cu13")
     assert out["found"] == out["env"] == want
     assert out["setup"]["source"] == "pip toolkit" and "12.4" in out["setup"]["reason"]
-    # without tempo's step, the same import finds the old toolkit (what the review saw)
+    # without tempo's step, the same import finds the older toolkit
     r = subprocess.run([sys.executable, "-c", "import deep_gemm; print(deep_gemm.FOUND_AT_IMPORT)"], env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == str(old)

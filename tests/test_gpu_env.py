@@ -43,7 +43,7 @@ def test_environment_uses_the_gpu_lock_only():
 
 
 def test_torch_pin_is_exact_and_the_index_named():
-    """N10: ``torch==2.14.1`` also matches 2.14.1+cu126 from an extra index (a local version
+    """``torch==2.14.1`` also matches 2.14.1+cu126 from an extra index (a local version
     sorts higher); ``===`` matches the string "2.14.1" only, and the lock names its index."""
     lock = (ROOT / "requirements-gpu.txt").read_text().splitlines()
     assert "torch===2.14.1" in lock and not any(l.startswith("torch==2") for l in lock)

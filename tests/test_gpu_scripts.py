@@ -61,7 +61,7 @@ def test_node_script_runs_to_its_end_without_a_gpu(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
     assert "gpu-check rc=1" in out and "no candidate imports here" in out
-    assert "calibrate --preset appendix-b --part 1" in out  # the Appendix B preset's first part (issue 24)
+    assert "calibrate --preset appendix-b --part 1" in out  # the Appendix B preset's first part
     assert "part 1 rc=1" in out and "needs backends that cannot run here: deep_gemm" in out
     assert "done (gpu-check rc=1)" in out
     log = (tmp_path / "out" / "logs" / "gpu-check.log").read_text()

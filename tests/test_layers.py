@@ -1,4 +1,4 @@
-"""The layering rule (DESIGN.md, "Conventions"; issue 22), held on tempo/'s import graph.
+"""The layering rule (DESIGN.md, "Conventions"), held on tempo/'s import graph.
 
 Folders are layers: core 0; policies, theory, world 1; studies, calib, serving 2; benchmarks,
 book 3; cli.py, __main__.py and the face tempo/__init__.py 4.  A module imports (at the top of
@@ -24,7 +24,7 @@ ROOT = Path(tempo.__file__).parent
 def report():
     rep = check(ROOT, "tempo")
     c = rep.counts()
-    # the numbers the house issue's closing note quotes (pytest -s shows them)
+    # modules per layer, edges, cycles (pytest -s shows them)
     print(f"\nlayers: modules per layer {c['modules_per_layer']} ({c['modules']} modules, {c['edges']} imports); "
           f"cycles {c['cycles']}; upward imports {c['upward_imports']}; face imports {c['face_imports']}")
     return rep

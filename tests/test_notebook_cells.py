@@ -2,8 +2,7 @@
 module in ``tempo/book/chapters/``, ``tempo.book.figures``, ``claims.view``, an experiment's
 ``run``) and displays what it returns.  This test parses every MyST code cell of every notebook
 with ``ast`` and counts the cells that contain *logic* by the rule below; at most
-:data:`MAX_LOGIC_CELLS` may in the whole book (the architecture review counted 49 at d80bdca; this
-rule counted 54 before the chapter layer, tempo/book/chapters/, and 0 after it).
+:data:`MAX_LOGIC_CELLS` may in the whole book (the chapter layer, tempo/book/chapters/, holds the logic the pages call).
 
 A cell has logic when its code contains any of:
 

@@ -297,8 +297,8 @@ def test_ties_are_labelled_as_ties():
 
 def test_a_real_tied_cell():
     # s = 0 with EPLB's equal loads packed in index order (every replica of a replicated expert on
-    # one GPU), deep in the compute regime: every fixed policy reaches the token optimum (the
-    # review's "never flips")
+    # one GPU), deep in the compute regime: every fixed policy reaches the token optimum (a cell
+    # that never flips)
     cell = {"shape": "DSv3", "ep": 8, "B": 2048, "skew": 0.0, "replication": 1.25, "batches": 1, "seed": 0}
     tie = phase_cell({**cell, "reading": {"ties": "tie", "eplb_ties": "index_order"}}).iloc[0]
     first = phase_cell({**cell, "reading": {"ties": "first_listed", "eplb_ties": "index_order"}}).iloc[0]

@@ -1,4 +1,4 @@
-"""The policy registry (issue #22, step 4): a policy registers once with what callers need, and
+"""The policy registry: a policy registers once with what callers need, and
 every caller enumerates the registry.  A toy policy registered here, in this file only, shows
 up in the CLI's list, ``make bench``'s table, the serving settings and the figure colours."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issues #16 and #22: the compiled solver against its numpy oracle (tests/oracle_tempo.py) and the
+"""The compiled solver against its numpy oracle (tests/oracle_tempo.py) and the
 MILP, pricing written once, exactness of the token LP and the MILP, int64 counts, the lower bound,
 LLEP-R after LLEP's code, and quality on the family grid."""
 import sys
@@ -410,9 +410,9 @@ def test_token_lp_even_dual_matches_the_old_highs_qp():
     assert compared >= 50
 
 
-def test_token_lp_even_on_the_audits_instance_runs_the_bounded_method():
-    """Reliability re-audit D3: this instance kept HiGHS's QP busy for over a minute.  The even
-    split now runs the dual with the exact KKT finish (the method is asserted, not its time)."""
+def test_token_lp_even_on_a_slow_qp_instance_runs_the_bounded_method():
+    """This instance keeps HiGHS's QP busy for over a minute.  The even
+    split runs the dual with the exact KKT finish (the method is asserted, not its time)."""
     r = np.random.default_rng(0)
     inst = tempo.Instance(r.integers(0, 40, 160), r.integers(0, 48, (160, 35)), 48)
     d = tempo.solve(inst, None, "token_lp")
@@ -536,7 +536,7 @@ def test_milp_warm_start_accepts_a_dispatch():
 
 # ------------------------------------------------------------------ lower bound
 def test_lower_bound_valid_when_b2_exceeds_b():
-    # review F6: one 256-token expert on 2 GPUs, b2 > b: two one-tile halves cost b each
+    # one 256-token expert on 2 GPUs, b2 > b: two one-tile halves cost b each
     inst = Instance.full_replication([256], 2)
     m = CostModel(a=0, b=1, c=0, beta=1e-4, b2=3)
     split = np.array([[128.0, 128.0]])
@@ -589,7 +589,7 @@ def test_never_beaten_by_a_proxy_on_random_instances():
     """Proposition 1 holds against the token-LP candidates the ensemble scores: the default
     (``lp_variants="auto"``: the max-flow vertex) against every proxy but the HiGHS vertex,
     which it does not score (it can be more than 1% better than the default: on one of this
-    seed's 60 instances the default was 1.017x the HiGHS vertex before issue 23; with the paper
+    seed's 60 instances the default alone, without the paper preset, is 1.017x the HiGHS vertex; with the paper
     preset in its pool the default is within 1% of it on all 60); with
     ``lp_variants=("vertex", "highs")`` against every proxy."""
     from tempo.benchmarks.bench import proxy_makespans
@@ -605,7 +605,7 @@ def test_never_beaten_by_a_proxy_on_random_instances():
         highs_wins += px["token_lp_highs"] < t * (1 - 0.01) - 1e-9
         both = m.makespan(inst, tempo.solve(inst, m, lp_variants=("vertex", "highs")))
         assert both <= min(px.values()) * 1.01 + 1e-9, min(px, key=px.get)
-    assert highs_wins == 0  # instance 18 before issue 23: 1
+    assert highs_wins == 0  # instance 18 without the paper preset in the pool: 1
 
 
 def test_family_grid_quality():
@@ -719,7 +719,7 @@ def test_exchange_pass_leaves_other_layouts_alone():
     tempo.solve(inst, m, "tempo").validate(inst)
 
 
-# ------------------------------------------------------------------ issue 23: never worse than the paper preset
+# ------------------------------------------------------------------ never worse than the paper preset
 def _never_worse_case(rng, three_term):
     """A random instance (full or restricted replication, up to 12 GPUs and 24 experts, counts
     from a few tokens to thousands) and a model of the given form: Eq. 1/2 (two-term, a third
@@ -737,7 +737,7 @@ def _never_worse_case(rng, three_term):
 
 @pytest.mark.parametrize("three_term", [False, True], ids=["two-term", "three-term"])
 def test_default_never_worse_than_the_paper_preset(three_term):
-    """Issue 23: the default's makespan <= the paper preset's on every instance, the paper
+    """The default's makespan <= the paper preset's on every instance, the paper
     preset solved separately (``options="paper"``) and both priced by CostModel.makespan (not
     by the ensemble's own bookkeeping); 1,000 random instances of each model form."""
     rng = np.random.default_rng(2300 + three_term)
@@ -753,9 +753,8 @@ def test_default_never_worse_than_the_paper_preset(three_term):
 
 def test_the_paper_preset_joins_the_pool_where_it_wins():
     """Chapter 02's probe instance 229 (8 experts, 4 GPUs, Qwen3 parameters) and chapter 01's toy:
-    the default used to end above the paper preset (5.22 vs the optimum 4.471; 55.60 vs 54.756);
-    now it returns the paper preset's output there, and turning the candidate off restores the
-    old result."""
+    without the paper candidate the default ends above the paper preset (5.22 vs the optimum 4.471;
+    55.60 vs 54.756); with it the default returns the paper preset's output there."""
     from tempo.theory.bounds import probe_instance
 
     toy = Instance.full_replication([600, 30, 30, 30, 30, 30, 30], 2)
@@ -774,7 +773,7 @@ def test_the_paper_preset_joins_the_pool_where_it_wins():
 
 
 def test_zero_load_metadata_includes_the_traffic_constant():
-    """Reliability review D16: with every count zero, the lower bound and tempo's
+    """With every count zero, the lower bound and tempo's
     ``meta["makespan"]`` are an idle GPU's time max(a, c, c2) (25.0 here, not 16.4)."""
     m = CostModel(a=16.4, b=2.99, c=15.6, beta=0.0179, c2=25, gamma=0.1)
     for inst in (Instance.full_replication([0, 0, 0], 2), Instance([0, 0], [[0, 1], [1, -1]], 2)):
@@ -784,12 +783,12 @@ def test_zero_load_metadata_includes_the_traffic_constant():
 
 
 def test_default_against_the_milp_on_every_family_three_term_included():
-    """Issue 23: the default against the cold MILP on fixed seeds of every family of ``make bench``
+    """The default against the cold MILP on fixed seeds of every family of ``make bench``
     (tempo.benchmarks.bench.families and three_term_families: few experts over many GPUs, EPLB
     1.25x / 1.5x, full replication, tile-aware, the three-term model in each shape and the
-    held-out 256-expert shape).  Measured at issue 23 (``make bench``'s preset grid, n = 6 per
-    family, 20 s MILP): every family mean 1.0000 and max 1.0000 (before: three-term EPLB 1.25x
-    max 1.0089, held-out max 1.0465); asserted here on 3 per family with margins; the gap per
+    held-out 256-expert shape).  Measured with ``make bench``'s preset grid (n = 6 per
+    family, 20 s MILP): every family mean 1.0000 and max 1.0000 (without the paper preset and the
+    compound moves: three-term EPLB 1.25x max 1.0089, held-out max 1.0465); asserted here on 3 per family with margins; the gap per
     family is printed."""
     from tempo.benchmarks.bench import families, three_term_families
 

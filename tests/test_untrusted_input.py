@@ -58,7 +58,7 @@ def files_under(folder):
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
-# ------------------------------------------------------------------ D1: names and the root
+# ------------------------------------------------------------------ names and the root
 @pytest.mark.parametrize("field,value", [("machine", "../../../escaped"), ("machine", "/abs/escaped"),
                                          ("machine", "a/b"), ("machine", ".."), ("machine", "x\x00y"),
                                          ("machine", 5), ("backend", "../../up"), ("shape", "a/../../b"),
@@ -100,7 +100,7 @@ def test_the_final_folder_is_checked_to_lie_inside_the_root(root, tmp_path):
         ingest.write(plan, root)
 
 
-# ------------------------------------------------------------------ D2 / D14: every field typed before writing
+# ------------------------------------------------------------------ every field typed before writing
 @pytest.mark.parametrize("case", ["G_text", "n_text", "fit_list", "fit_params_text", "kind_bad", "cells_text"])
 def test_a_calibration_with_bad_fields_is_refused_before_anything_is_written(root, tmp_path, case):
     kw = {"G_text": dict(samples=lambda s: s.assign(G="x")), "n_text": dict(samples=lambda s: s.assign(n="x")),
@@ -134,7 +134,7 @@ def test_epbench_command_values_are_checked(root, tmp_path, flags):
     assert e.value.arg == "--command" and flags.split()[0] in str(e.value)
 
 
-# ------------------------------------------------------------------ D4 / D8: what is read
+# ------------------------------------------------------------------ what is read
 def test_a_fifo_is_refused_without_hanging(root, tmp_path):
     fifo = tmp_path / "x.csv"
     os.mkfifo(fifo)
@@ -194,7 +194,7 @@ def test_symlinked_files_in_a_folder_are_not_followed(root, tmp_path, name):
         gzip.decompress(p.read_bytes()).decode() for p in root.rglob("*.gz"))
 
 
-# ------------------------------------------------------------------ D7: concurrent ingests
+# ------------------------------------------------------------------ concurrent ingests
 def test_concurrent_ingests_of_one_file_store_one_recording(root, tmp_path):
     src = epbench_csv(tmp_path / "r.csv")
     plans = [ingest.prepare(src, machine="m", date="2026-11-30", command=EP8) for _ in range(8)]
@@ -213,7 +213,7 @@ def test_concurrent_ingests_of_one_file_store_one_recording(root, tmp_path):
     assert len({folder for folder, _ in got}) == 1 and len(list((root / "m").iterdir())) == 1
 
 
-# ------------------------------------------------------------------ D2: the ledger survives a bad recording
+# ------------------------------------------------------------------ the ledger survives a bad recording
 def test_one_poisoned_recording_is_skipped_with_a_warning_and_the_ledger_still_runs(root, tmp_path, monkeypatch):
     from tempo.book import claims
     from tempo.measured import catalog
@@ -241,7 +241,7 @@ def test_one_poisoned_recording_is_skipped_with_a_warning_and_the_ledger_still_r
     assert len(df) > 0
 
 
-# ------------------------------------------------------------------ D5: outputs
+# ------------------------------------------------------------------ outputs
 def test_an_output_never_replaces_a_device_node_or_a_fifo(tmp_path):
     import argparse
 

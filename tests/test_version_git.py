@@ -1,4 +1,4 @@
-"""Provenance names the git commit (issue 28): tempo.core.version.git_commit, and the results'
+"""Provenance names the git commit: tempo.core.version.git_commit, and the results'
 meta files that carry it."""
 import json
 import subprocess

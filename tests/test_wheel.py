@@ -1,4 +1,4 @@
-"""The wheel works without the source tree (architecture review, problem 4): build it, install
+"""The wheel works without the source tree: build it, install
 it into a fresh virtual environment, and from a folder outside the checkout run
 ``python -m tempo solve``, ``CostModel.named(...)``, the SGLang plugin's default parameter
 load, the paper tables and claims, and ``tempo.__version__`` from the package metadata.

@@ -23,10 +23,16 @@ import time
 import numpy as np
 import pandas as pd
 
+from ..core.argtypes import ArgumentParser, float_range, git_rev, int_range, output_file, params_name
 from ..core.cost import CostModel
 from ..core.instance import Instance
-from ..policies import select, solve, spec, variant
-from ..serving.settings import STARTUP_TIMEOUT_S
+from ..core.paths import ROOT
+from ..policies import REGISTRY, available_policies, fallback_of, select, solve, spec, variant
+from ..policies.tempo_fast import solve_layers
+from ..serving import DispatchTable
+from ..serving.refresher import Refresher
+from ..serving.settings import STARTUP_TIMEOUT_S, ServingSettings
+from ..serving.solver import TableSolver
 from ..world.placement import eplb_placement
 from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 
@@ -82,9 +88,6 @@ def baseline_times(cells, params: str, rev: str = BASELINE, reps: int = 1):
     import subprocess
     import tempfile
 
-    from ..core.paths import ROOT
-
-    from ..core.argtypes import git_rev
 
     try:
         git_rev(rev)
@@ -217,15 +220,15 @@ def target_table(rows: list[tuple]) -> str:
 
 
 def family_proxies() -> list[str]:
-    """Proxies tempo must not lose to by more than tau (issue #16 "never beaten by a proxy"):
+    """Proxies tempo must not lose to by more than tau ("never beaten by a proxy"):
     every registered policy of the ``proxy`` family with its named variants (``token_lp_vertex``),
     in the registry's order, which decides ties for :func:`family_grid`'s ``closest_proxy``."""
     return select(family="proxy", variants=True)
 
 
 def families(n: int = 6, seed: int = 0) -> dict:
-    """Instance families of issue #16, each a list of (Instance, CostModel): few experts over
-    many GPUs (full replication, DSv2-Lite's b = 2.99, beta = 0.0179, with the issue's
+    """Quality instance families, each a list of (Instance, CostModel): few experts over
+    many GPUs (full replication, DSv2-Lite's b = 2.99, beta = 0.0179, with
     ``[5193, 1183]`` over 26 GPUs), the three-term model (proxy-serving: c2, gamma), the
     tile-aware model (testbed-B DSv3: b2, c2, gamma), EPLB placements at 1.25x and 1.5x
     (DSv3), and full replication (DSv3).  Sizes keep the MILP provably optimal in seconds."""
@@ -301,7 +304,7 @@ def family_grid(n: int = 6, milp_limit: float = 20.0, seed: int = 0, tau: float 
     return pd.DataFrame(rows)
 
 
-#: the issue-27 goal: every policy but the MILP under this many seconds on every instance up to E = 512, g = 64
+#: the goal: every policy but the MILP under this many seconds on every instance up to E = 512, g = 64
 POLICY_TIME_GOAL_S = 2.0
 
 
@@ -310,10 +313,9 @@ def policy_time_grid(experts=(64, 128, 256, 512), eps=(8, 16, 32, 64), tokens: i
     """The slowest single solve (s) of every policy except the MILP (and of tempo with
     ``lp_variants=("even",)``), per (E, g), over four placements: EPLB with 25% redundancy,
     EPLB with 100%, random replicas (each expert on g/2 random GPUs, duplicates allowed: the
-    re-audit's D3 family, where the old even-split QP ran for minutes) and full replication;
+    family where an even-split QP can run for minutes) and full replication;
     Zipf(1) routing, ``tokens`` per GPU.  One timed call per (policy,
     instance) after a warm-up; ``fallback`` counts dispatches marked ``meta["fallback"]``."""
-    from ..policies import REGISTRY, available_policies, fallback_of
 
     model = CostModel.named(params)
     pols = [(p, p, {}) for p in available_policies() if p != "milp"]
@@ -366,14 +368,14 @@ def policy_time_summary(df: pd.DataFrame, goal: float = POLICY_TIME_GOAL_S) -> s
     return "\n".join(lines)
 
 
-#: issue 23's presets: the default, the paper's algorithm (Section 4.2), and the default as it was
-#: before issue 23 (no paper preset in the heuristic pool, no three-term compound moves)
+#: tempo presets against each other: the default, the paper's algorithm (Section 4.2), and the default
+#: without the paper preset in the heuristic pool and without the three-term compound moves
 PRESET_RUNS = {"default": {}, "paper": {"options": "paper"},
-               "before #23": {"paper_candidate": False, "compound": False}}
+               "no paper, no compound": {"paper_candidate": False, "compound": False}}
 
 
 def three_term_families(n: int = 6, seed: int = 0) -> dict:
-    """Three-term (Eq. 4, proxy-serving: c2 = 25, gamma = 0.10) instance families of issue 23,
+    """Three-term (Eq. 4, proxy-serving: c2 = 25, gamma = 0.10) instance families,
     each a list of (Instance, CostModel), beside :func:`families`' "three-term" EPLB 1.25x one:
     few experts over many GPUs (full replication), and :func:`families`' EPLB 1.5x and full
     replication batches under the three-term model; and the held-out shape (256 experts, 16
@@ -400,7 +402,7 @@ def three_term_families(n: int = 6, seed: int = 0) -> dict:
 
 def preset_grid(n: int = 6, milp_limit: float = 20.0, seed: int = 0, probe: bool = True,
                 probe_limit: float = 5.0) -> pd.DataFrame:
-    """Issue 23, one run: each preset of :data:`PRESET_RUNS` against the cold MILP (mean and max
+    """One run: each preset of :data:`PRESET_RUNS` against the cold MILP (mean and max
     of makespan / MILP objective) on every family of :func:`families` and
     :func:`three_term_families`, and on chapter 02's probe suite (:func:`tempo.theory.bounds.probe_suite`,
     the instances with E*g <= 64 whose optimum the MILP proves in ``probe_limit`` s, as the
@@ -446,8 +448,6 @@ def model_refresh(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens:
     at 1.25x: ``"table_solver"`` through :class:`TableSolver` (the serving worker's body) and
     ``"solve_layers"`` through
     :func:`tempo.policies.tempo_fast.solve_layers` plus the routing tables in one numpy pass."""
-    from ..policies.tempo_fast import solve_layers
-    from ..serving.solver import TableSolver
 
     pop = zipf_popularity(experts, 1.0, seed=seed)
     pops = [np.roll(pop, l) for l in range(layers)]
@@ -502,9 +502,6 @@ def serving_figures(layers: int = 94, experts: int = 128, n_gpus: int = 8, token
     validate, publish -- for a whole model with 1 and 2 solver processes (``{"refresh": {workers:
     (median s, max s)}}``), and the reference kernel's time per call in s (``"kernel_s"``, None
     without torch), with the sizes they ran at."""
-    from ..serving import DispatchTable
-    from ..serving.refresher import Refresher
-    from ..serving.settings import ServingSettings
 
     pop = zipf_popularity(experts, 1.0, seed=seed)
     pops = [np.roll(pop, l) for l in range(layers)]  # each layer its own hot experts, placed by EPLB
@@ -633,7 +630,6 @@ def _tree(rev: str):
     ``build/bench-baseline/`` (its numba cache survives between runs), or None."""
     import subprocess
 
-    from ..core.paths import ROOT
 
     if not rev or rev.startswith("-") or "/" in rev or ".." in rev:
         print(f"bench: {rev!r} is not a commit name", file=sys.stderr)
@@ -684,7 +680,6 @@ def scheduler_figures(world: int = 2, steps: int = 600, chunk: int = 8, rebalanc
     figures}`` too; figures in ms (``step_mean``, ``step_median``, ``step_p99``, ``step_max``,
     ``step_plain``, ``step_switch``, ``chunk_mean``, ``chunk_median``, ``chunk_max``), ``chunks``
     and ``applied`` (table switches)."""
-    from ..core.paths import ROOT
 
     def summary(res):
         steps_ms = 1e3 * np.concatenate([r["step_s"] for r in res])
@@ -744,8 +739,6 @@ def _grid_table(df: pd.DataFrame) -> str:
 
 
 def main(argv=None):
-    from ..core.argtypes import ArgumentParser, float_range, git_rev, int_range, output_file, params_name
-
     t_start = time.perf_counter()
     ap = ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true",

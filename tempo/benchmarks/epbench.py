@@ -10,8 +10,8 @@ synchronise; nothing else in between: no spin, no events).  The expert time is t
 expert region timed alone, right after, as the calibration timer times a cell: by default
 (``--timing graph``) the region captured in a CUDA graph once per weight copy and replayed
 behind a spin kernel, between CUDA events -- device time only, the host's launches outside
-(``--timing eager --spin-us S`` launches it eagerly behind a spin of S us instead; the old
-30 us spin left the host's launch time inside, see the hardware review's N3); ``perf_counter``
+(``--timing eager --spin-us S`` launches it eagerly behind a spin of S us instead; a
+30 us spin leaves the host's launch time inside, :func:`time_three_ways` measures it); ``perf_counter``
 on CPU.  Each is the all-reduce MAX over ranks (device tensors on NCCL); the table reports
 medians over the steps.
 
@@ -44,7 +44,14 @@ import time
 import numpy as np
 import pandas as pd
 
-from ..policies import check_names
+from ..calib.backends import backend_class, backend_names, backend_status, make_backend, require
+from ..calib.shapes import shape as get_shape
+from ..core.argtypes import ArgumentParser, float_range, int_range, nonneg_float, output_file, params_name
+from ..core.cost import CostModel
+from ..core.instance import Instance
+from ..policies import available_policies, check_names, solve
+from ..world.placement import eplb_placement
+from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 
 #: The policies the EP microbenchmark compares (chapter 07, Section 5.2): the paper's comparison
 #: set, study design rather than "every policy" (each step runs them in a permutation of this
@@ -56,8 +63,6 @@ DEFAULT_POLICIES = check_names(("static", "uniform", "token_lp", "metro", "tempo
 def plan_steps(n_experts: int, world: int, tokens: int, top_k: int, steps: int, skew: float, replication: float,
                seed: int):
     """The placement and each step's per-expert counts (identical on every rank)."""
-    from ..world.placement import eplb_placement
-    from ..world.workloads import expected_loads, sample_counts, zipf_popularity
 
     pop = zipf_popularity(n_experts, skew, seed=seed)
     placement = eplb_placement(expected_loads(pop, top_k), world, replication)  # from long-run pair loads
@@ -93,7 +98,6 @@ KERNEL_ALIASES = ("auto", "loop", "fp8")
 def expert_backend_name(kind: str, device: str) -> str:
     """The calibration backend (:mod:`tempo.calib.backends`) that runs ``--expert-kernel kind``
     on ``device``; raises naming why it cannot run there."""
-    from ..calib.backends import backend_class, backend_names, backend_status
 
     names = backend_names()
     if kind not in KERNEL_ALIASES and kind not in names:
@@ -123,7 +127,6 @@ def make_expert_backend(kind: str, shape, max_experts: int, max_tokens: int, dev
     """The backend that times a rank's expert region: ``max_experts`` slots (one group per
     local physical slot, ``masked_m`` = its tokens, idle slots 0), up to ``max_tokens`` tokens
     each, at least ``copies`` weight copies (one per emulated rank)."""
-    from ..calib.backends import make_backend
 
     if kind in ("fp8", "deep_gemm") and device == "cpu":
         raise RuntimeError(f"--expert-kernel {kind} needs --device cuda")
@@ -157,17 +160,12 @@ def policy_order(policies, seed: int, step: int) -> list:
 
 
 def _policies_dispatch(inst, model, policies):
-    from ..policies import solve
-
     return {p: integer_split(solve(inst, model, p).shares) for p in policies}
 
 
 def _plans_for(args: dict) -> list:
     """Each step's integer dispatch per policy (``_policies_dispatch``), for the batches
     :func:`plan_steps` draws from ``args``: what every rank of :func:`_worker` would compute."""
-    from ..core.cost import CostModel
-    from ..core.instance import Instance
-    from ..calib.shapes import shape as get_shape
 
     world = int(args["world_size"])
     sh = get_shape(args["shape"])
@@ -180,10 +178,6 @@ def _plans_for(args: dict) -> list:
 def _worker(rank: int, world: int, args: dict, out_path: str) -> None:
     import torch
     import torch.distributed as dist
-
-    from ..core.cost import CostModel
-    from ..core.instance import Instance
-    from ..calib.shapes import shape as get_shape
 
     device = "cpu" if args["device"] == "cpu" else f"cuda:{rank}"
     if device != "cpu":
@@ -294,9 +288,6 @@ def run_emulated(args: dict, backend=None) -> pd.DataFrame:
     :class:`~tempo.calib.backends.ExpertBackend` (gpu-check reuses one; tests pass a fake).
     Rows: step, policy, order, layer_us = expert_us (the makespan), rank_us (per rank), model_us,
     kernel, backend, timing, expected_m, order_seed, loads (per rank, JSON)."""
-    from ..core.cost import CostModel
-    from ..core.instance import Instance
-    from ..calib.shapes import shape as get_shape
 
     device = "cpu" if args["device"] == "cpu" else "cuda"
     world = int(args["world_size"])
@@ -369,8 +360,8 @@ def compare_with_fit(df: pd.DataFrame, model, tol: float = 0.15) -> dict:
 
 
 def time_three_ways(be, loads_rows: list, expected_m: int, spins=(30.0, 2000.0)) -> pd.DataFrame:
-    """The same expert regions timed three ways (N3 of the hardware review): eagerly behind a
-    30 us spin (the old method: the host's launches fall inside the events), eagerly behind a
+    """The same expert regions timed three ways: eagerly behind a
+    30 us spin (the host's launches fall inside the events), eagerly behind a
     2 ms spin (longer than any launch sequence), and as a captured graph.  ``loads_rows``: per
     row, the per-rank loads (``json.loads`` of a ``loads`` cell); each rank on its own weight
     copy.  One row per (row, way): the makespan over ranks."""
@@ -432,7 +423,6 @@ def run_here(world_size: int = 4, tokens: int = 32, steps: int = 20, gpu: bool =
         return run_distributed(args), f"{args['world_size']} gloo ranks on this CPU"
     import torch
 
-    from ..calib.backends import require
 
     require("cuda")
     n_gpu = torch.cuda.device_count()
@@ -443,9 +433,6 @@ def run_here(world_size: int = 4, tokens: int = 32, steps: int = 20, gpu: bool =
 
 
 def main(argv=None) -> int:
-    from ..core.argtypes import (ArgumentParser, float_range, int_range, nonneg_float, output_file,
-                                 params_name)
-
     ap = ArgumentParser(prog="python -m tempo epbench", description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--world-size", type=int_range(2, 1024), default=4)
@@ -477,8 +464,6 @@ def main(argv=None) -> int:
         ap.fail("--device", "the EP microbenchmark needs torch (pip install torch)")
     if a.device == "cuda" and not torch.cuda.is_available():
         ap.fail("--device", "cuda requested but no CUDA device is visible")
-    from ..policies import available_policies
-    from ..calib.shapes import shape as get_shape
 
     try:
         sh = get_shape(a.shape)

@@ -75,7 +75,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..calib.grid import tiles
+from ..calib.record import fit_all, fit_model
+from ..calib.shapes import roofline_us, shape
+from ..core import paths
+from ..core.argtypes import float_range
+from ..core.params import params_table
 from ..measured import catalog, store
+from ..serving.kernels import pair_uniforms
+from ..serving.runtime import DpPadding, TempoRuntime
+from ..serving.settings import ServingSettings
 
 SECTIONS = ("env", "triton", "rowmask", "serving", "nccl", "numerics", "timer", "grids", "epbench")
 #: seconds per section at the default total budget of 420 s (scaled with ``--budget-s``); the
@@ -243,7 +252,6 @@ def section_triton(ctx) -> dict:
                      "invalid_ok": int(invalid.item()) == int((ids[:n_real] >= E).sum()),
                      "dtype_ok": o_tri.dtype == ids.dtype})
     # uniforms drawn in the kernel (the serving path) against the same draws in torch
-    from ..serving.kernels import pair_uniforms
 
     for T, K, E, R, invariant, layer, step in ((512, 8, 256, 33, True, 3, 41), (64, 8, 256, 65, False, 60, 2**33 + 7)):
         ids, prob, phys, _, nv, cdt = _triton_case(rng, T, K, E, R, True, torch.int64, torch.int32, "tensor")
@@ -347,7 +355,6 @@ def rowmask_check(device: str = "cuda", graph_replays: int = 8, seed: int = 0) -
     import torch
 
     from ..serving.kernels import dispatch_and_count_reference as ref
-    from ..serving.runtime import DpPadding
     from ..serving.triton_kernels import dispatch_and_count_triton as tri
 
     rng = np.random.default_rng(seed)
@@ -431,8 +438,6 @@ def serving_runtime(physical_to_logical_map, n_gpus: int, device: str, dp_size: 
     """The one place gpu-check builds a :class:`tempo.serving.runtime.TempoRuntime`:
     ``TempoRuntime(physical_to_logical_map, n_gpus, device=..., settings=ServingSettings(**settings),
     dp_size=...)``."""
-    from ..serving.runtime import TempoRuntime
-    from ..serving.settings import ServingSettings
 
     return TempoRuntime(physical_to_logical_map, n_gpus, device=device, settings=ServingSettings(**settings),
                         dp_size=dp_size)
@@ -493,7 +498,7 @@ def serving_check(device: str = "cuda", replays: int = 2000, seed: int = 0, buck
         new[moved] = _random_map(rng, len(moved), E, P)
         if all((new[m] != p2l[m]).any() for m in moved):
             break
-    rt = serving_runtime(p2l, n_gpus, device, n_dp, refresh_ms=refresh_ms, deadline_ms=refresh_ms, in_thread=True)
+    rt = serving_runtime(p2l, n_gpus, device, n_dp, refresh_ms=refresh_ms, deadline_ms=refresh_ms, solver="thread")
     out = {"device": str(device), "graphs": 0, "replays": 0, "layers": L, "experts": E, "slots": P, "dp": n_dp}
     try:
         keys = [(layer, bs) for layer in range(L) for bs in buckets]
@@ -660,7 +665,6 @@ def deep_gemm_broken() -> str | None:
 
 def section_numerics(ctx) -> dict:
     from ..calib.backends import backend_class, backend_status, gpu_backends
-    from ..calib.shapes import shape
 
     out = {}
     broken = deep_gemm_broken()
@@ -709,7 +713,6 @@ def section_timer(ctx) -> dict:
     import torch
 
     from ..calib.backends import GraphTimer, backend_status, copies_for, gpu_backends, make_backend
-    from ..calib.shapes import shape
 
     rows = []
     # (a) a tiny graph: one small bf16 GEMM, launch-latency bound
@@ -776,9 +779,6 @@ def _grid_cells(Gs, budget_order=N_ORDER):
 
 def section_grids(ctx) -> dict:
     from ..calib.backends import backend_class, backend_status, make_backend
-    from ..calib.grid import tiles
-    from ..calib.record import fit_all
-    from ..calib.shapes import roofline_us, shape
 
     st = backend_status()
     out = {}
@@ -843,7 +843,6 @@ def fit_comparison(df: pd.DataFrame, fits: dict | None, tol: float = FIT_TOL) ->
     with the smallest grid error among Eq. 1 (``max_affine``) and Eq. 2 (``tile``), then
     :func:`tempo.benchmarks.epbench.compare_with_fit`.  ``fits`` None (no grid ran for this
     backend and shape): ``{"skipped": why}``."""
-    from ..calib.record import fit_model
     from .epbench import compare_with_fit
 
     if not fits:
@@ -855,7 +854,6 @@ def fit_comparison(df: pd.DataFrame, fits: dict | None, tol: float = FIT_TOL) ->
 
 
 def section_epbench(ctx) -> dict:
-    from ..core.params import params_table
     from ..calib.shapes import shape as get_shape
     from .epbench import (DEFAULT_POLICIES, make_expert_backend, plan_steps, run_emulated, sglang_expected_m,
                           summarize, time_three_ways, transfer)
@@ -888,7 +886,7 @@ def section_epbench(ctx) -> dict:
            "expert_us_median": {p: round(v, 2) for p, v in s.expert_us.items()},
            "measured_vs_static": {p: round(v, 3) for p, v in s["measured_vs_static"].items()},
            "model_vs_static": {p: round(v, 3) for p, v in s["model_vs_static"].items()}, **tr}
-    # the same regions three ways: eager behind 30 us (the old timer), eager behind 2 ms, graph
+    # the same regions three ways: eager behind 30 us (launches inside the events), eager behind 2 ms, graph
     if _left(ctx) > 10:
         sub = [json.loads(x) for x in df["loads"].iloc[:10]]
         three = time_three_ways(be, sub, em)
@@ -1117,7 +1115,6 @@ def _run(stage, out: Path, date: str, sections, scale: float, command: str) -> d
 def main(argv=None) -> int:
     """Exit status: 0 when every section passed (skipped backends and flags included), 1 when a
     section failed (each is named, with why), or without a CUDA GPU; 2 for a usage error."""
-    from ..core.argtypes import float_range
 
     ap = argparse.ArgumentParser(prog="python -m tempo gpu-check", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="output folder (default build/gpu-check); with --record, the root that stands in "
@@ -1141,7 +1138,6 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("gpu-check needs a CUDA GPU: torch " + torch.__version__ + " sees none", file=sys.stderr)
         return 1
-    from ..core import paths
 
     if a.record:
         out = store.root(a.out) / (store.slug(torch.cuda.get_device_name(0)) or "unknown")

@@ -24,7 +24,16 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..core.cost import CostModel
+from ..core.params import params_table
 from ..paper.readings import Reading
+from ..policies import spec
+from ..studies.phase_grid import phase_grid_means
+from ..studies.readings import tempo_options
+from ..studies.scenarios import zipf_placement
+from ..studies.simulator import FIXED, SHAPES, TIE_REL
+from ..theory.bounds import flip_boundary
+from ..world.workloads import zipf_popularity
 
 #: the policies the instance explorer runs in the page, in its order (policies.js ``ORDER``)
 INSTANCE_POLICIES = ("static", "static_sglang", "uniform", "metro", "llep", "round_robin", "token_lp", "tempo")
@@ -66,7 +75,6 @@ def param_sets() -> list[dict]:
     """Every named parameter set of ``data/params/cost_params.csv`` (Tables 6 and 7) as the page
     uses it: name, a, b, c, beta, c2 and gamma (None without the traffic piece), b2 (the tile
     term, which the page does not model), the paper's row (source)."""
-    from ..core.params import params_table
 
     out = []
     for name, row in params_table().iterrows():
@@ -82,7 +90,6 @@ def param_sets() -> list[dict]:
 def instance_explorer_data(default_preset: str = "toy") -> dict:
     """The instance explorer's data: named parameter sets, presets (:data:`INSTANCE_PRESETS`),
     the starting preset and each policy's chart colour from the registry."""
-    from ..policies import spec
 
     if default_preset not in INSTANCE_PRESETS:
         raise ValueError(f"default_preset must be one of {', '.join(INSTANCE_PRESETS)}, got {default_preset!r}")
@@ -121,11 +128,6 @@ def column_boundary(shape: str, ep: int, replication: float, skew: float, seed: 
     ``reading`` (the grid's, default the paper's): the router and placement the grid ran under.
     The page computes B* from the router weights ``p``: the reading's ``hot_share`` must give
     them (the pair shares under independent draws are ``p`` itself), else ``ValueError``."""
-    from ..core.cost import CostModel
-    from ..studies.scenarios import zipf_placement
-    from ..studies.simulator import SHAPES
-    from ..theory.bounds import flip_boundary
-    from ..world.workloads import zipf_popularity
 
     reading = Reading.of(reading) if reading is not None else Reading.paper()
     if reading["hot_share"] == "pair_share" and reading["synthetic_router"] != "independent":
@@ -159,11 +161,6 @@ def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = 
     (``G``) and tokens (``N``, to 0.1 token) per batch size and batch, also for TEMPO's n* ladder
     (``tempo_nstar``: per batch size, n* and batch), and the column's B* and replicas per rank
     (:func:`column_boundary`, under ``config["reading"]``, default the paper's: the grid's)."""
-    from ..core.cost import CostModel
-    from ..policies import spec
-    from ..studies.phase_grid import phase_grid_means
-    from ..studies.readings import tempo_options
-    from ..studies.simulator import FIXED, SHAPES, TIE_REL
 
     need = {"shape", "ep", "replication", "skew", "B", "batch", "policy", "n_star_solved", "max_G", "max_N", "makespan_us"}
     if not isinstance(grid, pd.DataFrame) or not need <= set(grid.columns) or grid.empty:

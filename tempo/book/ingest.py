@@ -81,9 +81,6 @@ class IngestError(ValueError):
         super().__init__(f"{arg}: {msg}")
 
 
-slug = store.slug
-
-
 def safe_name(value, arg: str) -> str:
     """``value`` when it can be one folder name under the recordings root
     (:func:`tempo.measured.store.safe_name`); :class:`IngestError` naming ``arg`` otherwise."""
@@ -295,9 +292,9 @@ def _prepare_epbench(path: Path, command: str | None) -> Plan:
         man["config_note"] = ("ingested without --command: device, world size and tokens per GPU are unknown, "
                               "so this recording decides no claim")
     if cfg:
-        label = f"{slug(cfg['shape'])}-ep{cfg['world_size']}-b{cfg['tokens']}" + ("-emulated" if man["emulate"] else "")
+        label = f"{store.slug(cfg['shape'])}-ep{cfg['world_size']}-b{cfg['tokens']}" + ("-emulated" if man["emulate"] else "")
     else:
-        label = slug(path.name.removesuffix(".gz").removesuffix(".csv")) or "epbench"
+        label = store.slug(path.name.removesuffix(".gz").removesuffix(".csv")) or "epbench"
     return Plan("epbench", path, None, None, label, {"epbench.csv.gz": _gz(data)}, man, _sha(data))
 
 
@@ -360,7 +357,7 @@ def _prepare_serve(path: Path) -> Plan:
         for k in ("model", "init_expert_location", "a2a"):
             _typed(server, k, str, f"{what} server")
         _typed(server, "env", dict, f"{what} server")
-        if sm.get("gpus") and not slug(sm["gpus"][0]):
+        if sm.get("gpus") and not store.slug(sm["gpus"][0]):
             raise IngestError("PATH", f"{what} field 'gpus' names no machine ({sm['gpus'][0]!r:.60})")
         _agree_serve(sm, pairs, runs, what)
     files = {"pairs.csv.gz": _gz(raw["pairs.csv"])}
@@ -397,9 +394,9 @@ def _prepare_serve(path: Path) -> Plan:
     cmd = strip_paths(shlex.join(["python", "-m", "tempo", "serve-bench", *argv])) if sm.get("argv") else None
     man["command"] = cmd
     src = _sha(b"".join(n.encode() + b"\0" + _sha(raw[n]).encode() for n in sorted(raw)))
-    label = "-".join(x for x in (slug(model or "") or None, f"ep{server['ep']}" if server.get("ep") else None) if x) \
-        or slug(path.name) or "serve"
-    machine = slug(gpus[0]) if gpus else None
+    label = "-".join(x for x in (store.slug(model or "") or None, f"ep{server['ep']}" if server.get("ep") else None) if x) \
+        or store.slug(path.name) or "serve"
+    machine = store.slug(gpus[0]) if gpus else None
     return Plan("serve-bench", path, machine, None, label, files, man, src)
 
 
@@ -432,7 +429,7 @@ def _prepare_calibration(path: Path) -> Plan:
     if machine is not None:
         safe_name(machine, f"PATH {path.name}/manifest.json field 'machine'")
     elif cm.get("device"):
-        machine = slug(cm["device"]) or None
+        machine = store.slug(cm["device"]) or None
     man = {k: v for k, v in strip_paths(cm).items() if k not in ("machine", "date")}
     src = _sha(b"".join(n.encode() + b"\0" + _sha(raw[n]).encode() for n in sorted(raw)))
     plan = Plan("calibration", path, machine, cm.get("date"), "",
@@ -464,8 +461,8 @@ def _prepare_trace(path: Path) -> Plan:
     np.savez_compressed(buf, counts=counts, metadata=np.array(json.dumps(meta, default=str)))
     man = {"steps": int(counts.shape[0]), "layers": int(counts.shape[1]), "experts": int(counts.shape[2]),
            "trace_metadata": meta, "device": None}
-    label = slug(path.stem) or "trace"
-    return Plan("trace", path, slug(meta["machine"]) if meta.get("machine") else None, None, label,
+    label = store.slug(path.stem) or "trace"
+    return Plan("trace", path, store.slug(meta["machine"]) if meta.get("machine") else None, None, label,
                 {"trace.npz": buf.getvalue()}, man, _sha(raw))
 
 
@@ -492,13 +489,13 @@ def prepare(path, machine: str | None = None, date: str | None = None, label: st
     plan = {"epbench": lambda: _prepare_epbench(path, command), "serve-bench": lambda: _prepare_serve(path),
             "calibration": lambda: _prepare_calibration(path), "trace": lambda: _prepare_trace(path)}[kind]()
     if machine is not None:
-        if not isinstance(machine, str) or not slug(machine):
+        if not isinstance(machine, str) or not store.slug(machine):
             raise IngestError("--machine", f"must contain letters or digits, got {machine!r}")
-        plan.machine = slug(machine)
+        plan.machine = store.slug(machine)
     if plan.machine is None and plan.kind == "epbench" and plan.manifest.get("device") == "cuda":
         gpu = local_gpu_name()  # ingested on the node that ran it (the needs notes' commands)
         if gpu:
-            plan.machine = slug(gpu)
+            plan.machine = store.slug(gpu)
             plan.manifest["machine_from"] = "the GPU of the host that ingested it (nvidia-smi)"
     if plan.machine is None:
         raise IngestError("--machine", f"{path.name} does not say which machine recorded it: pass --machine NAME "
@@ -515,9 +512,9 @@ def prepare(path, machine: str | None = None, date: str | None = None, label: st
             break
     plan.date = plan.date or dt.datetime.now(dt.timezone.utc).date().isoformat()
     if label is not None:
-        if not isinstance(label, str) or not slug(label):
+        if not isinstance(label, str) or not store.slug(label):
             raise IngestError("--label", f"must contain letters or digits, got {label!r}")
-        plan.label = slug(label)
+        plan.label = store.slug(label)
     # every part of the folder is one safe name: the path stays under the recordings root
     safe_name(plan.machine, "--machine")
     if plan.label:

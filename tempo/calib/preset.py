@@ -38,7 +38,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..measured import catalog
+from ..measured.catalog import load_recording, recordings
+from .backends import backend_status
 from .grid import G_LADDER, log_ladder, plan_grid, tiles
+from .record import PARTIAL, calibrate, fit_model, read_partial
 from .shapes import shape as get_shape
 
 log = logging.getLogger(__name__)
@@ -103,7 +107,6 @@ def cell_costs(root: Path | None = None, machine: str = "nvidia-h200", backends=
     spent (:data:`LAUNCHES_PER_CELL` x the sum of its measured times) and the wall seconds per
     cell beyond them (``overhead_s``: graph capture, DeepGEMM's compilation, host work).  One row
     per recording; ``backends`` keeps only those."""
-    from ..measured.catalog import load_recording, recordings
 
     recs = recordings("calibration", root=root)
     recs = recs[recs.machine == machine]
@@ -147,8 +150,6 @@ class CellCost:
 def cost_models(costs: pd.DataFrame, backends) -> dict:
     """:class:`CellCost` per backend from :func:`cell_costs`' rows; a backend without a
     recording raises ValueError (nothing to estimate from)."""
-    from ..measured.catalog import load_recording
-    from .record import fit_model
 
     out = {}
     for b in backends:
@@ -263,7 +264,6 @@ def describe_plan(plan: pd.DataFrame, costs: dict, part_s: float = PART_S, name:
 def runnable(backend: str) -> tuple[bool, str]:
     """Whether ``backend`` can run here, and why not: the one place the preset asks the
     backend layer (:func:`tempo.calib.backends.backend_status`)."""
-    from .backends import backend_status
 
     ok, why = backend_status().get(backend, (False, f"no backend named {backend!r} is registered"))
     return bool(ok), str(why)
@@ -272,7 +272,6 @@ def runnable(backend: str) -> tuple[bool, str]:
 def _preset_folders(out_root: Path, backend: str, shape: str, name: str):
     """(date, folder) of this preset's recordings of (backend, shape) under ``out_root``: a
     folder ``<date>-<backend>-<shape>`` holding a partial file or a manifest of the preset."""
-    from ..measured import catalog
 
     pat = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})-" + re.escape(f"{backend}-{shape}") + r"$")
     ours = {folder for folder, man in catalog.manifests(out_root) if man.get("preset") == name}
@@ -291,8 +290,6 @@ def segment_date(out_root: Path, backend: str, shape: str, name: str = "appendix
 
 def _held(out_root: Path, backend: str, shape: str, date: str, name: str) -> set:
     """The (G, n) cells the preset's recording of (backend, shape) at ``date`` holds already."""
-    from ..measured import catalog
-    from .record import PARTIAL, read_partial
 
     held = set()
     for d, folder in _preset_folders(out_root, backend, shape, name):
@@ -316,7 +313,6 @@ def run_part(k: int, plan: pd.DataFrame, out_root: Path, name: str = "appendix-b
     ``{"part", "of", "measured", "left", "recordings": [folder, ...], "stopped": bool}``;
     ``left`` counts the cells of parts 1..k still missing (a rerun of part k measures them).
     A backend that cannot run here raises RuntimeError naming why, before anything is measured."""
-    from .record import calibrate
 
     n_parts = int(plan.part.max())
     if not (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= n_parts):
@@ -420,7 +416,6 @@ def coverage(samples: pd.DataFrame, manifest: dict | None = None, name: str = "a
 def recording_coverage(path) -> dict:
     """:func:`coverage` of one recording folder (``samples.csv.gz`` and ``manifest.json``), with
     its ``path``."""
-    from ..measured.catalog import load_recording
 
     samples, _, manifest = load_recording(path)
     return {**coverage(samples, manifest), "path": Path(path)}

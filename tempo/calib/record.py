@@ -45,7 +45,7 @@ from .shapes import shape as get_shape
 PARTIAL = "samples.partial.csv"
 PARTIAL_COLUMNS = ["G", "n", "kind", "t_us"]
 #: the partial file's header: each line ends with the CRC-32 of the rest of the line (8 hex digits),
-#: so a damaged byte that still leaves a well-formed line (1212.01 for 12.02, re-audit D17) is
+#: so a damaged byte that still leaves a well-formed line (1212.01 for 12.02) is
 #: detected and the cell measured again
 _HEADER = ",".join(PARTIAL_COLUMNS + ["crc32"])
 _LEGACY_HEADER = ",".join(PARTIAL_COLUMNS)  # files written before the checksum

@@ -72,7 +72,7 @@ nonneg_float = float_range(0.0)
 
 def git_rev(s: str) -> str:
     """A commit name handed to ``git`` (a hash, a branch or a tag, ``~``/``^`` suffixes), or ``''``
-    (skip): never starting with ``-`` (git would read it as an option, re-audit D13), no ``..``,
+    (skip): never starting with ``-`` (git would read it as an option), no ``..``,
     no whitespace, at most 100 characters."""
     import re
 

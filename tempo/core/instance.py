@@ -20,7 +20,7 @@ EPS_TOKENS = 1e-9
 
 _INT64_MAX = 2**63 - 1
 #: the most tokens an instance may hold: float64 (shares, loads, every solver's arithmetic) is
-#: exact on integers up to 2^53; past it the solvers returned invalid shares (re-audit D9)
+#: exact on integers up to 2^53; past it the solvers would return invalid shares
 MAX_TOTAL_TOKENS = 2**53
 
 

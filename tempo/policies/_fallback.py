@@ -1,4 +1,4 @@
-"""How a dispatch says it came from a fallback (issue 27).
+"""How a dispatch says it came from a fallback.
 
 Every LP/QP/MILP call in :mod:`tempo.policies` runs under a time limit; when the exact method
 does not finish, or declines, the policy still returns a valid dispatch from a bounded method

@@ -6,16 +6,20 @@ import numpy as np
 import pandas as pd
 
 from ..core.cost import CostModel
+from ..core.instance import Dispatch, Instance
+from ..core.models import model_shape
 from ..paper.readings import Reading
 from ..policies import check_names, solve
-from ..core.models import model_shape
-from ..world.placement import eplb_placement
-from .sweep import run_grid
+from ..policies.exact import token_lp_highs, token_lp_vertex
+from ..policies.proxies import TOKEN_LP_FACES
 from ..theory.bounds import flip_boundary
-from ..world.workloads import expected_loads, pair_shares, sample_counts, zipf_popularity
+from ..world.placement import drift_corrupt, eplb_placement
+from ..world.workloads import expected_loads, pair_shares, routing_stats, sample_counts, zipf_popularity
 from . import readings
 from .registry import FIRST_REPLICA, STATIC, experiment, result_of
-from .scenarios import TraceRouting, placement_weights, proxy_skew_of, zipf_placement
+from .scenarios import (PROXY_CALIBRATION_B, PROXY_TARGET_G, TraceRouting, calibrate_proxy_skew, drift_batches, drift_g,
+                        placement_weights, proxy_skew_of, zipf_placement)
+from .sweep import run_grid
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
 SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
@@ -85,7 +89,6 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
     face = readings.of(config)["token_lp_face"]
     pop = zipf_popularity(E, 1.0 if tr else skew, seed=config.get("seed", 0))
     placement = eplb_placement(expected_loads(pop, K), g, (E + R) / E)
-    from ..core.instance import Instance
 
     rows = []
     for B in config["concurrency"]:
@@ -330,7 +333,6 @@ def token_lp_faces(config: dict) -> pd.DataFrame:
     the busiest GPU's tokens over the LP optimum, and ``same_as_highs`` (the makespan equals
     the HiGHS vertex's within 1e-9, relative) -- whether the HiGHS vertex and the max-flow
     vertex ever differ in makespan, and how far the spread is from both."""
-    from ..policies.proxies import TOKEN_LP_FACES
 
     reading = readings.of(config)
     rows = []
@@ -370,7 +372,6 @@ def policy_landscape(config: dict) -> pd.DataFrame:
     scenario at the ``proxy_skew`` reading's skew (column ``skew``), at several batch scales,
     for each redundancy R and drift K (on a trace when ``config["trace"]`` names one,
     :func:`drift_batches`); token-LP on the ``token_lp_face`` reading's face."""
-    from .scenarios import drift_batches
 
     model = CostModel.named(config.get("params", "proxy-serving"))
     tr = TraceRouting.of(config)
@@ -401,8 +402,6 @@ def staleness(config: dict) -> pd.DataFrame:
     On a trace (``config["trace"]``) the batches are consecutive steps of one layer at a time
     (:meth:`TraceRouting.windows`, ``order="time"``); "previous" and "first" are taken within
     the layer, and the first step of each layer is not scored (it has no previous table)."""
-    from ..core.instance import Dispatch
-    from .scenarios import drift_batches
 
     model = CostModel.named(config.get("params", "proxy-serving"))
     tr = TraceRouting.of(config)
@@ -450,9 +449,6 @@ def routing_statistics(config: dict) -> pd.DataFrame:
       step and layer, at the recording's batch size; no placement), regimes by ``n*`` of the
       trace's Table 6 shape (:meth:`TraceRouting.shape`).
     """
-    from ..world.placement import drift_corrupt
-    from ..world.workloads import routing_stats
-    from .scenarios import drift_batches
 
     E, K, params = SHAPES["DSv3"]
     n_star = CostModel.named(params).n_star
@@ -494,8 +490,6 @@ ANATOMY_PLACEMENTS = ("long-run loads", "router weights")
 
 
 def _anatomy_dispatch(name, inst, model, reading):
-    from ..policies.exact import token_lp_highs, token_lp_vertex
-
     if name == "token_lp_vertex":
         return token_lp_vertex(inst)
     if name == "token_lp_highs":
@@ -526,7 +520,6 @@ def phase_anatomy(config: dict) -> pd.DataFrame:
     ``p`` itself (under independent draws the two coincide; under distinct top-K routing the
     second over-replicates hot experts, since a token takes an expert at most once).  One row
     per (cell, placement, dispatch)."""
-    from ..core.instance import Instance
 
     reading = readings.of(config)
     router = reading["synthetic_router"]
@@ -563,7 +556,6 @@ def proxy_calibration(config: dict) -> pd.DataFrame:
     GPUs; then the two calibrated skews (:func:`tempo.studies.scenarios.calibrate_proxy_skew`:
     busiest-GPU G = 13, the reading; mean G = 13, the alternative the text leaves open), ``kind``
     saying which row is which."""
-    from .scenarios import PROXY_CALIBRATION_B, PROXY_TARGET_G, calibrate_proxy_skew, drift_g
 
     n = int(config.get("batches", 16))
     cal = {"calibrated: busiest GPU": calibrate_proxy_skew(n_batches=n),
