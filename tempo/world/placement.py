@@ -4,7 +4,7 @@ Equal loads: ``eplb.py`` orders the items it packs with ``torch.sort``, which is
 issue #8), so items of equal load come out in whatever order the sort returns.  This port orders
 them by a seeded random permutation (``ties="unordered"``, the default; the ``eplb_ties`` reading
 of ``data/paper/readings.yaml``) so the result is deterministic but, like the unstable sort's,
-not index order.  ``ties="index_order"`` (a stable sort) was this port's behaviour before: on
+not index order.  ``ties="index_order"`` (a stable sort) is the alternative: on
 uniform loads it puts both replicas of every replicated expert on one GPU (256 experts on 32
 GPUs at 1.25x: 64 of 64, where ``eplb.py`` under torch 2.13 puts 1 of 64)."""
 from __future__ import annotations

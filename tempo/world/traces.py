@@ -353,18 +353,6 @@ def source_files(paths, root=None) -> list[dict]:
     return [{"path": relative_path(p, root), "sha256": file_sha256(p)} for p in paths]
 
 
-def import_sglang_dumps(paths, out, top_k: int | None = None, **metadata) -> np.ndarray:
-    """Read SGLang recorder dump files (:func:`load_dump`; torch needed only here), convert
-    with :func:`sglang_dump_counts` and write a routing trace to ``out`` (source files as
-    paths relative to the working folder, with their sha256)."""
-    dumps = [load_dump(p) for p in paths]
-    counts = sglang_dump_counts(dumps)
-    extra = {"top_k": int(top_k)} if top_k else {}
-    write_trace(out, counts, source="sglang-recorder", files=source_files(paths), **extra,
-                **sglang_metadata(dumps, counts, top_k), **metadata)
-    return counts
-
-
 def import_main(argv=None) -> int:
     """``python -m tempo import-trace DUMP... -o trace.npz``."""
     from ..core.argtypes import ArgumentParser, input_file, int_range, output_file
