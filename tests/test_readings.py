@@ -383,6 +383,9 @@ def test_solver_vs_milp_alternatives_reuse_the_milps_answer(workers, monkeypatch
     calls = []
     real = solver_studies.solve
     monkeypatch.setattr(solver_studies, "solve", lambda inst, model, policy, **kw: calls.append(policy) or real(inst, model, policy, **kw))
+    exact = solver_studies.milp_references.exact
+    monkeypatch.setattr(solver_studies.milp_references, "exact",
+                        lambda inst, model: calls.append("milp") or exact(inst, model))
     b = studies.EXPERIMENTS["solver_vs_milp"](studies.with_reading("solver_vs_milp", {**cfg, "workers": 1},
                                                                    Reading.paper(tempo_preset="default")))
     assert "milp" not in calls and "tempo" in calls                  # the same batches: no new MILP
@@ -402,11 +405,11 @@ def test_a_reused_milp_answer_counts_its_fallback_again(monkeypatch):
     sweep.memo_clear()
     calls = []
 
-    def fake(inst, model, policy, **kw):
-        calls.append(policy)
+    def fake(inst, model):
+        calls.append("milp")
         return mark_fallback(tempo.Dispatch(np.ones((2, 1)) * [[3.0], [4.0]], {"objective": 1.0}), "no incumbent")
 
-    monkeypatch.setattr(solver_studies, "solve", fake)
+    monkeypatch.setattr(solver_studies.milp_references, "exact", fake)
     inst = tempo.Instance(np.array([3, 4]), np.array([[0], [1]]), 2)
     model = tempo.CostModel.named("dsv3-offline")
     try:
