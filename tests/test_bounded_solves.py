@@ -82,8 +82,9 @@ def test_the_milp_without_an_incumbent_returns_a_valid_marked_dispatch(monkeypat
     assert d.meta["objective"] == pytest.approx(model.makespan(inst, d))
 
 
-def test_the_projection_qp_and_the_gauge_lp_run_under_a_time_limit(monkeypatch):
-    """Every HiGHS call of the even split passes a time limit (the QP's, the gauge LP's)."""
+def test_the_projection_qp_runs_under_an_iteration_limit_not_a_clock(monkeypatch):
+    """The even split's HiGHS QP runs under an iteration limit (the same answer on any machine),
+    never a wall-clock one."""
     from tempo.policies import exact
 
     seen = []
@@ -104,7 +105,7 @@ def test_the_projection_qp_and_the_gauge_lp_run_under_a_time_limit(monkeypatch):
     monkeypatch.setattr(exact, "_kkt_finish", lambda *a: None)
     inst = tempo.Instance([30, 20, 10, 5], [[0, 1], [1, 2], [2, 0], [0, -1]], 3)
     d = tempo.solve(inst, None, "token_lp")
-    assert d.meta["method"] == "highs_qp" and "time_limit" in seen
+    assert d.meta["method"] == "highs_qp" and "qp_iteration_limit" in seen and "time_limit" not in seen
 
 
 def test_a_study_counts_its_fallbacks_and_the_ledger_flags_the_claims_that_read_it(tmp_path, monkeypatch):
@@ -120,7 +121,7 @@ def test_a_study_counts_its_fallbacks_and_the_ledger_flags_the_claims_that_read_
 
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     monkeypatch.setattr(exact, "_kkt_finish", lambda *a: None)
-    monkeypatch.setattr(exact, "_project_even_qp", lambda inst, z, time_limit=None: None)
+    monkeypatch.setattr(exact, "_project_even_qp", lambda inst, z, iteration_limit=None: None)
     cfg = {"b": 15.0, "beta": 0.1}
     row = {r["id"]: r for r in claims.claim_rows()}["toy_token_lp"]
     studies.run("toy_dispatch", cfg, "smoke")
@@ -204,3 +205,31 @@ def test_cached_results_keep_their_fallback_count(tmp_path, monkeypatch):
         return pd.DataFrame({"x": [1]})
     assert cache.cached("fb", {}, fn).attrs["fallbacks"] == 1
     assert cache.cached("fb", {}, fn).attrs["fallbacks"] == 1  # served from the entry
+
+
+def test_the_even_split_does_not_depend_on_the_clock(monkeypatch):
+    """The even split's answer depends on the instance only: under a clock that jumps an hour at
+    every read it is bit-identical, through the dual's KKT finish and through HiGHS's QP."""
+    from tempo.policies import exact
+
+    rng = np.random.default_rng(5)
+    insts = [tempo.Instance(rng.integers(1, 60, 24), rng.integers(0, 6, (24, 3)), 6) for _ in range(4)]
+    insts = [i for i in insts if not i.is_full_replication()]
+    kkt = exact._kkt_finish
+    ref = {}
+    for finish in ("kkt", "qp"):
+        monkeypatch.setattr(exact, "_kkt_finish", kkt if finish == "kkt" else (lambda *a: None))
+        ref[finish] = [exact.token_lp_even(i) for i in insts]
+    assert {d.meta["method"] for d in ref["qp"]} == {"highs_qp"}
+    t = [0.0]
+
+    def jumpy():
+        t[0] += 3600.0
+        return t[0]
+
+    monkeypatch.setattr(exact.time, "perf_counter", jumpy)
+    for finish in ("kkt", "qp"):
+        monkeypatch.setattr(exact, "_kkt_finish", kkt if finish == "kkt" else (lambda *a: None))
+        for inst, d in zip(insts, ref[finish]):
+            again = exact.token_lp_even(inst)
+            assert again.meta["method"] == d.meta["method"] and np.array_equal(again.shares, d.shares)

@@ -44,7 +44,6 @@ def test_every_category_is_one_entry_with_its_colours_and_counted_apart():
     assert (c["machine figure"], c["not computable"], c["deviates"], c["reproduced"]) == (2, 1, 1, 0)
     text = claims.summary_markdown(df, "smoke")
     assert "2 machine figures" in text and "1 not computable" in text and "1 deviate" in text
-    assert "2 machine figures" in led.readme_counts(df, "full")
     assert claims.verdict_moves("machine figure", "deviates") and not claims.verdict_moves("machine figure", "needs a GPU")
 
 

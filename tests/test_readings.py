@@ -405,7 +405,7 @@ def test_a_reused_milp_answer_counts_its_fallback_again(monkeypatch):
     sweep.memo_clear()
     calls = []
 
-    def fake(inst, model):
+    def fake(inst, model, **kw):
         calls.append("milp")
         return mark_fallback(tempo.Dispatch(np.ones((2, 1)) * [[3.0], [4.0]], {"objective": 1.0}), "no incumbent")
 

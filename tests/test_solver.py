@@ -427,7 +427,7 @@ def test_token_lp_even_falls_back_to_a_valid_marked_dispatch(monkeypatch):
     from tempo.policies import fallback_of
 
     monkeypatch.setattr(exact, "_kkt_finish", lambda *a: None)
-    monkeypatch.setattr(exact, "_project_even_qp", lambda inst, z, time_limit=None: None)
+    monkeypatch.setattr(exact, "_project_even_qp", lambda inst, z, iteration_limit=None: None)
     rng = np.random.default_rng(3)
     for _ in range(10):
         inst = random_instance(rng, full=False, max_gpus=6, max_experts=12)

@@ -19,8 +19,14 @@ from .registry import register
 from ._fallback import mark_fallback
 from ._util import slot_on_gpu
 
-#: wall-clock limit (s) of each bounded step of the even split: the dual ascent, then the HiGHS QP
-EVEN_TIME_LIMIT = 2.0
+#: work limits of the even split's bounded steps, counted in iterations so that the same instance
+#: gives the same answer on any machine and under any load: L-BFGS-B iterations of the dual ascent,
+#: and the HiGHS QP's iterations times its variables (an iteration costs about one pass over
+#: them: 3e6 is about 2 s at E = 160, R = 35, g = 48 on one core)
+EVEN_DUAL_ITERATIONS = 1000
+EVEN_QP_WORK = 3_000_000
+#: simplex iterations of the small LP that picks dual multipliers (:func:`_dual_gauge`)
+GAUGE_ITERATIONS = 10_000
 
 
 _HIGHS_READY = False
@@ -351,7 +357,7 @@ def _project_rows(v: np.ndarray, mask: np.ndarray, n: np.ndarray) -> np.ndarray:
     return np.where(mask, np.maximum(0.0, v - thr[:, None]), 0.0)
 
 
-def _project_even(inst: Instance, z: float, vertex: np.ndarray, time_limit: float | None = None):
+def _project_even(inst: Instance, z: float, vertex: np.ndarray):
     """The nearest point (Euclidean) to the even split on the token-LP optimal face.
 
     Minimise ``||x - u||^2`` (``u``: each expert's tokens evenly over its replica slots)
@@ -360,22 +366,20 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray, time_limit: floa
 
     1. ``dual_kkt``: the dual.  For GPU prices ``mu >= 0`` the minimiser is a row-wise
        water-filling of ``u - mu/2``; the concave, smooth dual (one variable per GPU) is
-       maximised with L-BFGS-B (at most 1000 iterations of O(E R log R) each, and
-       ``time_limit`` seconds).  The dual point names the support of x and the priced (tight)
+       maximised with L-BFGS-B (at most :data:`EVEN_DUAL_ITERATIONS` iterations of O(E R log R)
+       each).  The dual point names the support of x and the priced (tight)
        GPUs; the KKT conditions restricted to them are a linear system in the row thresholds
        and the GPU prices, solved directly.  The solution is accepted only if it passes every
        KKT condition (x >= 0, prices >= 0, loads <= z*, no profitable pair off the support),
        in which case it is the projection up to rounding: the same optimum as the QP.
     2. ``highs_qp``: when the finish declines (a degenerate face), HiGHS's QP solver on the QP
-       itself, under ``time_limit`` seconds.
+       itself, under an iteration limit (:func:`qp_iteration_limit`).
     3. ``vertex_blend`` (a fallback, with its reason): the dual point's residual overload
        removed by blending toward the max-flow vertex on the GPUs where that lowers the load;
        still optimal for the token LP (max tokens z*), not the nearest such point.
     """
     from scipy.optimize import minimize
 
-    time_limit = EVEN_TIME_LIMIT if time_limit is None else float(time_limit)
-    t0 = time.perf_counter()
     live = inst.live
     mask = inst.valid & live[:, None]
     n = np.where(live, inst.counts, 0).astype(np.float64)
@@ -393,12 +397,8 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray, time_limit: floa
         val = ((x - u) ** 2).sum() + scale * mu @ (L - z)
         return -val / scale**2, -(L - z) / scale
 
-    def stop_at_limit(intermediate_result):
-        if time.perf_counter() - t0 > time_limit:
-            raise StopIteration
-
     res = minimize(neg_dual, np.zeros(g), jac=True, method="L-BFGS-B", bounds=[(0, None)] * g,
-                   callback=stop_at_limit, options={"maxiter": 1000, "gtol": 1e-13, "ftol": 1e-16})
+                   options={"maxiter": EVEN_DUAL_ITERATIONS, "gtol": 1e-13, "ftol": 1e-16})
     mu = res.x * scale
     x = _project_rows(u - mu[gid] / 2.0, mask, n)
     L = loads(x)
@@ -408,7 +408,8 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray, time_limit: floa
         fin = _kkt_finish(u, mask, gid, n, z, x > 1e-9 * np.maximum(n, 1.0)[:, None], tight, live)
         if fin is not None:
             return fin, "dual_kkt", None
-    qp = _project_even_qp(inst, z, time_limit=time_limit)
+    limit = qp_iteration_limit(inst)
+    qp = _project_even_qp(inst, z, iteration_limit=limit)
     if qp is not None:
         return qp, "highs_qp", None
     Lv = loads(vertex)
@@ -420,13 +421,20 @@ def _project_even(inst: Instance, z: float, vertex: np.ndarray, time_limit: floa
     rows = x.sum(axis=1)
     x = x * np.divide(n, rows, out=np.zeros_like(n), where=rows > 0)[:, None]
     return x, "vertex_blend", (f"token_lp even split: the dual's KKT finish declined and HiGHS's QP did not "
-                               f"finish within {time_limit:g} s; blended toward the max-flow vertex")
+                               f"finish within {limit} iterations; blended toward the max-flow vertex")
 
 
-def _project_even_qp(inst: Instance, z: float, time_limit: float | None = None):
-    """The projection QP solved by HiGHS's QP solver in token units, under ``time_limit``
-    seconds (None: no limit, the tests' oracle); None when HiGHS does not report it optimal
-    (a "Solve error" on degenerate faces, or the time limit)."""
+def qp_iteration_limit(inst: Instance) -> int:
+    """HiGHS QP iterations allowed for the even split of ``inst``: :data:`EVEN_QP_WORK` over the
+    number of (live expert, valid slot) variables, at least 100."""
+    P = int((inst.valid & inst.live[:, None]).sum())
+    return max(100, EVEN_QP_WORK // max(P, 1))
+
+
+def _project_even_qp(inst: Instance, z: float, iteration_limit: int | None = None):
+    """The projection QP solved by HiGHS's QP solver in token units, under ``iteration_limit``
+    QP iterations (None: no limit, the tests' oracle); None when HiGHS does not report it optimal
+    (a "Solve error" on degenerate faces, or the iteration limit)."""
     import highspy
 
     live = inst.live
@@ -462,8 +470,8 @@ def _project_even_qp(inst: Instance, z: float, time_limit: float | None = None):
     h = new_highs()
     h.setOptionValue("primal_feasibility_tolerance", 1e-10)
     h.setOptionValue("dual_feasibility_tolerance", 1e-10)
-    if time_limit is not None:
-        h.setOptionValue("time_limit", max(1e-3, float(time_limit)))
+    if iteration_limit is not None:
+        h.setOptionValue("qp_iteration_limit", int(iteration_limit))
     h.passModel(model)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
@@ -557,7 +565,7 @@ def _dual_gauge(M, lam0, nu0, T, C, dinv, u, mask, gid, support, tol):
     A_ub = np.vstack([-(Nl[e_off] + Nn[h_off]), -Nn[T]])
     b_ub = np.r_[tol - val0, nu0[T] + tol]
     lp = linprog(np.zeros(k), A_ub=A_ub, b_ub=b_ub, bounds=[(None, None)] * k, method="highs",
-                 options={"time_limit": EVEN_TIME_LIMIT})
+                 options={"maxiter": GAUGE_ITERATIONS})
     if lp.status != 0:
         return None, None
     return lam0 + Nl @ lp.x, nu0 + Nn @ lp.x

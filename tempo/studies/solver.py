@@ -14,10 +14,11 @@ from ..core.cost import CostModel
 from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
+from ..core.models import model_shape
 from ..paper.readings import Reading
 from . import milp_references, readings
 from .registry import STATIC, experiment
-from .scenarios import TraceRouting, drift_batches, zipf_batches
+from .scenarios import TraceRouting, drift_batches, proxy_skew_of, zipf_batches
 from ..policies._fallback import add_count, fallback_count
 from .sweep import memo_get, memo_put, run_grid
 
@@ -115,19 +116,20 @@ def _probe_cell(cell: dict) -> list[dict]:
 PROBE_CHUNK = 16
 
 
-@experiment("thm2_probe", readings=("tempo_preset", "ensemble_lp"))
+@experiment("thm2_probe", readings=("tempo_preset", "chain_depth", "ensemble_lp", "thm2_suite"))
 def thm2_probe(config: dict) -> pd.DataFrame:
     """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
     instance is small enough (its proven bound and incumbent), else [lower bound, tempo].
     ``tempo`` is the reading's (``tempo_preset``, ``ensemble_lp``; Section 4.2's algorithm
-    under the paper's reading); the MILP does not depend on the reading, so a run under another
+    under the paper's reading) and so are the suite's GPU counts (``thm2_suite``); the MILP does not depend on the reading, so a run under another
     reading in the same process compares against the same MILP answer (:func:`_milp`).  The
     suite is drawn here; chunks of :data:`PROBE_CHUNK` instances run as a grid
     (:func:`tempo.studies.sweep.run_grid`, ``config["workers"]``)."""
-    tempo_kw = readings.tempo_options(readings.of(config))
+    reading = readings.of(config)
+    tempo_kw = readings.tempo_options(reading)
     suite = [(i, *item) for i, item in enumerate(theory.probe_suite(
         config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
-        max_gpus=config.get("max_gpus", 16)))]
+        max_gpus=config.get("max_gpus", 16), min_gpus=readings.PROBE_MIN_GPUS[reading["thm2_suite"]]))]
     cells = [{"items": tuple(suite[k:k + PROBE_CHUNK]), "config": config, "tempo_kw": tempo_kw}
              for k in range(0, len(suite), PROBE_CHUNK)]
     return run_grid(_probe_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
@@ -136,17 +138,25 @@ def thm2_probe(config: dict) -> pd.DataFrame:
 
 @experiment("thm2_epsilon")
 def thm2_epsilon(config: dict) -> pd.DataFrame:
-    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches, at 1x and 4x scale;
-    on batches of the same sizes drawn from a trace when ``config["trace"]`` names one
-    (:class:`TraceRouting`, layers cycled; the paper: "at recorded decode batches")."""
+    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches (DSv3 shape, its
+    Table 6 model), at 1x and 4x scale.  With a trace (``config["trace"]``) the synthetic rows
+    are followed by batches of the same sizes drawn from it (:class:`TraceRouting`, layers
+    cycled; the paper: "at recorded decode batches"), priced with the Table 6 model of the
+    trace's shape (:meth:`TraceRouting.shape`), and a ``routing`` column says which is which."""
+    from ..core.models import model_shape
+
     rows = []
-    model = CostModel.named(config.get("params", "dsv3-offline"))
     tr = TraceRouting.of(config)
-    for scale in config["scales"]:
-        for B in config["tokens"]:
-            for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B, trace=tr):
-                full = Instance.full_replication(inst.counts, inst.n_gpus)
-                rows.append({"scale": scale, "tokens_per_gpu": B * scale, "eps": theory.round_robin_epsilon(full, model)})
+    for routing in ("synthetic", "trace") if tr else ("synthetic",):
+        params = config.get("params") or model_shape(tr.shape() if routing == "trace" else "DSv3").params
+        model = CostModel.named(params)
+        for scale in config["scales"]:
+            for B in config["tokens"]:
+                for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B,
+                                         trace=tr if routing == "trace" else None):
+                    full = Instance.full_replication(inst.counts, inst.n_gpus)
+                    rows.append({"scale": scale, "tokens_per_gpu": B * scale, "eps": theory.round_robin_epsilon(full, model),
+                                 **({"routing": routing} if tr else {})})
     return pd.DataFrame(rows)
 
 
@@ -161,7 +171,7 @@ def _phase_cells(config):
 
 
 #: The readings :func:`solver_vs_milp` depends on.
-SOLVER_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "ensemble_lp", "token_lp_face")
+SOLVER_READINGS = ("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "chain_depth", "ensemble_lp", "token_lp_face")
 
 
 def milp_ratio(df: pd.DataFrame, reading=None) -> pd.Series:
@@ -249,10 +259,11 @@ def _milp_cell(cell: dict) -> list[dict]:
     token-LP faces."""
     config = cell["config"]
     g, E, s, rep, B, *routing = cell["cell"]
-    model = CostModel.named(config.get("params", "dsv3-offline"))
+    src = _trace_of(config) if routing == ["trace"] else None
+    # trace batches are priced with the Table 6 model of the trace's shape (its experts and top-k)
+    model = CostModel.named(config.get("params") or model_shape(src.shape() if src else "DSv3").params)
     reading = readings.of(config)
     tempo_kw = readings.tempo_options(reading)
-    src = _trace_of(config) if routing == ["trace"] else None
     rows = []
     for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
                                         trace=src)):
@@ -322,7 +333,7 @@ def _time_main() -> None:
 RUNTIMES = ("compiled", "python")
 
 
-@experiment("solver_runtime", readings=("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "ensemble_lp"))
+@experiment("solver_runtime", readings=("synthetic_router", "placement_loads", "eplb_ties", "tempo_preset", "chain_depth", "ensemble_lp"))
 def solver_runtime(config: dict) -> pd.DataFrame:
     """tempo_fast's solve time on :func:`solver_vs_milp`'s batches, compiled and as pure Python
     (:data:`RUNTIMES`): one row per (batch, runtime) with ``wall_ms`` and ``cpu_ms``
@@ -345,7 +356,7 @@ VARIANTS = {"full": {}, "no partial moves": {"partial": False}, "no aug. chains"
             "no ensemble": {"ensemble": False}}
 
 
-@experiment("ablation", readings=("synthetic_router", "placement_loads", "eplb_ties", "ablation_reference", "ensemble_lp"))
+@experiment("ablation", readings=("synthetic_router", "placement_loads", "eplb_ties", "ablation_reference", "chain_depth", "ensemble_lp"))
 def ablation(config: dict) -> pd.DataFrame:
     """Table 2: each stage switched off in turn, makespan degradation against full tempo.
 
@@ -396,12 +407,20 @@ STAGES = {"seed only (whole experts, as the paper)": dict(seed="whole", chains=F
 
 
 def _drift_batches(config: dict):
-    """(B, batch index, instance) over the drift-16 batches of ``config`` (drawn from a trace
-    when ``config["trace"]`` names one, :func:`drift_batches`)."""
+    """(B, batch index, instance) over the drift-16 batches of ``config`` at the ``proxy_skew``
+    reading's skew (:func:`proxy_skew_of`; drawn from a trace when ``config["trace"]`` names
+    one, :func:`drift_batches`)."""
     tr = TraceRouting.of(config)
+    skew = 1.0 if tr else proxy_skew_of(config)
     for B in config["tokens"]:
-        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr)):
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr, skew=skew)):
             yield B, b, inst
+
+
+def _with_skew(df: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """``df`` with a ``skew`` column: the proxy's Zipf skew its batches ran at (NaN on a trace)."""
+    df["skew"] = float("nan") if config.get("trace") else proxy_skew_of(config)
+    return df
 
 
 def _drift_cells(config: dict, model: CostModel):
@@ -410,7 +429,7 @@ def _drift_cells(config: dict, model: CostModel):
         yield B, b, inst, model.makespan(inst, solve(inst, model, STATIC))
 
 
-@experiment("drift16_stages")
+@experiment("drift16_stages", readings=("proxy_skew",))
 def drift16_stages(config: dict) -> pd.DataFrame:
     """Table 8: cumulative stages on the drift-16 scenario, makespan / static under the
     three-term serving model; solve time per batch."""
@@ -423,7 +442,7 @@ def drift16_stages(config: dict) -> pd.DataFrame:
             rows.append({"B": B, "batch": b, "stages": name,
                          "ratio_to_static": model.makespan(inst, d) / static,
                          "solve_ms": 1e3 * (time.perf_counter() - t0)})
-    return pd.DataFrame(rows)
+    return _with_skew(pd.DataFrame(rows), config)
 
 
 def forced_time(inst: Instance, model: CostModel) -> float:
@@ -437,7 +456,7 @@ def forced_time(inst: Instance, model: CostModel) -> float:
     return float(model.time(G, N).max())
 
 
-@experiment("drift16_forced")
+@experiment("drift16_forced", readings=("proxy_skew",))
 def drift16_forced(config: dict) -> pd.DataFrame:
     """Why Table 8's rows agree: on the batches of ``drift16_stages`` (the same config, the trace's
     when it names one), per (B, batch) whether every stage set of :data:`STAGES` ends at the same
@@ -456,7 +475,7 @@ def drift16_forced(config: dict) -> pd.DataFrame:
 TERMS = {"full 3-term (4)": (), "drop traffic (c2 gamma)": ("traffic",), "drop floor (a b) = tokens only": ("floor",)}
 
 
-@experiment("drift16_terms")
+@experiment("drift16_terms", readings=("proxy_skew",))
 def drift16_terms(config: dict) -> pd.DataFrame:
     """Table 9: solve with terms deleted from the objective, score under the full model."""
     full = CostModel.named(config.get("params", "proxy-serving"))
@@ -467,4 +486,4 @@ def drift16_terms(config: dict) -> pd.DataFrame:
             d = solve(inst, obj, "tempo")
             rows.append({"B": B, "batch": b, "objective": name,
                          "ratio_to_static": full.makespan(inst, d) / static})
-    return pd.DataFrame(rows)
+    return _with_skew(pd.DataFrame(rows), config)

@@ -20,7 +20,7 @@ def toy_instance(counts=None, n_gpus: int = 2) -> Instance:
 
 
 #: The readings the toy studies depend on: Fig. 1b's token-LP face, which TEMPO, METRO's order.
-TOY_READINGS = ("toy_token_lp_face", "tempo_preset", "ensemble_lp", "metro_order")
+TOY_READINGS = ("toy_token_lp_face", "tempo_preset", "chain_depth", "ensemble_lp", "metro_order")
 
 
 def _toy_solve(inst, model, policy, reading):

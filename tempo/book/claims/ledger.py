@@ -3,28 +3,28 @@
 :func:`evaluate` gives one claim's row (status, ours, tolerance, evidence, provenance, note) from
 the result CSVs under ``build/results/<profile>/``; :func:`build_ledger` gives all of them (and writes
 ``claims.csv`` and ``ledger_summary.md``); :func:`view` the rows a chapter shows beside its
-results; :func:`main` is ``python -m tempo ledger``.  Importing this module registers every
+results; :mod:`.terminal` is ``python -m tempo ledger``.  Importing this module registers every
 claim function (:mod:`tempo.book.claims.functions`).
 """
 from __future__ import annotations
 
 import dataclasses
-import sys
 import warnings
 
 import numpy as np
 import pandas as pd
 
-from ...core import paths
 from ...core.io import atomic_write_csv, atomic_write_text
 from ...paper import readings
 from ...paper.claims_file import claim_rows
 from ...paper.readings import Reading
-from ...studies.results import PROFILES, ResultKey, Results
+from ...studies.results import ResultKey, Results
 from . import functions  # noqa: F401  (registers every claim's function)
 from .functions.measured import MEASURED_CLAIMS
-from .registry import (CATEGORIES, CATEGORY, CONSISTENCY, EVIDENCE, EVIDENCE_CATEGORY, NEED_STATUS, REGISTRY, SATISFIES,
-                       STATUSES, VERDICTS, Spec, Value, check, format_value, one_build, printed, tolerance)
+from .functions.trace import RECIPES
+from .registry import (CATEGORIES, CATEGORY, CONSISTENCY, EVIDENCE, EVIDENCE_CATEGORY, EVIDENCE_STATUS, NEED_STATUS,
+                       REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value, check, format_value, one_build, printed,
+                       tolerance)
 
 
 
@@ -166,7 +166,7 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
                                                  f"data/measured could not be read ({type(exc).__name__}: {exc})")
         return out
     if v is None:  # the results hold no cell the claim is about (a reduced grid), or no GPU recording
-        if need is not None:
+        if need is not None and not computed_on_input(frames):
             out.update(status=NEED_STATUS[need], note=need_note(row))
         else:
             out.update(status="not run in this build",
@@ -182,6 +182,11 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
     evidence = v.evidence or spec.evidence
     prov = _provenance(spec, v, results)
     out["reading"] = _reading_label(frames, reading)
+    if evidence in EVIDENCE_STATUS:  # a public recording of another model, or aggregates: never a verdict
+        shown = v.ours if evidence != "aggregate" else None
+        out.update(ours=shown, status=EVIDENCE_STATUS[evidence], evidence=evidence, provenance=prov,
+                   n_seeds=v.n_seeds, note=v.note)
+        return out
     if need is not None and evidence not in SATISFIES[need]:
         who = "stand-in" if evidence in ("gpu", "cluster") else "CPU stand-in"  # a GPU measurement is no CPU run
         stand = f"{who} ({EVIDENCE[evidence]}): {format_value(v.ours)} {row['unit']}, not a verdict"
@@ -189,6 +194,10 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
                    note="; ".join(x for x in (need_note(row), stand, v.note) if x))
         return out
     bad = not_finite(v.ours)
+    if bad and v.cause:  # the function found the claimed effect absent on this grid and says why
+        out.update(ours=v.ours, status="deviates", evidence=evidence, provenance=prov, n_seeds=v.n_seeds,
+                   note="; ".join(x for x in (f"computed cause: {v.cause}", v.note) if x and x != v.cause))
+        return out
     if bad:  # NaN or inf (a zero time in a recording, an empty slice): no number to judge
         out.update(ours=v.ours, status="not computable", evidence=evidence, provenance=prov, n_seeds=v.n_seeds,
                    note="; ".join(x for x in (f"{CATEGORY['not computable'].prefix}: {bad}", v.note) if x))
@@ -280,10 +289,21 @@ def fallback_flag(frames: dict) -> str:
             + ", ".join(f"{n} in {s}.csv" for s, n in sorted(hit.items())) + ")")
 
 
+def computed_on_input(frames: dict) -> bool:
+    """Whether a need's claim's inputs ran on an input that can decide it (a recorded trace or the
+    calibrated proxy, :func:`tempo.book.claims.functions.trace.decisive_input`): a function that
+    then finds nothing says why in the build's terms, never with the recording recipe."""
+    from .functions.trace import decisive_input
+
+    return decisive_input(frames)
+
+
 def need_note(row: dict) -> str:
     """What a claim that declares a need (trace, GPU, cluster) waits for, with the commands that give it."""
     if row.get("requires"):
         return f"needs {row['requires']}"
+    if row["needs"] == "trace" and row["id"] in RECIPES:
+        return RECIPES[row["id"]]
     return {"trace": trace_need_note(row["chapter"]),
             "gpu": f"needs a GPU: run `make notebook NB={row['chapter']} PROFILE=gpu` on one",
             "cluster": "needs a multi-GPU cluster: record it (see the serving chapter for the commands) and store the "
@@ -439,73 +459,6 @@ def show_table(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["id", "status", "paper", "ours", "unit", "tolerance", "section", "claim", "evidence", "provenance", "note"]
     cols += [c for c in ("reading", "readings", "under other readings") if c in df]
     return df.assign(paper=df.paper_text, ours=df.ours.map(format_value))[cols]
-
-
-#: the markers of the README's ledger counts, rewritten by ``python -m tempo ledger --readme``
-README_MARKERS = ("<!-- ledger-counts: generated by python -m tempo ledger --readme -->", "<!-- /ledger-counts -->")
-
-
-def readme_counts(df: pd.DataFrame, profile: str) -> str:
-    """The README's sentence of ledger counts (stand-ins and needs apart from the verdicts)."""
-    c = counts(df)
-    return (f"{len(df)} quantitative claims, each with our number and a status; the `{profile}` build gives "
-            f"{c['reproduced']} reproduced, {c['consistent']} consistent (arithmetic or the paper's own inputs, not "
-            f"counted as reproductions), {c['deviates']} deviate; apart from the verdicts {categories_text(c)}; "
-            f"{c['not run in this build']} not run, "
-            f"{c['needs a recorded trace']} need a recorded trace, {c['needs a GPU']} a GPU and "
-            f"{c['needs a cluster']} a cluster")
-
-
-def write_readme_counts(df: pd.DataFrame, profile: str, readme=None) -> str:
-    """Rewrite the README's ledger counts between :data:`README_MARKERS` with
-    :func:`readme_counts`; ``ValueError`` when the README lacks the markers.  Returns the text."""
-    readme = paths.ROOT / "README.md" if readme is None else readme
-    text = readme.read_text()
-    start, end = README_MARKERS
-    if start not in text or end not in text:
-        raise ValueError(f"{readme} has no ledger-counts markers ({start} ... {end})")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    line = readme_counts(df, profile)
-    readme.write_text(f"{head}{start}{line}{end}{tail}")
-    return line
-
-
-def main(argv=None) -> int:
-    """``python -m tempo ledger --profile P``: rebuild the ledger from this build's results."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m tempo ledger", description=main.__doc__)
-    ap.add_argument("--profile", default="full", choices=PROFILES)
-    ap.add_argument("--status", help="show only claims with this status")
-    ap.add_argument("--readme", action="store_true", help="also rewrite the ledger counts in README.md")
-    a = ap.parse_args(argv)
-    df = build_ledger(a.profile)
-    if a.readme:
-        try:
-            print("README.md:", write_readme_counts(df, a.profile), file=sys.stderr)
-        except ValueError as exc:
-            ap.error(str(exc))
-    show = show_table(df)
-    if a.status:
-        if a.status not in STATUSES:
-            ap.error(f"--status must be one of {STATUSES}")
-        show = show[show.status == a.status]
-    from ..textwrap_table import wrap_table
-
-    print(wrap_table(show[["id", "status", "paper", "ours", "unit", "note"]],   # wrapped to the terminal's width
-                     caps={"id": 26, "status": 14, "paper": 10, "ours": 10, "unit": 8}))
-    print()
-    print(summary_markdown(df, a.profile).replace(" See the [Claims ledger](claims-ledger) chapter.", ""))
-    skipped = skipped_recordings()
-    if skipped:
-        print(f"{len(skipped)} recording(s) under data/measured skipped (they do not load): "
-              + "; ".join(f"{f.parent.name}/{f.name}: {why}" for f, why in skipped), file=sys.stderr)
-    flagged = int((df.get("fallbacks", pd.Series(dtype=int)) > 0).sum())
-    if flagged:
-        print(f"{flagged} claim(s) computed with solver fallbacks (see their notes)", file=sys.stderr)
-    print(f"written: {(Results(a.profile).dir / 'claims.csv').relative_to(paths.ROOT)}", file=sys.stderr)
-    return 0
 
 
 def skipped_recordings() -> list:

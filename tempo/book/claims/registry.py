@@ -49,6 +49,11 @@ CATEGORIES = (
              "a machine figure, not a verdict", "#b279a2", "#f1e4ee"),
     Category("not computable", "not computable (the results give no finite value; the note says why)",
              "not computable", "#9d755d", "#efe4dc"),
+    Category("stand-in: public trace", "stand-ins on a public trace (another model's routing: shown, not verdicts)",
+             "stand-in on a public trace, not a verdict", "#fcbf7f", "#fdebd9"),
+    Category("not computable on this trace: aggregates",
+             "not computable on this trace (its steps are whole-run aggregates, not batches)",
+             "not computable on this trace: aggregates", "#d6d6d6", "#f2f2f2"),
 )
 CATEGORY = {c.status: c for c in CATEGORIES}
 #: evidence kinds whose values always fall in a category: a time on the build's machine is a
@@ -70,11 +75,19 @@ EVIDENCE = {"paper-parameters": "arithmetic on the paper's own parameters",
             "synthetic": "model-space computation on synthetic routing",
             "machine": "wall-clock time on this build's machine",
             "trace": "model-space replay of a recorded routing trace",
+            "proxy": "model-space computation on the paper's synthetic proxy router, its skew calibrated to the "
+                     "paper's printed statistic (the paper's own input)",
+            "public-trace": "model-space replay of a public recording of another model's routing (not the paper's "
+                            "trace)",
+            "aggregate": "a trace whose steps are whole-run aggregates, not batches",
             "gpu": "measurement on a GPU",
             "cluster": "measurement on a multi-GPU cluster"}
-CONSISTENCY = {"paper-parameters", "identity"}
+CONSISTENCY = {"paper-parameters", "identity", "proxy"}
 #: which evidence can decide a claim that declares a need
-SATISFIES = {"trace": {"trace"}, "gpu": {"gpu"}, "cluster": {"cluster"}}
+SATISFIES = {"trace": {"trace", "proxy"}, "gpu": {"gpu"}, "cluster": {"cluster"}}
+#: evidence that is never a verdict but has a status of its own: a public recording of another
+#: model (shown with its value), a trace of whole-run aggregates for a claim about batches
+EVIDENCE_STATUS = {"public-trace": "stand-in: public trace", "aggregate": "not computable on this trace: aggregates"}
 
 
 # ------------------------------------------------------------------ values and specs
