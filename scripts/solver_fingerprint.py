@@ -69,10 +69,15 @@ VARIANTS = [
     ("no ls, ensemble", {"local_search": False, "chains": False}),
     ("no paper candidate", {"paper_candidate": False}),  # issue 23: without the paper preset in the pool
     ("before #23", {"paper_candidate": False, "compound": False}),  # issue 23: the default as it was
+    ("paper depth any", {"options": "paper", "chain_depth": None}),  # the chain_depth reading's alternative
+    ("lp=highs", {"lp_variants": ("highs",)}),  # the ensemble_lp reading's paper choice
+    ("paper lp=highs", {"options": "paper", "lp_variants": ("highs",)}),
+    ("no balancer", {"balancer": False}),
 ]
 # variants run on every instance (the rest on every small instance and a seeded sample of the large)
 ALWAYS = {"default", "preset=paper", "no partial", "no chains", "no ensemble", "seed only whole",
-          "+chains", "no restarts", "no paper candidate", "before #23"}
+          "+chains", "no restarts", "no paper candidate", "before #23", "paper depth any", "lp=highs", "paper lp=highs",
+          "no balancer"}
 OTHER = sorted(p for p in REGISTRY if p not in ("tempo", "milp"))
 
 

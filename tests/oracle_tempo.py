@@ -24,6 +24,7 @@ from tempo.core.pricing import activation_time, gpu_time, token_time
 from tempo.policies.exact import token_lp_even, token_lp_highs, token_lp_vertex
 from tempo.policies.proxies import round_robin, static
 from tempo.policies.tempo_fast import TempoOptions, exchange_pass
+from tempo.policies.tempo_fast.options import paper_twin
 
 _REL = 1e-9
 
@@ -166,7 +167,11 @@ class _State:
             if best is None or worst < best[0]:
                 best = (worst, plan)
         if best is not None and best[0] < whole_cost * (1 - 1e-12):
-            return best[1]
+            plan = best[1]
+            rest = n
+            for _, amount in plan[:-1]:
+                rest -= amount
+            return plan[:-1] + [(plan[-1][0], rest)]  # the row sums to n exactly
         return None
 
     # ---------------------------------------------------------------- moves
@@ -511,6 +516,48 @@ def apportion(inst: Instance) -> np.ndarray | None:
     return shares
 
 
+def _semi_matching(st: "_State") -> int:
+    """The whole-expert dispatch of ``st`` turned into an optimal semi-matching by augmenting
+    paths from the GPUs holding the most experts (as the compiled balancer, in place); returns
+    the largest number of experts on a GPU."""
+    x, pe, pgpu, ptr = st.x, st.pe, st.pgpu, st.ptr
+    g = st.g
+    while True:
+        cnt = np.bincount(pgpu[x > EPS_TOKENS], minlength=g)
+        K = int(cnt.max())
+        seen = cnt == K
+        par = {h: None for h in np.flatnonzero(seen).tolist()}
+        queue = np.flatnonzero(seen).tolist()
+        end = None
+        head = 0
+        while head < len(queue) and end is None:
+            u = queue[head]
+            head += 1
+            for q in st.gpu_pairs[u].tolist():
+                if not x[q] > EPS_TOKENS:
+                    continue
+                e = pe[q]
+                for q2 in range(ptr[e], ptr[e + 1]):
+                    w = int(pgpu[q2])
+                    if seen[w]:
+                        continue
+                    seen[w] = True
+                    par[w] = (q, q2)
+                    if cnt[w] <= K - 2:
+                        end = w
+                        break
+                    queue.append(w)
+                if end is not None:
+                    break
+        if end is None:
+            return K
+        w = end
+        while par[w] is not None:
+            q, q2 = par[w]
+            x[q2], x[q] = x[q], 0.0
+            w = int(pgpu[q])
+
+
 # ---------------------------------------------------------------------------- the whole solver
 def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str | None = None,
                  **overrides) -> Dispatch:
@@ -544,12 +591,16 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
             cache[name] = (model.makespan(inst, sh), sh)
         return cache[name]
 
-    names = [f"token_lp_{v}" for v in lp_variants] + (["round_robin"] if full else [])
+    # the compiled ensemble's order: vertex, even, round robin, the HiGHS vertex
+    names = [f"token_lp_{v}" for v in ("vertex", "even") if v in lp_variants] + (["round_robin"] if full else []) \
+        + (["token_lp_highs"] if "highs" in lp_variants else [])
+    first_lp = ["token_lp_vertex"] if "vertex" in lp_variants else \
+        (["token_lp_even"] if "even" in lp_variants and not full else [])
     if st.P and o.local_search and o.ensemble:
         # compute-regime shortcut: a token-bound bottleneck and a token-LP candidate at the bound
         gb = int(np.argmax(st.times()))
         if token_time(model, st.N[gb]) >= activation_time(model, st.G[gb], st.T[gb]):
-            for name in names[:1]:
+            for name in first_lp:
                 ms, sh = candidate(name)
                 if ms <= st.lb * (1 + 1e-9):
                     return Dispatch(sh.copy(), {"policy": "tempo", "makespan": ms, "chosen": name,
@@ -574,9 +625,25 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
             ms = float(rs.times().max())
             if ms < best_ms * (1 - 1e-12):
                 best_ms, chosen, shares = ms, name, rs.shares()
-    if o.ensemble and st.P and o.paper_candidate and best_ms > st.lb:
-        # the paper preset's complete output joins the heuristic pool (strict minimum)
-        d = tempo_oracle(inst, model, "paper")
+    if st.P and o.balancer and o.local_search and best_ms > st.lb * (1 + 1e-12):
+        # the local search again from an optimal semi-matching, when the best holds more experts
+        # on a GPU than it
+        bs = _State(inst, model)
+        bs.lb, bs.chain_depth, bs.split_seed = st.lb, st.chain_depth, False
+        bs.seed()
+        k_opt = _semi_matching(bs)
+        probe = _State(inst, model)
+        probe.load(shares)
+        if probe.G.max() > k_opt:
+            bs.G, bs.N, bs.T = bs.features()
+            bs.improve(whole_only=not o.partial, chains=o.chains, max_iter=o.max_iter, fanout=o.fanout)
+            ms = float(bs.times().max())
+            if ms < best_ms * (1 - 1e-12):
+                best_ms, chosen, shares = ms, "semi_matching", bs.shares()
+    if st.P and o.paper_candidate and best_ms > st.lb:
+        # the paper preset's complete output under the same overrides joins the heuristic pool
+        # (strict minimum)
+        d = tempo_oracle(inst, model, paper_twin(o, overrides))
         if d.meta["makespan"] < best_ms:
             best_ms, chosen, shares = d.meta["makespan"], "paper_preset", d.shares.copy()
     if o.ensemble and st.P:

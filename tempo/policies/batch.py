@@ -25,7 +25,8 @@ def _tempo_layers(counts, replica_gpu, n_gpus, model, **options):
     from ``tempo_fast``: full replication (the exchange restarts) or explicit token-LP variants."""
     from .tempo_fast import TempoOptions, solve_layers
 
-    o = TempoOptions.resolve(options.pop("options", None), options)
+    preset = options.pop("options", None)
+    o = TempoOptions.resolve(preset, options)
     if o.lp_variants != "auto":
         return None
     valid = replica_gpu >= 0
@@ -37,7 +38,7 @@ def _tempo_layers(counts, replica_gpu, n_gpus, model, **options):
         full[layer] = held.all()
     if full.any() and o.restarts and o.local_search:
         return None
-    return solve_layers(counts, replica_gpu, n_gpus, model, o)
+    return solve_layers(counts, replica_gpu, n_gpus, model, preset, **options)
 
 
 #: policy name -> batched implementation ``(counts [L, E], replica_gpu [L, E, R], n_gpus, model,

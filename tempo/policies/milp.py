@@ -71,12 +71,18 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     ``c + beta*sum x <= M`` and, with the traffic piece, ``c2 + gamma*sum x <= M`` (Eq. 4).
 
     Returns the incumbent, with activations read from the binaries ``z`` (a share on a pair
-    with ``z = 0`` is solver tolerance and is dropped).  ``meta`` holds ``objective`` (the
-    model's makespan of the returned dispatch), ``highs_objective``, ``lower_bound`` (HiGHS's
-    proven dual bound; ``-inf`` when none), ``gap`` (``inf`` without a bound) and ``optimal``,
-    which is True only when HiGHS proved the gap with a finite bound.  A HiGHS "Solve error"
-    is retried once without presolve; with no feasible point within ``time_limit`` the warm
-    start (else tempo's dispatch) is returned with ``optimal`` False and ``meta["fallback"]``.
+    with ``z = 0`` is solver tolerance and is dropped), or the warm start (else tempo's
+    dispatch) when that is better under the model.  ``meta`` holds ``objective`` (the model's
+    makespan of the returned dispatch), ``highs_objective``, ``lower_bound``, ``gap``,
+    ``bound_checked`` and ``optimal``.  HiGHS's dual bound is the ``lower_bound`` only when it is
+    finite and not above the makespan of the returned dispatch nor of tempo's (``bound_checked``);
+    a finite bound above them is replaced by the model's lower bound (Appendix A.4); no bound
+    is ``-inf`` (``gap`` ``inf``).  ``optimal`` is True only when the bound
+    is checked and the re-priced gap is within 10x ``mip_rel_gap`` (at least 1e-5).  Units are
+    scaled (:func:`milp_scales`); an instance whose tile counts HiGHS could not resolve raises
+    ``ValueError``.  A HiGHS "Solve error" is retried once without presolve; with no feasible
+    point within ``time_limit`` (counted from the call) the warm start (else tempo's dispatch) is
+    returned with ``optimal`` False and ``meta["fallback"]``.
 
     ``warm_start``: False (default) solves cold; True seeds HiGHS with tempo_fast's dispatch,
     or pass a :class:`Dispatch` to seed with it.  With a start, the result is never worse
@@ -95,9 +101,10 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
         return d
     P = e_idx.size
     n = inst.counts.astype(np.float64)
-    # Units: tokens and time are both divided by S (1 unless an expert has over 1e6 tokens),
-    # so huge counts (2^31 and beyond) stay within HiGHS's well-scaled range.
-    S = max(1.0, float(n.max()) / 1e6)
+    # Units: tokens are divided by S (1 unless an expert has over 1e6 tokens) and time by St
+    # (the model's lower bound is 100 units), so that a share, an activation's price and the
+    # makespan all stay far above HiGHS's tolerances, whatever the counts.
+    S, St = milp_scales(inst, model)  # ValueError: tile counts HiGHS cannot resolve
     ns = n / S
     gpu = inst.replica_gpu[e_idx, r_idx]
     g = inst.n_gpus
@@ -137,16 +144,16 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     gg = np.arange(g)
     if tiles:
         add_rows(np.r_[gpu, gpu, gg], np.r_[oz + ar, ok + ar, np.full(g, oM)],
-                 np.r_[np.full(P, (model.b - model.b2) / S), np.full(P, model.b2 / S), -np.ones(g)],
-                 np.full(g, -inf), np.full(g, -model.a / S))
+                 np.r_[np.full(P, (model.b - model.b2) / St), np.full(P, model.b2 / St), -np.ones(g)],
+                 np.full(g, -inf), np.full(g, -model.a / St))
     else:
-        add_rows(np.r_[gpu, gg], np.r_[oz + ar, np.full(g, oM)], np.r_[np.full(P, model.b / S), -np.ones(g)],
-                 np.full(g, -inf), np.full(g, -model.a / S))
-    add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.beta), -np.ones(g)],
-             np.full(g, -inf), np.full(g, -model.c / S))
+        add_rows(np.r_[gpu, gg], np.r_[oz + ar, np.full(g, oM)], np.r_[np.full(P, model.b / St), -np.ones(g)],
+                 np.full(g, -inf), np.full(g, -model.a / St))
+    add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.beta * S / St), -np.ones(g)],
+             np.full(g, -inf), np.full(g, -model.c / St))
     if model.has_traffic:
-        add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.gamma), -np.ones(g)],
-                 np.full(g, -inf), np.full(g, -model.c2 / S))
+        add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.gamma * S / St), -np.ones(g)],
+                 np.full(g, -inf), np.full(g, -model.c2 / St))
     A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, ncol))
     col_lo = np.zeros(ncol)
     col_hi = np.full(ncol, inf)
@@ -154,7 +161,7 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     col_hi[oz:oz + P] = 1.0
     if tiles:
         col_hi[ok:ok + P] = np.ceil(n[e_idx] / model.tile)
-    col_lo[oM] = max(model.a, model.c) / S
+    col_lo[oM] = max(model.a, model.c) / St
     cost = np.zeros(ncol)
     cost[oM] = 1.0
     integrality = [highspy.HighsVarType.kContinuous] * ncol
@@ -174,8 +181,6 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     lp.a_matrix_.value_ = A.data
     lp.integrality_ = integrality
     h = new_highs()
-    if time_limit is not None:
-        h.setOptionValue("time_limit", float(time_limit))
     if node_limit is not None:
         h.setOptionValue("mip_max_nodes", int(node_limit))
     h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
@@ -199,11 +204,14 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
         col[oz:oz + P] = (xs > 1e-9).astype(np.float64)
         if tiles:
             col[ok:ok + P] = np.ceil(xs / model.tile - 1e-9)
-        col[oM] = model.makespan(inst, warm) / S
+        col[oM] = model.makespan(inst, warm) / St
         sol = highspy.HighsSolution()
         sol.col_value = col
         sol.value_valid = True
         h.setSolution(sol)
+    # the limit counts from the call: what building the model and the start took is spent
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(1e-9, float(time_limit) - (time.perf_counter() - t0)))
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
     retried = False
@@ -239,19 +247,51 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     shares *= scale[:, None]
     d = Dispatch(shares)
     obj = model.makespan(inst, d)
-    if warm is not None:
-        wobj = model.makespan(inst, warm)
-        if wobj < obj:  # numerical cleanup of the MILP point can cost a hair; keep the given start
-            d, obj = Dispatch(np.asarray(warm.shares, dtype=np.float64).copy()), wobj
-    lb = float(info.mip_dual_bound) * S
-    finite = math.isfinite(lb)
-    if finite:
+    lb = float(info.mip_dual_bound) * St
+    # HiGHS's bound and status are checked against the re-priced incumbent and against a
+    # feasible dispatch of another method (tempo's): a bound above a feasible makespan is wrong,
+    # and then so is HiGHS's "Optimal"
+    ref = warm if warm is not None else tempo_fast(inst, model)
+    ref_obj = model.makespan(inst, ref)
+    if ref_obj < obj:  # the MILP point is beaten: return the better dispatch, not optimal
+        d, obj = Dispatch(np.asarray(ref.shares, dtype=np.float64).copy()), ref_obj
+    tol = max(mip_rel_gap, 1e-6) * 10
+    bound_ok = math.isfinite(lb) and lb <= min(obj, ref_obj) * (1 + 1e-9) + 1e-12
+    if bound_ok:
         lb = min(lb, obj)
+        gap = (obj - lb) / obj if obj > 0 else 0.0
+    elif math.isfinite(lb):
+        # HiGHS's bound is above a feasible makespan (its tolerances): the model's own lower
+        # bound (Appendix A.4) is valid
+        lb = min(model.lower_bound(inst), obj)
         gap = (obj - lb) / obj if obj > 0 else 0.0
     else:
         lb, gap = float("-inf"), float("inf")
-    optimal = finite and (status == "Optimal" or gap <= max(mip_rel_gap, 1e-6) * 10)
-    d.meta.update(policy="milp", objective=obj, highs_objective=float(info.objective_function_value) * S,
+    optimal = bool(bound_ok and gap <= tol)
+    d.meta.update(policy="milp", objective=obj, highs_objective=float(info.objective_function_value) * St,
                   lower_bound=lb, gap=gap, optimal=optimal, status=status, retried=retried,
-                  warm_start=warm is not None, solve_s=time.perf_counter() - t0)
+                  bound_checked=bound_ok, warm_start=warm is not None, solve_s=time.perf_counter() - t0)
     return d
+
+
+#: the most M-tiles an expert may need under the tile model: the integer tile counts k stay
+#: exactly representable and far from the integrality tolerance's relative reach
+_MAX_TILES = 1e6
+
+
+def milp_scales(inst: Instance, model: CostModel) -> tuple[float, float]:
+    """``(S, St)``: the MILP's token unit (``max(1, max n_e / 1e6)`` tokens) and time unit (the
+    model's lower bound over 100), so every token count is at most 1e6 units and the makespan
+    about 100 units whatever the counts: each term of the objective keeps its weight relative to
+    the makespan (a price that is negligible there is negligible for the optimum too).  Raises
+    ``ValueError`` when an expert needs more than 1e6 tiles under the tile model: the integer tile
+    counts are then past what HiGHS resolves, and its answer would not be certified."""
+    n_max = float(inst.counts.max(initial=0))
+    S = max(1.0, n_max / 1e6)
+    lb = float(model.lower_bound(inst))
+    St = lb / 100.0 if lb > 0 else 1.0
+    if model.has_tiles and n_max / float(model.tile) > _MAX_TILES:
+        raise ValueError(f"milp: an expert of {n_max:.6g} tokens needs {n_max / float(model.tile):.3g} tiles of "
+                         f"{model.tile:g} (more than {_MAX_TILES:.0e}): the integer tile counts are past what HiGHS "
+                         "resolves; no MILP optimum can be certified for this instance")
+    return S, St

@@ -352,8 +352,8 @@ def _rows(results: Results) -> tuple[list, list]:
         for a in alt:
             a["paper_reading_status"], a["paper_reading_ours"] = e["status"], format_value(e["ours"])
         sens += alt
-        if e["status"] == "deviates" and "computed cause: " not in e["note"]:
-            e["note"] = "; ".join(x for x in (reading_cause(alt), e["note"]) if x)
+        if e["status"] == "deviates":
+            e["note"] = deviation_note(e["note"], alt)
         rows.append({"id": r["id"], "section": r["section"], "claim": r["claim"], "unit": r["unit"],
                      "paper": r["paper"], "paper_text": printed(r["paper_text"]), "ours": e["ours"], "tolerance": e["tolerance"], "status": e["status"],
                      "evidence": e["evidence"], "provenance": e["provenance"], "note": e["note"],
@@ -361,6 +361,17 @@ def _rows(results: Results) -> tuple[list, list]:
                      "n_seeds": e["n_seeds"], "readings": ", ".join(dict.fromkeys(a["reading"] for a in alt)),
                      "under other readings": alternatives_text(alt), "fallbacks": e.get("fallbacks", 0)})
     return rows, sens
+
+
+def deviation_note(note: str, alt: list[dict]) -> str:
+    """A deviating claim's note with its readings' cause (:func:`reading_cause`): in front when
+    the claim has no computed cause of its own; after its own cause when some alternative
+    reading would make it agree (both are true)."""
+    if "computed cause: " not in note:
+        return "; ".join(x for x in (reading_cause(alt), note) if x)
+    if any(a["status"] in ("reproduced", "consistent") for a in alt):
+        return "; ".join(x for x in (note, reading_cause(alt).replace("computed cause: ", "", 1)) if x)
+    return note
 
 
 def reading_cause(alt: list[dict]) -> str:

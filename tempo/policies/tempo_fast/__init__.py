@@ -9,9 +9,11 @@ in this order by :func:`.solver.solve`:
   moves, exact line search), ``chains.py`` (2-step chains), ``augment.py`` (augmenting paths,
   Lemma 2) and ``polish.py`` (the support polish under Eq. 4);
 * ``structured.py``: the restart seeds and round robin A3;
+* ``balancer.py``: the exact activation balancer (the optimal semi-matching of Lemma 2), a restart seed;
 * ``heuristic.py``: stages 1-3 and the restarts of one preset;
 * ``ensemble.py``: stage 4 (Proposition 1), with ``maxflow.py``'s token LP (Lemma 1);
-* ``solver.py``: the whole, with the paper preset's output in the heuristic pool.
+* ``solver.py``: the whole, with the paper preset's output (under the caller's overrides) in the
+  heuristic pool.
 
 Beside them: ``records.py`` (typed records), ``pricing.py`` (Eq. 1/2/4 compiled),
 ``layout.py`` (the pair layout), ``bounds.py`` (the lower bound), ``jit.py`` (numba and its
@@ -21,15 +23,13 @@ The numpy reference the stages are checked against is ``tests/oracle_tempo.py``.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-
 import numpy as np
 
 from ...core.cost import CostModel
-from ...core.instance import Dispatch, Instance
+from ...core.instance import MAX_TOTAL_TOKENS, Dispatch, Instance
 from ...core.pricing import Pricer
-from ..exact import token_lp_even, token_lp_highs, token_lp_vertex
-from ..proxies import round_robin
+from ..exact import token_lp_even, token_lp_highs
+from .._fallback import mark_fallback
 from ..registry import register
 from .exchange import exchange_pass
 from .options import PRESETS, TempoOptions, lp_candidates, paper_solver_options, solver_options
@@ -63,56 +63,33 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
     t0 = time.perf_counter()
     full = inst.is_full_replication()
     vertex, even = lp_candidates(o.lp_variants)
-    if o.lp_variants != "auto" and "highs" in o.lp_variants:
-        shares, ms, chosen, st = _solve_highs_ensemble(inst, model, o, tuple(o.lp_variants))
-    else:
-        even_shares = _NO_SHARES
-        if even and not full and o.lp_variants != "auto" and o.ensemble and inst.total_tokens:
-            # asked for on restricted replica sets: the even token-LP split is a QP, solved here
+    paper = paper_solver_options(o, overrides)
+    even_shares = highs_shares = _NO_SHARES
+    if o.lp_variants != "auto" and inst.total_tokens and (o.ensemble or (o.paper_candidate and paper.ensemble)):
+        # the token-LP candidates the options name that the compiled solver cannot build: the
+        # even split on restricted replica sets (a QP) and the HiGHS vertex (a simplex call);
+        # both presets' ensembles score them
+        if even and not full:
             even_shares = np.ascontiguousarray(token_lp_even(inst).shares, dtype=np.float64)
-        shares, ms, chosen, st = solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model),
-                                       solver_options(o, vertex, even), paper_solver_options(), even_shares)
-        chosen = CHOSEN[chosen]
+        if "highs" in o.lp_variants:
+            highs_shares = np.ascontiguousarray(token_lp_highs(inst).shares, dtype=np.float64)
+    shares, ms, chosen, st = solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model),
+                                   solver_options(o, vertex, even), paper, even_shares, highs_shares)
+    chosen = CHOSEN[chosen]
     if o.restarts and o.local_search and full and inst.n_experts * inst.n_gpus <= 4096:
         x, ms2 = exchange_pass(inst, model, shares)
         if ms2 < ms * (1 - 1e-12):
             shares, ms, chosen, st = x, ms2, CHOSEN[EXCHANGE], st._replace(ensemble=ms2)
-    return Dispatch(shares, {"policy": "tempo", "makespan": float(ms), "chosen": chosen,
-                             "stages": _stage_times(st, ms), "solve_s": time.perf_counter() - t0})
+    d = Dispatch(shares, {"policy": "tempo", "makespan": float(ms), "chosen": chosen,
+                          "stages": _stage_times(st, ms), "solve_s": time.perf_counter() - t0})
+    if st.capped:
+        mark_fallback(d, f"tempo: the search stopped at its work bound ({o.work} move evaluations); "
+                         "the best dispatch found by then")
+    return d
 
 
-#: no even split computed by the caller (:func:`.solver.solve`'s ``even_shares``)
+#: no token-LP split computed by the caller (:func:`.solver.solve`'s ``even_shares``, ``highs_shares``)
 _NO_SHARES = np.zeros((0, 0))
-
-
-def _solve_highs_ensemble(inst: Instance, model: CostModel, o: TempoOptions, lp_variants: tuple):
-    """tempo_fast with ``lp_variants`` holding ``"highs"``: stages 1-3 compiled, stage 4 here (the
-    HiGHS vertex is a highspy call).  Scores each token-LP candidate of ``lp_variants`` and,
-    under full replication, round robin A3, unless the lower bound rules out a switch; switches
-    when the best is more than ``o.tau`` better (Proposition 1).  No compute-regime shortcut
-    (Section 4.2 has none).  Returns ``(shares float64[E, R], makespan, chosen name, Stages)``."""
-    from .solver import solve
-
-    stages_1_3 = solver_options(replace(o, ensemble=False), False, False)
-    shares, ms, chosen, st = solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model), stages_1_3,
-                                   paper_solver_options(), _NO_SHARES)
-    chosen = CHOSEN[chosen]
-    if o.ensemble and inst.live.any():
-        if model.lower_bound(inst) >= (1 - o.tau) * ms:
-            st = st._replace(pruned=True)
-        else:
-            make = {"vertex": token_lp_vertex, "even": token_lp_even, "highs": token_lp_highs}
-            names = [f"token_lp_{v}" for v in lp_variants] + (["round_robin"] if inst.is_full_replication() else [])
-            best = None
-            for name in names:
-                sh = (round_robin(inst) if name == "round_robin" else make[name[len("token_lp_"):]](inst)).shares
-                m = model.makespan(inst, sh)
-                if best is None or m < best[0]:
-                    best = (m, name, sh)
-            if best[0] < (1 - o.tau) * ms:
-                ms, chosen, shares = best[0], best[1], np.array(best[2], dtype=np.float64)
-        st = st._replace(ensemble=ms)
-    return shares, ms, chosen, st
 
 
 def _stage_times(st, ms: float) -> dict:
@@ -156,6 +133,13 @@ def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, options: Te
     if not np.issubdtype(counts.dtype, np.integer) or (counts.size and counts.min() < 0):
         raise ValueError("counts must be non-negative integers")
     counts = np.ascontiguousarray(counts, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        big = counts.size and (counts.max(initial=0) > MAX_TOTAL_TOKENS
+                               or (counts.sum(axis=1, dtype=np.float64) > MAX_TOTAL_TOKENS).any())
+    if big:
+        l = int(np.argmax(counts.sum(axis=1, dtype=np.float64)))
+        raise ValueError(f"counts of layer {l} sum past 2^53 = {MAX_TOTAL_TOKENS}: shares and loads are float64, "
+                         "exact only up to 2^53 tokens")
     rep = np.ascontiguousarray(rep, dtype=np.int64)
     if rep.size and (rep.min() < -1 or rep.max() >= n_gpus):
         raise ValueError(f"replica_gpu entries must lie in [-1, n_gpus={n_gpus})")
@@ -166,8 +150,8 @@ def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, options: Te
     o = TempoOptions.resolve(options, overrides)
     if o.lp_variants != "auto":
         raise ValueError("solve_layers scores the token-LP candidates of lp_variants='auto' only")
-    pricer, opts, paper = Pricer.of(model), solver_options(o, vertex=True, even=True), paper_solver_options()
+    pricer, opts, paper = Pricer.of(model), solver_options(o, vertex=True, even=True), paper_solver_options(o, overrides)
     out = np.empty(rep.shape)
     for layer in range(counts.shape[0]):
-        out[layer] = solve(counts[layer], rep[layer], int(n_gpus), pricer, opts, paper, _NO_SHARES)[0]
+        out[layer] = solve(counts[layer], rep[layer], int(n_gpus), pricer, opts, paper, _NO_SHARES, _NO_SHARES)[0]
     return out

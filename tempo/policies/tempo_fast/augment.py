@@ -50,7 +50,7 @@ def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
         depth: int, the longest path, or UNLIMITED
 
     Returns:
-        bool, whether a path was applied
+        (bool, int): whether a path was applied, and the GPUs taken off the frontier
     """
     # Each intermediate GPU receives one expert and sends another; the last absorbs an
     # activation.  Label-correcting: a GPU is re-entered when a path brings it fewer tokens.
@@ -115,7 +115,7 @@ def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
                 x[pp] = 0.0
                 node = u
             features(p, x, pgpu, L)
-            return True
+            return True, head
         if depth >= 0 and d >= depth:
             continue
         e_in = pe[p_in]
@@ -141,4 +141,4 @@ def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
                 lab[w] = xp
                 par_u[w], par_p[w], par_q[w] = v, pp, q
                 fv, fd, fl, nf = _push(fv, fd, fl, nf, w, d + 1, xp)
-    return False
+    return False, head

@@ -24,7 +24,7 @@ def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, si, sj, sv, M, whole_o
         whole_only: bool; o: Options
 
     Returns:
-        bool, whether a chain was applied
+        (bool, int): whether a chain was applied, and the moves evaluated
     """
     pe, pgpu, ptr = pairs.pe, pairs.pgpu, pairs.ptr
     fanout, cap = o.fanout, o.chain_cap
@@ -68,7 +68,7 @@ def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, si, sj, sv, M, whole_o
         if inh[pgpu[q]] and x[q] > EPS:
             nb += 1
     if nb == 0:
-        return False
+        return False, 0
     B = np.empty(nb, np.int64)
     k = 0
     for q in range(x.size):
@@ -99,7 +99,7 @@ def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, si, sj, sv, M, whole_o
             if pgpu[q] != pgpu[b_]:
                 n2 += 1
     if n2 == 0:
-        return False
+        return False, 0
     s_i2 = np.empty(2 * n2, np.int64)
     s_j2 = np.empty(2 * n2, np.int64)
     ns = 0
@@ -135,6 +135,7 @@ def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, si, sj, sv, M, whole_o
     bval = np.inf
     bI, bJ, bI2, bJ2 = -1, -1, -1, -1
     bdel = 0.0
+    evals = 0
     for q in range(m):
         i = fi[q]
         j = fj[q]
@@ -145,13 +146,14 @@ def two_step_chain(p, x, pairs, L, bottleneck, thresh, t, si, sj, sv, M, whole_o
             if pe[i2] == pe[i] or j2 == i:
                 continue
             v, d = evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, i2, j2)
+            evals += 1
             if v < bval:
                 bval, bdel = v, d
                 bI, bJ, bI2, bJ2 = i, j, i2, j2
     if not bval < thresh:
-        return False
+        return False, evals
     apply_move(p, x, pgpu, L, bI, bJ, bdel, bI2, bJ2)
-    return True
+    return True, evals
 
 
 @njit(cache=True)
@@ -166,7 +168,7 @@ def whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t):
         bottleneck: int; thresh: float; t: float64[g], each GPU's current time
 
     Returns:
-        bool, whether a chain was applied
+        (bool, int): whether a chain was applied, and the split sizes evaluated
     """
     # Where the activation floor and the token pieces (c + beta*N, c2 + gamma*N) cross near the
     # optimum, every single move and whole-expert chain off an activation-bound bottleneck lifts
@@ -178,6 +180,7 @@ def whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t):
     bval = np.inf
     bI, bJ, bI2, bJ2 = -1, -1, -1, -1
     bdel = 0.0
+    evals = 0
     cand = np.empty(24)
     for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
         i = gpairs[r]
@@ -236,6 +239,7 @@ def whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t):
                     nc = 1
                     nc = token_crossings(p, Nh, Nk0, cand, nc)
                     nc = level_crossings(p, Nh, Nk0, Kflat, cand, nc)
+                    evals += nc
                     for q in range(nc):
                         d = min(max(cand[q], 0.0), x2)
                         if not d > EPS:
@@ -251,7 +255,7 @@ def whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t):
                             bval, bdel = v, d
                             bI, bJ, bI2, bJ2 = i, j, i2, j2
     if not bval < thresh:
-        return False
+        return False, evals
     apply_move(p, x, pgpu, L, bI, bJ, x[bI], -1, -1)
     apply_move(p, x, pgpu, L, bI2, bJ2, bdel, -1, -1)
-    return True
+    return True, evals

@@ -6,7 +6,7 @@ import numpy as np
 from .jit import njit
 from .maxflow import token_lp
 from .pricing import makespan
-from .records import LOCAL_SEARCH, ROUND_ROBIN, TOKEN_LP_EVEN, TOKEN_LP_VERTEX, Candidate
+from .records import LOCAL_SEARCH, ROUND_ROBIN, TOKEN_LP_EVEN, TOKEN_LP_HIGHS, TOKEN_LP_VERTEX, Candidate
 from .structured import round_robin
 
 
@@ -31,15 +31,15 @@ def _build_vertex(p, counts, pairs, problem, vertex):
 
 
 @njit(cache=True)
-def ensemble(p, counts, pairs, problem, o, heuristic, even, vertex, checked):
-    """Stage 4 (Proposition 1): score the token-LP candidates of ``o`` (the vertex, the even split)
-    and, under full replication, round robin A3; switch to the best only when it is more than
-    ``o.tau`` better than ``heuristic``.
+def ensemble(p, counts, pairs, problem, o, heuristic, even, highs, vertex, checked):
+    """Stage 4 (Proposition 1): score the token-LP candidates of ``o`` (the vertex, the even split),
+    the HiGHS vertex when the caller gave one and, under full replication, round robin A3; switch
+    to the best only when it is more than ``o.tau`` better than ``heuristic``.
 
     Parameters:
         p: Pricer; counts: int64[E]; pairs: Pairs; problem: Problem; o: Options
         heuristic: Candidate, the heuristic output A_H
-        even: EvenSplit; vertex: VertexCache (built here when needed)
+        even, highs: GivenSplit; vertex: VertexCache (built here when needed)
         checked: bool, a token-LP candidate was built already: score even where the bound rules out a switch
 
     Returns:
@@ -74,6 +74,11 @@ def ensemble(p, counts, pairs, problem, o, heuristic, even, vertex, checked):
         if ms < cbest:
             cbest, cwho = ms, ROUND_ROBIN
             xc[:] = xr
+    if highs.given:
+        ms = makespan(p, highs.shares, pgpu, g)
+        if ms < cbest:
+            cbest, cwho = ms, TOKEN_LP_HIGHS
+            xc[:] = highs.shares
     if cwho == TOKEN_LP_VERTEX:
         xc[:] = vertex.shares
     if cwho != LOCAL_SEARCH and cbest < (1 - o.tau) * best:

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .balancer import semi_matching
 from .ensemble import build_vertex
 from .jit import njit
 from .local_search import improve
 from .polish import polish
 from .pricing import activation_time, features, gpu_times, makespan, new_loads, token_time
-from .records import (LOCAL_SEARCH, RESTART_WRAP_AROUND, SEED_GREEDY, SEED_STATIC, TOKEN_LP_EVEN, TOKEN_LP_VERTEX,
-                      Candidate, Heuristic, Stages)
+from .records import (LOCAL_SEARCH, RESTART_WRAP_AROUND, SEED_GREEDY, SEED_STATIC, SEMI_MATCHING, TOKEN_LP_EVEN,
+                      TOKEN_LP_VERTEX, Candidate, Heuristic, Stages)
 from .seed import seed
 from .structured import apportion, wrap_around
 
@@ -17,12 +18,13 @@ from .structured import apportion, wrap_around
 @njit(cache=True)
 def heuristic(p, counts, pairs, problem, o, even, vertex):
     """Seed, chains and local search of preset ``o``, then (full replication, ``o.restarts``) the
-    local search again from the wrap-around and apportionment seeds: the heuristic output A_H of
-    Proposition 1.
+    local search again from the wrap-around and apportionment seeds, and (``o.balancer``) from an
+    optimal semi-matching when the best so far holds more experts on a GPU than that one: the
+    heuristic output A_H of Proposition 1.
 
     Parameters:
         p: Pricer; counts: int64[E]; pairs: Pairs; problem: Problem; o: Options
-        even: EvenSplit
+        even: GivenSplit
         vertex: VertexCache, built here when the compute-regime check needs it
 
     Returns:
@@ -36,6 +38,8 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
     nan = np.nan
     x = np.zeros(P)
     L = new_loads(g)
+    # the move evaluations this preset may spend (the same on every machine: a work bound, not a clock)
+    budget = np.full(1, o.work if o.work > 0 else 1 << 62, np.int64)
     # Step 1: the seed
     if o.seed == SEED_STATIC:  # every expert on its first replica slot
         ptr = pairs.ptr
@@ -50,7 +54,7 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
     s_seed, s_chains, s_local = t[bottleneck], nan, nan
     # Step 2: whole-expert chains and augmenting paths
     if o.chains:
-        improve(p, x, pairs, L, lb, True, True, o)
+        improve(p, x, pairs, L, lb, True, True, o, budget)
         bottleneck = gpu_times(p, L, t)
         s_chains = t[bottleneck]
     # the compute-regime shortcut: a token-bound bottleneck, and the first token-LP candidate
@@ -60,7 +64,7 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
         bottleneck = gpu_times(p, L, t)
         if token_time(p, L.N[bottleneck]) >= activation_time(p, L.G[bottleneck], L.T[bottleneck]):
             checked = True
-            shortcut = Stages(s_seed, s_chains, s_local, nan, True, False)
+            shortcut = Stages(s_seed, s_chains, s_local, nan, True, False, budget[0] <= 0)
             if o.lp_vertex:
                 if build_vertex(p, counts, pairs, problem, vertex) and vertex.makespan[0] <= lb * (1 + 1e-9):
                     return Heuristic(Candidate(vertex.shares.copy(), vertex.makespan[0], TOKEN_LP_VERTEX), shortcut,
@@ -71,14 +75,14 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
                     return Heuristic(Candidate(even.shares.copy(), ms, TOKEN_LP_EVEN), shortcut, checked)
     # Step 3: the local search with partial moves, and the support polish (mixed regime)
     if o.local_search:
-        improve(p, x, pairs, L, lb, not o.partial, o.chains, o)
+        improve(p, x, pairs, L, lb, not o.partial, o.chains, o, budget)
         if o.compound and p.has_traffic and o.partial and polish(p, counts, pairs, problem, x, L, o):
-            improve(p, x, pairs, L, lb, False, o.chains, o)
+            improve(p, x, pairs, L, lb, False, o.chains, o, budget)
         bottleneck = gpu_times(p, L, t)
         s_local = t[bottleneck]
     best = makespan(p, x, pgpu, g)
     chosen = LOCAL_SEARCH
-    if problem.full and o.restarts and best > lb * (1 + 1e-12):
+    if problem.full and o.restarts and best > lb * (1 + 1e-12) and budget[0] > 0:
         # restarts from two structured seeds the greedy cannot reach (few experts over many
         # GPUs: 1.49x the optimum otherwise)
         for kind in range(2):
@@ -91,9 +95,29 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
             L2 = new_loads(g)
             features(p, xs, pgpu, L2)
             if o.local_search:
-                improve(p, xs, pairs, L2, lb, not o.partial, o.chains, o)
+                improve(p, xs, pairs, L2, lb, not o.partial, o.chains, o, budget)
             ms = makespan(p, xs, pgpu, g)
             if ms < best * (1 - 1e-12):
                 best, chosen = ms, RESTART_WRAP_AROUND + kind
                 x = xs
-    return Heuristic(Candidate(x, best, chosen), Stages(s_seed, s_chains, s_local, nan, False, False), checked)
+    if o.balancer and o.local_search and best > lb * (1 + 1e-12) and budget[0] > 0:
+        # the exact activation balancer's dispatch, then the local search from it: never a whole
+        # activation step behind it (the chains and augmenting paths are priced with tokens too,
+        # and may stop one step short where tokens decide)
+        xs = np.zeros(P)
+        L2 = new_loads(g)
+        seed(p, counts, pairs, xs, L2, False)
+        k_opt = semi_matching(counts, pairs, g, xs)
+        features(p, x, pgpu, L2)
+        most = 0.0
+        for h in range(g):
+            most = max(most, L2.G[h])
+        if most > k_opt:
+            features(p, xs, pgpu, L2)
+            improve(p, xs, pairs, L2, lb, not o.partial, o.chains, o, budget)
+            ms = makespan(p, xs, pgpu, g)
+            if ms < best * (1 - 1e-12):
+                best, chosen = ms, SEMI_MATCHING
+                x = xs
+    return Heuristic(Candidate(x, best, chosen), Stages(s_seed, s_chains, s_local, nan, False, False, budget[0] <= 0),
+                     checked)

@@ -12,7 +12,7 @@ from .records import EPS, REL, UNLIMITED
 
 
 @njit(cache=True)
-def improve(p, x, pairs, L, lb, whole_only, chains, o):
+def improve(p, x, pairs, L, lb, whole_only, chains, o, budget):
     """Bottleneck local search (Section 4.2, stages 2 and 3): the best single move off the
     bottleneck; when none improves, a 2-step chain, an augmenting path (``o.chain_depth``
     unlimited or > 2), then (``o.compound``, Eq. 4, partial moves) the whole-then-partial chain.
@@ -22,6 +22,7 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o):
         lb: float, the lower bound: the search stops there
         whole_only: bool, whole-expert moves only (stage 2, and stage 3 without partial moves)
         chains: bool; o: Options
+        budget: int64[1], the move evaluations left (updated; the search stops when it is spent)
 
     Returns:
         int, accepted moves (at most o.max_iter)
@@ -35,6 +36,8 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o):
     sv = np.empty(max(P * 4, 16))
     moves = 0
     for _ in range(o.max_iter):
+        if budget[0] <= 0:
+            break
         bottleneck = gpu_times(p, L, t)
         tb = t[bottleneck]
         if tb <= lb * (1 + 1e-12):  # provably optimal: nothing to gain
@@ -67,6 +70,7 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o):
                 if v < bval:
                     bval, bm, bdel = v, M, d
                 M += 1
+        budget[0] -= M
         if not anyA or M == 0:
             break
         if bval < thresh:
@@ -75,11 +79,14 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o):
             continue
         if not chains:
             break
-        found = two_step_chain(p, x, pairs, L, bottleneck, thresh, t, si, sj, sv, M, whole_only, o)
+        found, spent = two_step_chain(p, x, pairs, L, bottleneck, thresh, t, si, sj, sv, M, whole_only, o)
+        budget[0] -= spent
         if not found and (depth == UNLIMITED or depth > 2):
-            found = augmenting_path(p, x, pairs, L, bottleneck, thresh, depth)
+            found, spent = augmenting_path(p, x, pairs, L, bottleneck, thresh, depth)
+            budget[0] -= spent
         if not found and o.compound and p.has_traffic and not whole_only:
-            found = whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t)
+            found, spent = whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t)
+            budget[0] -= spent
         if not found:
             break
         moves += 1

@@ -8,12 +8,19 @@ from .. import _options as check
 from .records import SEEDS, UNLIMITED, Options
 
 
+#: move evaluations per preset by default: about 0.5 s of search on one core, far above what
+#: the serving sizes spend (an EP8 batch: under 1e4); E = 512 on 64 GPUs with one-token tiles
+#: reaches it
+WORK = 2_000_000
+
+
 @dataclass(frozen=True)
 class TempoOptions:
     """tempo_fast's options: a preset (:meth:`preset`) with field overrides (:meth:`resolve`).
 
     ``"default"`` is the library's solver; ``"paper"`` is Section 4.2 as written: whole-expert
-    seed, chains of depth 2, no restarts, no compound moves, no paper candidate.  Every field is
+    seed, chains of depth 2, no restarts, no compound moves, no activation balancer, no paper
+    candidate.  Every field is
     checked on construction (``TypeError`` / ``ValueError`` naming it).
 
     Fields
@@ -29,8 +36,14 @@ class TempoOptions:
     fanout : int >= 0: 2-step chains, destination GPUs per first move (0: no limit)
     lp_variants : "auto" or a tuple of "vertex", "even", "highs": the token-LP candidates of stage 4
     restarts : bool: full replication, local search from the wrap-around and apportionment seeds, then exchanges
-    paper_candidate : bool: stage 4's heuristic pool holds the "paper" preset's output (never worse than it)
+    paper_candidate : bool: the heuristic pool holds the "paper" preset's output under the same
+        overrides (:func:`paper_twin`): never worse than it
     compound : bool: stage 3 under Eq. 4, the whole-then-partial chain and the support polish
+    balancer : bool: the local search again from an exact activation balancer's dispatch (the
+        optimal semi-matching of Lemma 2), into the heuristic pool
+    work : int >= 0: move evaluations stages 1-3 and the restarts may spend per preset (0: no
+        limit); a solve that reaches it returns its best dispatch so far, marked
+        ``meta["fallback"]``.  A count, not a clock: the same answer on any machine
     """
 
     seed: str = "greedy"
@@ -46,17 +59,21 @@ class TempoOptions:
     restarts: bool = True
     paper_candidate: bool = True
     compound: bool = True
+    balancer: bool = True
+    work: int = WORK
 
     def __post_init__(self):
         """Check every field (``TypeError`` / ``ValueError`` naming it): :func:`tempo.solve`
         and :meth:`resolve` build this, so the checks hold for every way in."""
         check.choice("tempo", "seed", self.seed, ("greedy", "whole", "static"))
-        for name in ("chains", "local_search", "partial", "ensemble", "restarts", "paper_candidate", "compound"):
+        for name in ("chains", "local_search", "partial", "ensemble", "restarts", "paper_candidate", "compound",
+                     "balancer"):
             check.flag("tempo", name, getattr(self, name))
         # the 1- and 2-step chains always run (with chains): a depth below 2 would mean 2
         check.integer("tempo", "chain_depth", self.chain_depth, lambda v: v >= 2, ">= 2", optional=True)
         check.number("tempo", "tau", self.tau, lambda v: 0 <= v < 1, "in [0, 1)")
         check.integer("tempo", "max_iter", self.max_iter, lambda v: v >= 0, ">= 0")
+        check.integer("tempo", "work", self.work, lambda v: v >= 0, ">= 0 (0: no limit)")
         check.integer("tempo", "fanout", self.fanout, lambda v: v >= 0, ">= 0 (0: no limit)")
         v = self.lp_variants
         if not (isinstance(v, str) and v == "auto"):
@@ -97,7 +114,7 @@ class TempoOptions:
 
 PRESETS = {"default": TempoOptions(),
            "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False, paper_candidate=False,
-                                  compound=False)}
+                                  compound=False, balancer=False)}
 
 
 def lp_candidates(lp_variants) -> tuple[bool, bool]:
@@ -119,14 +136,48 @@ def solver_options(o: TempoOptions, vertex: bool, even: bool) -> Options:
                    local_search=bool(o.local_search), partial=bool(o.partial), ensemble=bool(o.ensemble),
                    tau=float(o.tau), max_iter=int(o.max_iter), fanout=int(o.fanout or 0), lp_vertex=bool(vertex),
                    lp_even=bool(even), restarts=bool(o.restarts), chain_cap=64,
-                   paper_pool=bool(o.paper_candidate), compound=bool(o.compound))
+                   paper_pool=bool(o.paper_candidate), compound=bool(o.compound), balancer=bool(o.balancer),
+                   work=int(o.work))
 
 
-_PAPER_RECORD = []
+def paper_twin(o: TempoOptions, overrides: dict | None = None) -> TempoOptions:
+    """The ``"paper"`` preset under ``o``'s overrides: every field where ``o`` differs from the
+    default preset, and every field named in ``overrides`` (the keyword overrides ``o`` was
+    resolved with), takes ``o``'s value; ``paper_candidate`` stays off.  ``o``'s heuristic pool
+    holds this preset's output, so ``tempo_fast(inst, model, **kw)`` is never worse than
+    ``tempo_fast(inst, model, options="paper", **kw)`` under the model."""
+    named = tuple(sorted(f for f in (overrides or ()) if f != "paper_candidate"))
+    try:
+        key = (o, named)
+        twin = _TWINS.get(key)
+    except TypeError:  # a field holding a list: not hashable, not cached
+        key, twin = None, None
+    if twin is None:
+        base, paper = PRESETS["default"], PRESETS["paper"]
+        changed = {f: getattr(o, f) for f in TempoOptions.__dataclass_fields__
+                   if f != "paper_candidate" and (f in named or getattr(o, f) != getattr(base, f))}
+        twin = replace(paper, **changed)
+        if key is not None and len(_TWINS) < 256:
+            _TWINS[key] = twin
+    return twin
 
 
-def paper_solver_options() -> Options:
-    """The ``"paper"`` preset's compiled :class:`~.records.Options` (stage 4's pool candidate), built once."""
-    if not _PAPER_RECORD:
-        _PAPER_RECORD.append(solver_options(PRESETS["paper"], *lp_candidates(PRESETS["paper"].lp_variants)))
-    return _PAPER_RECORD[0]
+_TWINS: dict = {}
+
+
+def paper_solver_options(o: TempoOptions, overrides: dict | None = None) -> Options:
+    """The compiled :class:`~.records.Options` of :func:`paper_twin` ``(o, overrides)``: the
+    heuristic pool's paper candidate, scoring the token-LP candidates ``o`` names."""
+    twin = paper_twin(o, overrides)
+    try:
+        rec = _RECORDS.get(twin)
+    except TypeError:
+        return solver_options(twin, *lp_candidates(twin.lp_variants))
+    if rec is None:
+        rec = solver_options(twin, *lp_candidates(twin.lp_variants))
+        if len(_RECORDS) < 256:
+            _RECORDS[twin] = rec
+    return rec
+
+
+_RECORDS: dict = {}

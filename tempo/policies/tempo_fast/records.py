@@ -21,9 +21,9 @@ SEEDS = {"greedy": SEED_GREEDY, "whole": SEED_WHOLE, "static": SEED_STATIC}
 UNLIMITED = -1
 # the candidate a solve returns (Candidate.chosen, solve's ``chosen``), named by CHOSEN
 LOCAL_SEARCH, TOKEN_LP_VERTEX, TOKEN_LP_EVEN, ROUND_ROBIN, RESTART_WRAP_AROUND, RESTART_APPORTION, EXCHANGE, \
-    PAPER_PRESET = range(8)
+    PAPER_PRESET, TOKEN_LP_HIGHS, SEMI_MATCHING = range(10)
 CHOSEN = ("local_search", "token_lp_vertex", "token_lp_even", "round_robin", "restart_wrap_around",
-          "restart_apportion", "exchange", "paper_preset")
+          "restart_apportion", "exchange", "paper_preset", "token_lp_highs", "semi_matching")
 
 
 # ---- the instance ----
@@ -76,13 +76,16 @@ class Options(NamedTuple):
     lp_even: bool        # full replication: score the even token-LP split (total/g per GPU)
     restarts: bool       # full replication: rerun the local search from the structured seeds
     chain_cap: int       # 2-step chains: first moves kept, and second moves per GPU
-    paper_pool: bool     # stage 4: the paper preset's complete output joins the heuristic pool
+    paper_pool: bool     # the paper preset's complete output joins the heuristic pool
     compound: bool       # stage 3 under Eq. 4: the whole-then-partial chain and the support polish
+    balancer: bool       # the local search again from an optimal semi-matching (Lemma 2), into the pool
+    work: int            # move evaluations a preset's stages 1-3 and restarts may spend (a deterministic bound)
 
 
 # ---- the stages' state and results ----
-class EvenSplit(NamedTuple):
-    """The even token-LP split a caller computed (restricted replication: a QP)."""
+class GivenSplit(NamedTuple):
+    """A token-LP optimum the caller computed (the even split under restricted replication, a QP;
+    the HiGHS vertex, a simplex call): stage 4 scores it."""
 
     shares: np.ndarray  # float64[P]: zeros when none was given
     given: bool
@@ -115,6 +118,7 @@ class Stages(NamedTuple):
     ensemble: float
     shortcut: bool  # a token-LP candidate attained the lower bound after stage 2: returned at once
     pruned: bool    # the lower bound ruled out a switch: the ensemble built no candidate
+    capped: bool    # a search stopped at Options.work: the best dispatch found by then
 
 
 class Heuristic(NamedTuple):

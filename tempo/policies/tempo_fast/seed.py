@@ -110,8 +110,11 @@ def seed(p, counts, pairs, x, L, split):
         else:
             # amounts from the levels before any update (the plan is built first)
             amounts = np.empty(kbest)
-            for jj in range(kbest):
+            rest = n
+            for jj in range(kbest - 1):
                 amounts[jj] = level - N[cand_h[jj]]
+                rest -= amounts[jj]
+            amounts[kbest - 1] = rest  # the row sums to n exactly, whatever the rounding of the levels
             for jj in range(kbest):
                 h = cand_h[jj]
                 amount = amounts[jj]

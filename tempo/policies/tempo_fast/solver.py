@@ -9,11 +9,22 @@ from .ensemble import ensemble
 from .heuristic import heuristic
 from .jit import njit
 from .layout import is_full_replication, pairs_of, scatter
-from .records import LOCAL_SEARCH, PAPER_PRESET, Candidate, EvenSplit, Problem, Stages, VertexCache
+from .records import LOCAL_SEARCH, PAPER_PRESET, Candidate, GivenSplit, Problem, Stages, VertexCache
 
 
 @njit(cache=True)
-def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares):
+def _given(shares, pairs):
+    """A caller's token-LP split ``shares : float64[E, R]`` (or float64[0, 0]: none) on the pairs."""
+    P = pairs.pgpu.size
+    out = GivenSplit(np.zeros(P), shares.shape[0] > 0)
+    if out.given:
+        for q in range(P):
+            out.shares[q] = shares[pairs.pe[q], pairs.pr[q]]
+    return out
+
+
+@njit(cache=True)
+def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares, highs_shares):
     """tempo_fast (Section 4.2): seed, chains and augmenting paths, local search, restarts, and the
     ensemble with switching tolerance ``options.tau`` (Proposition 1).
 
@@ -21,8 +32,10 @@ def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares):
         counts: int64[E]
         replica_gpu: int64[E, R], GPU of each replica slot, -1 for an unused slot
         n_gpus: int; p: Pricer; options: Options
-        paper_options: Options, the "paper" preset, solved into the heuristic pool when options.paper_pool
-        even_shares: float64[E, R], the even token-LP split the caller computed, or float64[0, 0]
+        paper_options: Options, the "paper" preset under the caller's overrides, solved into the
+            heuristic pool when options.paper_pool
+        even_shares, highs_shares: float64[E, R], the even token-LP split and the HiGHS vertex the
+            caller computed (stage 4 scores them), or float64[0, 0]
 
     Returns:
         (shares float64[E, R], makespan, chosen, Stages); chosen indexes records.CHOSEN
@@ -33,37 +46,37 @@ def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares):
     nan = np.nan
     lb = lower_bound(p, counts, pairs, n_gpus)
     if P == 0:  # no tokens: nothing to place (lb = every GPU's idle time, max(a, c, c2))
-        return np.zeros((E, R)), lb, LOCAL_SEARCH, Stages(lb, nan, nan, nan, False, False)
+        return np.zeros((E, R)), lb, LOCAL_SEARCH, Stages(lb, nan, nan, nan, False, False, False)
     problem = Problem(n_gpus, R, lb, is_full_replication(pairs, E, n_gpus))
-    even = EvenSplit(np.zeros(P), even_shares.shape[0] > 0)
-    if even.given:
-        for q in range(P):
-            even.shares[q] = even_shares[pairs.pe[q], pairs.pr[q]]
+    even = _given(even_shares, pairs)
+    highs = _given(highs_shares, pairs)
     vertex = VertexCache(np.zeros(P), np.zeros(1, np.bool_), np.full(1, np.inf))
     h = heuristic(p, counts, pairs, problem, options, even, vertex)
     stages = h.stages
     if stages.shortcut:
         return scatter(h.best.shares, pairs, E, R), h.best.makespan, h.best.chosen, stages
     best = h.best
+    capped = stages.capped
+    # The heuristic pool holds the paper preset's complete output under the same overrides (its
+    # own ensemble over the same token-LP candidates included), compared by strict minimum:
+    # A_H = min(this preset's heuristic, the paper preset's output), and the tolerance rule
+    # compares the other candidates with A_H, so the result is never worse than the paper
+    # preset's under the model, with or without stage 4.  The other ways out keep that: the
+    # shortcut above returns a candidate at the lower bound, the paper preset is skipped when
+    # A_H attains the bound, and the exchange pass only improves.
+    if options.paper_pool and best.makespan > lb:
+        paper = heuristic(p, counts, pairs, problem, paper_options, even, vertex)
+        out = paper.best
+        capped = capped or paper.stages.capped
+        if not paper.stages.shortcut and paper_options.ensemble:
+            out, _pruned = ensemble(p, counts, pairs, problem, paper_options, out, even, highs, vertex,
+                                    paper.checked)
+        if out.makespan < best.makespan:
+            best = Candidate(out.shares, out.makespan, PAPER_PRESET)
     pruned = False
     s_ensemble = nan
     if options.ensemble:
-        # The heuristic pool holds the paper preset's complete output (its own ensemble
-        # included), compared by strict minimum: A_H = min(this preset's heuristic, the paper
-        # preset's output), and the tolerance rule compares the other candidates with A_H, so
-        # the result is never worse than options="paper"'s under the model.  The other ways out
-        # keep that: the shortcut above returns a candidate at the lower bound, the paper preset
-        # is skipped when A_H attains the bound, and the exchange pass only improves.
-        if options.paper_pool and best.makespan > lb:
-            no_even = EvenSplit(even.shares, False)
-            paper = heuristic(p, counts, pairs, problem, paper_options, no_even, vertex)
-            out = paper.best
-            if not paper.stages.shortcut and paper_options.ensemble:
-                out, _pruned = ensemble(p, counts, pairs, problem, paper_options, out, no_even, vertex,
-                                        paper.checked)
-            if out.makespan < best.makespan:
-                best = Candidate(out.shares, out.makespan, PAPER_PRESET)
-        best, pruned = ensemble(p, counts, pairs, problem, options, best, even, vertex, h.checked)
+        best, pruned = ensemble(p, counts, pairs, problem, options, best, even, highs, vertex, h.checked)
         s_ensemble = best.makespan
     return (scatter(best.shares, pairs, E, R), best.makespan, best.chosen,
-            Stages(stages.seed, stages.chains, stages.local_search, s_ensemble, False, pruned))
+            Stages(stages.seed, stages.chains, stages.local_search, s_ensemble, False, pruned, capped))
