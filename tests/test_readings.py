@@ -383,6 +383,9 @@ def test_solver_vs_milp_alternatives_reuse_the_milps_answer(workers, monkeypatch
     calls = []
     real = solver_studies.solve
     monkeypatch.setattr(solver_studies, "solve", lambda inst, model, policy, **kw: calls.append(policy) or real(inst, model, policy, **kw))
+    exact = solver_studies.milp_references.exact
+    monkeypatch.setattr(solver_studies.milp_references, "exact",
+                        lambda inst, model: calls.append("milp") or exact(inst, model))
     b = studies.EXPERIMENTS["solver_vs_milp"](studies.with_reading("solver_vs_milp", {**cfg, "workers": 1},
                                                                    Reading.paper(tempo_preset="default")))
     assert "milp" not in calls and "tempo" in calls                  # the same batches: no new MILP
