@@ -34,6 +34,9 @@ ALLOWED = {
         "small counts, list items, exponents": "0 1 2 3 4 5 6 7 8",
         "DeepSeek-V3's router and expert sizes (definitions)": "256 7168 2048",
         "the toy batch of Fig. 1b: inputs (600, 30, b = 15, beta = 0.1) and hand arithmetic": "0.1 15 30 39 60 66 69 90 105 300 390 600 690",
+        "exercise 4: its batch (37, 11, 35, 555, 123 tokens; b = 5, beta = 0.05) and the hand solution's "
+        "arithmetic (N = 761, 380.5 tokens a GPU, the bound 19.025 us, the hot expert split 308.5 / 246.5)":
+            "0.05 11 35 37 123 555 761 380.5 19.025 308.5 246.5",
         "the counterexample's inputs": "0.156 13.9 27 54 297",
         "Exercise 1: inputs and hand arithmetic": "510 1020 1.85 2000",
         "Exercise 3: inputs and hand arithmetic (bandwidths in TB/s, MB, us)": "4096 1536 4.8 3.35 18.9 3.93 110",
@@ -57,6 +60,7 @@ ALLOWED = {
     "notebooks/08_your_model.md": {
         "small counts, list items, chapter numbers": "0 1 2 3 4 5 8 05",
         "the batch's inputs (replication 1.25, 40 slots per GPU, 320 slots, 256 experts), HBM TB/s": "1.25 40 256 320 4.8",
+        "the duplicate-slot exercise: its batch (100 and 10 tokens, beta = 0.1) and the hand arithmetic": "0.1 10 100",
         "Appendix B's calibration grid size": "149",
         "the restricted example: inputs and the hand prediction": "0.2 15 20 30 45 68 280 290 300 310 340 600 630 1020",
     },
