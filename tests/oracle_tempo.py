@@ -632,9 +632,11 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
         bs.lb, bs.chain_depth, bs.split_seed = st.lb, st.chain_depth, False
         bs.seed()
         k_opt = _semi_matching(bs)
+        bs.G, bs.N, bs.T = bs.features()
+        start_ms = float(bs.times().max())
         probe = _State(inst, model)
         probe.load(shares)
-        if probe.G.max() > k_opt:
+        if start_ms < best_ms or probe.G.max() > k_opt:
             bs.G, bs.N, bs.T = bs.features()
             bs.improve(whole_only=not o.partial, chains=o.chains, max_iter=o.max_iter, fanout=o.fanout)
             ms = float(bs.times().max())

@@ -289,3 +289,34 @@ def test_the_search_stops_at_its_work_bound_and_says_so():
     free = solve(inst, model, "tempo", work=0)
     assert fallback_of(free) is None
     assert model.makespan(inst, free) <= model.makespan(inst, d1) * (1 + REL)
+
+
+def test_the_registered_semi_matching_is_exact():
+    """The augmenting-path balancer reaches the max-flow optimum of the largest number of experts
+    on a GPU (Lemma 2) on random restricted and duplicate-slot instances."""
+    from tempo.policies.exact import semi_matching_maxflow
+
+    for inst, m in _random_cases(13, 80):
+        if not inst.total_tokens:
+            continue
+        d = solve(inst, m, "semi_matching")
+        G, _, _ = m.gpu_features(inst, d)
+        assert G.max() == d.meta["max_experts"] == semi_matching_maxflow(inst).meta["max_experts"]
+        assert ((d.shares > 0).sum(axis=1) <= 1).all()  # whole experts
+
+
+def test_the_chain_depth_reading_sets_the_paper_presets_depth():
+    """``chain_depth``: the paper reading runs Section 4.2's 1- and 2-step chains, the alternative
+    augmenting paths of any length; the library's default preset searches any length whatever
+    the reading."""
+    from tempo.paper.readings import Reading
+    from tempo.policies.tempo_fast import PRESETS
+    from tempo.studies.readings import tempo_options
+
+    paper = Reading.paper()
+    assert paper["chain_depth"] == "depth_2" and PRESETS["paper"].chain_depth == 2
+    assert tempo_options(paper)["chain_depth"] == 2
+    assert tempo_options(paper.with_(chain_depth="any_length"))["chain_depth"] is None
+    lib = Reading.library()
+    assert lib["chain_depth"] == "any_length" and "chain_depth" not in tempo_options(lib)
+    assert PRESETS["default"].chain_depth is None

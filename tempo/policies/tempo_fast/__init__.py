@@ -35,7 +35,7 @@ from .exchange import exchange_pass
 from .options import PRESETS, TempoOptions, lp_candidates, paper_solver_options, solver_options
 from .records import CHOSEN, EXCHANGE
 
-__all__ = ["PRESETS", "TempoOptions", "exchange_pass", "solve_layers", "tempo_fast"]
+__all__ = ["PRESETS", "TempoOptions", "exchange_pass", "semi_matching", "solve_layers", "tempo_fast"]
 
 
 @register("tempo", needs_model=True, options=TempoOptions, family="tempo", servable=True, color="#54a24b",
@@ -86,6 +86,29 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
         mark_fallback(d, f"tempo: the search stopped at its work bound ({o.work} move evaluations); "
                          "the best dispatch found by then")
     return d
+
+
+@register("semi_matching", needs_model=False, options=None, family="proxy", servable=False, color="#ff9da6",
+          label="semi-matching: fewest activated experts, exact (Lemma 2)", order=60)
+def semi_matching(inst: Instance, model: CostModel | None = None) -> Dispatch:
+    """The exact activation balancer (Lemma 2, beta -> 0): every live expert whole on one replica,
+    the largest number of experts on a GPU the least possible (an optimal semi-matching, by
+    augmenting paths [Harvey et al. 2006]).  Among the optimal ones: the cost-aware whole-expert
+    seed of Section 4.2 under ``model`` (by tokens when None) moved along augmenting paths, the
+    dispatch tempo_fast's balancer restart starts from.
+
+    Returns:
+        Dispatch; ``meta["max_experts"]``: the largest number of experts on a GPU
+    """
+    from .balancer import balanced
+
+    t0 = time.perf_counter()
+    shares, k = balanced(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model or _BY_TOKENS))
+    return Dispatch(shares, {"policy": "semi_matching", "max_experts": int(k), "solve_s": time.perf_counter() - t0})
+
+
+#: the semi-matching's seed without a model: whole experts by tokens
+_BY_TOKENS = CostModel(a=0.0, b=0.0, c=0.0, beta=1.0)
 
 
 #: no token-LP split computed by the caller (:func:`.solver.solve`'s ``even_shares``, ``highs_shares``)
