@@ -4,6 +4,8 @@
 #   make notebook NB=05_calibration PROFILE=gpu    run one notebook (uses an activated conda env, see TEMPO_PYTHON)
 #   make book TRACE=trace.npz  the claims the paper computes on recorded routing, on your recorded trace
 #   make test                  unit tests, smoke build of the whole book, browser check
+#   make warmup                compile the solver ahead (every target that solves does this first)
+#   make bench                 solver benchmark, each target met or missed (BENCH_ARGS=--compare REV: also an older commit)
 #   make traces                the shipped routing traces and profiles (data/traces/) from the public recordings
 #                              in SOURCE=../shared/data/routing (about 4 minutes; the book reads only data/traces/)
 #   make sglang-test           optional: the SGLang plugin against sglang 0.5.23 at its own pins (CPU, large download)
@@ -28,6 +30,8 @@ STAMP := $(VENV)/.installed-stamp
 endif
 PYBIN := $(dir $(PY))
 PROFILE ?= full
+# the compiled solver's machine code, compiled once after installing (numba caches it on disk)
+WARM := build/.solver-warm
 
 NB_SRC := $(sort $(wildcard notebooks/[0-9][0-9]_*.md))
 NB_NAMES := $(notdir $(basename $(NB_SRC)))
@@ -41,7 +45,7 @@ else
 BOOK_OUT := .
 endif
 
-.PHONY: all book test unit browser bench venv notebook clean sglang-test gpu-check traces
+.PHONY: all book test unit browser bench venv notebook clean sglang-test gpu-check traces warmup
 .SECONDARY:
 .DELETE_ON_ERROR:
 all: book
@@ -59,8 +63,15 @@ $(VENV)/.installed-stamp: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
+# numba compiles the solver once (about 2 minutes idle) and caches it: every later process loads it
+warmup: $(WARM)
+$(WARM): $(STAMP) $(wildcard tempo/policies/tempo_fast/*.py) tempo/core/pricing.py
+	@echo "compiling the solver ahead (python -m tempo warmup; once per install or solver edit)"
+	$(PY) -m tempo warmup --quiet
+	@mkdir -p build && touch $@
+
 # one executed notebook per source; papermill passes the profile (and the trace, below)
-$(EXEC)/%.ipynb: notebooks/%.md $(DEPS)
+$(EXEC)/%.ipynb: notebooks/%.md $(DEPS) | $(WARM)
 	@$(PY) -m tempo.book.runbook $* $(PROFILE) $(TRACE)
 
 # TRACE=trace.npz (a recorded routing trace, `python -m tempo import-trace DUMP... -o trace.npz`):
@@ -102,7 +113,7 @@ notebook: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make notebook NB=05_calibration [PROFILE=smoke|full|gpu]"; exit 2; }
 	$(MAKE) --no-print-directory $(EXEC)/$(NB).ipynb
 
-unit: $(STAMP)
+unit: $(STAMP) $(WARM)
 	$(PY) -m pytest -q tests --ignore=tests/browser
 
 browser: $(STAMP)
@@ -122,8 +133,8 @@ $(SGL_SITE)/.stamp: tests/sglang/requirements.txt $(STAMP)
 sglang-test: $(SGL_SITE)/.stamp
 	PYTHONPATH=tests/sglang/stubs:$(SGL_SITE) $(PY) -m pytest -q tests/sglang
 
-bench: $(STAMP)
-	$(PY) -m tempo bench
+bench: $(STAMP) $(WARM)
+	$(PY) -m tempo bench $(BENCH_ARGS)
 
 # runs in the GPU environment's python (environment.yml, or the node's own torch), never the CPU .venv
 GPU_PYTHON ?= python3

@@ -149,3 +149,14 @@ def test_demote_headings_keeps_code_and_caps_the_depth():
     md = "# gpu-check on X\ntext #1\n## env\n```\n# a comment\n```\n##### deep\n#tag"
     assert ch05.demote_headings(md).splitlines() == [
         "#### gpu-check on X", "text #1", "##### env", "```", "# a comment", "```", "###### deep", "#tag"]
+
+
+def test_identified_text_says_when_the_grid_does_not_pin_b():
+    import pandas as pd
+
+    ci = pd.DataFrame({"2.5%": [0, 0.0, 0, 0.09, 0], "median": [5, 8.0, 5, 0.1, 80], "97.5%": [9, 12.48, 9, 0.11, 104]},
+                      index=["a", "b", "c", "beta", "n_star"])
+    text = ch05.identified_text(ci, [1, 8])
+    assert "has only G = 1, 8, and it does not identify b (b anywhere in 0.00-12.48 us, n* in 0-104)" in text
+    tight = ci.assign(**{"2.5%": [0, 7.9, 0, 0.099, 79], "97.5%": [9, 8.1, 9, 0.101, 81]})
+    assert ch05.identified_text(tight, [1, 2, 4, 8, 13, 20, 40]).startswith("This recording's grid (G = 1, 2, 4, 8, 13, 20, 40) identifies both")

@@ -18,6 +18,18 @@ def test_wallclock_text():
     text = ch07.wallclock_text("4 gloo ranks on this CPU", 3, {"agreement": 0.75, "pairs": 8, "gain_transfer_error_p": 2.5})
     assert text.startswith("4 gloo ranks on this CPU, 3 steps: model-to-measured pairwise ranking agreement 75% over 8 pairs")
     assert "mean gain-transfer error 2.5 points" in text
+    import pandas as pd
+
+    # a model that prices every policy alike ranks nothing: no agreement number
+    tied = pd.DataFrame({"expert_us": [100.0, 80.0, 60.0], "model_us": [73.9] * 3}, index=["static", "metro", "tempo"])
+    text = ch07.wallclock_text("cpu", 3, {"agreement": 0.6, "pairs": 3, "gain_transfer_error_p": 9.0}, tied)
+    assert "prices every policy alike (73.9 us each), so it ranks nothing" in text and "60%" not in text
+    assert ch07.model_ranking(tied) == {"pairs": 3, "separated": 0, "agree": 0}
+    # a model that separates two of three pairs, one ordered as measured
+    mixed = tied.assign(model_us=[70.0, 70.0, 75.0])
+    assert ch07.model_ranking(mixed) == {"pairs": 3, "separated": 2, "agree": 0}
+    text = ch07.wallclock_text("cpu", 3, {"agreement": 0.0, "pairs": 3, "gain_transfer_error_p": 9.0}, mixed)
+    assert "the model separates 2 and orders 0 of them as measured (0%); it prices the other 1 alike" in text
 
 
 def test_serving_status_and_recordings(tmp_path):

@@ -19,7 +19,7 @@ def test_help_lists_every_command(capsys):
 def test_every_command_resolves():
     import importlib
 
-    for target, _ in cli.COMMANDS.values():
+    for target, _, _ in cli.COMMANDS.values():
         module, func = target.split(":")
         assert callable(getattr(importlib.import_module(module), func))
 
@@ -44,3 +44,25 @@ def test_import_trace_and_drift_location(tmp_path, capsys):
     d = json.loads((tmp_path / "d.json").read_text())
     assert np.array(d["logical_count"]).shape == (2, 16)
     assert "drift-2" in capsys.readouterr().out
+
+
+def test_every_command_help_has_an_example(capsys):
+    for name, (_, _, example) in cli.COMMANDS.items():
+        assert example.startswith(f"python -m tempo {name}"), name
+        assert cli.main([name, "--help"]) == 0, name
+        out = capsys.readouterr().out
+        assert out.startswith("usage: python -m tempo " + name) and out.rstrip().endswith(example), name
+
+
+@pytest.mark.parametrize("gpus", ["0", "4097", "1000000", "1000000000", "1" * 30])
+def test_solve_gpus_out_of_range_is_a_usage_error(gpus, capsys):
+    assert cli.main(["solve", "--counts", "5", "3", "--gpus", gpus]) == 2
+    assert "argument --gpus: must be an integer >= 1 and <= 4096" in capsys.readouterr().err
+
+
+def test_solve_too_many_replicas_is_a_usage_error(capsys):
+    from tempo.core.argtypes import MAX_GPUS, MAX_SLOTS
+
+    n = MAX_SLOTS // MAX_GPUS + 1
+    assert cli.main(["solve", "--counts", *["1"] * n, "--gpus", str(MAX_GPUS)]) == 2
+    assert f"argument --gpus: {n} experts on {MAX_GPUS} GPUs" in capsys.readouterr().err

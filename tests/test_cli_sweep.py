@@ -264,8 +264,8 @@ def _untrusted_cases(d):
               (["import-trace", str(u / "ep.csv"), "-o", t], 2)]
     c.append((["import-trace", str(u / "ep.csv"), "-o", str(u / "x.npz"), "--top-k", "1000000"], 2))
     # git options, sizes, counts
-    c += [(["bench", f"--baseline=--output={u / 'GIT-X'}"], 2), (["bench", "--eps", "100000"], 2),
-          (["bench", "--serving-baseline", "-x"], 2),
+    c += [(["bench", f"--compare=--output={u / 'GIT-X'}"], 2), (["bench", "--eps", "100000"], 2),
+          (["bench", "--compare-serving", "-x"], 2),
           (["epbench", "--emulate", "--world-size", "100000"], 2), (["epbench", "--tokens", "1000000000"], 2),
           (["calibrate", "--per-octave", "100000000"], 2),
           (["serve-bench", "--dry-run", "--tp", "8", "--ep", "3"], 2),
@@ -325,7 +325,7 @@ def test_cli_sweep(tmp_path, monkeypatch, capsys):
     signal.signal(signal.SIGALRM, old_handler)
     assert not (tmp_path / "PWNED").exists(), "a dump was executed"
     u = tmp_path / "untrusted"
-    assert not (u / "GIT-X").exists(), "a --baseline value reached git as an option"
+    assert not (u / "GIT-X").exists(), "a --compare value reached git as an option"
     assert not list(tmp_path.parent.glob("**/escaped")) and not (tmp_path / "abs-escaped").exists()
     assert (u / "fifo.csv").exists() and not (u / "fifo.csv").is_file()
     assert not (u / "dev").exists() or not (u / "dev").is_file()

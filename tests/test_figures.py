@@ -116,11 +116,14 @@ def test_calibration_figure_builders_on_a_known_recording():
     assert sorted(r["n"] for r in measured) == [1, 4, 16, 64, 256, 1024]  # G = 1 grid cells only
     line = {r["n"]: r["t"] for r in rows if r.get("fit") == "truth"}
     assert line[1.0] == pytest.approx(10.0) and line[1024.0] == pytest.approx(102.4)
-    a, b = figures.fig3_g_driven(S, "fake").to_dict()["hconcat"]
+    a, b = figures.fig3_g_driven(S, "fake").to_dict()["vconcat"]   # one panel above the other: fits the column
     assert {r["G"] for r in _datasets(figures.fig3_g_driven(S))} == {1, 2, 4, 8}
     fine = figures.tile_window(S)
     assert set(fine.G) == {2} and fine.n.between(100, 400).all() and 256 in set(fine.n)  # grid cell inside the window
-    rows = _datasets(figures.fig4_tile_staircase(fine, truth, truth))
+    fig4 = figures.fig4_tile_staircase(fine, truth, truth)
+    rows = _datasets(fig4)
+    # the lines take the facet's rows (no data of their own), so a panel draws only its own G
+    assert "data" not in fig4.to_dict()["spec"]["layer"][0]
     assert {r["series"] for r in rows if "series" in r} == {"measured", "tile-blind (Eq. 1)", "tile-aware (Eq. 2)"}
     with pytest.raises(ValueError, match="tile sweep"):
         figures.fig4_tile_staircase(figures.tile_window(S[S.kind == "grid"]), truth, truth)
@@ -131,6 +134,15 @@ def test_calibration_figure_builders_on_a_known_recording():
     assert ours["same G, different N"] == pytest.approx(sp[sp.set == "same G, different N"].spread.max())
     assert max(sp[sp.set == "same G, different N"].spread) == pytest.approx(102.4 / 10.0)
     assert {r["value"] for r in rows if r["source"].startswith("paper")} == {2.5, 7.6, 18.0, 24.0}
+    # every bar of the log-scale chart has a width (its baseline is a spread of 1x, not 0)
+    import re
+
+    import vl_convert as vlc
+
+    svg = vlc.vegalite_to_svg(figures.fig9_proxy_spreads(sp, tables.figure(9)).to_dict())
+    bars = re.search(r'class="mark-rect role-mark[^"]*"[^>]*>(.*?)</g>', svg, re.S).group(1)
+    widths = [float(w) for w in re.findall(r'd="M[-\d.e]+,[-\d.e]+h([-\d.e]+)v', bars)]
+    assert len(widths) == 6 and min(widths) > 1, widths
     with pytest.raises(ValueError, match="lacks columns"):
         figures.fig2_regimes(pd.DataFrame({"G": [1]}), {})
 

@@ -1,6 +1,7 @@
 """``python -m tempo gpu-check`` on a machine without a GPU: clear refusals, and the summary a
 person pastes into a note, built from a results record."""
 import subprocess
+import time
 import sys
 
 import pytest
@@ -181,6 +182,7 @@ def test_default_budget_covers_every_section():
 def test_serving_section_logic_on_cpu():
     r = gpucheck.serving_check("cpu", replays=300, seed=1)
     assert r["graphs"] == 0 and r["replays"] == 300
+    assert r["slots"] - r["experts"] + 1 == 33  # the table width of DSv3 on EP8 with 32 redundant experts
     assert r["bad_picks"] == 0 and r["count_errors"] == 0
     assert r["pointers_unchanged"] == {"phys": True, "prob": True, "counts": True}
     assert 0 < r["picks_only_valid_under_new_map"] <= r["moved_layer_picks"]
@@ -196,7 +198,7 @@ def test_serving_check_catches_wrong_picks_and_counts(monkeypatch):
 
         def off_by_one(layer, ids, *x, **k):
             out = dispatch(layer, ids, *x, **k)
-            return out.where(out < 0, (out + 1) % 24)  # 24 physical slots in the check
+            return out.where(out < 0, (out + 1) % 64)  # 64 physical slots in the check
         rt.dispatch = off_by_one
         return rt
 
@@ -332,3 +334,28 @@ def test_epbench_section_flags_a_gap_to_the_fit(monkeypatch, factor):
     md = gpucheck.summary_md({"date": "2026-12-01", "seconds": {"epbench": 1.0}, "epbench": {**r, "flags": ctx["flags"]}})
     assert "beside the calibrated fit (max_affine" in md and "three ways" in md
     assert ("DISAGREES" in md) is (factor > 1.15)
+
+
+def test_an_installed_deep_gemm_that_does_not_load_fails_the_check(monkeypatch):
+    """Not installed: a backend that is not here (skipped).  Installed but not loading (an ABI
+    mismatch with torch): the numerics section fails, so gpu-check exits 1."""
+    import importlib.util
+
+    import tempo.calib.backends as backends
+
+    real_find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "deep_gemm" else real_find(name, *a))
+    assert gpucheck.deep_gemm_broken() is None
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "deep_gemm" else real_find(name, *a))
+
+    def fail():
+        raise OSError("undefined symbol: _ZN3c10")
+
+    monkeypatch.setattr(backends, "import_deep_gemm", fail)
+    assert gpucheck.deep_gemm_broken() == "OSError: undefined symbol: _ZN3c10"
+    monkeypatch.setattr(backends, "backend_status", lambda: {})
+    monkeypatch.setattr(backends, "gpu_backends", lambda: [])
+    ctx = {"files": {}, "deadline": time.time() + 60}
+    out = gpucheck.section_numerics(ctx)
+    assert "does not load" in out["deep_gemm_installed"]["error"]
+    assert ctx["failed"] and "DeepGEMM is installed but does not load" in ctx["failed"][0]

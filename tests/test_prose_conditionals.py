@@ -78,12 +78,34 @@ def test_fit_text_gpu_and_cpu():
     samples = pd.DataFrame({"G": [1, 8], "N": [10, 800], "T": [1, 8], "t_us": [12.0, 100.0]})
     good = tempo.CostModel(a=0, b=12.0, c=0, beta=0.125)           # exact on both cells: 0% error
     text = ch08.fit_text(rec(), good, samples, bound_us=10.0)
-    assert "NVIDIA H200 recording of the dsv3 expert" in text and "$b =$ 12.00 us, 1.20x the roofline bound" in text
+    assert "NVIDIA H200 recording of the dsv3 expert" in text and "b = 12.00 us, 1.20x the roofline bound" in text
     assert "mean error is 0.0%" in text and "within the 4-8%" in text and "CPU" not in text
     bad = tempo.CostModel(a=0, b=6.0, c=0, beta=0.125)             # 50% off on the first cell
     assert "misses part of this kernel's curve" in ch08.fit_text(rec(), bad, samples, bound_us=10.0)
     text = ch08.fit_text(rec("cpu", "AMD EPYC"), good, samples, bound_us=10.0)
     assert "A CPU has no weight-streaming floor" in text and "within the 4-8%" not in text
+    # with chapter 05's check of this recording, the fit is set against the H200 prediction
+    check = pd.DataFrame({"recording": ["r"] * 2, "form": ["tile-aware (Eq. 2)", "max-affine (Eq. 1)"],
+                          "b (us)": [11.42, 12.65], "n*": [113.0, 77.0], "predicted b (us)": ["10.4-11.4"] * 2,
+                          "predicted n*": ["110-120"] * 2, "b held": [True, False], "n* held": [True, False]})
+    r = rec().copy()
+    r["path"] = "data/measured/m/r"
+    text = ch08.fit_text(r, good, samples, bound_us=10.0, check=check)
+    assert "predicted for this shape on an H200 b = 10.4-11.4 us and n* = 110-120 tokens" in text
+    assert "This fit's b is above that range and its n* below it." in text
+    assert "the tile-aware fit (Eq. 2) of the same samples gives b = 11.42 us and n* ≈ 113, inside both ranges" in text
+    assert ch08.fit_text(rec(), good, samples, bound_us=10.0, check=check) == ch08.fit_text(rec(), good, samples, bound_us=10.0)
+
+
+def test_chart_G_and_dispatch_rows():
+    S = pd.DataFrame({"G": [1, 2, 4, 8, 13, 20, 40, 8], "kind": ["grid"] * 7 + ["tile"]})
+    assert ch08.chart_G(S) == [1, 4, 13, 40] and ch08.chart_G(S[S.G <= 2]) == [1, 2]
+    inst = tempo.Instance([100, 10, 60], [[0, 1], [1, -1], [0, 0]], 2)
+    d = tempo.solve(inst, tempo.CostModel(a=0, b=15, c=0, beta=0.1), "tempo")
+    rows = ch08.dispatch_rows(inst, d, n=2)
+    assert list(rows.index) == [0, 2] and list(rows.tokens) == [100, 60]
+    # expert 2's two copies share GPU 0: one of them takes every token
+    assert sorted(rows.loc[2, ["replica 0", "replica 1"]]) == ["0.000 (GPU 0)", "1.000 (GPU 0)"]
 
 
 def test_pick_recording_is_the_rule_chapter_05_uses():
@@ -168,41 +190,28 @@ def test_below_one_text_when_the_build_shows_some():
 
 
 # ---------------------------------------------------------------------------- reproduction map
-def test_measured_text_with_and_without_gpu_recordings():
-    from tempo.book.chapters import ch98_reproduction_map as ch98
-
-    empty = ch98.measured_vs_expected(pd.DataFrame(columns=["machine", "date", "backend", "shape", "device", "cells", "path"]))
-    assert ch98.measured_text(empty).startswith("No GPU run of this artifact has been recorded yet")
-    row = {"recording": "m/r", "shape": "dsv3", "backend": "deep_gemm", "cells": 58, "measured b (us)": 11.0,
-           "expected b, low (us)": 10.4, "expected b, high (us)": 11.4, "measured n*": 130.0,
-           "expected n*, low": 110.0, "expected n*, high": 120.0, "fit error %": 3.0}
-    text = ch98.measured_text(pd.DataFrame([row]))
-    assert text.startswith("1 GPU recording of these shapes is under") and "yet" not in text
-    assert "$b =$ 11.00 us, inside the predicted range" in text and "130 tokens, above the predicted 110-120" in text
-    text = ch98.measured_text(pd.DataFrame([{**row, "measured b (us)": 9.0}]))
-    assert "below the predicted 10.4-11.4 us" in text
-
-
-def test_measured_vs_expected_reads_the_shipped_h200_recordings():
+def test_the_map_checks_the_h200_prediction_as_chapter_05_does():
+    from tempo.book.chapters import ch05_calibration as ch05
     from tempo.book.chapters import ch98_reproduction_map as ch98
     from tempo.measured.catalog import recordings
 
-    t = ch98.measured_vs_expected(recordings("calibration"))
-    assert len(t) >= 1 and set(t.backend) == {"deep_gemm"}                 # fp8 only: the prediction assumes 1 byte per weight
-    dsv3 = t[t.recording.str.endswith("deep_gemm-dsv3")].iloc[0]
-    assert dsv3["cells"] == 58 and dsv3["measured b (us)"] == pytest.approx(12.654, abs=1e-3)
+    recs = recordings("calibration")
+    t98, words98 = ch98.measured_check(recs)
+    t05, words05 = ch05.prediction_check(recs)
+    pd.testing.assert_frame_equal(t98, t05)
+    assert words98 == words05
     g = ch98.expected_glue(4.8)
-    assert g["h200_b_lo"] == pytest.approx(dsv3["expected b, low (us)"]) and g["paper_b"] == pytest.approx(14.78)
+    assert g["paper_b"] == pytest.approx(14.78)
 
 
 # ---------------------------------------------------------------------------- chapter 02
-def worst(default, whole, g_default=5, g_opt=4):
-    rows = []
-    for label, r, g in [("tempo, default seed", default, g_default), ("tempo, whole-expert seed", whole, g_opt),
-                        ("MILP (OPT)", 1.0, g_opt)]:
-        rows.append({"dispatch": label, "makespan (us)": 30.0 * r, "/ OPT": r, "most activations on a GPU": g,
-                     "most tokens on a GPU": 100.0, "b (us)": 5.0, "b / makespan %": 100 * 5.0 / (30.0 * r)})
-    return pd.DataFrame(rows)
+def worst(default, whole, g_default=5, g_opt=4, as_run=None, g_run=5):
+    rows = [("tempo, default seed", default, g_default), ("tempo, whole-expert seed", whole, g_opt), ("MILP (OPT)", 1.0, g_opt)]
+    if as_run is not None:
+        rows.insert(0, ("tempo as the probe ran it (options='paper')", as_run, g_run))
+    return pd.DataFrame([{"dispatch": label, "makespan (us)": 30.0 * r, "/ OPT": r, "most activations on a GPU": g,
+                          "most tokens on a GPU": 100.0, "b (us)": 5.0, "b / makespan %": 100 * 5.0 / (30.0 * r)}
+                         for label, r, g in rows])
 
 
 def test_worst_case_text_every_outcome():
@@ -211,12 +220,18 @@ def test_worst_case_text_every_outcome():
     text = ch02.worst_case_text(worst(1.0, 1.0, 4, 4))
     assert "not above the optimum on any instance the MILP pinned" in text and "one floor more" not in text
     text = ch02.worst_case_text(worst(1.167, 1.0))
-    assert "ends at 1.167 x OPT, with 5 activated experts on its busiest GPU where OPT has 4" in text
-    assert "can pay one floor more than OPT's (5 against 4 here)" in text and "comes from our default seed" in text
+    assert "The library's default ends at 1.167 x OPT (5 activations on its busiest GPU)" in text
+    assert "can pay one floor more than OPT's (5 against 4 here)" in text and "comes from its seed" in text
     text = ch02.worst_case_text(worst(1.05, 1.05, 4, 4))
-    assert "Both seeds end at the same ratio" in text and "default seed" in text.split("Both")[0]
+    assert "Both seeds end at the same ratio" in text and "default" in text.split("Both")[0]
     text = ch02.worst_case_text(worst(1.0, 1.1, 4, 4))
     assert "whole-expert seed ends further above OPT than the default" in text
+    # the probe's preset stops above OPT, the default reaches it: the gap is the preset's, said so
+    text = ch02.worst_case_text(worst(1.0, 1.0, 4, 4, as_run=1.1005, g_run=3))
+    assert text.startswith("Reading the table: re-run as the probe ran it, tempo ends at 1.101 x OPT")
+    assert "the gap belongs to the preset the probe ran" in text and "no gap to explain" not in text
+    text = ch02.worst_case_text(worst(1.0, 1.0, 4, 4, as_run=1.0, g_run=4))
+    assert "no gap to explain" in text and "belongs to the preset" not in text
 
 
 def test_stages_text_and_the_forced_time():

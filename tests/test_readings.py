@@ -402,11 +402,11 @@ def test_a_reused_milp_answer_counts_its_fallback_again(monkeypatch):
     sweep.memo_clear()
     calls = []
 
-    def fake(inst, model, policy, **kw):
-        calls.append(policy)
+    def fake(inst, model, **kw):
+        calls.append("milp")
         return mark_fallback(tempo.Dispatch(np.ones((2, 1)) * [[3.0], [4.0]], {"objective": 1.0}), "no incumbent")
 
-    monkeypatch.setattr(solver_studies, "solve", fake)
+    monkeypatch.setattr(solver_studies.milp_references, "exact", fake)
     inst = tempo.Instance(np.array([3, 4]), np.array([[0], [1]]), 2)
     model = tempo.CostModel.named("dsv3-offline")
     try:

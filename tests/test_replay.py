@@ -143,3 +143,26 @@ def test_tile_prefill_aware_never_worse_than_blind():
     df = replay.tile_prefill({"pairs": [4096], "batches": 2, "shapes": ["DSv3"]})
     assert len(df) == 2 and df.cut_pct.min() >= -1e-6
     assert (df.uniform_extra_tiles_pct >= -1e-9).all()
+
+
+def test_moonep_home_layout_puts_consecutive_experts_on_each_rank_without_replicas():
+    from tempo.paper.readings import Reading
+    from tempo.studies import readings
+
+    inst = _inst(0)
+    home = readings.moonep_home(inst, Reading.paper())
+    assert home.replica_gpu.shape == (128, 1) and np.array_equal(home.replica_gpu[:, 0], np.arange(128) // 16)
+    assert np.array_equal(home.counts, inst.counts)
+    assert readings.moonep_home(inst, Reading.paper(moonep_home="eplb_first_replica")) is inst
+    # no replicas: every expert a receiver serves away from its home is a copy
+    res = moonep(home)
+    away = (res.shares > 1e-9) & (np.arange(8)[None, :] != (np.arange(128) // 16)[:, None])
+    assert np.array_equal(away.sum(axis=0), res.fetched)
+
+
+def test_probe_suite_takes_one_gpu_instances_only_when_asked():
+    from tempo.theory.bounds import probe_suite
+
+    two = [inst.n_gpus for _, _, inst, _ in probe_suite(64)]
+    one = [inst.n_gpus for _, _, inst, _ in probe_suite(64, min_gpus=1)]
+    assert min(two) == 2 and min(one) == 1 and set(one) <= {1, 2, 4, 8, 16}

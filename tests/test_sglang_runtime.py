@@ -159,7 +159,11 @@ def test_rank_invariant_uniforms_are_deterministic_and_spread():
     assert torch.equal(a, b) and a.min() >= 0 and a.max() < 1
     hist = torch.histc(a, bins=10, min=0, max=1)
     assert (hist - 1000).abs().max() <= 2  # low-discrepancy: near-perfect strata
-    assert not torch.equal(sp.uniforms(10, "cpu", False), sp.uniforms(10, "cpu", False))
+    # the step moves every value; ranks that route their own tokens draw differently
+    assert not torch.equal(sp.uniforms(10, "cpu", True, 3, step=1), sp.uniforms(10, "cpu", True, 3, step=2))
+    assert not torch.equal(sp.uniforms(10, "cpu", False, rank=0), sp.uniforms(10, "cpu", False, rank=1))
+    h = sp.uniforms(10000, "cpu", False, layer_id=2, step=5, rank=3)
+    assert h.min() >= 0 and h.max() < 1 and (torch.histc(h, bins=10, min=0, max=1) - 1000).abs().max() < 150
 
 
 @pytest.mark.needs("torch")
@@ -409,3 +413,30 @@ def test_solver_kind_settings():
         ServingSettings.from_env({"TEMPO_STALE_WINDOWS": "0"})
     with pytest.raises(TypeError, match="ServingSettings"):
         TempoRuntime(P2L, 2, settings={"solver": "noop"}, start=False)
+
+
+def test_a_runner_that_bypasses_the_dispatch_is_named_once(caplog):
+    """A MoE runner whose top-k format skips SGLang's logical-to-physical map (so tempo's) is
+    logged once per process with the reason; the usual runners say nothing."""
+    sp._WARNED.clear()
+    mr = types.SimpleNamespace(server_args=types.SimpleNamespace(moe_runner_backend="triton_kernel"))
+    with caplog.at_level("WARNING", logger="tempo.serving"):
+        why = sp._warn_bypassing_runner(mr)
+        assert "triton_kernel" in why and "skipped" in why
+        assert sp._warn_bypassing_runner(mr) == why
+    assert sum("triton_kernel" in r.message for r in caplog.records) == 1
+    for ok in ("auto", "triton", "deep_gemm", None):
+        mr.server_args.moe_runner_backend = ok
+        assert sp._warn_bypassing_runner(mr) is None
+
+
+@pytest.mark.needs("torch")
+def test_update_layers_time_is_counted():
+    rt = sp.TempoRuntime(P2L, 2, start=False)
+    try:
+        rt.update_layers(P2L[::-1].copy(), [0])
+        rt.update_layers(P2L, [1])
+        s = rt.stats
+        assert s["rebalance_chunks"] == 2 and 0 < s["update_layers_max_us"] <= s["update_layers_us"]
+    finally:
+        rt.close()

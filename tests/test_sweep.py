@@ -154,3 +154,17 @@ def test_refresh_of_alternatives_forgets_the_memo_once(monkeypatch, tmp_path):
     out = studies.run_alternatives("thm2_probe", {"n": 1}, "smoke", reading=Reading.paper(), refresh=True)
     assert len(out) >= 2 and seen == [None] + list(range(1, len(out)))
     sweep.memo_clear()
+
+
+def test_a_grid_bar_is_named_by_its_study_and_reading():
+    from tempo.studies import sweep
+
+    with sweep.labelled("phase_diagram (skew_grid=seven_skews)"):
+        bar = sweep._bar(5, "phase diagram", True)
+        assert bar.desc == "phase_diagram (skew_grid=seven_skews)" and bar.total == 5
+        bar.close()
+        with sweep.labelled("scale"):
+            bar = sweep._bar(2, "lemmas", True)
+            assert bar.desc == "scale: lemmas"
+            bar.close()
+    assert sweep._bar(1, "x", False) is None and not sweep._labels

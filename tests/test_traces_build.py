@@ -38,8 +38,9 @@ def _trace(path, source="test recording", steps=10, layers=3, experts=64, seed=5
 
 
 # ------------------------------------------------------------------ the synthetic path is unchanged
-SMALL = {"proxy_mispricing": {"concurrency": [128], "batches": 2},
-         "staleness": {"scales": {"1x": 256}, "batches": 3},
+SMALL = {"proxy_mispricing": {"concurrency": [128], "batches": 2, "skew": 1.0,
+                              "reading": {"token_lp_face": "even_spread"}},
+         "staleness": {"scales": {"1x": 256}, "batches": 3, "skew": 1.0},
          "thm2_epsilon": {"scales": [1], "tokens": [32], "batches": 2}}
 
 
@@ -47,11 +48,13 @@ def test_synthetic_results_are_the_previous_code_paths_values():
     # values computed by the code before the trace source existed (commit 16d3097), same configs;
     # proxy_mispricing's static and metro and the staleness ratio recomputed once when synthetic
     # EPLB placements moved from the router weights to the long-run pair loads
-    # (tempo.world.workloads.expected_loads; were 1.305240, 1.067831 and 0.862957); eps unchanged by it
-    t1 = simulator.proxy_mispricing(SMALL["proxy_mispricing"])
+    # (tempo.world.workloads.expected_loads; were 1.305240, 1.067831 and 0.862957); eps unchanged by it.
+    # The proxy studies at an explicit Zipf(1.0) and token-LP's even spread, the code's earlier fixed choices
+    t1 = simulator.proxy_mispricing(experiments.registry.with_reading("proxy_mispricing", SMALL["proxy_mispricing"]))
     assert t1.static.iloc[0] == pytest.approx(1.295228, abs=1e-6)
     assert t1.metro.iloc[0] == pytest.approx(1.000000, abs=1e-6)
-    assert list(t1.columns) == ["B", "batch", "static", "uniform", "token_lp", "metro", "spread", "first_replica"]
+    assert list(t1.columns) == ["B", "batch", "skew", "static", "uniform", "token_lp", "metro", "spread", "first_replica"]
+    assert (t1["skew"] == 1.0).all()
     st = simulator.staleness(SMALL["staleness"])
     assert st[st.regime == "exact"].ratio_to_static.iloc[0] == pytest.approx(0.844095, abs=1e-6)
     eps = experiments.EXPERIMENTS["thm2_epsilon"](SMALL["thm2_epsilon"])
@@ -106,8 +109,11 @@ def test_scenario_experiments_draw_from_the_trace(tmp_path):
     for name, cfg in SMALL.items():
         syn = experiments.EXPERIMENTS[name](cfg)
         tr = experiments.EXPERIMENTS[name](with_trace(cfg, tmp_path / "t.npz"))
+        if "routing" in tr:  # a study that keeps its synthetic rows: those are unchanged, the trace's follow
+            pd.testing.assert_frame_equal(tr[tr.routing == "synthetic"].drop(columns="routing"), syn)
+            tr = tr[tr.routing == "trace"].drop(columns="routing").reset_index(drop=True)
         assert syn.shape[1] == tr.shape[1]
-        num = syn.select_dtypes("number").columns.difference(["B", "batch", "tokens_per_gpu", "scale"])
+        num = syn.select_dtypes("number").columns.difference(["B", "batch", "tokens_per_gpu", "scale", "skew"])
         assert not np.allclose(syn[num].to_numpy(float), tr[num].to_numpy(float)), name
     # the drift-16 scenario's batches hold the trace's experts, not the proxy's 256
     insts = scenarios.drift_batches(128, 3, trace=TraceRouting(tmp_path / "t.npz"))
@@ -208,11 +214,12 @@ def test_claim_function_evidence_from_the_run_config(tmp_path):
     a, b = df.copy(), df.copy()
     a.attrs["meta"] = {"config": trace_config(path)}
     b.attrs["meta"] = {"config": trace_config(other)}
-    assert trace_evidence({"x": a, "y": b}, ["x", "y"]) == (None, None)
+    assert trace_evidence({"x": a, "y": b}, ["x", "y"]) == (None, None, None)
 
 
 def test_every_trace_claim_is_wrapped_and_its_need_note_is_a_command():
     from tempo.book.claims.functions import TRACE_CLAIMS
+    from tempo.book.claims.functions.trace import QWEN235_CLAIMS
 
     rows = {r["id"]: r for r in claims.claim_rows()}
     need_trace = {i for i, r in rows.items() if r["needs"] == "trace"}
@@ -222,6 +229,10 @@ def test_every_trace_claim_is_wrapped_and_its_need_note_is_a_command():
         note = claims.need_note(rows[cid])
         assert "--expert-distribution-recorder-mode per_pass" in note
         assert "python -m tempo import-trace" in note
+        if cid in QWEN235_CLAIMS:  # the one recording that decides them, its shape and the command
+            assert "Qwen3-235B-A22B" in note and "94 MoE layers, 128 experts" in note and "--top-k 8" in note
+            assert "make book TRACE=qwen3-235b.npz" in note
+            continue
         assert f"make notebook NB={rows[cid]['chapter']} TRACE=trace.npz" in note
         # the chapter's notebook takes the trace, and the claim's experiments use it
         nb = (paths.NOTEBOOKS / f"{rows[cid]['chapter']}.md").read_text()

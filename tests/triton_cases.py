@@ -57,6 +57,20 @@ CASES = {
     "T = 0": dict(T=0),
     "block 32, many programs with a tail": dict(T=77, K=3, block=32),
     "counters accumulate over two calls": dict(twice=True, counts_dtype="int32"),
+    "R = 33 (DSv3 EP8, 32 redundant)": dict(R=33, E=9, holes=0.3, zero_rows=0.2),
+    "R = 65 (DSv3 at 1.25x)": dict(R=65, E=7, holes=0.5, nan=0.05),
+    "R = 33, in-kernel rank-invariant uniforms": dict(R=33, E=9, u_mode="weyl", step=123456789),
+    "in-kernel rank-invariant uniforms, step 0": dict(u_mode="weyl", step=0),
+    "in-kernel rank-invariant uniforms, step 2^40 + 3": dict(u_mode="weyl", step=2 ** 40 + 3, layer=61),
+    "in-kernel hashed uniforms, rank 5": dict(u_mode="hash", step=77, rank=5, layer=3),
+    "in-kernel hashed uniforms, int32 step, padding": dict(u_mode="hash", step=9, rank=1, step_dtype="int32",
+                                                           nv=("tensor64", -5)),
+    "strided ids (a column slice)": dict(strided=True, ids_dtype="int32"),
+    "strided ids, in-kernel uniforms, R = 65": dict(strided=True, R=65, E=5, u_mode="weyl", step=3),
+    "DP slots from device counts": dict(T=48, slots=(4, [12, 0, 5, 12])),
+    "DP slots, prefix bound, in-kernel uniforms": dict(T=60, slots=(3, [20, 7, 1]), nv=("tensor64", -9),
+                                                       u_mode="weyl", step=5),
+    "DP slots, counts above the width (unknown: every row)": dict(T=40, slots=(2, [1 << 62, 3])),
     "everything at once": dict(T=61, K=5, E=23, R=6, ids_dtype="int32", phys_dtype="int32", counts_dtype="int32",
                                prob_dtype="bfloat16", neg_ids=0.1, oob_ids=0.1, zero_rows=0.2, holes=0.2,
                                empty_rows=0.1, nan=0.1, negative_p=0.1, nv=("tensor32", -6), block=64),
@@ -69,7 +83,8 @@ def make_case(torch, device, seed=0, T=48, K=4, E=13, R=4, ids_dtype="int64", ph
               counts_dtype="int64", prob_dtype="float32", nv=None, zero_rows=0.0, holes=0.0, empty_rows=0.0,
               neg_ids=0.0, oob_ids=0.0, nan=0.0, negative_p=0.0, inf=0.0, nan_rows=0.0, negative_rows=0.0,
               unmasked=False, u_edges=False, scale=1.0, block=256, twice=False, randomize=False, row_mask=None,
-              bad_u=0.0):
+              bad_u=0.0, u_mode="given", step=0, step_dtype="int64", rank=0, layer=0, strided=False,
+              slots=None):
     """Tensors for one comparison (all on ``device``), deterministic in ``seed``."""
     g = torch.Generator().manual_seed(seed)
 
@@ -84,7 +99,7 @@ def make_case(torch, device, seed=0, T=48, K=4, E=13, R=4, ids_dtype="int64", ph
         zero_rows, holes, empty_rows, neg_ids, oob_ids, nan, negative_p = (0.3 * float(rnd(1)) for _ in range(7))
         nv = (("int", "tensor64", "tensor32")[pick(0, 2)], pick(-10, 3)) if pick(0, 2) else None
         block = (32, 64, 256)[pick(0, 2)]
-    n_phys = max(2 * E, 1)
+    n_phys = max(2 * E, R, 1)
     phys = torch.stack([torch.randperm(n_phys, generator=g)[:R] for _ in range(E)]) if E else torch.zeros(0, R)
     phys = phys.long()
     phys[rnd(E, R) < holes] = -1
@@ -119,9 +134,27 @@ def make_case(torch, device, seed=0, T=48, K=4, E=13, R=4, ids_dtype="int64", ph
     rv = None if row_mask is None else (rnd(T) >= row_mask).to(device)  # padding rows anywhere (DP slots)
     dt = lambda name: getattr(torch, name)  # noqa: E731
     counts = torch.randint(0, 5, (E,), generator=g).to(dt(counts_dtype))  # persistent, not starting at zero
-    return dict(ids=ids.to(dt(ids_dtype)).to(device), prob=prob.to(dt(prob_dtype)).to(device),
+    ids = ids.to(dt(ids_dtype)).to(device)
+    if strided:  # the routed columns of a wider [T, K + 2] tensor, as a fused shared expert leaves them
+        wide = torch.full((T, K + 2), 7, dtype=ids.dtype, device=device)
+        wide[:, 1:K + 1] = ids
+        ids = wide[:, 1:K + 1]
+    dp = None
+    if slots is not None:  # DP slots of equal width, real rows per slot on the device
+        n_dp, real = slots
+        dp = (torch.tensor(real, dtype=torch.int64, device=device), T // n_dp)
+        width = T // n_dp
+        rv = torch.tensor([(t % width) < real[t // width] for t in range(T)], device=device)
+    kernel_u = None
+    if u_mode != "given":  # the kernel draws its own; the reference gets the same values
+        from tempo.serving.kernels import pair_uniforms
+
+        u = pair_uniforms(T * K, layer, step, rank, hashed=u_mode == "hash")
+        kernel_u = dict(step=torch.tensor([step], dtype=dt(step_dtype), device=device), layer=layer, rank=rank,
+                        rank_invariant=u_mode == "weyl")
+    return dict(ids=ids, prob=prob.to(dt(prob_dtype)).to(device),
                 phys=phys.to(dt(phys_dtype)).to(device), counts=counts.to(device), u=u.to(device), nv=nv_val,
-                block=block, calls=2 if twice else 1, rv=rv)
+                block=block, calls=2 if twice else 1, rv=rv, dp=dp, kernel_u=kernel_u)
 
 
 def oracle_inputs(torch, ids, E):
@@ -165,8 +198,11 @@ def run_case(torch, ref_fn, tri_fn, device, name):
         mism, dtype_ok = 0, True
         for _ in range(c["calls"]):
             ref = ref_fn(ref_ids, c["prob"], c["phys"], c_ref, oracle_uniforms(torch, c["u"]), c["nv"], row_valid=c["rv"])
-            tri = tri_fn(c["ids"], c["prob"], c["phys"], c_tri, c["u"], c["nv"], row_valid=c["rv"], block=c["block"],
-                         invalid=invalid)
+            kw = dict(row_valid=c["rv"]) if c["dp"] is None else dict(dp_real=c["dp"][0], dp_width=c["dp"][1])
+            if c["kernel_u"] is not None:
+                kw.update(c["kernel_u"])
+            tri = tri_fn(c["ids"], c["prob"], c["phys"], c_tri, None if c["kernel_u"] else c["u"], c["nv"],
+                         block=c["block"], invalid=invalid, **kw)
             # the reference with its own invalid-pair counter takes the raw ids, as the runtime calls it
             cnt = ref_fn(c["ids"], c["prob"], c["phys"], c_cnt, c["u"], c["nv"], row_valid=c["rv"], invalid=ref_invalid)
             if device == "cuda":

@@ -1,15 +1,18 @@
-"""`make bench`: solve time of every policy, tempo's speed against commit 8cd688e, and its
-quality against every proxy and the MILP.
+"""`make bench`: solve time of every policy, tempo's quality against every proxy and the MILP, the
+serving runtime's refresh and scheduler-thread costs; each target printed as met or missed with
+its margin, and the time the run took.
 
-Grid (issue #2): EP 8/16/32/64, E = 128 and 256 experts, top-8 routing at 32/128/512/2048
-tokens per GPU, Zipf skew 1.0, EPLB placement at 1.25x replication (rounded up to whole
-slots per GPU), Dirichlet batch fluctuation (kappa 2000).  Times are medians over
-``reps`` batches on this machine; the MILP runs with a time limit on each batch.
+Grid: EP 8/16/32/64, E = 128 and 256 experts, top-8 routing at 32/128/512/2048 tokens per GPU,
+Zipf skew 1.0, EPLB placement at 1.25x replication (rounded up to whole slots per GPU),
+Dirichlet batch fluctuation (kappa 2000).  Times are medians over ``reps`` batches on this
+machine; the MILP runs with a time limit on each batch.
 
-Speed against 8cd688e (issue #16): the tree of that commit (``git archive``) is unpacked in a
-temporary folder and timed in a subprocess on the very same instances, in the same run, so
-the ratio compares two codes on one machine under one load.  The family grid
-(:func:`family_grid`) reports tempo / MILP and tempo / best proxy per instance family.
+By default the run takes about two minutes on an idle 2-core machine: the MILP on the EP8 and
+EP16 cells, three instances per quality family.  ``--full`` runs the MILP on every cell, six
+instances per family and the presets against the cold MILP.  ``--compare REV`` also times
+tempo at commit ``REV`` (``git archive`` into a temporary folder, a subprocess on the very same
+instances in the same run, so the ratio compares two codes on one machine under one load);
+``--compare-serving REV`` does the same for the scheduler-thread figures.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ def timed_policies() -> list[str]:
     return [p for p in select(full_replication=False) if spec(p).family != "exact"]
 
 
-#: The commit whose tempo_fast the speed-up is measured against (issue #16).
+#: A commit to time tempo against (``--compare``): the last pure-Python tempo_fast.
 BASELINE = "8cd688e"
 
 _BASELINE_SCRIPT = r"""
@@ -59,6 +62,15 @@ for c in range(int(data["n_cells"])):
     out.append(1e3 * statistics.median(times))
 print(json.dumps(out))
 """
+
+
+def _bar(total: int, desc: str, progress: bool):
+    """A tqdm bar on stderr (cells done, time left), None when ``progress`` is off."""
+    if not progress:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="cell", file=sys.stderr, leave=False)
 
 
 def baseline_times(cells, params: str, rev: str = BASELINE, reps: int = 1):
@@ -106,19 +118,14 @@ def baseline_times(cells, params: str, rev: str = BASELINE, reps: int = 1):
 
 def run(eps=(8, 16, 32, 64), experts=(128, 256), tokens=(32, 128, 512, 2048), skew=1.0,
         replication=1.25, reps=3, milp_limit=10.0, params="dsv3-offline", seed=0,
-        progress=True, baseline: str | None = BASELINE) -> pd.DataFrame:
-    """One row per (EP, E, tokens per GPU): median solve ms per policy, tempo/MILP ratios."""
+        progress=True, baseline: str | None = None, milp_max_ep: int | None = None) -> pd.DataFrame:
+    """One row per (EP, E, tokens per GPU): median solve ms per policy, tempo/MILP ratios (on
+    the cells with at most ``milp_max_ep`` GPUs, every cell for None), and with ``baseline`` (a
+    commit) tempo's time at that commit and the speed-up."""
     model = CostModel.named(params)
     cells = [(g, E, B) for g in eps for E in experts for B in tokens]
     rows = []
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(cells), desc="bench", unit="cell", file=sys.stderr)
-        except ImportError:
-            bar = None
+    bar = _bar(len(cells), "solver grid", progress)
     for g, E, B in cells:
         pop = zipf_popularity(E, skew, seed=seed)
         placement = eplb_placement(expected_loads(pop, 8), g, replication)  # long-run pair loads
@@ -135,7 +142,7 @@ def run(eps=(8, 16, 32, 64), experts=(128, 256), tokens=(32, 128, 512, 2048), sk
             row[f"{p}_ms"] = 1e3 * statistics.median(times)
         row["_insts"] = insts
         ratios, gaps = [], []
-        if milp_limit and milp_limit > 0:
+        if milp_limit and milp_limit > 0 and (milp_max_ep is None or g <= milp_max_ep):
             for inst in insts:
                 t = model.makespan(inst, solve(inst, model, "tempo"))
                 m = solve(inst, model, "milp", time_limit=milp_limit)
@@ -159,29 +166,54 @@ def run(eps=(8, 16, 32, 64), experts=(128, 256), tokens=(32, 128, 512, 2048), sk
     return df
 
 
-def summary(df: pd.DataFrame) -> str:
-    """The targets of issue #16 against the measured grid."""
-    lines = []
+def targets(df: pd.DataFrame, baseline: str | None = None) -> list[tuple]:
+    """The solver grid's targets: ``(what, measured, goal, "<=" or ">=", unit)`` rows, each
+    measured on the cells it is about (the rows whose cells this grid lacks are left out)."""
+    rows = []
     ep8 = df[df.ep == 8]
     ep8s = ep8[ep8.tokens_per_gpu <= 256]
     ep64 = df[df.ep == 64]
     if "speedup" in df:
-        sp = df.speedup
-        lines.append(f"tempo speed-up against {BASELINE} (same instances, same run): median over cells "
-                     f"{sp.median():.1f}x (min {sp.min():.1f}x, max {sp.max():.1f}x); median cell "
-                     f"{df[f'tempo_{BASELINE}_ms'].median():.2f} ms -> {df.tempo_ms.median():.3f} ms (target >= 10x)")
+        rows.append((f"tempo speed-up against {baseline}, median over cells", df.speedup.median(), 10.0, ">=", "x"))
     if len(ep8s):
-        lines.append(f"tempo median solve, EP8 <= 256 tok/GPU: max over cells {ep8s.tempo_ms.max():.3f} ms "
-                     f"(target <= 0.1 ms; paper 1.9 ms pure Python)")
+        rows.append(("tempo solve, EP8 <= 256 tok/GPU, slowest cell (paper: 1.9 ms in Python)", ep8s.tempo_ms.max(),
+                     0.1, "<=", "ms"))
     if len(ep8):
-        lines.append(f"tempo median solve, EP8 every cell: max {ep8.tempo_ms.max():.3f} ms (target <= 1 ms)")
+        rows.append(("tempo solve, EP8, slowest cell", ep8.tempo_ms.max(), 1.0, "<=", "ms"))
     if len(ep64):
-        lines.append(f"tempo median solve, EP64: max over cells {ep64.tempo_ms.max():.3f} ms (target <= 2 ms)")
-    if "tempo_vs_milp_mean" in df:
-        lines.append(f"tempo / MILP makespan: mean {df.tempo_vs_milp_mean.mean():.4f}, "
-                     f"max {df.tempo_vs_milp_max.max():.4f} (targets 1.005 / 1.02; paper 1.005 / 1.033); "
-                     f"largest MILP gap left {df.milp_gap_max.max():.2%}")
-    return "\n".join(lines)
+        rows.append(("tempo solve, EP64, slowest cell", ep64.tempo_ms.max(), 2.0, "<=", "ms"))
+    if "tempo_vs_milp_mean" in df and df.tempo_vs_milp_mean.notna().any():
+        rows.append(("tempo / MILP makespan, mean (paper 1.005)", df.tempo_vs_milp_mean.mean(), 1.005, "<=", ""))
+        rows.append(("tempo / MILP makespan, max (paper 1.033)", df.tempo_vs_milp_max.max(), 1.02, "<=", ""))
+    return rows
+
+
+def summary(df: pd.DataFrame, baseline: str | None = None) -> str:
+    """The solver grid's targets as a table (:func:`target_table`)."""
+    return target_table(targets(df, baseline))
+
+
+def met(value: float, goal: float, sense: str) -> tuple[bool, float]:
+    """Whether ``value`` meets ``goal`` (``sense`` "<=" or ">="), and the margin: how far inside
+    the goal (positive) or past it (negative), as a fraction of the goal."""
+    if sense not in ("<=", ">="):
+        raise ValueError(f"sense must be '<=' or '>=', got {sense!r}")
+    margin = (goal - value) / goal if sense == "<=" else (value - goal) / goal
+    return margin >= 0, margin
+
+
+def target_table(rows: list[tuple]) -> str:
+    """``(what, measured, goal, sense, unit)`` rows as a table with "met" or "MISSED" and the
+    margin of each (:func:`met`)."""
+    from tabulate import tabulate
+
+    out = []
+    for what, value, goal, sense, unit in rows:
+        ok, margin = met(float(value), float(goal), sense)
+        out.append([what, f"{value:.4g} {unit}".strip(), f"{sense} {goal:g} {unit}".strip(), "met" if ok else "MISSED",
+                    f"{100 * margin:+.1f}%"])
+    return tabulate(out, headers=["target", "measured", "goal", "", "margin"], tablefmt="simple",
+                    disable_numparse=True)
 
 
 def family_proxies() -> list[str]:
@@ -274,7 +306,7 @@ POLICY_TIME_GOAL_S = 2.0
 
 
 def policy_time_grid(experts=(64, 128, 256, 512), eps=(8, 16, 32, 64), tokens: int = 256, seed: int = 0,
-                     params: str = "dsv3-offline") -> pd.DataFrame:
+                     params: str = "dsv3-offline", progress: bool = False) -> pd.DataFrame:
     """The slowest single solve (s) of every policy except the MILP (and of tempo with
     ``lp_variants=("even",)``), per (E, g), over four placements: EPLB with 25% redundancy,
     EPLB with 100%, random replicas (each expert on g/2 random GPUs, duplicates allowed: the
@@ -291,6 +323,7 @@ def policy_time_grid(experts=(64, 128, 256, 512), eps=(8, 16, 32, 64), tokens: i
     for _, p, opts in pols:  # compile and import outside the clock
         solve(warm, model if REGISTRY[p].needs_model else None, p, **opts)
     rows = []
+    bar = _bar(len(experts) * len(eps), "policy times", progress)
     for E in experts:
         for g in eps:
             pop = zipf_popularity(E, 1.0, seed=seed + E + g)
@@ -312,6 +345,10 @@ def policy_time_grid(experts=(64, 128, 256, 512), eps=(8, 16, 32, 64), tokens: i
                         worst, kind = dt_s, name
                 if kind:
                     rows.append({"E": E, "g": g, "policy": label, "max_s": worst, "slowest_on": kind, "fallbacks": fb})
+            if bar:
+                bar.update(1)
+    if bar:
+        bar.close()
     return pd.DataFrame(rows)
 
 
@@ -459,11 +496,12 @@ def first_call_seconds(cold: bool = False) -> float:
     return float(r.stdout.strip().splitlines()[-1])
 
 
-def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int = 32, refreshes: int = 5,
-            seed: int = 0) -> str:
-    """Serving runtime (issue #7): the solver round trip -- snapshot, window, solve in the
-    worker process, validate, publish -- for a whole model, and the reference kernel's
-    throughput (torch CPU; skipped without torch)."""
+def serving_figures(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int = 32, refreshes: int = 5,
+                    seed: int = 0) -> dict:
+    """Serving runtime: the solver round trip -- snapshot, window, solve in the worker process,
+    validate, publish -- for a whole model with 1 and 2 solver processes (``{"refresh": {workers:
+    (median s, max s)}}``), and the reference kernel's time per call in s (``"kernel_s"``, None
+    without torch), with the sizes they ran at."""
     from ..serving import DispatchTable
     from ..serving.refresher import Refresher
     from ..serving.settings import ServingSettings
@@ -472,7 +510,8 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
     pops = [np.roll(pop, l) for l in range(layers)]  # each layer its own hot experts, placed by EPLB
     loads = expected_loads(pop, 8)  # from its long-run pair loads (the same roll of pop's)
     p2l = np.stack([eplb_placement(np.roll(loads, l), n_gpus, 1.25) for l in range(layers)])
-    lines = []
+    out = {"layers": layers, "experts": experts, "n_gpus": n_gpus, "tokens": tokens, "refreshes": refreshes,
+           "refresh": {}, "kernel_s": None, "kernel_pairs": None}
     for workers in (1, 2):
         table = DispatchTable.from_placement(p2l)
         cum = {"c": np.zeros((layers, experts), np.int64)}
@@ -484,43 +523,55 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
                 cum["c"] = cum["c"] + np.stack([sample_counts(p, tokens, 8, n_gpus, seed=seed + 100 * i + l)[0]
                                                 for l, p in enumerate(pops)])
                 t0 = time.perf_counter()
-                out = r.step()
-                if out != "published":
-                    raise RuntimeError(f"refresh {i}: {out} ({r.last_error})")
+                res = r.step()
+                if res != "published":
+                    raise RuntimeError(f"refresh {i}: {res} ({r.last_error})")
                 if i:  # the first includes the workers' start-up
                     times.append(time.perf_counter() - t0)
         finally:
             r.stop()
-        lines.append(f"serving: whole-model refresh ({layers} layers x {experts} experts, EP{n_gpus}, {tokens} tok/GPU, "
-                     f"{workers} solver process{'es' if workers > 1 else ''}), snapshot to published table: median "
-                     f"{1e3 * statistics.median(times):.0f} ms, max {1e3 * max(times):.0f} ms over {refreshes} "
-                     f"(paper default period 200 ms)")
+        out["refresh"][workers] = (statistics.median(times), max(times))
     try:
         import torch
 
         from ..serving.kernels import dispatch_and_count_reference
-
-        T, K = 4096, 8
-        prob = torch.tensor(table.prob[0, 0])
-        phys = torch.tensor(table.phys[0])
-        ids = torch.randint(0, experts, (T, K))
-        counts = torch.zeros(experts, dtype=torch.int64)
-        u = torch.rand(T * K)
-        dispatch_and_count_reference(ids, prob, phys, counts, u)
-        t0 = time.perf_counter()
-        n = 20
-        for _ in range(n):
-            dispatch_and_count_reference(ids, prob, phys, counts, u)
-        dt = (time.perf_counter() - t0) / n
-        lines.append(f"serving: reference dispatch-and-count kernel (torch CPU), {T} x {K} routed pairs: "
-                     f"{1e3 * dt:.2f} ms per call, {T * K / dt / 1e6:.1f} M pairs/s")
     except ImportError:
+        return out
+    T, K = 4096, 8
+    prob = torch.tensor(table.prob[0, 0])
+    phys = torch.tensor(table.phys[0])
+    ids = torch.randint(0, experts, (T, K))
+    counts = torch.zeros(experts, dtype=torch.int64)
+    u = torch.rand(T * K)
+    dispatch_and_count_reference(ids, prob, phys, counts, u)
+    t0 = time.perf_counter()
+    n = 20
+    for _ in range(n):
+        dispatch_and_count_reference(ids, prob, phys, counts, u)
+    out["kernel_s"], out["kernel_pairs"] = (time.perf_counter() - t0) / n, T * K
+    return out
+
+
+def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int = 32, refreshes: int = 5,
+            seed: int = 0) -> str:
+    """Serving runtime (:func:`serving_figures`) as report lines, each starting ``serving:``."""
+    f = serving_figures(layers, experts, n_gpus, tokens, refreshes, seed)
+    lines = []
+    for workers, (med, mx) in f["refresh"].items():
+        lines.append(f"serving: whole-model refresh ({layers} layers x {experts} experts, EP{n_gpus}, {tokens} tok/GPU, "
+                     f"{workers} solver process{'es' if workers > 1 else ''}), snapshot to published table: median "
+                     f"{1e3 * med:.0f} ms, max {1e3 * mx:.0f} ms over {refreshes} (paper default period 200 ms)")
+    if f["kernel_s"] is None:
         lines.append("serving: torch not installed, reference kernel not timed")
+    else:
+        lines.append(f"serving: reference dispatch-and-count kernel (torch CPU), 4096 x 8 routed pairs: "
+                     f"{1e3 * f['kernel_s']:.2f} ms per call, {f['kernel_pairs'] / f['kernel_s'] / 1e6:.1f} M pairs/s")
     return "\n".join(lines)
 
 
-#: The commit before issue 25 (the refresher restarted on every rebalance chunk, a gloo
-#: all-reduce on the scheduler thread every few steps): the "before" of :func:`scheduler_thread`.
+#: A commit to compare the scheduler-thread figures with (``--compare-serving``): the refresher
+#: restarted on every rebalance chunk there, with a gloo all-reduce on the scheduler thread every
+#: few steps.
 SERVING_BASELINE = "c3dadd0"
 
 _SCHED_SCRIPT = r"""
@@ -623,17 +674,17 @@ def _sched_run(tree, world: int, steps: int, chunk: int, rebalances: int, layers
     return [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
 
 
-def scheduler_thread(world: int = 2, steps: int = 600, chunk: int = 8, rebalances: int = 3, layers: int = 58,
-                     experts: int = 256, n_gpus: int = 8, baseline: str | None = SERVING_BASELINE) -> str:
+def scheduler_figures(world: int = 2, steps: int = 600, chunk: int = 8, rebalances: int = 3, layers: int = 58,
+                      experts: int = 256, n_gpus: int = 8, baseline: str | None = None) -> dict:
     """Scheduler-thread time TEMPO adds per forward step (``on_forward``: the agreed table
     switch of ``--moe-a2a-backend none``) and per EPLB rebalance chunk (``update_layers``), on
     ``world`` gloo ranks with a DSv3-sized model (58 layers x 256 experts, EP8 at 1.125x
-    replication), rank 0 solving in its worker process every 200 ms: this tree against
-    ``baseline`` (the code before issue 25, run from ``git archive`` in the same run)."""
+    replication), rank 0 solving in its worker process every 200 ms: ``{"this tree": figures}``
+    and, with ``baseline`` (a commit, run from ``git archive`` in the same run), ``{baseline:
+    figures}`` too; figures in ms (``step_mean``, ``step_median``, ``step_p99``, ``step_max``,
+    ``step_plain``, ``step_switch``, ``chunk_mean``, ``chunk_median``, ``chunk_max``), ``chunks``
+    and ``applied`` (table switches)."""
     from ..core.paths import ROOT
-
-    def shape_of(L, E, g):  # the table's [N, L, E, R]: the width is P - E + 1 at 1.125x replication
-        return (1, L, E, int(np.ceil(1.125 * E / g - 1e-9)) * g - E + 1)
 
     def summary(res):
         steps_ms = 1e3 * np.concatenate([r["step_s"] for r in res])
@@ -654,84 +705,144 @@ def scheduler_thread(world: int = 2, steps: int = 600, chunk: int = 8, rebalance
     res = _sched_run(ROOT, world, steps, chunk, rebalances, layers, experts, n_gpus)
     if res is not None:
         runs["this tree"] = summary(res)
-    head = (f"serving: scheduler-thread time ({world} gloo ranks, a2a none, {layers} layers x {experts} experts, "
-            f"EP{n_gpus}, {steps} forward steps, {rebalances} rebalances in chunks of {chunk} layers; targets "
-            f"<= 0.1 ms per step, <= 1 ms per chunk)")
-    lines = [head]
+    return runs
+
+
+def scheduler_thread(world: int = 2, steps: int = 600, chunk: int = 8, rebalances: int = 3, layers: int = 58,
+                     experts: int = 256, n_gpus: int = 8, baseline: str | None = None) -> str:
+    """:func:`scheduler_figures` as report lines, each starting ``serving:``."""
+    runs = scheduler_figures(world, steps, chunk, rebalances, layers, experts, n_gpus, baseline)
+    width = int(np.ceil(1.125 * experts / n_gpus - 1e-9)) * n_gpus - experts + 1  # R at 1.125x replication
+    table_mib = layers * experts * width * 4 / 2**20  # the table's [1, L, E, R] float32
+    lines = [f"serving: scheduler-thread time ({world} gloo ranks, a2a none, {layers} layers x {experts} experts, "
+             f"EP{n_gpus}, {steps} forward steps, {rebalances} rebalances in chunks of {chunk} layers; targets "
+             f"<= 0.1 ms per step, <= 1 ms per chunk)"]
     for name, m in runs.items():
         lines.append(f"serving:   {name}: per forward step mean {m['step_mean']:.3f} ms (median {m['step_median']:.3f}, "
                      f"p99 {m['step_p99']:.2f}, max {m['step_max']:.1f}; mean {m['step_plain']:.3f} without a table "
-                     f"switch, {m['step_switch']:.2f} at the {m['applied']} switches, each a {np.prod(shape_of(layers, experts, n_gpus)) * 4 / 2**20:.1f} MiB host copy "
-                     f"on CPU); per rebalance chunk (rank 0) mean {m['chunk_mean']:.2f} ms (median "
+                     f"switch, {m['step_switch']:.2f} at the {m['applied']} switches, each a {table_mib:.1f} MiB host "
+                     f"copy on CPU); per rebalance chunk (rank 0) mean {m['chunk_mean']:.2f} ms (median "
                      f"{m['chunk_median']:.2f}, max {m['chunk_max']:.1f}) over {m['chunks']}")
-    if len(runs) == 2:
+    if baseline in runs and "this tree" in runs:
         old, new = runs[baseline], runs["this tree"]
         lines.append(f"serving:   ratio {baseline} / this tree (means): per step {old['step_mean'] / new['step_mean']:.0f}x, "
                      f"per chunk {old['chunk_mean'] / new['chunk_mean']:.0f}x")
     return "\n".join(lines)
 
 
+def _grid_table(df: pd.DataFrame) -> str:
+    from tabulate import tabulate
+
+    ms = [c for c in df.columns if c.endswith("_ms")]
+    cols = ["ep", "experts", "tokens_per_gpu", *ms, *[c for c in ("tempo_vs_milp_mean", "tempo_vs_milp_max", "speedup")
+                                                      if c in df]]
+    head = [c.removesuffix("_ms").replace("tokens_per_gpu", "tok/GPU").replace("tempo_vs_milp_", "vs MILP ")
+            for c in cols]
+    body = [[("" if pd.isna(v) else f"{v:.3f}") if isinstance(v, float) else v for v in r]
+            for r in df[cols].itertuples(index=False)]
+    return tabulate(body, headers=head, tablefmt="simple", disable_numparse=True)
+
+
 def main(argv=None):
     from ..core.argtypes import ArgumentParser, float_range, git_rev, int_range, output_file, params_name
 
+    t_start = time.perf_counter()
     ap = ArgumentParser(prog="python -m tempo bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true",
+                    help="the long run (about 15 minutes idle): the MILP on every cell with a 10 s limit, six instances "
+                         "per family, the presets against the cold MILP, a from-scratch numba compile")
+    ap.add_argument("--compare", type=git_rev, metavar="REV",
+                    help=f"also time tempo at commit REV on the same instances (git archive; e.g. {BASELINE})")
+    ap.add_argument("--compare-serving", type=git_rev, metavar="REV",
+                    help=f"also run the scheduler-thread benchmark at commit REV (e.g. {SERVING_BASELINE})")
     ap.add_argument("--eps", type=int_range(1, 1024), nargs="+", default=[8, 16, 32, 64])
     ap.add_argument("--experts", type=int_range(1, 4096), nargs="+", default=[128, 256])
     ap.add_argument("--tokens", type=int_range(1, 2**20), nargs="+", default=[32, 128, 512, 2048])
     ap.add_argument("--reps", type=int_range(1, 1000), default=3)
-    ap.add_argument("--milp-limit", type=float_range(0.0, 600.0), default=10.0, help="seconds per MILP; 0 skips the MILP")
+    ap.add_argument("--milp-limit", type=float_range(0.0, 600.0), default=None,
+                    help="seconds per MILP (default 2, 10 with --full); 0 skips the MILP")
     ap.add_argument("--params", type=params_name, default="dsv3-offline")
-    ap.add_argument("--csv", type=output_file, help="also write the table here")
-    ap.add_argument("--baseline", type=git_rev, default=BASELINE, help="commit to time tempo against ('' skips it)")
-    ap.add_argument("--families", type=int_range(0, 1000), default=6, help="instances per quality family (0 skips the family grid)")
-    ap.add_argument("--cold-compile", action="store_true", help="also time a from-scratch numba compile")
+    ap.add_argument("--csv", type=output_file, help="also write the grid here")
+    ap.add_argument("--families", type=int_range(0, 1000), default=None,
+                    help="instances per quality family (default 3, 6 with --full; 0 skips the family grid)")
+    ap.add_argument("--solver-only", action="store_true", help="only the solver figures (no serving runtime)")
     ap.add_argument("--serving-only", action="store_true", help="only the serving-runtime figures")
-    ap.add_argument("--serving-baseline", type=git_rev, default=SERVING_BASELINE,
-                    help="commit whose serving runtime the scheduler-thread times are compared with ('' skips it)")
     ap.add_argument("--policy-times-only", action="store_true",
                     help="only the per-policy solve times up to E = 512, g = 64 (goal: under 2 s, the MILP aside)")
     args = ap.parse_args(argv)
+    if args.solver_only and args.serving_only:
+        ap.fail("--serving-only", "cannot be combined with --solver-only")
+    milp_limit = args.milp_limit if args.milp_limit is not None else (10.0 if args.full else 2.0)
+    n_fam = args.families if args.families is not None else (6 if args.full else 3)
+    goals: list[tuple] = []
+
+    def section(title):
+        print(f"\n== {title}  ({time.perf_counter() - t_start:.0f} s in)", flush=True)
+
     if args.policy_times_only:
         print(policy_time_summary(policy_time_grid()))
         return
-    if args.serving_only:
-        print(serving())
-        print(scheduler_thread(baseline=args.serving_baseline or None))
-        if args.cold_compile:
+    if not args.serving_only:
+        section("solve time per policy (ms, median of the batches) and tempo / MILP")
+        df = run(args.eps, args.experts, args.tokens, reps=args.reps, milp_limit=milp_limit, params=args.params,
+                 baseline=args.compare or None, milp_max_ep=None if args.full else 16)
+        print(_grid_table(df))
+        if milp_limit and not args.full:
+            print(f"(the MILP, {milp_limit:g} s a batch, on the cells up to EP16; --full: every cell)")
+        goals += targets(df, args.compare)
+        if args.csv:
+            df.to_csv(args.csv, index=False)
+        if n_fam:
+            section(f"instance families: tempo against every proxy and the cold MILP ({n_fam} instances each)")
+            fam = family_grid(n_fam, milp_limit=max(milp_limit, 1.0) * 2)
+            with pd.option_context("display.width", 250, "display.max_columns", 50,
+                                   "display.float_format", "{:.4f}".format):
+                print(fam.to_string(index=False))
+            goals.append(("tempo / MILP on the families, max", fam.tempo_vs_milp_max.max(), 1.02, "<=", ""))
+            goals.append(("tempo / best proxy on the families, max", fam.tempo_vs_best_proxy_max.max(), 1.01, "<=", ""))
+        if n_fam and args.full:
+            section("presets against the cold MILP (default, paper, and without the paper candidate and compound moves)")
+            pg = preset_grid(n_fam, milp_limit=max(milp_limit, 1.0) * 2)
+            with pd.option_context("display.width", 250, "display.max_columns", 50,
+                                   "display.float_format", "{:.4f}".format):
+                print(pg.to_string(index=False))
+        section("slowest solve of every policy but the MILP, up to E = 512, g = 64")
+        pt = policy_time_grid(progress=True)
+        print(policy_time_summary(pt))
+        goals.append(("slowest solve of any policy but the MILP", pt.max_s.max(), POLICY_TIME_GOAL_S, "<=", "s"))
+        section("whole model and first call")
+        mr = model_refresh()
+        print(f"whole-model solve in one process (94 layers x 128 experts, EP8, 32 tok/GPU, tempo + routing tables): "
+              f"median {1e3 * mr['solve_layers']:.1f} ms with solve_layers, {1e3 * mr['table_solver']:.1f} ms through "
+              f"the serving TableSolver")
+        goals.append(("whole-model solve (94 x 128, EP8), TableSolver", 1e3 * mr["table_solver"], 20.0, "<=", "ms"))
+        first = first_call_seconds()
+        print(f"first call in a fresh process (import tempo + first solve), numba cache on disk: {first:.2f} s")
+        goals.append(("import tempo + first solve in a new process (warm cache)", first, 10.0, "<=", "s"))
+        if args.full:
             print(f"first call compiling from scratch (empty numba cache): {first_call_seconds(cold=True):.1f} s "
                   f"(the solver worker's start-up timeout, TEMPO_STARTUP_TIMEOUT_S, defaults to "
                   f"{STARTUP_TIMEOUT_S:.0f} s)")
-        return
-    df = run(args.eps, args.experts, args.tokens, reps=args.reps, milp_limit=args.milp_limit, params=args.params,
-             baseline=args.baseline or None)
-    with pd.option_context("display.width", 250, "display.max_columns", 50, "display.float_format", "{:.3f}".format):
-        print(df.to_string(index=False))
-        print()
-        print(summary(df))
-        if args.families:
-            fam = family_grid(args.families, milp_limit=max(args.milp_limit, 1.0) * 2)
-            print()
-            print("family grid (tempo against every proxy and the cold MILP):")
-            print(fam.to_string(index=False))
-        if args.families:
-            pg = preset_grid(args.families, milp_limit=max(args.milp_limit, 1.0) * 2)
-            print()
-            print("presets against the cold MILP (issue 23; 'before #23': paper_candidate=False, compound=False):")
-            print(pg.to_string(index=False))
-    print()
-    print(policy_time_summary(policy_time_grid()))
-    print()
-    mr = model_refresh()
-    print(f"whole-model solve in one process (94 layers x 128 experts, EP8, 32 tok/GPU, tempo + routing tables): "
-          f"median {1e3 * mr['solve_layers']:.1f} ms with solve_layers, {1e3 * mr['table_solver']:.1f} ms through "
-          f"the serving TableSolver (target <= 20 ms)")
-    print(f"first call in a fresh process (import tempo + first solve), numba cache on disk: "
-          f"{first_call_seconds():.2f} s")
-    if args.cold_compile:
-        print(f"first call compiling from scratch (empty numba cache): {first_call_seconds(cold=True):.1f} s "
-              f"(the solver worker's start-up timeout, TEMPO_STARTUP_TIMEOUT_S, defaults to "
-              f"{STARTUP_TIMEOUT_S:.0f} s)")
-    print(serving())
-    print(scheduler_thread(baseline=args.serving_baseline or None))
-    if args.csv:
-        df.to_csv(args.csv, index=False)
+    if not args.solver_only:
+        section("serving runtime: refresh round trip and the scheduler thread")
+        sf = serving_figures()
+        for workers, (med, mx) in sf["refresh"].items():
+            print(f"whole-model refresh, {workers} solver process{'es' if workers > 1 else ''}: median {1e3 * med:.0f} ms, "
+                  f"max {1e3 * mx:.0f} ms over {sf['refreshes']}")
+            goals.append((f"whole-model refresh, {workers} solver process{'es' if workers > 1 else ''}, median",
+                          1e3 * med, 200.0, "<=", "ms"))
+        if sf["kernel_s"] is not None:
+            print(f"reference dispatch-and-count kernel (torch CPU), 4096 x 8 routed pairs: {1e3 * sf['kernel_s']:.2f} "
+                  f"ms per call")
+        runs = scheduler_figures(baseline=args.compare_serving or None)
+        for name, m in runs.items():
+            print(f"scheduler thread, {name}: per forward step mean {m['step_mean']:.3f} ms (p99 {m['step_p99']:.2f}), "
+                  f"per rebalance chunk mean {m['chunk_mean']:.2f} ms over {m['chunks']}")
+        if "this tree" in runs:
+            goals.append(("scheduler thread per forward step, mean", runs["this tree"]["step_mean"], 0.1, "<=", "ms"))
+            goals.append(("scheduler thread per rebalance chunk, mean", runs["this tree"]["chunk_mean"], 1.0, "<=", "ms"))
+    section("targets")
+    print(target_table(goals))
+    missed = sum(not met(float(v), float(g), s)[0] for _, v, g, s, _ in goals)
+    print(f"\n{len(goals) - missed} of {len(goals)} targets met; bench took {time.perf_counter() - t_start:.0f} s "
+          f"({'--full' if args.full else 'default run; --full for the long one'})")

@@ -443,7 +443,7 @@ def run_here(world_size: int = 4, tokens: int = 32, steps: int = 20, gpu: bool =
 
 
 def main(argv=None) -> int:
-    from ..core.argtypes import (ArgumentParser, float_range, int_range, nonneg_float, nonneg_int, output_file,
+    from ..core.argtypes import (ArgumentParser, float_range, int_range, nonneg_float, output_file,
                                  params_name)
 
     ap = ArgumentParser(prog="python -m tempo epbench", description=__doc__.splitlines()[0])
@@ -455,7 +455,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int_range(1, 2**16), default=32, help="tokens routed per rank per step")
     ap.add_argument("--steps", type=int_range(1, 100000), default=30)
     ap.add_argument("--warmup", type=int_range(0, 10000), default=2)
-    ap.add_argument("--skew", type=nonneg_float, default=1.0)
+    ap.add_argument("--skew", type=float_range(0.0, 100.0), default=1.0)
     ap.add_argument("--replication", type=float_range(1.0, 64.0), default=1.25)
     ap.add_argument("--params", type=params_name, default="dsv3-offline", help="cost model the policies solve with")
     ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
@@ -468,7 +468,7 @@ def main(argv=None) -> int:
                     help="expert time: the region as a replayed CUDA graph (default) or launched eagerly behind --spin-us")
     ap.add_argument("--spin-us", type=nonneg_float, default=None,
                     help="spin kernel ahead of the start event, us (default: the calibration timer's 50)")
-    ap.add_argument("--seed", type=nonneg_int, default=0, help="routing, weights and the per-step policy order")
+    ap.add_argument("--seed", type=int_range(0, 2**32 - 1), default=0, help="routing, weights and the per-step policy order")
     ap.add_argument("--csv", type=output_file, help="write the per-step rows here")
     a = ap.parse_args(argv)
     try:

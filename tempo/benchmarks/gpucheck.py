@@ -217,8 +217,10 @@ def section_triton(ctx) -> dict:
 
     rng = np.random.default_rng(0)
     cases = []
+    # widths R = P - E + 1 of real deployments: 33 (DSv3 EP8 with 32 redundant experts, Qwen3-30B
+    # at 1.25x) and 65 (DSv3 at 1.25x)
     for T, K, E, R, holes in ((1, 1, 1, 1, False), (37, 4, 9, 3, True), (300, 8, 64, 4, True), (4096, 8, 256, 9, True),
-                              (0, 8, 16, 2, False)):
+                              (0, 8, 16, 2, False), (4096, 8, 256, 33, True), (1024, 8, 256, 65, True)):
         for counts_dtype in (torch.int64, torch.int32):
             for ids_dtype, nv_kind in ((torch.int64, "tensor"), (torch.int32, "int"), (torch.int64, "none")):
                 cases.append(_triton_case(rng, T, K, E, R, holes, counts_dtype, ids_dtype, nv_kind))
@@ -238,6 +240,25 @@ def section_triton(ctx) -> dict:
                      "counts": str(cdt).split(".")[-1], "ids": str(ids.dtype).split(".")[-1],
                      "padding": "none" if nv is None else ("tensor" if torch.is_tensor(nv) else "int"),
                      "counts_equal": bool(torch.equal(c_ref, c_tri.cpu())), "ids_agree": same,
+                     "invalid_ok": int(invalid.item()) == int((ids[:n_real] >= E).sum()),
+                     "dtype_ok": o_tri.dtype == ids.dtype})
+    # uniforms drawn in the kernel (the serving path) against the same draws in torch
+    from ..serving.kernels import pair_uniforms
+
+    for T, K, E, R, invariant, layer, step in ((512, 8, 256, 33, True, 3, 41), (64, 8, 256, 65, False, 60, 2**33 + 7)):
+        ids, prob, phys, _, nv, cdt = _triton_case(rng, T, K, E, R, True, torch.int64, torch.int32, "tensor")
+        u = pair_uniforms(T * K, layer, step, rank=5, hashed=not invariant)
+        c_ref, c_tri = torch.zeros(E, dtype=cdt), torch.zeros(E, dtype=cdt, device="cuda")
+        invalid = torch.zeros(1, dtype=torch.int64, device="cuda")
+        o_ref = ref(torch.where(ids >= E, torch.full_like(ids, -1), ids), prob, phys, c_ref, u, nv)
+        o_tri = tri(ids.cuda(), prob.cuda(), phys.cuda(), c_tri, None, nv.cuda(), invalid=invalid,
+                    step=torch.tensor([step], device="cuda"), layer=layer, rank=5, rank_invariant=invariant).cpu()
+        n_real = min(int(nv), T)
+        rows.append({"case": len(rows), "T": T, "K": K, "E": E, "R": R, "counts": str(cdt).split(".")[-1],
+                     "ids": "int32", "padding": "tensor", "uniforms": "kernel, " + ("rank-invariant" if invariant
+                                                                                   else "hashed"),
+                     "counts_equal": bool(torch.equal(c_ref, c_tri.cpu())),
+                     "ids_agree": float((o_ref == o_tri).float().mean()),
                      "invalid_ok": int(invalid.item()) == int((ids[:n_real] >= E).sum()),
                      "dtype_ok": o_tri.dtype == ids.dtype})
     df = pd.DataFrame(rows)
@@ -286,19 +307,25 @@ def section_triton(ctx) -> dict:
         graph_rows.append({"replay": k, "n_valid": nv, "counts_equal": bool(torch.equal(c_ref, s_cnt.cpu())),
                            "ids_agree": float((o_ref == holder["out"].cpu()).float().mean())})
     gdf = pd.DataFrame(graph_rows)
-    # speed: 4096 x 8 pairs over 256 experts x 9 replicas, graph replays timed with the spin timer
-    ids, prob, phys, u, nv, _ = _triton_case(np.random.default_rng(5), 4096, 8, 256, 9, True, torch.int64,
-                                             torch.int64, "tensor")
-    ids, prob, phys, u, nv = ids.cuda(), prob.cuda(), phys.cuda(), u.cuda(), nv.cuda()
-    cnt = torch.zeros(256, dtype=torch.int64, device="cuda")
+    # speed: 4096 x 8 pairs over 256 experts, by table width, graph replays timed with the spin
+    # timer; the uniforms drawn in the kernel, as served
     timer = GraphTimer(replays=50)
-    us = timer.time(lambda c: tri(ids, prob, phys, cnt, u, nv), 1)
+    speed = {}
+    for R in (9, 33, 65):
+        ids, prob, phys, u, nv, _ = _triton_case(np.random.default_rng(5), 4096, 8, 256, R, True, torch.int32,
+                                                 torch.int32, "tensor")
+        ids, prob, phys, nv = ids.cuda(), prob.cuda(), phys.cuda(), nv.cuda()
+        cnt = torch.zeros(256, dtype=torch.int64, device="cuda")
+        step = torch.zeros(1, dtype=torch.int64, device="cuda")
+        speed[R] = timer.time(lambda c: tri(ids, prob, phys, cnt, None, nv, step=step, layer=1), 1)
+    us = speed[9]
     ctx["files"]["triton.csv"] = pd.concat([df.assign(kind="eager"), gdf.assign(kind="graph")], ignore_index=True)
     r = {"cases": len(df), "counts_exact": int(df.counts_equal.sum()), "ids_agree_min": float(df.ids_agree.min()),
          "invalid_counter_ok": int(df.invalid_ok.sum()),
          "dtype_ok": int(df.dtype_ok.sum()), "graph_replays": len(gdf),
          "graph_counts_exact": int(gdf.counts_equal.sum()), "graph_ids_agree_min": float(gdf.ids_agree.min()),
-         "speed_4096x8_us": round(us, 2), "speed_mpairs_s": round(4096 * 8 / us, 1)}
+         "speed_4096x8_us": round(us, 2), "speed_mpairs_s": round(4096 * 8 / us, 1),
+         **{f"speed_4096x8_R{R}_us": round(v, 2) for R, v in speed.items()}}
     _expect(ctx, r["counts_exact"] == r["cases"], f"counts differ from the reference in {r['cases'] - r['counts_exact']} cases")
     _expect(ctx, r["ids_agree_min"] == 1.0, f"physical ids differ from the reference (agreement {r['ids_agree_min']:.4f})")
     _expect(ctx, r["invalid_counter_ok"] == r["cases"], "the invalid-pair counter is wrong in "
@@ -441,7 +468,8 @@ def serving_check(device: str = "cuda", replays: int = 2000, seed: int = 0, buck
                   refresh_ms: float = 5.0, graphs: bool | None = None, deadline: float | None = None) -> dict:
     """TempoRuntime as SGLang drives it, checked pick by pick (the module docstring, section 4).
 
-    4 layers, 16 logical experts on 24 physical slots (4 GPUs), top-4, attention DP 4 with
+    4 layers, 32 logical experts on 64 physical slots (4 GPUs; table width R = P - E + 1 = 33,
+    as DSv3 on EP8 with 32 redundant experts), top-4, attention DP 4 with
     slots of ``bs`` rows (``bs`` in ``buckets``): one dispatch per (layer, bucket).  With CUDA
     (``graphs`` default) each is captured as a CUDA graph (global capture mode) under
     ``capture_guard`` while the refresher runs (every ``refresh_ms``, solving in its thread);
@@ -456,7 +484,7 @@ def serving_check(device: str = "cuda", replays: int = 2000, seed: int = 0, buck
 
     graphs = str(device).startswith("cuda") if graphs is None else bool(graphs)
     rng = np.random.default_rng(seed)
-    L, E, n_gpus, per_gpu, K, n_dp = 4, 16, 4, 6, 4, 4
+    L, E, n_gpus, per_gpu, K, n_dp = 4, 32, 4, 16, 4, 4
     P = n_gpus * per_gpu
     p2l = _random_map(rng, L, E, P)
     new = p2l.copy()
@@ -610,11 +638,36 @@ def section_nccl(ctx) -> dict:
     return r
 
 
+def deep_gemm_broken() -> str | None:
+    """Why an installed ``deep_gemm`` does not import (an ABI mismatch with torch, a missing
+    library), or None: not installed (a backend that is not here), or it imports.  On a GPU
+    node an installed DeepGEMM that does not load is a broken environment, not a skip."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("deep_gemm") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    try:
+        from ..calib.backends import import_deep_gemm
+
+        import_deep_gemm()
+    except Exception as exc:  # noqa: BLE001 -- any failure of an installed package is the finding
+        return f"{type(exc).__name__}: {str(exc)[:300]}"
+    return None
+
+
 def section_numerics(ctx) -> dict:
     from ..calib.backends import backend_class, backend_status, gpu_backends
     from ..calib.shapes import shape
 
     out = {}
+    broken = deep_gemm_broken()
+    if broken is not None:
+        out["deep_gemm_installed"] = {"error": f"installed but does not load: {broken}"}
+        _expect(ctx, False, f"DeepGEMM is installed but does not load ({broken})")
+        ctx.setdefault("broken", set()).add("deep_gemm")
     st = backend_status()
     cells = ((1, 1), (1, 77), (3, 130), (8, 200))
     for name in gpu_backends():
@@ -1064,12 +1117,15 @@ def _run(stage, out: Path, date: str, sections, scale: float, command: str) -> d
 def main(argv=None) -> int:
     """Exit status: 0 when every section passed (skipped backends and flags included), 1 when a
     section failed (each is named, with why), or without a CUDA GPU; 2 for a usage error."""
+    from ..core.argtypes import float_range
+
     ap = argparse.ArgumentParser(prog="python -m tempo gpu-check", description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="output folder (default build/gpu-check); with --record, the root that stands in "
                                   "for data/measured (the check goes to OUT/<machine>/)")
     ap.add_argument("--record", action="store_true", help="write the recording under data/measured/<machine>/")
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
-    ap.add_argument("--budget-s", type=float, default=420.0, help="total time budget in seconds (default 420)")
+    ap.add_argument("--budget-s", type=float_range(0.0, 86400.0, lo_open=True), default=420.0,
+                    help="total time budget in seconds (default 420)")
     a = ap.parse_args(argv)
     secs = [s for s in a.sections.split(",") if s]
     bad = [s for s in secs if s not in SECTIONS]

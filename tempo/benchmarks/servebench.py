@@ -255,14 +255,14 @@ def drift_location(logical_count, k: int, out, seed: int = 0) -> dict:
 
 def drift_main(argv=None) -> int:
     """``python -m tempo drift-location TRACE.npz --k 16 -o drift16.json``."""
-    from ..core.argtypes import ArgumentParser, input_file, nonneg_int, output_file
+    from ..core.argtypes import ArgumentParser, input_file, int_range, output_file
     from ..world.traces import read_trace
 
     ap = ArgumentParser(prog="python -m tempo drift-location",
                         description="drift-K corrupted expert distribution for --init-expert-location")
     ap.add_argument("trace", type=input_file, help="routing trace (.npz, e.g. from import-trace)")
-    ap.add_argument("--k", type=nonneg_int, default=16, help="hot experts swapped per layer (at most E/2)")
-    ap.add_argument("--seed", type=nonneg_int, default=0)
+    ap.add_argument("--k", type=int_range(0, 65536), default=16, help="hot experts swapped per layer (at most E/2)")
+    ap.add_argument("--seed", type=int_range(0, 2**32 - 1), default=0)
     ap.add_argument("-o", "--out", required=True, type=output_file)
     a = ap.parse_args(argv)
     try:
@@ -558,42 +558,41 @@ def drive(spec: ServerSpec, policies: list[str], workloads: list[Workload], wind
 
 
 def main(argv=None) -> int:
-    from ..core.argtypes import (ArgumentParser, choice, comma_list, float_range, input_file, int_range, nonneg_int,
-                                 output_dir, positive_int)
+    from ..core.argtypes import ArgumentParser, choice, comma_list, float_range, input_file, int_range, output_dir
 
     ap = ArgumentParser(prog="python -m tempo serve-bench", description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(TINY_MODEL), help="model path (default: the tiny random Qwen3-MoE config)")
     ap.add_argument("--dummy-weights", action="store_true", help="--load-format dummy (random weights)")
-    ap.add_argument("--tp", type=positive_int, default=8)
-    ap.add_argument("--ep", type=positive_int, default=8)
+    ap.add_argument("--tp", type=int_range(1, 1024), default=8)
+    ap.add_argument("--ep", type=int_range(1, 4096), default=8)
     ap.add_argument("--a2a", default="deepep", type=choice(["deepep", "none", "mooncake", "mori", "flashinfer"], "backend"),
                     help="--moe-a2a-backend; with 'none' the baseline is dynamic (SGLang rejects static and lp)")
-    ap.add_argument("--redundant", type=nonneg_int, default=32)
+    ap.add_argument("--redundant", type=int_range(0, 65536), default=32)
     ap.add_argument("--init-expert-location", type=input_file,
                     help="placement source, e.g. a drift-K corrupted distribution")
-    ap.add_argument("--gpus-per-node", type=positive_int, help="TEMPO_GPUS_PER_NODE for tempo_hier / tempo_flat")
+    ap.add_argument("--gpus-per-node", type=int_range(1, 1024), help="TEMPO_GPUS_PER_NODE for tempo_hier / tempo_flat")
     ap.add_argument("--random-range-ratio", type=float_range(0.0, 1.0), default=1.0,
                     help="random dataset: lengths uniform in [ratio*L, L] (SGLang's default 0 gives [1, L])")
     ap.add_argument("--policies", type=comma_list(choice(POLICIES, "policy"), "policy"),
                     default="static,tempo,tempo_noop")
-    ap.add_argument("--windows", type=positive_int, default=3)
+    ap.add_argument("--windows", type=int_range(1, 1000), default=3)
     ap.add_argument("--dataset", default="random", choices=["random", "sharegpt"])
     ap.add_argument("--dataset-path", type=input_file)
-    ap.add_argument("--num-prompts", type=positive_int, default=512)
-    ap.add_argument("--input-len", type=positive_int, default=256)
-    ap.add_argument("--output-len", type=positive_int, default=1024)
+    ap.add_argument("--num-prompts", type=int_range(1, 10**7), default=512)
+    ap.add_argument("--input-len", type=int_range(1, 2**21), default=256)
+    ap.add_argument("--output-len", type=int_range(1, 2**21), default=1024)
     ap.add_argument("--request-rates", type=comma_list(float_range(0.0, lo_open=True, allow_inf=True), "rate"),
                     default="inf", help="comma list: Poisson rates (req/s) or inf")
-    ap.add_argument("--concurrency", type=comma_list(positive_int, "integer"), default="256",
+    ap.add_argument("--concurrency", type=comma_list(int_range(1, 10**6), "integer"), default="256",
                     help="comma list of --max-concurrency values")
     ap.add_argument("--out", type=output_dir, default=str(paths.ROOT / "build" / "serve-bench"))
     ap.add_argument("--port", type=int_range(1, 65535), default=30000)
-    ap.add_argument("--nnodes", type=positive_int, default=1,
+    ap.add_argument("--nnodes", type=int_range(1, 1024), default=1,
                     help="nodes one server spans (SGLang --nnodes; 2 for the paper's EP16, Section 5.15)")
-    ap.add_argument("--node-rank", type=nonneg_int, default=0,
+    ap.add_argument("--node-rank", type=int_range(0, 1023), default=0,
                     help="this node (SGLang --node-rank): 0 runs the driver, others only the servers")
     ap.add_argument("--dist-init-addr", help="host:port of node 0 for SGLang's distributed init (--nnodes > 1)")
-    ap.add_argument("--skip-runs", type=nonneg_int, default=0,
+    ap.add_argument("--skip-runs", type=int_range(0, 10**6), default=0,
                     help="node rank > 0 only: runs node 0 skips when it resumes (already in records.jsonl)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands of the first window and exit")
     ap.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: extra sglang.launch_server arguments")

@@ -84,7 +84,10 @@ def spec_html(spec: dict, static: bool = True) -> str:
 
 
 def enable_offline(static: bool = True) -> None:
-    """Make altair charts display through :func:`chart_html` (call once per notebook)."""
+    """Make altair charts display through :func:`chart_html`, and tables show every cell whole
+    (no cut text, up to 200 rows): call once per notebook."""
+    pd.set_option("display.max_colwidth", None)
+    pd.set_option("display.max_rows", 200)
     alt = _alt()
     alt.renderers.register("tempo_offline", lambda spec, **kw: {"text/html": spec_html(spec, static)})
     alt.renderers.enable("tempo_offline")
@@ -147,7 +150,7 @@ def toy_explorer(df: pd.DataFrame):
                  alt.Tooltip("b:Q", format=".2f"), alt.Tooltip("beta:Q", format=".3f")],
     ).add_params(pb, pbeta).transform_filter(
         f"abs(datum.b - b_us) < {b_step / 2} && abs(datum.beta - beta_us) < {beta_step / 2}"
-    ).properties(width=520, height=140, title="Move the sliders: which proxy pays, and how much?")
+    ).properties(width=460, height=140, title="Move the sliders: which proxy pays, and how much?")
 
 
 def toy_winner_map(df: pd.DataFrame):
@@ -333,11 +336,13 @@ def fig3_g_driven(samples: pd.DataFrame, label: str = "", Gs=(1, 2, 4, 8, 13, 20
     a = alt.Chart(grid[grid.G.isin(sel)]).mark_line(point=True).encode(
         x=alt.X("n:Q", scale=alt.Scale(type="log"), title="tokens per expert (n)"),
         y=alt.Y("t_us:Q", scale=alt.Scale(type="log"), title="time (us)"), color=alt.Color("G:O", title="G"),
-        tooltip=tips).properties(width=320, height=260, title="(a) time vs n, per G")
+        tooltip=tips).properties(width=480, height=220, title="(a) time vs n, per G")
     b = alt.Chart(grid[grid.n.isin([n for n in ns if n in set(grid.n)])]).mark_line(point=True).encode(
         x=alt.X("G:Q", title="activated experts G"), y=alt.Y("t_us:Q", title="time (us)"),
-        color=alt.Color("n:O", title="n"), tooltip=tips).properties(width=320, height=260, title="(b) time vs G, per n")
-    return (a | b).properties(title=label)
+        color=alt.Color("n:O", title="n", scale=alt.Scale(scheme="oranges")), tooltip=tips).properties(
+        width=480, height=220, title="(b) time vs G, per n")
+    # one panel above the other fits the page's column; each panel keeps its own colour legend
+    return alt.vconcat(a, b, title=label).resolve_scale(color="independent").resolve_legend(color="independent")
 
 
 def tile_window(samples: pd.DataFrame, lo: int = 100, hi: int = 400) -> pd.DataFrame:
@@ -363,13 +368,14 @@ def fig4_tile_staircase(fine: pd.DataFrame, blind, tile):
                      value_name="time")
     long["series"] = long.series.replace({"t_us": "measured"})
     bounds = [b for b in (128, 256, 384, 512) if fine.n.min() <= b <= fine.n.max()]
-    lines = alt.Chart(long).mark_line(point=True).encode(
+    # the lines take the facet's data (no data of their own), so each panel draws its own G
+    lines = alt.Chart().mark_line(point=True).encode(
         x=alt.X("n:Q", title="tokens per expert"), y=alt.Y("time:Q", title="time (us)"),
         color=alt.Color("series:N", legend=alt.Legend(orient="bottom")), strokeDash="series:N",
         tooltip=["G", "n", "series", alt.Tooltip("time:Q", format=".1f")])
     rules = alt.Chart(pd.DataFrame({"n": bounds})).mark_rule(strokeDash=[2, 3], color="gray").encode(x="n:Q")
     return alt.layer(lines, rules).properties(width=260, height=200).facet(
-        facet=alt.Facet("G:O", title="G"), columns=2, data=long)
+        facet=alt.Facet("G:O", title="G"), columns=2, data=long).resolve_scale(y="independent")
 
 
 def fig9_proxy_spreads(spreads: pd.DataFrame, paper: pd.DataFrame | None = None, label: str = "this artifact"):
@@ -386,10 +392,12 @@ def fig9_proxy_spreads(spreads: pd.DataFrame, paper: pd.DataFrame | None = None,
         _need(paper, {"setting", "model", "value"}, "paper (tempo.paper.tables.figure(9))")
         frames.append(pd.DataFrame({"set": paper.setting, "value": paper.value, "source": "paper: " + paper.model}))
     df = pd.concat(frames, ignore_index=True)
+    # a bar on a log axis needs a baseline the axis holds: a spread of 1x (no spread), not 0
     return alt.Chart(df).mark_bar().encode(
         y=alt.Y("set:N", title=None), yOffset="source:N",
-        x=alt.X("value:Q", scale=alt.Scale(type="log"), title="largest spread of true time in the set (x)"),
-        color=alt.Color("source:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
+        x=alt.X("value:Q", scale=alt.Scale(type="log", domainMin=1), title="largest spread of true time in the set (x)"),
+        x2=alt.datum(1),
+        color=alt.Color("source:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=480, columns=1)),
         tooltip=["set", "source", alt.Tooltip("value:Q", format=".2f")],
     ).properties(width=460, height=160, title="Cells a proxy treats as equal, by true time")
 
@@ -417,8 +425,10 @@ def _points_chart(df: pd.DataFrame, title: str):
     """Stated points (filled), ranges (a bar from lo to hi) and one-sided bounds (a tick at hi),
     one panel per quantity, paper and this artifact in two colours."""
     alt = _alt()
-    color = alt.Color("who:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400))
-    y = alt.Y("row:N", title=None, axis=alt.Axis(labelLimit=320))
+    # fits the page's column (676 px at 1280): labels cut at 220 px (whole in the tooltip), one
+    # legend entry per line
+    color = alt.Color("who:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=480, columns=1))
+    y = alt.Y("row:N", title=None, axis=alt.Axis(labelLimit=220))
     tips = ["who", "model", "setting", "policy", "metric", alt.Tooltip("value:Q", format=".1f"),
             alt.Tooltip("lo:Q", format=".1f"), alt.Tooltip("hi:Q", format=".1f"), "unit", "source"]
     pts = alt.Chart().mark_point(filled=True, size=80).encode(
@@ -428,8 +438,9 @@ def _points_chart(df: pd.DataFrame, title: str):
     bound = alt.Chart().mark_tick(thickness=3, size=16).encode(
         x="hi:Q", y=y, color=color, tooltip=tips).transform_filter("!isValid(datum.lo) && isValid(datum.hi)")
     zero = alt.Chart().mark_rule(color="gray", strokeDash=[3, 3]).encode(x="z:Q").transform_calculate(z="0")
-    return alt.layer(rng, bound, pts, zero, data=df).properties(width=420).facet(
-        row=alt.Row("quantity:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=420)),
+    return alt.layer(rng, bound, pts, zero, data=df).properties(width=360).facet(
+        row=alt.Row("quantity:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",
+                                                                 labelLimit=560)),
     ).resolve_scale(x="independent", y="independent").properties(title=title)
 
 
@@ -564,10 +575,10 @@ def fig2b_shapes(paper_t6: pd.DataFrame, ours: pd.DataFrame | None = None):
     long["quantity"] = long.quantity.map({"b_us": "floor b (us)", "n_star": "inflection n* (tokens)"})
     return alt.Chart(long).mark_point(filled=True, size=80).encode(
         x=alt.X("value:Q", title=None, scale=alt.Scale(type="log")), y=alt.Y("shape:N", title=None),
-        color=alt.Color("who:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400)),
+        color=alt.Color("who:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400, columns=2)),
         shape=alt.Shape("who:N", legend=None),
         tooltip=["shape", "who", "quantity", alt.Tooltip("value:Q", format=".3g")],
-    ).properties(width=360, height=160).facet(column=alt.Column("quantity:N", title=None)).resolve_scale(x="independent")
+    ).properties(width=480, height=140).facet(row=alt.Row("quantity:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top"))).resolve_scale(x="independent")
 
 
 # ---------------------------------------------------------------------------- chapters 02 and 03
@@ -684,8 +695,14 @@ def repro_needs(rmap: pd.DataFrame):
         tooltip=["needs", "kind", "count()"]).properties(width=420, height=140, title="What each paper item needs")
 
 
-#: one colour per ledger status, in :data:`tempo.book.claims.STATUSES` order
-LEDGER_COLORS = ["#54a24b", "#a0d3a0", "#e45756", "#f58518", "#bab0ac", "#f2cf5b", "#4c78a8", "#9ecae9"]
+def _ledger_colors() -> list:
+    from .claims.registry import STATUS_COLORS, STATUSES
+
+    return [STATUS_COLORS[s][0] for s in STATUSES]
+
+
+#: one colour per ledger status, in :data:`tempo.book.claims.STATUSES` order (its table of colours)
+LEDGER_COLORS = _ledger_colors()
 
 
 def ledger_by_chapter(ledger: pd.DataFrame):

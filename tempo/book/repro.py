@@ -142,6 +142,10 @@ def to_html(df: pd.DataFrame) -> str:
             + "".join(rows) + "</tbody></table></div>")
 
 
+#: (calibration shape, named parameter set) pairs whose floor a GPU's bandwidth predicts
+FLOOR_SHAPES = [("dsv3", "dsv3-offline"), ("qwen3-30b", "qwen3-30b-offline"), ("dsv2-lite", "dsv2lite-offline")]
+
+
 def expected_floor(shape_name: str, param_set: str, hbm_tb_s: float) -> dict:
     """What a calibration on a GPU with ``hbm_tb_s`` of HBM bandwidth should find, before it runs.
 

@@ -5,11 +5,17 @@ Converts ``notebooks/NN_slug.md`` (MyST, jupytext) and executes it with papermil
 ``.partial.ipynb`` first and renames on success, so make never mistakes a failed run for a
 built one; on failure the partial notebook is kept for inspection and the failing cell's
 error is printed with the notebook's name.
+
+On the terminal: a line naming the notebook and its chapter when it starts, papermill's bar of
+cells, the kernel's stderr (the studies' progress bars: cells done and the time left), and the
+time it took.  The kernel talks over local sockets (IPC), not TCP.
 """
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import time
 
 from ..core import paths
 
@@ -18,6 +24,39 @@ def executed_path(name: str, profile: str):
     d = paths.BUILD / "executed" / profile
     d.mkdir(parents=True, exist_ok=True)
     return d / f"{name}.ipynb"
+
+
+def _hide_parameters(path) -> None:
+    """Tag papermill's injected parameters cell ``remove-cell``: the page shows the chapter,
+    not the build's settings (``profile = "full"``)."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    nbformat.write(nb, str(path))
+
+
+def chapter_title(src) -> str:
+    """The notebook's title: its first level-1 heading (``# Title``), or "" when it has none."""
+    for line in open(src, encoding="utf-8"):
+        if line.startswith("# "):
+            return line[2:].strip()
+    return ""
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m} min {s} s" if m else f"{s} s"
+
+
+def _kernel_manager(folder: str):
+    """A python3 kernel that talks over local sockets in ``folder`` (no TCP ports, nothing to encrypt)."""
+    from jupyter_client.manager import KernelManager
+
+    return KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(folder, "kernel"))
 
 
 def run(name: str, profile: str, progress: bool = True, trace: str | None = None) -> int:
@@ -54,15 +93,27 @@ def run(name: str, profile: str, progress: bool = True, trace: str | None = None
             return 2
         if "trace_path" in params[0].source:
             parameters["trace_path"] = trace
+    books = sorted(p.stem for p in paths.NOTEBOOKS.glob("[0-9][0-9]_*.md"))
+    place = f"{books.index(name) + 1}/{len(books)}" if name in books else "-"
+    print(f"notebook {place} {name}: chapter {name[:2]}, \"{chapter_title(src)}\" (profile {profile})", flush=True)
+    t0 = time.monotonic()
     try:
-        pm.execute_notebook(nb, str(partial), parameters=parameters, cwd=str(paths.ROOT),
-                            progress_bar=progress, kernel_name="python3", log_output=False)
+        with tempfile.TemporaryDirectory(prefix="tempo-kernel-") as folder:
+            km = _kernel_manager(folder)
+            try:
+                pm.execute_notebook(nb, str(partial), parameters=parameters, cwd=str(paths.ROOT),
+                                    progress_bar=progress, kernel_name="python3", log_output=False,
+                                    stderr_file=sys.stderr if progress else None, km=km)
+            finally:
+                if km.has_kernel:  # a kernel manager passed in is ours to shut down
+                    km.shutdown_kernel(now=True)
     except pm.PapermillExecutionError as err:
         print(f"\nnotebook {name} failed (profile {profile}) in cell {err.exec_count}: "
               f"{err.ename}: {err.evalue}\npartial output kept at {partial}", file=sys.stderr)
         return 1
+    _hide_parameters(partial)
     os.replace(partial, out)
-    print(f"{name}: executed -> {out.relative_to(paths.ROOT)}")
+    print(f"{name}: executed in {_duration(time.monotonic() - t0)} -> {out.relative_to(paths.ROOT)}")
     return 0
 
 

@@ -16,12 +16,15 @@ def main(argv=None) -> int:
     from ..core.argtypes import ArgumentParser, int_range, nonneg_float, output_dir
     from .backends import available_backends, backend_names
     from .preset import PART_S, PRESETS
-    from .shapes import SHAPES
+    from .shapes import DTYPES, shape_arg
 
     ap = ArgumentParser(prog="python -m tempo calibrate",
                         description="measure expert time on this machine and fit the cost models")
     ap.add_argument("--backend", default="auto", help=" | ".join(backend_names()) + " | auto (default)")
-    ap.add_argument("--shape", default="qwen3-30b", choices=sorted(SHAPES))
+    ap.add_argument("--shape", default=("qwen3-30b", None), type=shape_arg, metavar="NAME|FILE|JSON",
+                    help="the expert to measure: a registered name (qwen3-30b, dsv2-lite, dsv3, qwen3-235b, tiny), or a "
+                         ".json / .yaml file or inline JSON object with name, hidden_size, moe_intermediate_size and "
+                         "optionally dtype (fp8, bf16, fp32), n_experts, top_k")
     ap.add_argument("--G", type=int_range(1, 4096), nargs="+", help="activated-expert ladder (default 1..40 ladder)")
     ap.add_argument("--n-max", type=int_range(1, 2**20), default=4096, help="largest tokens per expert")
     ap.add_argument("--per-octave", type=int_range(1, 64), default=1)
@@ -43,6 +46,7 @@ def main(argv=None) -> int:
                     help=f"with --preset: the longest a part may take (default {PART_S:g})")
     ap.add_argument("--dry-run", action="store_true", help="with --preset: print the part plan and expected times")
     a = ap.parse_args(argv)
+    a.shape, dtype = a.shape
     if a.preset or a.part is not None or a.dry_run:
         return _main_preset(ap, a, argv)
     here = available_backends()
@@ -52,6 +56,15 @@ def main(argv=None) -> int:
         if a.backend not in backend_names():
             ap.fail("--backend", f"unknown backend {a.backend!r}; choose from auto, {', '.join(backend_names())}")
         ap.fail("--backend", f"{a.backend!r} cannot run on this machine; available: {', '.join(here) or 'none'}")
+    if dtype is not None:
+        from .backends import backend_class
+
+        chosen = here[0] if a.backend == "auto" else a.backend
+        theirs = str(getattr(backend_class(chosen), "dtype", ""))
+        if not theirs.startswith(DTYPES[dtype]):
+            fits = [b for b in here if str(getattr(backend_class(b), "dtype", "")).startswith(DTYPES[dtype])]
+            ap.fail("--shape", f"the shape's dtype is {dtype}, but backend {chosen!r} measures {theirs or 'its own'}; "
+                               + (f"use --backend {fits[0]}" if fits else f"no backend here measures {dtype}"))
     kw = {} if a.G is None else {"G": sorted(set(a.G))}
     grid = plan_grid(n_max=a.n_max, per_octave=a.per_octave, fine=not a.no_tile_sweep, max_tokens=a.max_tokens, **kw)
     if grid.empty:

@@ -17,6 +17,10 @@ INT64_MAX = 2**63 - 1
 #: the most tokens a command accepts, per count and in total (``tempo.core.instance.MAX_TOTAL_TOKENS``:
 #: float64 is exact on integers up to 2^53, and so is every solver)
 MAX_TOKENS = 2**53
+#: the most GPUs a command accepts (a cluster of 512 nodes of 8)
+MAX_GPUS = 4096
+#: the most (expert, GPU) slots one full-replication instance may hold (2^24: 128 MiB per float64 array)
+MAX_SLOTS = 2**24
 
 
 def int_range(lo: int | None = None, hi: int | None = None):
@@ -61,6 +65,7 @@ def float_range(lo: float | None = None, hi: float | None = None, lo_open: bool 
 positive_int = int_range(1)
 nonneg_int = int_range(0)
 count_int = int_range(0, MAX_TOKENS)
+gpu_count = int_range(1, MAX_GPUS)
 positive_float = float_range(0.0, lo_open=True)
 nonneg_float = float_range(0.0)
 

@@ -31,3 +31,18 @@ def git_commit(root=None) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def machine_name() -> str:
+    """This machine as a result's provenance names it: ``"<CPU model>, <n> CPUs, Python x.y.z"``
+    (a time measured here is a figure of this machine)."""
+    import os
+    import platform
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"

@@ -44,6 +44,8 @@ class ReadingSpec:
     claims: tuple
     calibration: bool
     library: str
+    #: the text that supports the alternatives (counter-evidence to the paper's choice), or ""
+    against: str = ""
 
     @property
     def choices(self) -> tuple:
@@ -69,7 +71,7 @@ SCHEMA = {
                        "settled": {"type": ["string", "boolean"]}, "paper": _TEXT, "why": {"type": "string"},
                        "alternatives": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "string"}},
                        "claims": {"type": ["array", "null"], "items": _TEXT},
-                       "calibration": {"type": "boolean"}}}}}}
+                       "calibration": {"type": "boolean"}, "against": {"type": "string"}}}}}}
 
 
 @functools.lru_cache(maxsize=4)
@@ -92,7 +94,8 @@ def _load(path: str) -> Mapping[str, ReadingSpec]:
         out[rid] = ReadingSpec(id=rid, section=str(entry["section"]), settled=settled,  # YAML 1.1 reads yes as True
                                paper=str(entry["paper"]), why=" ".join(str(entry["why"]).split()),
                                alternatives=MappingProxyType(alts), claims=tuple(entry.get("claims") or ()),
-                               calibration=bool(entry.get("calibration", False)), library=_library_choice(entry))
+                               calibration=bool(entry.get("calibration", False)), library=_library_choice(entry),
+                               against=" ".join(str(entry.get("against") or "").split()))
     return MappingProxyType(out)
 
 

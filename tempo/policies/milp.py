@@ -26,23 +26,32 @@ from .tempo_fast import tempo_fast
 class MilpOptions:
     """:func:`milp`'s options (each checked here, for :func:`tempo.solve` and direct calls).
 
-    time_limit : float
-        HiGHS's time limit in seconds, > 0.
+    time_limit : float or None
+        HiGHS's time limit in seconds, > 0; None: no wall-clock limit (then ``node_limit``
+        bounds the work, and the answer does not depend on the machine's speed or load).
     warm_start : bool or Dispatch
         False: cold; True: seeded with tempo_fast's dispatch; a Dispatch: seeded with it.
     mip_rel_gap : float
         HiGHS's relative MIP gap, >= 0.
     threads : int
         HiGHS threads, >= 1.
+    node_limit : int or None
+        HiGHS's branch-and-bound node limit (``mip_max_nodes``), >= 1; a deterministic limit
+        (single-threaded, the same answer on every machine).  None: no node limit.
     """
 
     time_limit: float = 10.0
     warm_start: object = False
     mip_rel_gap: float = 1e-6
     threads: int = 1
+    node_limit: int | None = None
 
     def __post_init__(self):
-        check.number("milp", "time_limit", self.time_limit, lambda v: v > 0, "> 0")
+        if self.time_limit is not None:
+            check.number("milp", "time_limit", self.time_limit, lambda v: v > 0, "> 0")
+        check.integer("milp", "node_limit", self.node_limit, lambda v: v >= 1, ">= 1", optional=True)
+        if self.time_limit is None and self.node_limit is None:
+            raise ValueError("milp needs a limit: time_limit (seconds) or node_limit (nodes)")
         if not isinstance(self.warm_start, (bool, np.bool_, Dispatch)):
             raise TypeError(f"milp option warm_start must be True, False or a Dispatch, got "
                             f"{type(self.warm_start).__name__}")
@@ -53,7 +62,7 @@ class MilpOptions:
 @register("milp", needs_model=True, options=MilpOptions, family="exact", servable=False, color="#bab0ac",
           label="MILP: the exact optimum of Eq. 3 (HiGHS)", order=100)
 def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=False,
-         mip_rel_gap: float = 1e-6, threads: int = 1) -> Dispatch:
+         mip_rel_gap: float = 1e-6, threads: int = 1, node_limit: int | None = None) -> Dispatch:
     """The exact fixed-charge makespan MILP of Eq. 3, solved by HiGHS.
 
     Variables per live (expert, replica slot): share ``x >= 0``, activation ``z`` binary with
@@ -77,11 +86,12 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
 
     ``warm_start``: False (default) solves cold; True seeds HiGHS with tempo_fast's dispatch,
     or pass a :class:`Dispatch` to seed with it.  With a start, the result is never worse
-    than the start.
+    than the start.  ``time_limit=None, node_limit=N`` (single-threaded): a limit in work, not
+    seconds, so the answer is the same on any machine under any load.
     """
     import highspy
 
-    MilpOptions(time_limit, warm_start, mip_rel_gap, threads)  # checks them, naming the option
+    MilpOptions(time_limit, warm_start, mip_rel_gap, threads, node_limit)  # checks them, naming the option
     t0 = time.perf_counter()
     e_idx, r_idx = np.nonzero(inst.valid & inst.live[:, None])
     if e_idx.size == 0:
@@ -171,6 +181,8 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     lp.a_matrix_.value_ = A.data
     lp.integrality_ = integrality
     h = new_highs()
+    if node_limit is not None:
+        h.setOptionValue("mip_max_nodes", int(node_limit))
     h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
     if int(threads) != 1:
         highspy.Highs.resetThreadScheduler()
@@ -198,7 +210,8 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
         sol.value_valid = True
         h.setSolution(sol)
     # the limit counts from the call: what building the model and the start took is spent
-    h.setOptionValue("time_limit", max(1e-9, float(time_limit) - (time.perf_counter() - t0)))
+    if time_limit is not None:
+        h.setOptionValue("time_limit", max(1e-9, float(time_limit) - (time.perf_counter() - t0)))
     h.run()
     status = h.modelStatusToString(h.getModelStatus())
     retried = False
@@ -207,7 +220,8 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
         retried = True
         h.clearSolver()
         h.setOptionValue("presolve", "off")
-        h.setOptionValue("time_limit", max(1e-3, float(time_limit) - (time.perf_counter() - t0)))
+        if time_limit is not None:
+            h.setOptionValue("time_limit", max(1e-3, float(time_limit) - (time.perf_counter() - t0)))
         h.run()
         status = h.modelStatusToString(h.getModelStatus())
     info = h.getInfo()
@@ -220,7 +234,8 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
         d.meta = {"policy": "milp", "objective": obj, "highs_objective": float("nan"), "lower_bound": float("-inf"),
                   "gap": float("inf"), "optimal": False, "status": status, "retried": retried,
                   "warm_start": warm is not None, "solve_s": time.perf_counter() - t0}
-        return mark_fallback(d, f"MILP found no feasible solution within {time_limit:g} s (HiGHS status "
+        within = f"{time_limit:g} s" if time_limit is not None else f"{node_limit} nodes"
+        return mark_fallback(d, f"MILP found no feasible solution within {within} (HiGHS status "
                                 f"{status!r}); {'the warm start' if warm is not None else 'tempo'}'s dispatch returned")
     col = np.asarray(h.getSolution().col_value)
     active = col[oz:oz + P] > 0.5  # activations are the binaries, not shares above a tolerance

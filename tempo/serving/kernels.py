@@ -18,6 +18,41 @@ anywhere torch does and is the oracle the tests compare it against.
 """
 from __future__ import annotations
 
+# Weyl increments in 32-bit fixed point (all odd): the golden ratio (pair index), the plastic
+# number (layer), sqrt(2) - 1 (forward step), sqrt(3) - 1 (rank, hashed draws only)
+_A = 2654435769
+_B = 3242174889
+_C = 1779033703
+_D = 3144134277
+_TWO32 = 4294967296
+
+
+def pair_uniforms(n: int, layer: int, step, rank: int = 0, hashed: bool = False, device="cpu"):
+    """The kernel's uniforms in torch (the same integer arithmetic, bit for bit): float32
+    ``[n]`` in ``[0, 1)`` on multiples of 2^-24.
+
+    Without ``hashed`` (rank-invariant dispatch): a Weyl sequence in the pair index, shifted by
+    the layer and the forward ``step``, so every rank draws the same values, a batch's values
+    are evenly spread, and one pair's value over the steps is evenly spread too (a one-token
+    batch realises the table).  With ``hashed`` (ranks route their own tokens): the same sum
+    with the ``rank`` mixed in, through an integer hash.  ``step``: int or one-element tensor."""
+    import torch
+
+    M = _TWO32
+    s = int(step.reshape(-1)[0]) if torch.is_tensor(step) else int(step)
+    i = torch.arange(int(n), dtype=torch.int64, device=device)
+    h = (i % M) * _A % M + (int(layer) % M) * _B % M + (s % M) * _C % M
+    if hashed:
+        h = h + (int(rank) % M) * _D % M
+        h = h % M
+        h = h ^ (h >> 16)
+        h = h * 2146121005 % M
+        h = h ^ (h >> 15)
+        h = h * 1540483477 % M
+        h = h ^ (h >> 16)
+    h = h % M
+    return (h >> 8).to(torch.float32) * 2.0 ** -24
+
 
 def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_non_padded=None, row_valid=None,
                                  invalid=None):

@@ -21,7 +21,11 @@ Failure behaviour (each case keeps the last good table live):
 * nothing published for ``stale_windows`` windows with traffic in a row: a warning (and a
   ``stale_warnings`` count in the stats) every as many windows again;
 * a peer rank's refresher stopped (summed windows, :class:`~tempo.serving.runtime.GlooAggregator`):
-  this one stops after the same round and says so in the log.
+  this one stops after the same round and says so in the log;
+* a summed-window round failed (a gloo timeout: a rank lagged its peers by more than the
+  group's timeout) or the group is being rebuilt: this rank solves from its own window
+  (``local_windows`` in the stats, logged once when it starts and once when summed windows
+  resume) until every rank has rebuilt the group.
 
 Variants (Sections 5.11-5.15) are solver backends (:func:`~tempo.serving.solver.make_solver`):
 ``process`` (the paper's design), ``thread`` (the in-thread control) and ``noop`` (the whole
@@ -41,7 +45,7 @@ from typing import Callable
 import numpy as np
 
 from .counters import CumulativeCounts
-from .errors import PeerStopped
+from .errors import AggregationUnavailable, PeerStopped
 from .settings import ServingSettings
 from .solver import check_counts, make_solver
 from .tables import DispatchTable, padded_replica_map, validate_table
@@ -151,6 +155,7 @@ class Refresher:
         self._placement = None            # (p2l, epoch) handed over by the scheduler thread
         self._placement_lock = threading.Lock()
         self._dry = 0                     # windows with traffic and no table, in a row
+        self._local = False               # solving from this rank's own window (aggregation down)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.solver = solver if solver is not None else make_solver(s, physical_to_logical_map, n_gpus,
@@ -216,7 +221,19 @@ class Refresher:
                 steps = now - self._last_steps
                 self._last_steps = now
             if self.aggregate is not None:
-                window = self.aggregate(window)
+                try:
+                    window = self.aggregate(window)
+                    if self._local:
+                        self._local = False
+                        log.warning("tempo refresher: summed windows again (after %d local ones)",
+                                    self.stats["local_windows"])
+                except AggregationUnavailable as exc:
+                    # the round failed or the group is being rebuilt: this rank's own window
+                    self.stats["local_windows"] += 1
+                    if not self._local:
+                        self._local = True
+                        log.warning("tempo refresher: no summed window (%s); solving from this rank's own "
+                                    "window until the aggregation group is rebuilt", str(exc)[:300])
             window = check_counts(window, *self.shape)
         except PeerStopped as exc:
             self._stop.set()

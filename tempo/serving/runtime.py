@@ -9,9 +9,15 @@ nodes, 1 when flat) over ``phys [L, E, R]``, with a fixed replica width ``R = P 
 most replicas one expert can have when every expert has one) -- and never reallocated: a
 captured CUDA graph reads and writes them through fixed pointers.  An EPLB rebalance rewrites
 the rows of the layers it moved, chunk by chunk, in place (:meth:`TempoRuntime.update_layers`),
-and hands the refresher the new placement; nothing is stopped or restarted, so the scheduler
-thread spends well under a millisecond per chunk and the refresher (and, with several ranks,
-its summed-window rounds) keeps running through any number of rebalances.  Tables solved for
+and hands the refresher the new placement; nothing is stopped or restarted: the scheduler
+thread does host work in proportion to the rows moved and waits on nothing but
+:attr:`TempoRuntime.device_lock` (held by a counter snapshot or a publication for one small
+copy), and the refresher (and, with several ranks, its summed-window rounds) keeps running
+through any number of rebalances.  The wall time of each chunk is counted
+(``update_layers_us``, ``update_layers_max_us`` in :attr:`TempoRuntime.stats`);
+``scripts/forward_path_timing.py`` measures it on gloo ranks.  It is a few hundred
+microseconds to a millisecond for two DSv3-wide layers on an idle core and grows with the
+machine's load (the thread is descheduled), so no bound is promised.  Tables solved for
 an older placement are never published.  The side stream and the pinned staging buffers are
 created once.  While SGLang captures a CUDA graph (any capture: decode, prefill, speculative
 drafts, elastic recapture) the refresher makes no CUDA call: capture holds
@@ -30,7 +36,13 @@ next, so the forward path only hands over a number and reads one back.  Rank 0 s
 heartbeat when it has published nothing for a while, so no receiver waits on the table group
 past the group's timeout, however long the server idles.
 
-Pricing (item 5): the refresher divides a window's counts by the forward steps it spans
+One kernel per MoE layer: :meth:`TempoRuntime.dispatch` hands the whole tables, the counters
+and three small device tensors (the forward step, the real rows per DP slot, the invalid-pair
+counter) to the fused kernel, which draws the uniforms, builds the padding mask and reads the
+ids through their strides itself; around it there is one allocation (the output) and no other
+operation.
+
+Pricing: the refresher divides a window's counts by the forward steps it spans
 (:attr:`TempoRuntime.steps`, counted by the forward hook), so the cost model prices one
 forward step's batch, not a 200 ms window as one batch.
 """
@@ -45,7 +57,7 @@ from collections import Counter
 
 import numpy as np
 
-from .errors import PeerStopped
+from .errors import AggregationUnavailable, PeerStopped
 from .settings import ServingSettings
 from .tables import padded_replica_map, uniform_prob
 
@@ -55,17 +67,16 @@ __all__ = ["uniforms", "padded_replica_map", "uniform_prob", "GlooAggregator", "
            "TempoRuntime"]
 
 
-def uniforms(n: int, device, rank_invariant: bool, layer_id: int = 0):
-    """One uniform per routed pair.  Rank-invariant dispatch (no a2a backend: every EP rank
-    routes the same tokens and must pick the same replica) uses a deterministic
-    low-discrepancy sequence over the pair index -- identical on every rank, graph-safe,
-    and evenly spread -- instead of a random draw."""
-    import torch
+def uniforms(n: int, device, rank_invariant: bool, layer_id: int = 0, step: int = 0, rank: int = 0):
+    """One uniform per routed pair, as the dispatch kernel draws them (float32 ``[n]``, see
+    :func:`tempo.serving.kernels.pair_uniforms`).  Rank-invariant dispatch (no a2a backend:
+    every EP rank routes the same tokens and must pick the same replica) uses a low-discrepancy
+    sequence over the pair index shifted by the layer and the forward ``step`` -- identical on
+    every rank, evenly spread within a batch and, for one pair, over the steps; ranks that route
+    their own tokens hash the same sum with their ``rank``."""
+    from .kernels import pair_uniforms
 
-    if rank_invariant:
-        idx = torch.arange(n, device=device, dtype=torch.float64)
-        return torch.frac((idx + 0.5) * 0.6180339887498949 + layer_id * 0.7548776662466927).to(torch.float32)
-    return torch.rand(n, device=device)
+    return pair_uniforms(n, layer_id, step, rank, hashed=not rank_invariant, device=device)
 
 
 def group_timeout_s(group, default: float = 1800.0) -> float:
@@ -83,29 +94,102 @@ class GlooAggregator:
     """Sum window counts over ranks (a2a backends: disjoint token shards) on a dedicated gloo
     group, in rounds that end together: each round carries a "continuing" flag, and a
     refresher that stops runs one last round with the flag down (:meth:`finish`), so no rank is
-    left waiting in an all-reduce its peers never join (review finding 13).
+    left waiting in an all-reduce its peers never join.
 
-    One refresher uses it for the server's lifetime (a rebalance no longer restarts the
-    refresher).  After every rank's refresher has stopped, :meth:`reopen` (on every rank) lets
-    new refreshers start new rounds."""
+    A round that fails (a gloo timeout: a rank's refresher lagged its peers by more than the
+    group's timeout -- a late start, a stopped or swapped-out process -- or a peer's pair closed
+    by such a timeout) raises :class:`AggregationUnavailable`; the group is then unusable on
+    every rank (gloo closes the pairs), so each rank rebuilds it: it marks itself ready for the
+    next generation in the default store and, once every rank has (a non-blocking check, one
+    per call), builds a new gloo group under that generation's prefix, with the old group's
+    timeout.  Until then each call raises :class:`AggregationUnavailable` at once (the
+    refresher solves from its own window).  A failed rebuild waits twice as many calls before
+    the next try (at most 32).  Ranks fail and rebuild the same generations: a round or a
+    rebuild that fails on one rank fails on every rank.
 
-    def __init__(self, group, world_size: int):
+    One refresher uses it for the server's lifetime.  After every rank's refresher has stopped,
+    :meth:`reopen` (on every rank) lets new refreshers start new rounds.
+
+    ``store``: the store rebuilt groups meet in (default: the default process group's);
+    ``name``: the keys' prefix there (default from the group's name; unique per aggregator).
+    """
+
+    def __init__(self, group, world_size: int, *, store=None, name: str | None = None):
         self.group, self.world_size = group, int(world_size)
         self.done = False
+        self.generation = 0
+        self.broken = False
+        self.stats: Counter = Counter()
+        self._store = store
+        self.name = name or f"tempo-agg/{getattr(group, 'group_name', 'default')}"
+        self.timeout_s = group_timeout_s(group)
+        self._wait, self._skip = 1, 0
+
+    @property
+    def rank(self) -> int:
+        return int(self.group.rank())
 
     def _round(self, flag: int, window) -> np.ndarray:
         import torch
-        import torch.distributed as dist
 
         t = torch.from_numpy(np.concatenate([[flag], np.ascontiguousarray(window, np.int64).ravel()]))
-        dist.all_reduce(t, group=self.group)
+        self.group.allreduce([t]).wait()
         return t.numpy()
+
+    def _base_store(self):
+        if self._store is None:
+            from torch.distributed import distributed_c10d
+
+            self._store = distributed_c10d._get_default_store()
+        return self._store
+
+    def _rebuild(self) -> bool:
+        """One non-blocking step towards the next generation's group; True once it is built."""
+        if self._skip > 0:
+            self._skip -= 1
+            return False
+        import datetime
+
+        import torch.distributed as dist
+
+        gen = self.generation + 1
+        prefix = f"{self.name}/{gen}"
+        store = self._base_store()
+        rank = self.rank
+        store.set(f"{prefix}/ready/{rank}", "1")
+        if not store.check([f"{prefix}/ready/{r}" for r in range(self.world_size)]):
+            return False
+        try:  # every rank is ready: the rendezvous completes within a refresh period
+            group = dist.ProcessGroupGloo(dist.PrefixStore(f"{prefix}/pg", store), rank, self.world_size,
+                                          datetime.timedelta(seconds=self.timeout_s))
+        except RuntimeError as exc:
+            self.generation = gen  # every rank failed this generation: all move to the next
+            self.stats["rebuild_failed"] += 1
+            self._skip, self._wait = self._wait, min(2 * self._wait, 32)
+            log.warning("tempo aggregation: rebuilding the group failed (%s); next try in %d periods", exc,
+                        self._skip)
+            return False
+        self.group, self.generation, self.broken = group, gen, False
+        self._wait = 1
+        self.stats["rebuilt"] += 1
+        log.warning("tempo aggregation: group rebuilt (generation %d); summed windows resume", gen)
+        return True
 
     def __call__(self, window):
         if self.done:
             raise PeerStopped("the summed-window rounds have ended")
         w = np.asarray(window, np.int64)
-        t = self._round(1, w)
+        if self.broken and not self._rebuild():
+            raise AggregationUnavailable(f"the aggregation group is being rebuilt (generation "
+                                         f"{self.generation + 1})")
+        try:
+            t = self._round(1, w)
+        except RuntimeError as exc:
+            self.broken = True
+            self.stats["failed"] += 1
+            log.warning("tempo aggregation: a summed-window round failed (%s); this rank solves from its own "
+                        "window until every rank has rebuilt the group", str(exc).splitlines()[0][:300])
+            raise AggregationUnavailable(str(exc)) from exc
         if t[0] < self.world_size:
             self.done = True
             raise PeerStopped("a peer rank's refresher stopped, so did the summed-window rounds")
@@ -114,7 +198,8 @@ class GlooAggregator:
     def finish(self, shape) -> None:
         if not self.done:
             self.done = True
-            self._round(0, np.zeros(shape, np.int64))
+            if not self.broken:  # a broken group has no round to end; peers find it broken too
+                self._round(0, np.zeros(shape, np.int64))
 
     def reopen(self) -> None:
         """Rounds may start again (every rank's refresher stopped, every rank reopens)."""
@@ -132,7 +217,9 @@ class TableSync:
     ``agree_every`` steps each rank offers the newest version of the current placement it
     holds, an all-reduce MIN on a thread of its own (not the scheduler thread) finds the
     newest version every rank holds, and that answer is used at the *next* agreement point
-    (the forward path waits only if the all-reduce has not finished by then).  Every rank calls
+    (the forward path waits only if the all-reduce has not finished by then: when a peer
+    reaches the agreement point later, so the wait is the ranks' skew, counted in ``stats`` as
+    ``agree_waits``, ``agree_wait_us`` and ``agree_wait_max_us``).  Every rank calls
     :meth:`agree` at the same steps (ranks run forward passes in lock step) and rebalances at
     the same steps, so every rank applies the same table before the same forward pass.
     Versions are received in order, and a version is dropped only when older than the applied
@@ -294,7 +381,11 @@ class TableSync:
             done, box = self._answer
             if not done.is_set():
                 self.stats["agree_waits"] += 1
+                t0 = time.perf_counter()
                 done.wait()
+                waited = int((time.perf_counter() - t0) * 1e6)
+                self.stats["agree_wait_us"] += waited
+                self.stats["agree_wait_max_us"] = max(self.stats["agree_wait_max_us"], waited)
             decided = box[0]
         self._answer = None
         if decided == -1:
@@ -393,6 +484,21 @@ class DpPadding:
         else:
             self.real.copy_(torch.tensor(c, dtype=torch.int64))
 
+    def layout(self, rows: int, widths):
+        """How the kernel masks a buffer of ``rows`` rows with slot ``widths``: ``("slots",
+        width)`` when the slots are equally wide (every captured layout: the kernel reads
+        :attr:`real`, nothing else runs), ``("rows", mask)`` with a bool ``[rows]`` mask for
+        unequal widths (eager only), None when the widths do not describe the buffer."""
+        if widths is None:
+            return None
+        w = [int(x) for x in widths]
+        if len(w) != self.n_dp or min(w) < 0 or sum(w) != int(rows):
+            return None
+        if len(set(w)) == 1:
+            return "slots", w[0]
+        mask = self.row_mask(rows, w)
+        return None if mask is None else ("rows", mask)
+
     def row_mask(self, rows: int, widths):
         """Bool ``[rows]``: True for the rows that are some DP rank's real tokens; ``None`` when
         ``widths`` (slot widths, one per DP rank) do not describe a buffer of ``rows`` rows."""
@@ -427,7 +533,8 @@ class TempoRuntime:
         rt = TempoRuntime(physical_to_logical_map, n_gpus, device="cuda",
                           settings=ServingSettings(...),          # passed whole
                           n_logical=None, max_replicas=None, node=0, rank_invariant=False,
-                          aggregate=None, sync=None, dp_size=None, start=True)
+                          aggregate=None, sync=None, dp_size=None, start=True,
+                          rank=0, kernel="auto")
         with rt.capture_guard(): ...        # held around any CUDA-graph capture
         rt.on_forward(dp_tokens=None)       # once per forward pass, before it (scheduler thread)
         rt.dispatch(layer_id, topk_ids, num_token_non_padded=None, dp_widths=None)  # in the forward
@@ -452,7 +559,12 @@ class TempoRuntime:
     node : int
         This rank's source node (``hier`` tables).
     rank_invariant : bool
-        Deterministic uniforms (a2a ``none``).
+        Every rank draws the same uniforms (a2a ``none``).
+    rank : int
+        This rank (mixed into the uniforms when not rank-invariant).
+    kernel : str
+        ``auto`` (the Triton kernel for CUDA tensors, the torch reference otherwise), ``triton``
+        or ``torch``.
     aggregate : callable, optional
         ``window -> window`` summed over ranks (a2a backends; :class:`GlooAggregator`).
     sync : TableSync, optional
@@ -473,13 +585,16 @@ class TempoRuntime:
     def __init__(self, physical_to_logical_map, n_gpus: int, device="cpu", settings: ServingSettings | None = None,
                  *, n_logical: int | None = None, max_replicas: int | None = None, node: int = 0,
                  rank_invariant: bool = False, aggregate=None, sync: TableSync | None = None, start: bool = True,
-                 dp_size: int | None = None):
+                 dp_size: int | None = None, rank: int = 0, kernel: str = "auto"):
         import torch
 
         self.settings = settings if settings is not None else ServingSettings()
         if not isinstance(self.settings, ServingSettings):
             raise TypeError(f"settings must be a ServingSettings, got {type(self.settings).__name__}")
         self.n_gpus, self.device = int(n_gpus), device
+        if kernel not in ("auto", "triton", "torch"):
+            raise ValueError(f"kernel must be 'auto', 'triton' or 'torch', got {kernel!r}")
+        self.kernel, self.rank = kernel, int(rank)
         self.rank_invariant, self.aggregate, self.sync = rank_invariant, aggregate, sync
         p2l = physical_to_logical_map
         p2l = p2l.detach().cpu().numpy() if hasattr(p2l, "detach") else np.asarray(p2l)
@@ -504,6 +619,7 @@ class TempoRuntime:
         self.prob = torch.tensor(prob, device=device)
         self.counts = torch.zeros((L, self.n_logical), dtype=torch.int64, device=device)
         self.invalid = torch.zeros(1, dtype=torch.int64, device=device)
+        self.step_dev = torch.zeros(1, dtype=torch.int64, device=device)  # the forward step, read by the kernel
         self.steps = 0
         self.epoch = 0                                   # placement version, +1 per rebalance chunk
         self.dp_padding = DpPadding(dp_size, device) if dp_size is not None and int(dp_size) > 1 else None
@@ -521,8 +637,9 @@ class TempoRuntime:
             self._stage_phys = torch.empty(self.phys.shape, dtype=self.phys.dtype, pin_memory=True)
             self._stage_prob = torch.empty(self.prob.shape, dtype=self.prob.dtype, pin_memory=True)
         if sync is not None and cuda:
-            # each agreed table waits in pinned memory, so applying it is one async copy
-            sync.prepare = lambda t: torch.from_numpy(np.ascontiguousarray(t, np.float32)).pin_memory()
+            # each agreed table waits in pinned memory, so applying it is one async copy; pinned
+            # allocation (events and host registration) never runs while a graph is captured
+            sync.prepare = self._pinned
         from .refresher import TorchPublisher
 
         self._publisher = TorchPublisher(self.prob, stream=self._stream)
@@ -531,6 +648,15 @@ class TempoRuntime:
             self.start()
 
     # ------------------------------------------------------------------ device access
+    def _pinned(self, table):
+        """A table as a pinned host tensor, allocated under :attr:`device_lock` (never during
+        a capture)."""
+        import torch
+
+        src = torch.from_numpy(np.ascontiguousarray(table, np.float32))
+        with self.device_lock:
+            return src.pin_memory()
+
     @contextlib.contextmanager
     def capture_guard(self):
         """Held while SGLang captures CUDA graphs: the refresher makes no CUDA call meanwhile."""
@@ -588,6 +714,7 @@ class TempoRuntime:
         this step's real tokens per DP rank (``dp_tokens``, with :attr:`dp_padding`; None:
         unknown, every row counts) and, with a :class:`TableSync`, apply the agreed table."""
         self.steps += 1
+        self.step_dev.fill_(self.steps)  # stream-ordered: this pass's kernels (and graph replay) read it
         if self.dp_padding is not None:
             self.dp_padding.set_real(dp_tokens)
         if self.sync is not None:
@@ -600,21 +727,36 @@ class TempoRuntime:
         return self.prob[self.node, layer_id], self.phys[layer_id]
 
     def dispatch(self, layer_id: int, topk_ids, num_token_non_padded=None, dp_widths=None):
-        """Logical ``topk_ids [T, K]`` -> physical ids, counting non-padding rows: rows at or
-        beyond ``num_token_non_padded`` and, with :attr:`dp_padding` and the gather's slot
-        widths ``dp_widths``, the padding rows of every DP slot.  Pairs with an id ``>= E``
-        (or a bad uniform) are masked and counted in :attr:`invalid`, never raised for."""
-        prob, phys = self.layer_table(layer_id)
-        row_valid = None
+        """Logical ``topk_ids [T, K]`` -> physical ids ``[T, K]`` (same dtype), counting
+        non-padding rows: rows at or beyond ``num_token_non_padded`` and, with
+        :attr:`dp_padding` and the gather's slot widths ``dp_widths``, the padding rows of every
+        DP slot.  Pairs with an id ``>= E`` are masked and counted in :attr:`invalid`, never
+        raised for.  On CUDA (or ``kernel="triton"``) one fused kernel launch and the output's
+        allocation, nothing else."""
+        layout = None
         if self.dp_padding is not None and dp_widths is not None:
-            row_valid = self.dp_padding.row_mask(topk_ids.shape[0], dp_widths)
-        u = uniforms(topk_ids.numel(), topk_ids.device, self.rank_invariant, layer_id)
-        if topk_ids.is_cuda:
-            from .triton_kernels import dispatch_and_count_triton as kernel
-        else:
-            from .kernels import dispatch_and_count_reference as kernel
-        return kernel(topk_ids, prob, phys, self.counts[layer_id], u, num_token_non_padded, row_valid,
-                      invalid=self.invalid)
+            layout = self.dp_padding.layout(topk_ids.shape[0], dp_widths)
+        if self.kernel == "triton" or (self.kernel == "auto" and topk_ids.is_cuda):
+            from .triton_kernels import dispatch_and_count_triton
+
+            L, E, R = self.phys.shape
+            mask = {} if layout is None else (
+                dict(dp_real=self.dp_padding.real, dp_width=layout[1]) if layout[0] == "slots"
+                else dict(row_valid=layout[1]))
+            return dispatch_and_count_triton(
+                topk_ids, self.prob, self.phys, self.counts, None, num_token_non_padded, invalid=self.invalid,
+                step=self.step_dev, layer=layer_id, rank=self.rank, rank_invariant=self.rank_invariant,
+                prob_off=(self.node * L + layer_id) * E * R, phys_off=layer_id * E * R, counts_off=layer_id * E,
+                n_experts=E, width=R, **mask)
+        from .kernels import dispatch_and_count_reference
+
+        row_valid = None
+        if layout is not None:
+            row_valid = layout[1] if layout[0] == "rows" else self.dp_padding.row_mask(topk_ids.shape[0], dp_widths)
+        prob, phys = self.layer_table(layer_id)
+        u = uniforms(topk_ids.numel(), topk_ids.device, self.rank_invariant, layer_id, self.steps, self.rank)
+        return dispatch_and_count_reference(topk_ids, prob, phys, self.counts[layer_id], u, num_token_non_padded,
+                                            row_valid, invalid=self.invalid)
 
     # ------------------------------------------------------------------ refresher
     @property
@@ -657,12 +799,15 @@ class TempoRuntime:
           ``error``, ``stale``, ``stopped``, ``noop``, ``cancelled``), ``placements`` (rebalances
           it picked up), ``stale_warnings`` (times nothing was published for
           ``settings.stale_windows`` windows with traffic) and ``solver_restarts``;
-        * ``rebalance_chunks`` (:meth:`update_layers` calls), ``steps`` (forward passes),
+        * ``rebalance_chunks`` (:meth:`update_layers` calls) with ``update_layers_us`` (their
+          total wall time on the scheduler thread) and ``update_layers_max_us``, ``steps``
+          (forward passes),
           ``invalid_pairs`` (the kernel's invalid-pair counter at the last snapshot),
           ``refresher_running`` (0/1);
         * with a :class:`TableSync`: ``tables_applied`` (agreed tables applied on this rank),
           ``sync_published``, ``sync_heartbeats``, ``sync_agree_waits`` (the forward path had to
-          wait for an agreement), ``sync_receiver_failed``, ``sync_agree_failed``.
+          wait for an agreement) with ``sync_agree_wait_us`` (their total) and
+          ``sync_agree_wait_max_us``, ``sync_receiver_failed``, ``sync_agree_failed``.
         """
         out = Counter()
         r = self.refresher
@@ -686,6 +831,7 @@ class TempoRuntime:
         of later chunks keep their old rows until their own chunk."""
         import torch
 
+        t0 = time.perf_counter()
         p2l = physical_to_logical_map
         p2l = p2l.detach().cpu().numpy() if hasattr(p2l, "detach") else np.asarray(p2l)
         if p2l.shape != self.p2l.shape:
@@ -725,6 +871,9 @@ class TempoRuntime:
         if self.refresher is not None:
             self.refresher.set_placement(self.p2l, self.epoch)
         self.counters["rebalance_chunks"] += 1
+        took = int((time.perf_counter() - t0) * 1e6)
+        self.counters["update_layers_us"] += took
+        self.counters["update_layers_max_us"] = max(self.counters["update_layers_max_us"], took)
 
     def reset(self, physical_to_logical_map) -> None:
         """Every layer moved (compatibility name for :meth:`update_layers` with all layers)."""

@@ -32,8 +32,12 @@ variable                    meaning                                             
                             tempo_noop`` sets it); ``TEMPO_IN_THREAD=1`` is read as
                             ``thread``
 ``TEMPO_MAX_MISSES``        deadlines a worker may miss in a row before it is replaced   3
-``TEMPO_STARTUP_TIMEOUT_S`` seconds a solver worker may take to start and warm up (a     180
-                            cold numba compile included) before it is replaced
+``TEMPO_STARTUP_TIMEOUT_S`` seconds the solver's compiled code may take to build       180
+                            before serving starts (a cold numba compile; also the bound
+                            of a worker when that build did not finish)
+``TEMPO_WARMUP_TIMEOUT_S``  seconds a solver worker may go without CPU progress before   20
+                            it is ready (stopped, wedged) before it is replaced, counted
+                            from its start; the code is built by then
 ``TEMPO_STALE_WINDOWS``     refresh windows with traffic and no new table before a       25
                             warning (and every as many again); counted in the stats
 ``TEMPO_AGREE_EVERY``       forward steps between table agreements across ranks          8
@@ -57,6 +61,9 @@ SOLVERS = ("process", "thread", "noop")
 #: took 38 s on this artifact's 2-core CPU machine under a load of 4-6 (``make bench
 #: --cold-compile`` prints it); the default leaves more than 4x that.
 STARTUP_TIMEOUT_S = 180.0
+#: seconds a worker may make no progress before it is ready (the compiled code is built
+#: before workers start, so a worker only loads it: seconds)
+WARMUP_TIMEOUT_S = 20.0
 #: the cost-model forms a calibration's fit.json holds (tempo/calib/record.py), most complete first
 FIT_FORMS = ("three_term", "tile", "max_affine", "max_affine_no_intercept")
 #: the most bytes a fit.json may hold (calibrate writes about 1 KB)
@@ -140,6 +147,7 @@ class ServingSettings:
     recorder_buffer_cap: int | None = None
     any_version: bool = False
     startup_timeout_s: float = STARTUP_TIMEOUT_S
+    warmup_timeout_s: float = WARMUP_TIMEOUT_S
     stale_windows: int = 25
     in_thread: bool = False  # True: the older spelling of solver="thread" (``solver`` is what is read)
 
@@ -161,7 +169,7 @@ class ServingSettings:
             if self.solver == "noop":
                 bad("in_thread", "contradicts solver 'noop' (TEMPO_SOLVER=noop)")
             object.__setattr__(self, "solver", "thread")
-        for name in ("refresh_ms", "deadline_ms", "startup_timeout_s"):
+        for name in ("refresh_ms", "deadline_ms", "startup_timeout_s", "warmup_timeout_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and v < float("inf")):
                 bad(name, f"must be a positive finite number, got {v!r}")
@@ -223,12 +231,12 @@ _ENV = {
     "solver_workers": "TEMPO_SOLVER_WORKERS", "pricing": "TEMPO_PRICING", "batch_tokens": "TEMPO_BATCH_TOKENS",
     "solver": "TEMPO_SOLVER", "max_misses": "TEMPO_MAX_MISSES", "agree_every": "TEMPO_AGREE_EVERY",
     "recorder_buffer_cap": "TEMPO_RECORDER_BUFFER_CAP", "any_version": "TEMPO_SGLANG_ANY_VERSION",
-    "startup_timeout_s": "TEMPO_STARTUP_TIMEOUT_S", "stale_windows": "TEMPO_STALE_WINDOWS",
+    "startup_timeout_s": "TEMPO_STARTUP_TIMEOUT_S", "warmup_timeout_s": "TEMPO_WARMUP_TIMEOUT_S", "stale_windows": "TEMPO_STALE_WINDOWS",
     "in_thread": "TEMPO_IN_THREAD",
 }
 _KIND = {"refresh_ms": float, "deadline_ms": float, "gpus_per_node": int, "solver_workers": int,
          "batch_tokens": int, "max_misses": int, "agree_every": int, "recorder_buffer_cap": int,
-         "any_version": bool, "startup_timeout_s": float, "stale_windows": int, "in_thread": bool}
+         "any_version": bool, "startup_timeout_s": float, "warmup_timeout_s": float, "stale_windows": int, "in_thread": bool}
 
 
 def _parse(var: str, raw: str, kind):

@@ -249,6 +249,32 @@ def _routing_layout(par) -> tuple[bool, int]:
     return True, dp_size
 
 
+#: MoE runner backends whose top-k output bypasses SGLang's logical-to-physical map when no
+#: remapping is configured (SGLang 0.5.23, layers/moe/topk.py: ``triton_kernel`` routes inside
+#: its own ``routing()``, flashinfer trtllm's BYPASSED format leaves the map unset): tempo layers
+#: never reach the dispatch hook there
+BYPASSING_RUNNERS = ("triton_kernel", "flashinfer_trtllm")
+
+
+def _warn_bypassing_runner(model_runner) -> str | None:
+    """Log once (per process) when the MoE runner's top-k format skips tempo's dispatch; the
+    reason, or None."""
+    backend = getattr(getattr(model_runner, "server_args", None), "moe_runner_backend", None)
+    backend = getattr(backend, "value", backend)
+    if backend not in BYPASSING_RUNNERS:
+        return None
+    why = (f"--moe-runner-backend {backend} computes its top-k in a format that does not go through SGLang's "
+           f"logical-to-physical map, so tempo's dispatch is skipped: counters stay 0, the refresher idles and "
+           f"every replica choice is SGLang's own. Use --moe-runner-backend auto, triton or deep_gemm for tempo.")
+    if why not in _WARNED:
+        _WARNED.add(why)
+        log.warning("tempo: %s", why)
+    return why
+
+
+_WARNED: set = set()
+
+
 def _install(model_runner, algo: str):
     """Build the runtime for this scheduler process (see :func:`hook_after_lplb_init`)."""
     import dataclasses
@@ -260,6 +286,7 @@ def _install(model_runner, algo: str):
     from .runtime import GlooAggregator, TableSync
 
     settings = ServingSettings.from_env()  # every TEMPO_* variable, validated once, named in errors
+    _warn_bypassing_runner(model_runner)
     if algo == "tempo_noop":
         settings = dataclasses.replace(settings, solver="noop", in_thread=False)
     if os.environ.get("SGLANG_OPT_DEEPGEMM_MEGA_GATE", "").lower() in ("1", "true", "yes"):
@@ -293,7 +320,7 @@ def _install(model_runner, algo: str):
     return TempoRuntime(meta.physical_to_logical_map, ep_size, device=meta.physical_to_logical_map.device,
                         settings=settings, n_logical=int(meta.num_logical_experts),
                         node=node, rank_invariant=rank_invariant, aggregate=aggregate, sync=sync,
-                        dp_size=dp_size if dp_size > 1 else None)
+                        dp_size=dp_size if dp_size > 1 else None, rank=rank)
 
 
 def hook_after_lplb_init(result, model_runner, *args, **kwargs):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing as mp
+import os
 import sys
 import threading
 import time
@@ -186,6 +187,107 @@ def _bare_main():
                 sys.modules.pop("__main__", None)
 
 
+def _build_lock_path() -> str:
+    """One lock file per user and machine: every rank's build takes it in turn."""
+    import tempfile
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"tempo-solver-build-{uid}.lock")
+
+
+@contextlib.contextmanager
+def build_lock():
+    """Held while the solver's compiled code is built or its cache refreshed: ranks of one
+    machine starting at once compile in turn into numba's cache (the first compiles, the others
+    then load what it wrote), never two writers at once."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): nothing to serialise with
+        yield
+        return
+    with open(_build_lock_path(), "a+") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _build_main(conn, static: dict) -> None:
+    """Child of :func:`build_solver_code`: one warm-up solve under the build lock."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    t0 = time.perf_counter()
+    try:
+        with build_lock():
+            waited = time.perf_counter() - t0
+            solver = TableSolver(static["p2l"], static["n_gpus"], static["model"], static["policy"],
+                                 static["topology"], static.get("gpus_per_node"), static.get("batch_tokens"),
+                                 width=static["out_shape"][-1], n_logical=static["win_shape"][1])
+            L, E, _ = solver.phys.shape
+            solver.solve(np.full((L, E), 8, np.int64))
+        conn.send(("built", time.perf_counter() - t0, waited, None))
+    except Exception as exc:  # reported to the parent, which falls back to the long bound
+        conn.send(("built", time.perf_counter() - t0, 0.0, f"{type(exc).__name__}: {exc}"[:2000]))
+
+
+_BUILT: set = set()
+_BUILT_LOCK = threading.Lock()
+
+
+def build_solver_code(static: dict, timeout_s: float) -> bool:
+    """Build the solver's compiled code before serving starts: a spawned child runs one
+    warm-up solve of ``static``'s policy under :func:`build_lock` (numba compiles into its
+    cache, or loads it when another rank got there first) and this waits for it, at most
+    ``timeout_s``.  Once per policy and process.  Returns whether the code is built (False:
+    the build failed or ran out of time, workers then compile themselves, under the lock)."""
+    key = (static["policy"], static["topology"])
+    with _BUILT_LOCK:
+        if key in _BUILT:
+            return True
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_build_main, args=(child, static), daemon=True, name="tempo-solver-build")
+        with _bare_main():
+            proc.start()
+        child.close()
+        msg = None
+        try:
+            if parent.poll(timeout_s):
+                msg = parent.recv()
+        except (EOFError, OSError):
+            msg = None
+        finally:
+            proc.join(timeout=5 if msg is not None else 0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=10)
+            parent.close()
+        if msg is None:
+            log.warning("tempo solver: building the compiled code took over %g s (TEMPO_STARTUP_TIMEOUT_S) or its "
+                        "process died (exit code %s); workers build it themselves", timeout_s, proc.exitcode)
+            return False
+        _, seconds, waited, error = msg
+        if error is not None:
+            log.warning("tempo solver: building the compiled code failed (%s); workers build it themselves", error)
+            return False
+        log.info("tempo solver: compiled code ready in %.1f s (%.1f s waiting for another rank's build)", seconds,
+                 waited)
+        _BUILT.add(key)
+        return True
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) of process ``pid`` from /proc, None where unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+        return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _worker_main(conn, static: dict, win_buf, out_buf) -> None:
     """Worker loop.
 
@@ -212,7 +314,8 @@ def _worker_main(conn, static: dict, win_buf, out_buf) -> None:
                              static.get("gpus_per_node"), static.get("batch_tokens"), width=static["out_shape"][-1],
                              n_logical=static["win_shape"][1])
         L, E, _ = solver.phys.shape
-        solver.solve(np.full((L, E), 8, np.int64))  # warm up so the first real refresh meets its deadline
+        with build_lock() if not static.get("built") else contextlib.nullcontext():
+            solver.solve(np.full((L, E), 8, np.int64))  # warm up so the first real refresh meets its deadline
     except Exception as exc:  # reported on every request instead
         setup_error = f"{type(exc).__name__}: {exc}"
     else:
@@ -322,16 +425,20 @@ class SolverProcess:
     startup_timeout_s: float | None = None
     width: int | None = None
     n_logical: int | None = None
+    warmup_timeout_s: float | None = None
     restarts: int = field(default=0, init=False)
     kind = "process"
 
     def __post_init__(self):
-        from .settings import STARTUP_TIMEOUT_S
+        from .settings import STARTUP_TIMEOUT_S, WARMUP_TIMEOUT_S
 
         if self.startup_timeout_s is None:
             self.startup_timeout_s = STARTUP_TIMEOUT_S
-        if not self.startup_timeout_s > 0:
-            raise ValueError(f"startup_timeout_s must be positive, got {self.startup_timeout_s!r}")
+        if self.warmup_timeout_s is None:
+            self.warmup_timeout_s = WARMUP_TIMEOUT_S
+        for name in ("startup_timeout_s", "warmup_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
         if self.policy not in servable():
             raise ValueError(f"the solver process runs a servable policy {servable()}, got policy {self.policy!r}")
         if self.topology not in TOPOLOGIES:
@@ -367,6 +474,9 @@ class SolverProcess:
         self._next_id = 0
         # a handle dropped without close() still stops its workers (the lists are updated in place)
         self._finalizer = weakref.finalize(self, _stop_workers, self._procs, self._conns)
+        self._progress = [(0.0, None)] * n  # (when, CPU seconds) of a worker's last progress before ready
+        # the compiled code is built before any worker starts, so a worker only loads it
+        self.built = build_solver_code(self._static(0), self.startup_timeout_s)
         for i in range(n):
             self._start(i)
 
@@ -375,7 +485,8 @@ class SolverProcess:
         N, L, E, R = self._shape
         return {"p2l": np.asarray(self.physical_to_logical_map)[sl], "n_gpus": self.n_gpus, "model": self.model,
                 "policy": self.policy, "topology": self.topology, "gpus_per_node": self.gpus_per_node,
-                "batch_tokens": self.batch_tokens, "win_shape": (len(sl), E), "out_shape": (N, len(sl), E, R)}
+                "batch_tokens": self.batch_tokens, "win_shape": (len(sl), E), "out_shape": (N, len(sl), E, R),
+                "built": getattr(self, "built", False)}
 
     def _start(self, i: int) -> None:
         parent, child = self._ctx.Pipe()
@@ -389,6 +500,7 @@ class SolverProcess:
         self._ready[i] = self._broken[i] = self._moved[i] = False
         self._misses[i] = 0
         self._started[i] = time.monotonic()
+        self._progress[i] = (self._started[i], _cpu_seconds(proc.pid))
 
     # ------------------------------------------------------------------ placement
     def set_placement(self, physical_to_logical_map) -> None:
@@ -445,8 +557,27 @@ class SolverProcess:
     def _wedged(self, i: int) -> str | None:
         if self._ready[i] and self._misses[i] >= self.max_misses:
             return f"missed {self._misses[i]} deadlines in a row"
-        if not self._ready[i] and time.monotonic() - self._started[i] > self.startup_timeout_s:
+        if self._ready[i]:
+            return None
+        now = time.monotonic()
+        if now - self._started[i] > self.startup_timeout_s:
             return f"not ready after {self.startup_timeout_s:g} s (startup_timeout_s, TEMPO_STARTUP_TIMEOUT_S)"
+        if not self.built:  # a worker that compiles may take the long bound
+            return None
+        # warming up on built code: replaced after warmup_timeout_s with no CPU progress (a
+        # stopped or wedged process); a worker slowed by a busy machine still progresses
+        when, cpu = self._progress[i]
+        cpu_now = _cpu_seconds(self._procs[i].pid)
+        if cpu_now is None:  # no /proc: the bound from the start
+            stalled = now - self._started[i]
+        else:
+            if cpu is None or cpu_now - cpu >= 0.05:
+                self._progress[i] = (now, cpu_now)
+                when = now
+            stalled = now - when
+        if stalled > self.warmup_timeout_s:
+            return (f"not ready and no progress for {stalled:.0f} s (warmup_timeout_s, TEMPO_WARMUP_TIMEOUT_S = "
+                    f"{self.warmup_timeout_s:g})")
         return None
 
     def ensure_alive(self) -> bool:
@@ -668,9 +799,19 @@ class ThreadSolver(_InProcess):
 
     def __init__(self, physical_to_logical_map, n_gpus: int, model, policy: str = "tempo", topology: str = "flat",
                  gpus_per_node: int | None = None, batch_tokens: int | None = None, width: int | None = None,
-                 n_logical: int | None = None):
+                 n_logical: int | None = None, startup_timeout_s: float | None = None, warm: bool = True):
+        from .settings import STARTUP_TIMEOUT_S
+
         self.solver = TableSolver(physical_to_logical_map, n_gpus, model, policy, topology, gpus_per_node,
                                   batch_tokens, width=width, n_logical=n_logical)
+        if warm:  # built before serving starts (another process compiles), then loaded here
+            L, E, R = self.solver.phys.shape
+            static = {"p2l": self.solver.p2l, "n_gpus": n_gpus, "model": self.solver.model, "policy": policy,
+                      "topology": topology, "gpus_per_node": gpus_per_node, "batch_tokens": batch_tokens,
+                      "win_shape": (L, E), "out_shape": (self.solver.n_nodes, L, E, R)}
+            built = build_solver_code(static, STARTUP_TIMEOUT_S if startup_timeout_s is None else startup_timeout_s)
+            with build_lock() if not built else contextlib.nullcontext():
+                self.solver.solve(np.full((L, E), 8, np.int64))
 
     def set_placement(self, physical_to_logical_map) -> None:
         self.solver.set_placement(physical_to_logical_map)
@@ -716,6 +857,7 @@ def make_solver(settings, physical_to_logical_map, n_gpus: int, width: int | Non
     args = (physical_to_logical_map, n_gpus, s.cost_model(), s.policy, s.topology, s.gpus_per_node,
             s.batch_tokens if s.pricing == "fixed" else None)
     if s.solver == "thread":
-        return ThreadSolver(*args, width=width, n_logical=n_logical)
+        return ThreadSolver(*args, width=width, n_logical=n_logical, startup_timeout_s=s.startup_timeout_s)
     return SolverProcess(*args, workers=s.solver_workers, max_misses=s.max_misses,
-                         startup_timeout_s=s.startup_timeout_s, width=width, n_logical=n_logical)
+                         startup_timeout_s=s.startup_timeout_s, width=width, n_logical=n_logical,
+                         warmup_timeout_s=s.warmup_timeout_s)

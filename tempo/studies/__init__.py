@@ -7,13 +7,13 @@ import time
 
 import pandas as pd
 
-from ..core.version import git_commit
+from ..core.version import git_commit, machine_name
 from ..paper.readings import Reading
 from .cache import cached, code_version
 from .registry import (EXPERIMENTS, FIRST_REPLICA, READINGS, STATIC, experiment,  # noqa: F401  (tempo.studies.STATIC, ...)
                        result_of, with_reading)
 from .results import PROFILES, ResultKey, Results  # noqa: F401  (tempo.studies.PROFILES)
-from .sweep import memo_clear
+from .sweep import labelled, memo_clear
 
 
 #: the experiments behind the claims the paper computes on recorded routing: given a trace
@@ -23,22 +23,35 @@ from .sweep import memo_clear
 TRACE_EXPERIMENTS = frozenset({"mixed_regime", "proxy_mispricing", "thm2_epsilon", "solver_vs_milp",
                                "policy_landscape", "staleness", "drift16_stages", "drift16_terms", "drift16_forced",
                                "faster_eplb", "moonep_replay", "tile_prefill", "ba2a_regimes", "routing_stats"})
+#: the experiments of the claims the paper computed on real-model routing (Sections 2.2, 2.4, 3.1,
+#: 4.2): without a ``TRACE`` a chapter may run them on a shipped public trace (:func:`use_trace`'s
+#: ``public``), beside their synthetic rows; the proxy studies stay synthetic
+PUBLIC_TRACE_EXPERIMENTS = frozenset({"mixed_regime", "thm2_epsilon", "solver_vs_milp", "tile_prefill",
+                                      "routing_stats"})
 _trace: dict = {}
+_public: dict = {}
 
 
-def use_trace(path) -> dict:
+def use_trace(path, public: str | None = None) -> dict:
     """Make every later :func:`run` of a :data:`TRACE_EXPERIMENTS` experiment draw its batches
     from the routing trace at ``path`` (a chapter's ``trace_path`` parameter, the build's
     ``TRACE``): its config gains ``trace``, ``trace_sha256``, ``trace_source`` and
     ``trace_about`` (:func:`tempo.world.traces.trace_config`), so the cache key and the result's
     ``.meta.json`` name the recording.  ``None`` or empty: synthetic routing (configs
-    unchanged).  Returns the keys added."""
+    unchanged), except that with ``public`` (a shipped trace's file name under ``data/traces/``,
+    e.g. :data:`tempo.studies.scenarios.PUBLIC_TRACE`) the :data:`PUBLIC_TRACE_EXPERIMENTS` run
+    on it (their claims are then stand-ins, never verdicts).  Returns the keys added."""
     from ..world.traces import trace_config
 
     _trace.clear()
+    _public.clear()
     if path:
         _trace.update(trace_config(path))
-    return dict(_trace)
+    elif public:
+        from ..core import paths
+
+        _public.update(trace_config(paths.TRACES / public))
+    return dict(_trace or _public)
 
 
 def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str | None = None,
@@ -57,17 +70,20 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
     the result and forgets the grid memo (:func:`tempo.studies.sweep.memo_clear`) first."""
     if _trace and name in TRACE_EXPERIMENTS and not config.get("trace"):
         config = {**config, **_trace}
+    elif _public and name in PUBLIC_TRACE_EXPERIMENTS and not config.get("trace"):
+        config = {**config, **_public}
     config = with_reading(name, config, reading)
     results = Results(profile)
     key = ResultKey(name, tag, alternative)
     if refresh and _forget:  # recompute everything: also what the grid memo kept from earlier runs here
         memo_clear()
-    df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
+    with labelled(name if alternative is None else f"{name} ({alternative[0]}={alternative[1]})"):
+        df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
     # provenance for the claims ledger: which experiment, config and code (source hash and git commit) wrote
     # this CSV, and when; fallbacks: dispatches of this result that a solver's fallback produced (a time
     # limit, a declined exact method; tempo.policies.fallback_of): the ledger flags the claims that read them
     meta = {"experiment": name, "tag": key.suffix, "config": config, "profile": profile,
-            "code_version": code_version(), "git_commit": git_commit(),
+            "code_version": code_version(), "git_commit": git_commit(), "machine": machine_name(),
             "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fallbacks": int(df.attrs.get("fallbacks", 0))}
     results.write(key, df, meta)
     return df
@@ -108,10 +124,13 @@ def routing_label(config: dict | None = None) -> str:
     sha256, source; a synthetic trace says so) or synthetic routing."""
     from ..world.traces import is_recorded, provenance
 
-    config = _trace if config is None else config
+    config = (_trace or _public) if config is None else config
     prov = provenance(config)
     if prov is None:
         return "Routing: synthetic (no `TRACE` given to this build)."
+    if config.get("trace_public"):
+        return (f"Routing: a public recording of another model, {prov} (a stand-in for the paper's traces, "
+                "not a verdict; `TRACE=` gives your own recording).")
     if not is_recorded(config.get("trace_source")):
         return f"Routing: a **synthetic** trace, {prov.split('(', 1)[1].rstrip(')')} (a pipeline demonstration, not evidence)."
     return f"Routing: {prov}."

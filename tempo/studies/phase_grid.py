@@ -70,7 +70,7 @@ def phase_grid(config: dict) -> pd.DataFrame:
               "batches": int(config["batches"]), "n_stars": list(config["n_stars"]), "seed": config.get("seed", 0),
               "reading": readings.of(config).select(DISPATCH_READINGS)}
              for sh in config["shapes"] for ep in config["eps"] for r in config["replications"] for s in config["skews"]]
-    return run_grid(phase_grid_cell, cells, workers=config.get("workers"), progress=config.get("progress", False),
+    return run_grid(phase_grid_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
                     desc="phase grid")
 
 

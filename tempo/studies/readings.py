@@ -20,6 +20,8 @@ from .sweep import memo_get, memo_put
 LP_VARIANTS = {"highs_vertex": ("highs",), "maxflow_vertex": ("vertex",), "auto": "auto"}
 #: ``tempo_preset`` choices -> tempo's ``options`` preset (Section 4.2).
 PRESETS = {"paper": "paper", "default": "default"}
+#: ``thm2_suite`` choices -> the fewest GPUs of a probe instance (Theorem 2's suite, Section 3.1).
+PROBE_MIN_GPUS = {"two_to_sixteen_gpus": 2, "one_to_sixteen_gpus": 1}
 #: ``chain_depth`` choices -> the paper preset's ``chain_depth`` (Section 4.2 stage 2, Lemma 2).
 CHAIN_DEPTHS = {"depth_2": 2, "any_length": None}
 
@@ -72,6 +74,17 @@ def dispatch(inst: Instance, model: CostModel | None, policy: str, reading: Read
              face_reading: str = "token_lp_face") -> Dispatch:
     """``solve(inst, model, policy)`` as the reading has it (:func:`policy_options`)."""
     return solve(inst, model, policy, **policy_options(reading, policy, face_reading))
+
+
+def moonep_home(inst: Instance, reading: Reading) -> Instance:
+    """The instance MoonEP's replay starts from (``moonep_home``, Appendix H): MoonEP's own
+    layout, expert e whole on rank ``e * g // E`` (E / g consecutive experts per rank, no
+    replicas; every remote piece is then a copied expert), or ``inst`` itself (its EPLB
+    placement's first replicas as homes)."""
+    if reading["moonep_home"] == "eplb_first_replica":
+        return inst
+    E, g = inst.n_experts, inst.n_gpus
+    return Instance(inst.counts, (np.arange(E) * g // E)[:, None], g)
 
 
 def batch_hash(inst: Instance, *more) -> bytes:

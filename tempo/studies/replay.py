@@ -12,8 +12,9 @@ from ..core.instance import Instance
 from ..world.placement import drift_corrupt, eplb_placement
 from ..policies.moonep import moonep
 from ..world.workloads import expected_loads, route_counts, sample_counts, zipf_popularity
+from . import readings
 from .registry import FIRST_REPLICA, STATIC, experiment
-from .scenarios import TraceRouting, drift_batches, drift_timeline, zipf_batches
+from .scenarios import TraceRouting, drift_batches, drift_timeline, proxy_skew_of, zipf_batches
 
 # ------------------------------------------------------------------ Table 10
 #: (dispatch policy, placement refresh scheme) rows of Table 10.
@@ -37,12 +38,12 @@ def _refreshed(initial: np.ndarray, counts: np.ndarray, scheme: str, n_gpus: int
     return out
 
 
-@experiment("faster_eplb")
+@experiment("faster_eplb", readings=("proxy_skew",))
 def faster_eplb(config: dict) -> pd.DataFrame:
     """Table 10: replay a drift-16 timeline with the EPLB placement rebuilt every W windows
     from observed counts, under each dispatch; ratio to the never-refreshed static map on the
     same window.  Our timeline: consecutive windows of a drifting timeline around one
-    Zipf(1.0) popularity (:func:`tempo.world.workloads.popularity_timeline`, documented defaults;
+    Zipf popularity at the ``proxy_skew`` reading's skew (column ``skew``) (:func:`tempo.world.workloads.popularity_timeline`, documented defaults;
     per-window Dirichlet kappa = 2000; top-8 routing to distinct experts), the initial
     placement built from the drift-16-corrupted statistics, ``B`` token-expert pairs per GPU
     (as in :func:`drift_batches`).
@@ -55,8 +56,9 @@ def faster_eplb(config: dict) -> pd.DataFrame:
     E, g, K, R = 256, 8, 8, config.get("redundant", 64)
     seed = config.get("seed", 0)
     rep = (E + R) / E
-    pop = zipf_popularity(E, config.get("skew", 1.0), seed=seed)
     tr = TraceRouting.of(config)
+    skew = float("nan") if tr else proxy_skew_of(config)
+    pop = zipf_popularity(E, 1.0 if tr else skew, seed=seed)
     stale = None if tr else drift_corrupt(expected_loads(pop, K), config.get("drift", 16), seed=seed + 7)
     initial = None if tr else eplb_placement(stale, g, rep)
     rows = []
@@ -81,35 +83,41 @@ def faster_eplb(config: dict) -> pd.DataFrame:
                 base = model.makespan(base_inst, solve(base_inst, model, STATIC))
                 for pol, scheme in T10_ROWS:
                     inst = Instance.from_placement(c, plans[scheme][t], g)
-                    rows.append({"B": B, "window": lo + t, "policy": pol, "refresh": scheme,
+                    rows.append({"B": B, "window": lo + t, "policy": pol, "refresh": scheme, "skew": skew,
                                  "ratio": model.makespan(inst, solve(inst, model, STATIC if pol == "static" else pol)) / base})
     return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------ Appendix H
-@experiment("moonep_replay")
+@experiment("moonep_replay", readings=("moonep_home",))
 def moonep_replay(config: dict) -> pd.DataFrame:
     """Appendix H: MoonEP's weight-moving balance (free and charged prefetch), TEMPO and
     token-LP relative to the static map, Qwen3-235B shape (128 experts, top-8, EP8, EPLB
     1.25x) under the tile-aware Testbed B model, on synthetic Zipf batches, or on batches drawn
     from a trace when ``config["trace"]`` names one (:class:`TraceRouting`: layers cycled,
-    placement from the trace's history, as the paper's "recorded Qwen3-235B distributions")."""
+    placement from the trace's history, as the paper's "recorded Qwen3-235B distributions").
+    MoonEP starts from the reading's homes (``moonep_home``: MoonEP's own layout, or the EPLB
+    placement's first replicas, :func:`tempo.studies.readings.moonep_home`); the fixed policies
+    and TEMPO run on the EPLB placement.  ``fetched``: experts copied in the batch,
+    ``fetched_max``: on the busiest receiver; ``copy_us``: the charge of one copy."""
     model = CostModel.named(config.get("params", "qwen3-235b-testbedb-tile"))
     ratio = config.get("ratio", 4.0)
+    reading = readings.of(config)
     tr = TraceRouting.of(config)
     rows = []
     for B in config["tokens"]:
         insts = zipf_batches(128, 8, B, config.get("skew", 1.0), config.get("replication", 1.25),
                              config["batches"], seed=config.get("seed", 0), top_k=8, trace=tr)
         for b, inst in enumerate(insts):
-            res = moonep(inst)
+            res = moonep(readings.moonep_home(inst, reading))
             ms = {"moonep_free": res.makespan(model, "free"), "moonep_charged": res.makespan(model, "charged", ratio)}
             for p in ("first_replica", "static", "tempo", "token_lp"):
                 ms[p] = model.makespan(inst, solve(inst, model, {"first_replica": FIRST_REPLICA, "static": STATIC}.get(p, p)))
             for base in ("static", "first_replica"):
                 for p, v in ms.items():
-                    rows.append({"tokens_per_gpu": B, "batch": b, "baseline": base, "policy": p,
-                                 "change_pct": 100 * (v / ms[base] - 1), "fetched": int(res.fetched.sum())})
+                    rows.append({"tokens_per_gpu": B, "batch": b, "baseline": base, "policy": p, "makespan_us": v,
+                                 "change_pct": 100 * (v / ms[base] - 1), "fetched": int(res.fetched.sum()),
+                                 "fetched_max": int(res.fetched.max()), "copy_us": ratio * model.b})
     return pd.DataFrame(rows)
 
 
@@ -123,21 +131,25 @@ def tile_prefill(config: dict) -> pd.DataFrame:
     with gamma = 0.10 the traffic piece dominates every prefill batch and hides it).  Also
     the extra padded tiles of EPLB's uniform split over the tile-aware solution.
 
-    On a trace (``config["trace"]``): ``pairs // top_k`` tokens per GPU routed with the
-    recorded steps' shares (:class:`TraceRouting`, layers cycled), the trace's own experts,
-    priced with each requested shape's tile model (the ``shape`` column names the model)."""
+    On a trace (``config["trace"]``) the synthetic rows are followed by the same on
+    ``pairs // top_k`` tokens per GPU routed with the recorded steps' shares
+    (:class:`TraceRouting`, layers cycled), the trace's own experts, priced with each requested
+    shape's tile model (the ``shape`` column names the model); a ``routing`` column says which
+    rows are which."""
     tr = TraceRouting.of(config)
     rows = []
-    for shape, (E, params) in {"DSv3": (256, "dsv3-testbedb-tile"),
-                               "Qwen3-235B": (128, "qwen3-235b-testbedb-tile")}.items():
+    for routing, shape, (E, params) in [(r, sh, v) for r in (("synthetic", "trace") if tr else ("synthetic",))
+                                        for sh, v in {"DSv3": (256, "dsv3-testbedb-tile"),
+                                                      "Qwen3-235B": (128, "qwen3-235b-testbedb-tile")}.items()]:
         if shape not in config.get("shapes", ["DSv3", "Qwen3-235B"]):
             continue
+        src = tr if routing == "trace" else None
         aware = CostModel.named(params).without("traffic")
         blind = aware.without("tiles")
         for pairs in config["pairs"]:
-            insts = zipf_batches(E, 8, pairs // (tr.top_k(8) if tr else 8), config.get("skew", 1.0),
+            insts = zipf_batches(E, 8, pairs // (src.top_k(8) if src else 8), config.get("skew", 1.0),
                                  config.get("replication", 1.25), config["batches"], seed=config.get("seed", 0), top_k=8,
-                                 trace=tr)
+                                 trace=src)
             for b, inst in enumerate(insts):
                 da, db, du = (solve(inst, aware, "tempo"), solve(inst, blind, "tempo"), solve(inst, aware, "uniform"))
                 tiles = {k: aware.gpu_features(inst, d)[2].sum() for k, d in (("aware", da), ("blind", db), ("uniform", du))}
@@ -148,7 +160,8 @@ def tile_prefill(config: dict) -> pd.DataFrame:
                              "shares_differ": bool(np.abs(da.shares - db.shares).max() > 0.5),
                              "cut_pct": 100 * (1 - ms_a / ms_b),
                              "uniform_extra_tiles_pct": 100 * (tiles["uniform"] / tiles["aware"] - 1),
-                             "blind_extra_tiles_pct": 100 * (tiles["blind"] / tiles["aware"] - 1)})
+                             "blind_extra_tiles_pct": 100 * (tiles["blind"] / tiles["aware"] - 1),
+                             **({"routing": routing} if tr else {})})
     return pd.DataFrame(rows)
 
 
@@ -172,23 +185,27 @@ def ba2a(model: CostModel, G: float) -> float:
     return (model.a + model.b * G - model.c2) / model.gamma
 
 
-@experiment("ba2a_regimes")
+@experiment("ba2a_regimes", readings=("proxy_skew",))
 def ba2a_regimes(config: dict) -> pd.DataFrame:
-    """Table 3's model columns: on the drift-16 scenario (R = 64), per concurrency B, the
+    """Table 3's model columns: on the drift-16 scenario (R = 64, the ``proxy_skew`` reading's
+    skew, column ``skew``), per concurrency B, the
     dominant term of TEMPO's bottleneck GPU, TEMPO's block ratio to static, and the
-    activated experts per GPU the solver sees (the G of the B*_a2a formula); on a trace when
-    ``config["trace"]`` names one (:func:`drift_batches`)."""
+    activated experts per GPU the solver sees (the G of the B*_a2a formula: ``mean_G`` over the
+    GPUs, ``max_G`` on the busiest); on a trace when ``config["trace"]`` names one
+    (:func:`drift_batches`)."""
     model = CostModel.named(config.get("params", "proxy-serving"))
     tr = TraceRouting.of(config)
+    skew = float("nan") if tr else proxy_skew_of(config)
     rows = []
     for B in config["pairs"]:
-        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr)):
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr,
+                                               skew=1.0 if tr else skew)):
             d = solve(inst, model, "tempo")
             G, _, _ = model.gpu_features(inst, d)
             rows.append({"B": B, "batch": b, "regime": dominant_term(model, inst, d),
                          "static_regime": dominant_term(model, inst, solve(inst, model, STATIC)),
                          "ratio_to_static": model.makespan(inst, d) / model.makespan(inst, solve(inst, model, STATIC)),
-                         "mean_G": float(G.mean())})
+                         "mean_G": float(G.mean()), "max_G": float(G.max()), "skew": skew})
     return pd.DataFrame(rows)
 
 
@@ -251,17 +268,27 @@ def oracle_gap(df: pd.DataFrame, cell: tuple = ("layer", "B")) -> pd.DataFrame:
 
 @experiment("trace_replay")
 def trace_replay(config: dict) -> pd.DataFrame:
-    """Section 5.4 on a trace file (``config["trace"]``, npz) or, when none is given, on a
-    synthetic trace (labelled so): Zipf(skew) popularity per layer, drifting slowly."""
+    """Section 5.4 on a trace file (``config["trace"]``, npz; its first ``max_layers`` layers
+    when the config names it) or, when none is given, on a synthetic trace (labelled so):
+    Zipf(skew) popularity per layer, drifting slowly.  Priced with the Table 6 model of the
+    trace's shape (its experts and ``top_k``), unless ``params`` names one."""
     from ..world.traces import read_trace
     from ..world.workloads import synthetic_trace
 
     if config.get("trace"):
         counts, meta = read_trace(config["trace"])
+        if config.get("max_layers"):  # the first layers only (the book's default public trace: a time budget)
+            counts = counts[:, :int(config["max_layers"])]
     else:
         counts, meta = synthetic_trace(config.get("steps", 16), config.get("layers", 4), config.get("experts", 128),
                                        config.get("tokens", 64), top_k=8, n_gpus=8, seed=config.get("seed", 0))
-    df = replay_trace(counts, CostModel.named(config.get("params", "qwen3-30b-offline")),
-                      tokens_per_gpu=config.get("rescale"), seed=config.get("seed", 0))
+    from ..core.models import model_shape
+    from .scenarios import trace_shape
+
+    k = int(meta.get("top_k") or 8)
+    # priced with the Table 6 model of the trace's shape (Qwen3-30B for the synthetic 128-expert trace)
+    params = config.get("params") or model_shape(trace_shape(counts.shape[2], k, "Qwen3-30B")).params
+    df = replay_trace(counts, CostModel.named(params), tokens_per_gpu=config.get("rescale"), top_k=k,
+                      seed=config.get("seed", 0))
     df["source"] = meta.get("source", "unknown")
     return df

@@ -83,6 +83,18 @@ class ResultKey:
         return key
 
 
+class Meta(dict):
+    """A result's ``.meta.json`` as a frame's ``attrs["meta"]``: read-only by convention, so a
+    deep copy is the object itself (pandas deep-copies ``attrs`` on every operation; a config
+    holds hundreds of values, and the ledger's claims run thousands of operations)."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __copy__(self):
+        return self
+
+
 def key_of(key: "ResultKey | str") -> ResultKey:
     """``key`` as a :class:`ResultKey` (a stem string is parsed)."""
     return key if isinstance(key, ResultKey) else ResultKey.parse(key)
@@ -122,7 +134,8 @@ class Results:
         stem = key_of(key).stem
         if stem not in self._meta:
             try:  # bounded: a regular file (no link, FIFO or device), size and depth capped
-                self._meta[stem] = read_json(self.path(stem, ".meta.json"), MAX_BYTES)
+                m = read_json(self.path(stem, ".meta.json"), MAX_BYTES)
+                self._meta[stem] = Meta(m) if isinstance(m, dict) else m
             except (OSError, ValueError):
                 self._meta[stem] = None
         return self._meta[stem]
@@ -133,14 +146,15 @@ class Results:
         return self.has_csv(key) and self.meta(key) is not None
 
     def load(self, key) -> pd.DataFrame:
-        """Result ``key``'s table (a copy; ``attrs["meta"]``: its ``.meta.json`` or None);
+        """Result ``key``'s table (a shallow copy: pandas copies on write, so a caller that changes
+        it changes only its own; ``attrs["meta"]``: its ``.meta.json`` or None);
         ``FileNotFoundError`` naming the experiment when this build has no such CSV."""
         k = key_of(key)
         if k.stem not in self._frames:
             if not self.has_csv(k):
                 raise FileNotFoundError(f"{self.path(k)} does not exist: run the notebook that computes {k.name!r} first")
             self._frames[k.stem] = pd.read_csv(io.BytesIO(read_regular(self.path(k), MAX_BYTES, str(self.path(k)))))
-        df = self._frames[k.stem].copy()
+        df = self._frames[k.stem].copy(deep=False)
         df.attrs["meta"] = self.meta(k)
         return df
 

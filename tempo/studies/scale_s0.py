@@ -117,5 +117,5 @@ def scale_s0_candidates(config: dict) -> pd.DataFrame:
     cands = [c for c in S0_CANDIDATES if names is None or c["candidate"] in names]
     cells = [{"cand": c, "ep": int(ep), "tokens": list(config["tokens"]), "batches": int(config["batches"]),
               "seed": int(config.get("seed", 1))} for c in cands for ep in config.get("eps", [32, 64])]
-    return run_grid(s0_cell, cells, workers=config.get("workers"), progress=config.get("progress", False),
+    return run_grid(s0_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
                     desc="scale s = 0 candidates")

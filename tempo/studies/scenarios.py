@@ -107,9 +107,10 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
 
     ``B`` here is the serving concurrency, which at EP8 with top-8 routes about ``B``
     token-expert pairs to each GPU (Section 5.13), so a batch has ``B / top_k`` tokens per
-    GPU.  The paper does not give the proxy router's skew; we use s = 1.0 (chosen earlier,
-    under the independent-pair sampler, because it gave Table 3's regimes; kept, not
-    re-tuned, for the top-K router).
+    GPU.  The paper does not print the proxy router's skew (Section 5.11: "Zipf-skewed
+    router"); ``skew`` defaults to 1.0 here, and the studies of Tables 1, 3, 4, 8-10 and
+    Section 5.5 run at the ``proxy_skew`` reading's skew (:func:`proxy_skew_of`: by default
+    calibrated to Section 5.13's printed statistic, :func:`calibrate_proxy_skew`).
 
     With ``trace`` (a :class:`TraceRouting`) the same scenario runs on recorded routing: the
     placement is built from the trace's history window with its ``drift`` hottest experts'
@@ -134,7 +135,96 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
     return [Instance.from_placement(c, placement, n_gpus) for c in counts]
 
 
+# ------------------------------------------------------------------ the proxy router's skew (Sections 5.11, 5.13)
+#: Section 5.13's printed statistic of the DSv3-shape proxy's Zipf-skewed router: TEMPO's
+#: activated experts on the busiest GPU, about 13, near B*_a2a = 303 pairs per GPU (drift-16, R = 64)
+PROXY_TARGET_G = 13.0
+#: the B the statistic is read at: the multiple of top-8 nearest Section 5.13's N* = 303
+PROXY_CALIBRATION_B = 304
+#: the ``proxy_skew`` reading's fixed skews (its ``calibrated`` choice is :func:`calibrate_proxy_skew`)
+PROXY_SKEWS = {"zipf_1": 1.0, "zipf_1_5": 1.5, "zipf_2_5": 2.5}
+
+
+def drift_g(skew: float, pairs_per_gpu: int = PROXY_CALIBRATION_B, n_batches: int = 16, seed: int = 0,
+            which: str = "busiest", params: str = "proxy-serving") -> np.ndarray:
+    """float64[n_batches]: per drift-16 batch (:func:`drift_batches`, R = 64, Zipf(``skew``)),
+    the activated experts G of TEMPO's dispatch under the ``params`` model on the busiest GPU
+    (``which="busiest"``, the most activated experts) or averaged over the GPUs (``"mean"``)."""
+    from ..core.cost import CostModel
+    from ..policies import solve
+
+    if which not in ("busiest", "mean"):
+        raise ValueError(f"which must be 'busiest' or 'mean', got {which!r}")
+    model = CostModel.named(params)
+    out = []
+    for inst in drift_batches(pairs_per_gpu, n_batches, seed=seed, skew=float(skew)):
+        G, _, _ = model.gpu_features(inst, solve(inst, model, "tempo"))
+        out.append(float(G.max() if which == "busiest" else G.mean()))
+    return np.asarray(out)
+
+
+@lru_cache(maxsize=8)
+def calibrate_proxy_skew(target: float = PROXY_TARGET_G, pairs_per_gpu: int = PROXY_CALIBRATION_B,
+                         n_batches: int = 16, seed: int = 0, which: str = "busiest", lo: float = 0.5,
+                         hi: float = 4.0, tol: float = 0.01) -> float:
+    """The Zipf skew of the drift-16 proxy (:func:`drift_batches`) at which the mean over
+    ``n_batches`` batches of :func:`drift_g` equals ``target`` (the ``proxy_skew`` reading's
+    ``calibrated`` choice, Section 5.13's G about 13 at B = 304): bisection on ``[lo, hi]`` to
+    ``tol``.  G falls as the skew rises (hot experts take more of each GPU's pairs); a
+    ``ValueError`` when ``target`` is not bracketed.  Deterministic (fixed seeds)."""
+    def g(s):
+        return float(drift_g(s, pairs_per_gpu, n_batches, seed, which).mean())
+
+    g_lo, g_hi = g(lo), g(hi)
+    if not g_hi <= target <= g_lo:
+        raise ValueError(f"target G={target} is not between G({hi})={g_hi:.2f} and G({lo})={g_lo:.2f}")
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if g(mid) > target else (lo, mid)
+    return round(0.5 * (lo + hi), 3)
+
+
+def proxy_skew(choice: str) -> float:
+    """The Zipf skew of a ``proxy_skew`` reading choice: ``"calibrated"``
+    (:func:`calibrate_proxy_skew`) or one of :data:`PROXY_SKEWS`."""
+    if choice == "calibrated":
+        return calibrate_proxy_skew()
+    if choice not in PROXY_SKEWS:
+        raise ValueError(f"proxy_skew must be 'calibrated' or one of {', '.join(PROXY_SKEWS)}, got {choice!r}")
+    return PROXY_SKEWS[choice]
+
+
+def proxy_skew_of(config: dict) -> float:
+    """The Zipf skew a drift-16 proxy study runs at: ``config["skew"]`` when it names one, else
+    its reading's ``proxy_skew`` (:func:`proxy_skew`)."""
+    if config.get("skew") is not None:
+        return float(config["skew"])
+    from ..paper.readings import Reading
+
+    return proxy_skew(Reading.of(config)["proxy_skew"])
+
+
 # ------------------------------------------------------------------ recorded routing
+#: the shipped public trace (``data/traces/``) the book's studies of real-model routing read
+#: when the build is given no ``TRACE``: ESFT-vanilla-lite, the DeepSeek-V2-Lite architecture
+PUBLIC_TRACE = "esft-dsv2lite-t1024.npz"
+#: the paper's offline model shapes (Table 6) a trace's experts and top-k are matched against
+TRACE_SHAPES = ("DSv3", "Qwen3-30B", "DSv2-Lite")
+
+
+def trace_shape(n_experts: int, top_k: int, default: str = "DSv3") -> str:
+    """The Table 6 shape label (:data:`TRACE_SHAPES`) with ``n_experts`` routed experts and
+    top-``top_k``, or ``default`` when none has them: the shape whose ``n*`` and cost model a
+    study prices a trace's batches with."""
+    from ..core.models import model_shape
+
+    for label in TRACE_SHAPES:
+        m = model_shape(label)
+        if (m.n_experts, m.top_k) == (int(n_experts), int(top_k)):
+            return label
+    return default
+
+
 class TraceRouting:
     """The scenarios above on a recorded routing trace (``counts`` int[steps, layers, experts]
     and metadata, :func:`tempo.world.traces.read_trace`), for a build given ``TRACE=trace.npz``.
@@ -197,6 +287,10 @@ class TraceRouting:
     def top_k(self, default: int = 8) -> int:
         k = self.meta.get("top_k")
         return int(k) if k else int(default)
+
+    def shape(self, default: str = "DSv3") -> str:
+        """The Table 6 shape of the trace's experts and top-k (:func:`trace_shape`)."""
+        return trace_shape(self.n_experts, self.top_k(), default)
 
     def history(self, layer: int) -> np.ndarray:
         """float64[E]: the layer's pair counts over the history window (plus 1e-9, so every

@@ -15,7 +15,7 @@ from ..theory.bounds import flip_boundary
 from ..world.workloads import expected_loads, pair_shares, sample_counts, zipf_popularity
 from . import readings
 from .registry import FIRST_REPLICA, STATIC, experiment, result_of
-from .scenarios import TraceRouting, placement_weights, zipf_placement
+from .scenarios import TraceRouting, placement_weights, proxy_skew_of, zipf_placement
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
 SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
@@ -40,15 +40,18 @@ def mixed_regime(config: dict) -> pd.DataFrame:
 
     With a trace (``config["trace"]``) the synthetic Zipf rows (Fig. 5b) are followed by the
     same statistics on batches drawn from the trace (Fig. 5a, :class:`TraceRouting`, layers
-    cycled), and a ``routing`` column says which is which; ``n*`` stays the ``shape``'s."""
+    cycled), and a ``routing`` column says which is which; the trace rows take ``n*`` of the
+    Table 6 shape with the trace's experts and top-k (:meth:`TraceRouting.shape`; the
+    ``shape``'s when none matches)."""
     E, K, params = SHAPES[config.get("shape", "DSv3")]
-    n_star = CostModel.named(params).n_star
     pop = zipf_popularity(E, config["skew"], seed=config.get("seed", 0))
     tr = TraceRouting.of(config)
     router = readings.of(config)["synthetic_router"]
     g = config.get("n_gpus", 8)
     rows = []
     for routing in ("synthetic", "trace") if tr else ("synthetic",):
+        shape = tr.shape(config.get("shape", "DSv3")) if routing == "trace" else config.get("shape", "DSv3")
+        n_star = CostModel.named(SHAPES[shape][2]).n_star
         for B in config["tokens"]:
             if routing == "synthetic":
                 counts = sample_counts(pop, B, K, g, n_batches=config["batches"], seed=B, router=router)
@@ -66,20 +69,24 @@ def mixed_regime(config: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@experiment("proxy_mispricing")
+@experiment("proxy_mispricing", readings=("proxy_skew", "token_lp_face"))
 def proxy_mispricing(config: dict) -> pd.DataFrame:
     """Table 1: each proxy's modeled block time over TEMPO's on the same batch (DSv3-shape
-    proxy, EP8, R redundant slots, fresh EPLB placement, three-term serving model).  With a
+    proxy, EP8, R redundant slots, fresh EPLB placement, three-term serving model), routing
+    Zipf(the ``proxy_skew`` reading's skew, :func:`proxy_skew_of`; column ``skew``), token-LP
+    on the ``token_lp_face`` reading's face.  With a
     trace (``config["trace"]``): batches of ``B // top_k`` tokens per GPU from the trace,
     layers cycled, each layer's fresh placement built from the trace's history window with
     the same replication factor (:class:`TraceRouting`)."""
     model = CostModel.named(config.get("params", "proxy-serving"))
     E, K, g, R = 256, 8, 8, config.get("redundant", 64)
-    pop = zipf_popularity(E, config.get("skew", 1.0), seed=config.get("seed", 0))
+    tr = TraceRouting.of(config)
+    skew = float("nan") if tr else proxy_skew_of(config)
+    face = readings.of(config)["token_lp_face"]
+    pop = zipf_popularity(E, 1.0 if tr else skew, seed=config.get("seed", 0))
     placement = eplb_placement(expected_loads(pop, K), g, (E + R) / E)
     from ..core.instance import Instance
 
-    tr = TraceRouting.of(config)
     rows = []
     for B in config["concurrency"]:
         if tr:
@@ -89,9 +96,10 @@ def proxy_mispricing(config: dict) -> pd.DataFrame:
             insts = [Instance.from_placement(c, placement, g) for c in counts]
         for b, inst in enumerate(insts):
             t = model.makespan(inst, solve(inst, model, "tempo"))
-            ms = {p: model.makespan(inst, solve(inst, model, STATIC if p == "static" else p))
+            ms = {p: model.makespan(inst, solve(inst, model, STATIC if p == "static" else p,
+                                                **({"face": face} if p == "token_lp" else {})))
                   for p in TABLE1_PROXIES}
-            row = {"B": B, "batch": b, **{p: v / t for p, v in ms.items()}}
+            row = {"B": B, "batch": b, "skew": skew, **{p: v / t for p, v in ms.items()}}
             row["spread"] = max(ms.values()) / min(ms.values())
             row["first_replica"] = model.makespan(inst, solve(inst, model, FIRST_REPLICA)) / t
             rows.append(row)
@@ -226,7 +234,7 @@ def activation_balancer(config: dict) -> pd.DataFrame:
               "seed": config.get("seed", 0), "reading": reading}
              for sh in config["shapes"] for r in config["replications"] for s in config["skews"] for B in config["tokens"]]
     return run_grid(activation_balancer_cell, cells, workers=config.get("workers"),
-                    progress=config.get("progress", False), desc="activation balancer")
+                    progress=config.get("progress", True), desc="activation balancer")
 
 
 def boundary_table(df: pd.DataFrame, shape: str = "DSv3", ep: int = 8, reading=None) -> pd.DataFrame:
@@ -356,31 +364,36 @@ def token_lp_faces(config: dict) -> pd.DataFrame:
 LANDSCAPE = list(check_names(["uniform", "token_lp", "metro", "llep", "tempo"], "simulator.LANDSCAPE (Table 4)"))
 
 
-@experiment("policy_landscape")
+@experiment("policy_landscape", readings=("proxy_skew", "token_lp_face"))
 def policy_landscape(config: dict) -> pd.DataFrame:
     """Table 4: block makespan of each dispatch kernel relative to static on the drift-K
-    scenario, at several batch scales, for each redundancy R and drift K (on a trace when
-    ``config["trace"]`` names one, :func:`drift_batches`)."""
+    scenario at the ``proxy_skew`` reading's skew (column ``skew``), at several batch scales,
+    for each redundancy R and drift K (on a trace when ``config["trace"]`` names one,
+    :func:`drift_batches`); token-LP on the ``token_lp_face`` reading's face."""
     from .scenarios import drift_batches
 
     model = CostModel.named(config.get("params", "proxy-serving"))
     tr = TraceRouting.of(config)
+    skew = float("nan") if tr else proxy_skew_of(config)
+    face = readings.of(config)["token_lp_face"]
     rows = []
     for R in config["redundant"]:
         for K in config["drift"]:
             for label, B in config["scales"].items():
                 for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), drift=K, redundant=R,
-                                                       trace=tr)):
+                                                       skew=1.0 if tr else skew, trace=tr)):
                     static = model.makespan(inst, solve(inst, model, STATIC))
                     for p in LANDSCAPE:
+                        d = solve(inst, model, p, **({"face": face} if p == "token_lp" else {}))
                         rows.append({"redundant": R, "drift": K, "scale": label, "B": B, "batch": b, "policy": p,
-                                     "ratio_to_static": model.makespan(inst, solve(inst, model, p)) / static})
+                                     "skew": skew, "ratio_to_static": model.makespan(inst, d) / static})
     return pd.DataFrame(rows)
 
 
-@experiment("staleness")
+@experiment("staleness", readings=("proxy_skew",))
 def staleness(config: dict) -> pd.DataFrame:
-    """Section 5.5: the same solver under four information regimes, scored on the true
+    """Section 5.5 (drift-16 at the ``proxy_skew`` reading's skew, column ``skew``): the same
+    solver under four information regimes, scored on the true
     current batch: exact (solve the current counts), stale-1 (apply the routing table solved
     on the previous batch), frozen (the table of the first batch, never refreshed) and
     uniform (no solve: even split over replicas).
@@ -393,11 +406,12 @@ def staleness(config: dict) -> pd.DataFrame:
 
     model = CostModel.named(config.get("params", "proxy-serving"))
     tr = TraceRouting.of(config)
+    skew = float("nan") if tr else proxy_skew_of(config)
     rows = []
     for scale, B in config["scales"].items():
         n = config["batches"] + 1
         insts = drift_batches(B, n, seed=config.get("seed", 0), redundant=config.get("redundant", 64), trace=tr,
-                              order="time")
+                              skew=1.0 if tr else skew, order="time")
         tables = [solve(i, model, "tempo").probabilities(i) for i in insts]
         uniform = Dispatch(np.zeros_like(tables[0])).probabilities(insts[0])
         layer = [w[0] for w in tr.windows(n, "time", tr.top_k(8))] if tr else [0] * n
@@ -414,24 +428,27 @@ def staleness(config: dict) -> pd.DataFrame:
             regimes = {"exact": tables[t], "stale-1": tables[t - 1], "frozen": tables[first[layer[t]]], "uniform": uniform}
             for name, prob in regimes.items():
                 shares = inst.counts[:, None] * prob  # the table applied to the true counts
-                rows.append({"scale": scale, "B": B, "batch": t, "regime": name,
+                rows.append({"scale": scale, "B": B, "batch": t, "regime": name, "skew": skew,
                              "ratio_to_static": model.makespan(inst, shares) / static})
     return pd.DataFrame(rows)
 
 
-@experiment("routing_stats")
+@experiment("routing_stats", readings=("proxy_skew",))
 def routing_statistics(config: dict) -> pd.DataFrame:
     """The routing behind the studies, measured (:func:`tempo.world.workloads.routing_stats`): one
     column per workload, one row per statistic (``stat``).  DSv3 shape (256 experts, top-8,
     EP8), regimes classified by the DSv3 fp8 ``n*``:
 
     * ``zipf1.0_iid``: Zipf(1.0) router weights, per-batch Dirichlet noise, fresh EPLB placement
-      with 64 redundant slots (Table 1, phase diagram), ``pairs`` pairs per GPU;
-    * ``drift16_timeline``: the drift-16 timeline of :func:`drift_batches` at ``pairs`` pairs
-      per GPU, GPU loads on its stale placement (Sections 5.5, 5.12; Tables 4, 8-10);
+      with 64 redundant slots, ``pairs`` pairs per GPU;
+    * ``proxy_iid``: the same at the proxy router's skew (the ``proxy_skew`` reading,
+      :func:`proxy_skew_of`; Table 1);
+    * ``drift16_timeline``: the drift-16 timeline of :func:`drift_batches` at the proxy skew and
+      ``pairs`` pairs per GPU, GPU loads on its stale placement (Sections 5.5, 5.12; Tables 4, 8-10);
     * ``zipf1.2_fig5``: the Fig. 5 workload, Zipf(1.2) at ``fig5_tokens`` tokens per GPU;
     * ``trace``, when ``config["trace"]`` names one: the trace's counts as recorded (every
-      step and layer, at the recording's batch size; no placement).
+      step and layer, at the recording's batch size; no placement), regimes by ``n*`` of the
+      trace's Table 6 shape (:meth:`TraceRouting.shape`).
     """
     from ..world.placement import drift_corrupt
     from ..world.workloads import routing_stats
@@ -446,8 +463,13 @@ def routing_statistics(config: dict) -> pd.DataFrame:
     iid = sample_counts(pop, pairs // K, K, g, n_batches=n, seed=seed + 1)
     fresh = eplb_placement(expected_loads(pop, K), g, (E + 64) / E)
     out["zipf1.0_iid"] = routing_stats(iid, K, n_star, placement=fresh, n_gpus=g)
-    drift = np.stack([i.counts for i in drift_batches(pairs, n, seed=seed)])
-    stale = eplb_placement(drift_corrupt(expected_loads(pop, K), 16, seed=seed + 7), g, (E + 64) / E)
+    s_proxy = proxy_skew_of({k: v for k, v in config.items() if k != "skew"})
+    pop_p = zipf_popularity(E, s_proxy, seed=seed)
+    iid_p = sample_counts(pop_p, pairs // K, K, g, n_batches=n, seed=seed + 1)
+    out["proxy_iid"] = routing_stats(iid_p, K, n_star, placement=eplb_placement(expected_loads(pop_p, K), g, (E + 64) / E),
+                                     n_gpus=g)
+    drift = np.stack([i.counts for i in drift_batches(pairs, n, seed=seed, skew=s_proxy)])
+    stale = eplb_placement(drift_corrupt(expected_loads(pop_p, K), 16, seed=seed + 7), g, (E + 64) / E)
     out["drift16_timeline"] = routing_stats(drift, K, n_star, placement=stale, n_gpus=g)
     pop12 = zipf_popularity(E, 1.2, seed=seed)
     fig5 = sample_counts(pop12, config.get("fig5_tokens", 512), K, g, n_batches=n, seed=seed + 1)
@@ -455,7 +477,7 @@ def routing_statistics(config: dict) -> pd.DataFrame:
                                          n_gpus=g)
     tr = TraceRouting.of(config)
     if tr:
-        out["trace"] = routing_stats(tr.counts, tr.top_k(K), n_star)
+        out["trace"] = routing_stats(tr.counts, tr.top_k(K), CostModel.named(SHAPES[tr.shape()][2]).n_star)
     df = pd.DataFrame(out)
     df.index.name = "stat"
     return df.reset_index()
@@ -530,4 +552,26 @@ def phase_anatomy(config: dict) -> pd.DataFrame:
                              "hot_router_weight": float(pop[hot]),
                              "hot_pair_share": float(counts[:, hot].sum() / counts.sum()),
                              "hot_replicas": int((placement == hot).sum()), "slots_per_gpu": placement.size // ep})
+    return pd.DataFrame(rows)
+
+
+@experiment("proxy_calibration")
+def proxy_calibration(config: dict) -> pd.DataFrame:
+    """The proxy router's skew against Section 5.13's printed statistic (the ``proxy_skew``
+    reading): per Zipf skew of ``config["skews"]``, TEMPO's activated experts G on the busiest
+    GPU (mean, min, max over ``batches`` drift-16 batches at B = 304, R = 64) and the mean over
+    GPUs; then the two calibrated skews (:func:`tempo.studies.scenarios.calibrate_proxy_skew`:
+    busiest-GPU G = 13, the reading; mean G = 13, the alternative the text leaves open), ``kind``
+    saying which row is which."""
+    from .scenarios import PROXY_CALIBRATION_B, PROXY_TARGET_G, calibrate_proxy_skew, drift_g
+
+    n = int(config.get("batches", 16))
+    cal = {"calibrated: busiest GPU": calibrate_proxy_skew(n_batches=n),
+           "calibrated: mean over GPUs": calibrate_proxy_skew(n_batches=n, which="mean")}
+    rows = []
+    for kind, s in [("grid", float(x)) for x in config["skews"]] + list(cal.items()):
+        busy, mean = drift_g(s, n_batches=n), drift_g(s, n_batches=n, which="mean")
+        rows.append({"kind": kind, "skew": s, "B": PROXY_CALIBRATION_B, "target_G": PROXY_TARGET_G,
+                     "busiest_G": float(busy.mean()), "busiest_G_min": float(busy.min()),
+                     "busiest_G_max": float(busy.max()), "mean_G": float(mean.mean())})
     return pd.DataFrame(rows)

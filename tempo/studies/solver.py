@@ -14,10 +14,11 @@ from ..core.cost import CostModel
 from ..policies import solve
 from ..theory import bounds as theory
 from ..core.instance import Instance
+from ..core.models import model_shape
 from ..paper.readings import Reading
-from . import readings
+from . import milp_references, readings
 from .registry import STATIC, experiment
-from .scenarios import TraceRouting, drift_batches, zipf_batches
+from .scenarios import TraceRouting, drift_batches, proxy_skew_of, zipf_batches
 from ..policies._fallback import add_count, fallback_count
 from .sweep import memo_get, memo_put, run_grid
 
@@ -33,7 +34,7 @@ def thm1_partition(config: dict) -> pd.DataFrame:
                 seed = 1000 * m + 10 * rep + int(solvable)
                 w = theory.random_partition_instance(m, solvable, seed=seed)
                 inst, model, T = theory.partition_reduction(w)
-                d = solve(inst, model, "milp", time_limit=config.get("time_limit", 20.0))
+                d = milp_references.solve_fixed(inst, model)   # a node limit, not seconds: the same on any machine
                 splits = int(((d.shares > 1e-9).sum(axis=1) > 1).sum())
                 rows.append({"m": m, "solvable": solvable, "seed": seed, "T": T,
                              "milp_makespan": d.meta["objective"], "proven_optimal": d.meta["optimal"],
@@ -58,7 +59,7 @@ def _lemma_cell(cell: dict) -> list[dict]:
     i, inst, cases, time_limit = cell["case"]
     rows = []
     for lemma, model, poly in cases:
-        opt = solve(inst, model, "milp", time_limit=time_limit)
+        opt = milp_references.solve_fixed(inst, model)   # a node limit, not seconds: the same on any machine
         p = model.makespan(inst, solve(inst, model, poly))
         t = model.makespan(inst, solve(inst, model, "tempo"))
         rows.append({"instance": i, "lemma": lemma, "n_gpus": inst.n_gpus, "experts": inst.n_experts,
@@ -115,19 +116,20 @@ def _probe_cell(cell: dict) -> list[dict]:
 PROBE_CHUNK = 16
 
 
-@experiment("thm2_probe", readings=("tempo_preset", "chain_depth", "ensemble_lp"))
+@experiment("thm2_probe", readings=("tempo_preset", "chain_depth", "ensemble_lp", "thm2_suite"))
 def thm2_probe(config: dict) -> pd.DataFrame:
     """Round-robin A3 against OPT on the probe suite.  OPT is bracketed: the MILP when the
     instance is small enough (its proven bound and incumbent), else [lower bound, tempo].
     ``tempo`` is the reading's (``tempo_preset``, ``ensemble_lp``; Section 4.2's algorithm
-    under the paper's reading); the MILP does not depend on the reading, so a run under another
+    under the paper's reading) and so are the suite's GPU counts (``thm2_suite``); the MILP does not depend on the reading, so a run under another
     reading in the same process compares against the same MILP answer (:func:`_milp`).  The
     suite is drawn here; chunks of :data:`PROBE_CHUNK` instances run as a grid
     (:func:`tempo.studies.sweep.run_grid`, ``config["workers"]``)."""
-    tempo_kw = readings.tempo_options(readings.of(config))
+    reading = readings.of(config)
+    tempo_kw = readings.tempo_options(reading)
     suite = [(i, *item) for i, item in enumerate(theory.probe_suite(
         config["n"], seed=config.get("seed", 0), max_experts=config.get("max_experts", 512),
-        max_gpus=config.get("max_gpus", 16)))]
+        max_gpus=config.get("max_gpus", 16), min_gpus=readings.PROBE_MIN_GPUS[reading["thm2_suite"]]))]
     cells = [{"items": tuple(suite[k:k + PROBE_CHUNK]), "config": config, "tempo_kw": tempo_kw}
              for k in range(0, len(suite), PROBE_CHUNK)]
     return run_grid(_probe_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
@@ -136,17 +138,25 @@ def thm2_probe(config: dict) -> pd.DataFrame:
 
 @experiment("thm2_epsilon")
 def thm2_epsilon(config: dict) -> pd.DataFrame:
-    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches, at 1x and 4x scale;
-    on batches of the same sizes drawn from a trace when ``config["trace"]`` names one
-    (:class:`TraceRouting`, layers cycled; the paper: "at recorded decode batches")."""
+    """The certificate eps = max(b, beta n_max)/LB on Zipf decode batches (DSv3 shape, its
+    Table 6 model), at 1x and 4x scale.  With a trace (``config["trace"]``) the synthetic rows
+    are followed by batches of the same sizes drawn from it (:class:`TraceRouting`, layers
+    cycled; the paper: "at recorded decode batches"), priced with the Table 6 model of the
+    trace's shape (:meth:`TraceRouting.shape`), and a ``routing`` column says which is which."""
+    from ..core.models import model_shape
+
     rows = []
-    model = CostModel.named(config.get("params", "dsv3-offline"))
     tr = TraceRouting.of(config)
-    for scale in config["scales"]:
-        for B in config["tokens"]:
-            for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B, trace=tr):
-                full = Instance.full_replication(inst.counts, inst.n_gpus)
-                rows.append({"scale": scale, "tokens_per_gpu": B * scale, "eps": theory.round_robin_epsilon(full, model)})
+    for routing in ("synthetic", "trace") if tr else ("synthetic",):
+        params = config.get("params") or model_shape(tr.shape() if routing == "trace" else "DSv3").params
+        model = CostModel.named(params)
+        for scale in config["scales"]:
+            for B in config["tokens"]:
+                for inst in zipf_batches(256, 8, B * scale, config.get("skew", 1.2), 1.25, config["batches"], seed=B,
+                                         trace=tr if routing == "trace" else None):
+                    full = Instance.full_replication(inst.counts, inst.n_gpus)
+                    rows.append({"scale": scale, "tokens_per_gpu": B * scale, "eps": theory.round_robin_epsilon(full, model),
+                                 **({"routing": routing} if tr else {})})
     return pd.DataFrame(rows)
 
 
@@ -178,8 +188,11 @@ def _milp_key(inst: Instance, model: CostModel, time_limit, warm_start) -> bytes
 
 
 def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
-    """The MILP's dispatch (cold, or warm-started from tempo).  A cold one is kept in the grid
-    memo (:func:`tempo.studies.sweep.memo_get`, by instance, model and limit): the alternative
+    """The MILP's dispatch (cold, or warm-started from tempo).  A cold one is the batch's
+    reference (:func:`tempo.studies.milp_references.exact`: the answer proven once and stored in
+    data/milp/, re-verified by re-pricing, else HiGHS single-threaded under a node limit), the
+    same on every machine; ``time_limit`` (the paper's 10 s) only names the grid's setting.  It
+    is kept in the grid memo (:func:`tempo.studies.sweep.memo_get`, by instance, model and limit): the alternative
     readings of :func:`solver_vs_milp` and :func:`thm2_probe` that keep the batches (another
     TEMPO preset, ensemble or token-LP face) compare against the same MILP answer instead of
     re-solving it (a time-limited MILP's incumbent depends on the machine's load; reusing it
@@ -191,7 +204,7 @@ def _milp(inst: Instance, model: CostModel, time_limit, warm_start=False):
     hit = memo_get(key)
     if hit is None:
         before = fallback_count()
-        d = solve(inst, model, "milp", time_limit=time_limit)
+        d = milp_references.exact(inst, model)
         memo_put(key, (d, fallback_count() - before))
         return d
     add_count(hit[1])  # a reused answer that came from a fallback is counted again
@@ -246,10 +259,11 @@ def _milp_cell(cell: dict) -> list[dict]:
     token-LP faces."""
     config = cell["config"]
     g, E, s, rep, B, *routing = cell["cell"]
-    model = CostModel.named(config.get("params", "dsv3-offline"))
+    src = _trace_of(config) if routing == ["trace"] else None
+    # trace batches are priced with the Table 6 model of the trace's shape (its experts and top-k)
+    model = CostModel.named(config.get("params") or model_shape(src.shape() if src else "DSv3").params)
     reading = readings.of(config)
     tempo_kw = readings.tempo_options(reading)
-    src = _trace_of(config) if routing == ["trace"] else None
     rows = []
     for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=config.get("seed", 0) + B,
                                         trace=src)):
@@ -267,6 +281,8 @@ def _milp_cell(cell: dict) -> list[dict]:
                      # no proven bound (a cold MILP stopped before its root bound): NaN, never a ratio
                      "ratio_to_lb": ms / m.meta["lower_bound"] if m.meta["lower_bound"] > 0 else float("nan"),
                      "tempo_ms": t_ms, "milp_s": m.meta["solve_s"],
+                     # where the reference comes from: "stored" (data/milp/) or "computed" here, and its limit
+                     "milp_source": m.meta.get("source", "computed"), "milp_limit": m.meta.get("limit", ""),
                      "chosen": d.meta["chosen"], "token_lp_even": lp_even, "token_lp_vertex": lp_vertex,
                      "token_lp_highs": lp["highs_vertex"],
                      "vs_token_lp_pct": 100 * (ms / min(lp_even, lp_vertex) - 1),
@@ -391,12 +407,20 @@ STAGES = {"seed only (whole experts, as the paper)": dict(seed="whole", chains=F
 
 
 def _drift_batches(config: dict):
-    """(B, batch index, instance) over the drift-16 batches of ``config`` (drawn from a trace
-    when ``config["trace"]`` names one, :func:`drift_batches`)."""
+    """(B, batch index, instance) over the drift-16 batches of ``config`` at the ``proxy_skew``
+    reading's skew (:func:`proxy_skew_of`; drawn from a trace when ``config["trace"]`` names
+    one, :func:`drift_batches`)."""
     tr = TraceRouting.of(config)
+    skew = 1.0 if tr else proxy_skew_of(config)
     for B in config["tokens"]:
-        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr)):
+        for b, inst in enumerate(drift_batches(B, config["batches"], seed=config.get("seed", 0), trace=tr, skew=skew)):
             yield B, b, inst
+
+
+def _with_skew(df: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """``df`` with a ``skew`` column: the proxy's Zipf skew its batches ran at (NaN on a trace)."""
+    df["skew"] = float("nan") if config.get("trace") else proxy_skew_of(config)
+    return df
 
 
 def _drift_cells(config: dict, model: CostModel):
@@ -405,7 +429,7 @@ def _drift_cells(config: dict, model: CostModel):
         yield B, b, inst, model.makespan(inst, solve(inst, model, STATIC))
 
 
-@experiment("drift16_stages")
+@experiment("drift16_stages", readings=("proxy_skew",))
 def drift16_stages(config: dict) -> pd.DataFrame:
     """Table 8: cumulative stages on the drift-16 scenario, makespan / static under the
     three-term serving model; solve time per batch."""
@@ -418,7 +442,7 @@ def drift16_stages(config: dict) -> pd.DataFrame:
             rows.append({"B": B, "batch": b, "stages": name,
                          "ratio_to_static": model.makespan(inst, d) / static,
                          "solve_ms": 1e3 * (time.perf_counter() - t0)})
-    return pd.DataFrame(rows)
+    return _with_skew(pd.DataFrame(rows), config)
 
 
 def forced_time(inst: Instance, model: CostModel) -> float:
@@ -432,7 +456,7 @@ def forced_time(inst: Instance, model: CostModel) -> float:
     return float(model.time(G, N).max())
 
 
-@experiment("drift16_forced")
+@experiment("drift16_forced", readings=("proxy_skew",))
 def drift16_forced(config: dict) -> pd.DataFrame:
     """Why Table 8's rows agree: on the batches of ``drift16_stages`` (the same config, the trace's
     when it names one), per (B, batch) whether every stage set of :data:`STAGES` ends at the same
@@ -451,7 +475,7 @@ def drift16_forced(config: dict) -> pd.DataFrame:
 TERMS = {"full 3-term (4)": (), "drop traffic (c2 gamma)": ("traffic",), "drop floor (a b) = tokens only": ("floor",)}
 
 
-@experiment("drift16_terms")
+@experiment("drift16_terms", readings=("proxy_skew",))
 def drift16_terms(config: dict) -> pd.DataFrame:
     """Table 9: solve with terms deleted from the objective, score under the full model."""
     full = CostModel.named(config.get("params", "proxy-serving"))
@@ -462,4 +486,4 @@ def drift16_terms(config: dict) -> pd.DataFrame:
             d = solve(inst, obj, "tempo")
             rows.append({"B": B, "batch": b, "objective": name,
                          "ratio_to_static": full.makespan(inst, d) / static})
-    return pd.DataFrame(rows)
+    return _with_skew(pd.DataFrame(rows), config)

@@ -13,6 +13,7 @@ the same batches and reuse every policy the alternative does not change).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -112,14 +113,36 @@ def _worker_init(blas_threads: int) -> None:
 
 
 def _bar(total: int, desc: str, progress: bool):
+    """A progress bar on stderr (cells done, rate, time left) that shows once the grid has run
+    :data:`BAR_DELAY_S` seconds, so short grids stay quiet; in a notebook kernel or a log file
+    (not a terminal) it redraws at most every 2 s."""
     if not progress:
         return None
     try:
         from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit="cell", file=sys.stderr, disable=None)
     except ImportError:
         return None
+    tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    if _labels:  # the study (and its reading); the grid's own name when it says more
+        same = desc.replace(" ", "_") in _labels[-1]
+        desc = _labels[-1] if same else f"{_labels[-1]}: {desc}"
+    return tqdm(total=total, desc=desc, unit="cell", file=sys.stderr, disable=False, delay=BAR_DELAY_S,
+                mininterval=0.1 if tty else 2.0, dynamic_ncols=tty)
+
+
+#: seconds a grid runs before its progress bar appears
+BAR_DELAY_S = 3.0
+_labels: list[str] = []
+
+
+@contextlib.contextmanager
+def labelled(text: str):
+    """Within the block, grids' progress bars start with ``text`` (the study and its reading)."""
+    _labels.append(str(text))
+    try:
+        yield
+    finally:
+        _labels.pop()
 
 
 def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers: int | None = None,

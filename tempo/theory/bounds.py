@@ -127,10 +127,11 @@ def random_partition_instance(m: int, solvable: bool, seed: int = 0, max_weight:
 
 
 # ---------------------------------------------------------------------------- Theorem 2 probe suite
-def probe_suite(n: int = 1296, seed: int = 0, max_experts: int = 512, max_gpus: int = 16):
+def probe_suite(n: int = 1296, seed: int = 0, max_experts: int = 512, max_gpus: int = 16, min_gpus: int = 2):
     """Full-replication instances for Theorem 2's tightness probe (Appendix A.4): Zipf and
     uniform token counts, several scales, and adversarial constructions with one giant
-    expert.  Yields (kind, Instance, CostModel)."""
+    expert, on g GPUs drawn from {1, 2, 4, 8, 16} within [``min_gpus``, ``max_gpus``].
+    Yields (kind, params name, Instance, CostModel)."""
     rng = np.random.default_rng(seed)
     kinds = ["zipf", "uniform", "giant", "giant_plus_dust"]
     models = [("dsv3-offline", CostModel.named("dsv3-offline")),
@@ -138,7 +139,7 @@ def probe_suite(n: int = 1296, seed: int = 0, max_experts: int = 512, max_gpus: 
               ("dsv3-testbedb-tile", CostModel.named("dsv3-testbedb-tile"))]
     for i in range(n):
         kind = kinds[i % len(kinds)]
-        g = int(rng.choice([v for v in (2, 4, 8, 16) if v <= max_gpus] or [max_gpus]))
+        g = int(rng.choice([v for v in (1, 2, 4, 8, 16) if min_gpus <= v <= max_gpus] or [max_gpus]))
         E = int(rng.choice(sorted({e for e in (8, 32, 128, 512) if e <= max_experts} | {max_experts})))
         scale = float(rng.choice([16, 64, 256, 1024]))
         if kind == "zipf":

@@ -491,15 +491,32 @@ def describe(meta: dict, shape) -> str:
     return ", ".join(parts)
 
 
+def public_trace(sha256: str) -> str | None:
+    """The file name of the shipped public trace (``data/traces/manifest.json``) whose bytes
+    have ``sha256``, or None: a trace that is not one of them is a user's own recording."""
+    from ..core import paths
+    from ..core.io import read_json
+
+    manifest = paths.TRACES / "manifest.json"
+    if not manifest.is_file():
+        return None
+    files = (read_json(manifest, 2**20, "data/traces/manifest.json") or {}).get("files") or {}
+    return next((name for name, f in files.items() if isinstance(f, dict) and f.get("sha256") == sha256), None)
+
+
 def trace_config(path) -> dict:
     """What an experiment's config carries when it runs on the trace at ``path`` (the build's
     ``TRACE``): ``trace`` (the path), ``trace_sha256`` (the file's contents, so the cache key
     and the result's ``.meta.json`` name exactly which recording), ``trace_source`` (its
-    metadata's ``source``) and ``trace_about`` (:func:`describe`).  Reads the file once (a
+    metadata's ``source``), ``trace_about`` (:func:`describe`), ``trace_step_kind`` (what a step
+    is: batch, request or aggregate; "" when the trace does not say) and ``trace_public`` (the
+    shipped public trace it is, :func:`public_trace`, or "").  Reads the file once (a
     ``ValueError`` names it when it is not a tempo trace)."""
     counts, meta = read_trace(path)
-    return {"trace": str(path), "trace_sha256": file_sha256(path), "trace_source": str(meta.get("source") or ""),
-            "trace_about": describe(meta, counts.shape)}
+    sha = file_sha256(path)
+    return {"trace": str(path), "trace_sha256": sha, "trace_source": str(meta.get("source") or ""),
+            "trace_about": describe(meta, counts.shape), "trace_step_kind": str(meta.get("step_kind") or ""),
+            "trace_public": public_trace(sha) or ""}
 
 
 def with_trace(config: dict, path) -> dict:

@@ -58,6 +58,16 @@ def _run(chromium, args, timeout=120):
                               capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(BOOK)))
+def test_page_prose_has_no_raw_latex(page):
+    """Text a reader sees (outside code, math and charts) holds no ``$`` and no ``\\command``:
+    a generated sentence writes its math in plain text, or the page typesets it."""
+    from rendered_text import raw_latex
+
+    found = raw_latex(page.read_text())
+    assert not found, f"{page.name}: raw LaTeX in the prose: {found[:5]}"
+
+
 def test_book_was_built():
     assert BOOK.joinpath("index.html").exists(), f"no built book at {BOOK}: run `make book PROFILE=smoke`"
     assert len(pages()) >= 3
@@ -89,3 +99,17 @@ def test_page_renders_offline(chromium, page):
     shot = SHOTS / (str(page.relative_to(BOOK)).replace("/", "__").replace(".html", ".png"))
     res = _run(chromium, [f"--screenshot={shot}", "--window-size=1280,2400", "--hide-scrollbars", url])
     assert shot.exists(), res.stderr[-2000:]
+
+
+def test_raw_latex_check_finds_what_it_must():
+    from rendered_text import raw_latex
+
+    page = ('<p>all with $b/\\beta$ between</p><span class="math notranslate">\\(b\\)</span>'
+            '<pre>echo $HOME</pre><div class="tempo-chart-static"><svg><text>$x</text></svg></div>'
+            '<p>fine: <code>$x</code> b/β ≈ 55.7</p>')
+    found = raw_latex(page, context=0)
+    assert found == ["\\beta", "$", "$"] or sorted(found) == sorted(["$", "\\beta", "$"])
+    assert raw_latex('<p>b/β ≈ 55.7 <code>$x \\beta</code></p>') == []
+    # a shell variable in a quoted command is not math; a math span is
+    assert raw_latex('<td>C="python -m tempo epbench"; $C --csv wc-b$B.csv && ingest "$C"</td>') == []
+    assert raw_latex('<p>The split at $B = 512$ differs</p>', context=0) == ["$", "$"]

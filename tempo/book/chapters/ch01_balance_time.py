@@ -42,11 +42,14 @@ def roofline_table(fits: dict | None = None, hbm_bytes_per_s: float = TESTBED_A_
 
 def shape_glue() -> dict:
     """The expert sizes (MB, fp8) and inflections n* of the three shapes, as the exercises quote
-    them (``mb_<shape>``, ``ns_<shape>``), for :func:`tempo.book.paper.glue`."""
+    them (``mb_<shape>``, ``ns_<shape>``, and ``ns_dsv3_h200``: DSv3's n* scaled to 4.8 TB/s), for
+    :func:`tempo.book.paper.glue`."""
     t = roofline_table().set_index("shape")
     return {"mb_dsv3": t.loc["DSv3", "expert MB (fp8)"], "mb_qwen3": t.loc["Qwen3-30B", "expert MB (fp8)"],
             "mb_dsv2": t.loc["DSv2-Lite", "expert MB (fp8)"], "ns_dsv3": t.loc["DSv3", "n* (tokens)"],
-            "ns_qwen3": t.loc["Qwen3-30B", "n* (tokens)"], "ns_dsv2": t.loc["DSv2-Lite", "n* (tokens)"]}
+            "ns_qwen3": t.loc["Qwen3-30B", "n* (tokens)"], "ns_dsv2": t.loc["DSv2-Lite", "n* (tokens)"],
+            # DSv3's n* on a GPU with 4.8 TB/s and the same compute: n* scales as bandwidth^-1
+            "ns_dsv3_h200": t.loc["DSv3", "n* (tokens)"] * TESTBED_A_HBM / 4.8e12}
 
 
 def roofline_glue(roof: pd.DataFrame) -> dict:
@@ -214,11 +217,11 @@ def proxy_gain_text(gain: pd.DataFrame, b_beta_lo: float = 390 / 7, b_beta_hi: f
                    f"{smallest:.3f}).")
     if wins:
         out.append(f"The time model beats both proxies by more than 1% on {wins} of {int(g['grid points'])} grid points, "
-                   f"all with $b/\\beta$ between {g['there, b / beta from (tokens)']:.1f} and {g['to (tokens)']:.1f} tokens "
+                   f"all with b/β between {g['there, b / beta from (tokens)']:.1f} and {g['to (tokens)']:.1f} tokens "
                    f"(at most {largest:.2f}x). The toy's arithmetic predicts that band: both proxies lose where token "
-                   f"balancing's seven floors cost more than a balanced GPU's 390 tokens, $b/\\beta > 390/7 \\approx$ "
+                   f"balancing's seven floors cost more than a balanced GPU's 390 tokens, b/β > 390/7 ≈ "
                    f"{b_beta_lo:.1f}, and METRO's hot GPU's 690 tokens cost more than its four floors, "
-                   f"$b/\\beta < 690/4 =$ {b_beta_hi:.1f}. Outside it one proxy is already right.")
+                   f"b/β < 690/4 = {b_beta_hi:.1f}. Outside it one proxy is already right.")
     else:
         out.append("The time model beats neither proxy by more than 1% anywhere on this grid.")
     return " ".join(out)

@@ -80,7 +80,7 @@ def below_one_text(svm: pd.DataFrame, milp_limit: float) -> str:
     artefacts = ("a time-out, where HiGHS returns its best dispatch so far (its incumbent), not a proven optimum; "
                  "or HiGHS's numerical tolerances, which let the dispatch it hands back carry shares of a few "
                  "billionths of a token on replicas whose activation it did not pay, while `tempo` prices every "
-                 "share as an activation, so that dispatch costs a whole floor $b$ more")
+                 "share as an activation, so that dispatch costs a whole floor b more")
     if below == 0:
         out = (f"In this build none does: 0 of {n} batches have a ratio below 1 (the smallest is "
                f"{sh['ratio_min']:.4f}, the largest {sh['ratio_max']:.4f}), and HiGHS proved {sh['proven']} of the {n} "

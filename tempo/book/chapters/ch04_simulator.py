@@ -224,10 +224,11 @@ def mixed_text(mixed: pd.DataFrame, tokens) -> str:
             "token picks 8 distinct experts, so no expert is linear. The paper's own synthetic routing draws pairs "
             "independently (its E_eff formula, Section 3.2), where one expert may take more pairs than there are tokens."
             if too_few else ".")) +
-        f" The split at $B = 512$ differs from the paper's ({tables.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
+        f" The split at B = 512 differs from the paper's ({tables.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
         f"of activations flat, {tables.text_number('fig5', 'linear_share_of_tokens_B512'):.0f}% of tokens linear): the paper "
-        "measured that pair on real routing traces, which this project does not have, so the claim stays in the "
-        "ledger as needing a recorded trace.")
+        "measured that pair on recorded routing of Qwen3-30B and DSv2-Lite. The rows of a recorded trace above (the "
+        "public ESFT recording, the DSv2-Lite architecture, unless the build was given `TRACE=`) are real routing of a "
+        "trained model; the ledger shows the ESFT values as stand-ins, apart from the verdicts.")
 
 
 # ---------------------------------------------------------------------------- proxy mispricing (Table 1)
@@ -274,10 +275,13 @@ def concentration_text(rstats: pd.DataFrame) -> str:
     workload (``routing_stats``) against the paper's ShareGPT routing."""
     rs = rstats.set_index("stat")
     pr = paper_routing_stats()
-    return ("One reason magnitudes differ: our Zipf(1.0) workload is far more concentrated than any routing the paper "
-            f"characterizes. Its hottest expert carries {rs.loc['max_over_mean', 'zipf1.0_iid']:.0f}x the mean expert's load "
-            f"(routing statistics above) against {pr.loc['max_over_mean', 'paper']} for the paper's ShareGPT routing; the "
-            "paper does not report this statistic for the proxy traces behind Table 1, so the comparison is indicative only.")
+    col, name = ("proxy_iid", "proxy") if "proxy_iid" in rs else ("zipf1.0_iid", "Zipf(1.0)")
+    return (f"One reason magnitudes differ from real routing: our {name} workload is far more concentrated than any "
+            f"routing the paper characterizes. Its hottest expert carries {rs.loc['max_over_mean', col]:.0f}x the mean "
+            f"expert's load (routing statistics above) against {pr.loc['max_over_mean', 'paper']} for the paper's "
+            "ShareGPT routing. The paper's proxy router was synthetic too, and its skew is calibrated here to the one "
+            "statistic the paper prints of it (Section 5.13), so Table 1's magnitudes are compared on the paper's own "
+            "input; the paper does not report this statistic for its proxy.")
 
 
 # ---------------------------------------------------------------------------- the phase diagram (Fig. 6, Fig. 12)
@@ -592,9 +596,11 @@ def moonep_text(mt: pd.DataFrame) -> str:
         f"{-dec.tempo.max():.1f} to {-dec.tempo.min():.1f}% on the same batches: perfect token balance does nothing for the "
         "activation floor. Charged prefetch turns MoonEP slower than static, as in the paper, but by "
         f"{dec.moonep_charged.min():.0f} to {dec.moonep_charged.max():.0f}% instead of the paper's "
-        f"{' to '.join(f'+{v:g}' for v in claims_file.claim_row('moonep_charged_decode')['paper'])}%: our replay copies "
-        "few experts per batch (it moves tokens from the most loaded rank's largest expert first, so one copy carries "
-        "many tokens) and charges each copy 4 b, about 16 us for this shape. The paper's accounting of a copy is not "
+        f"{' to '.join(f'+{v:g}' for v in claims_file.claim_row('moonep_charged_decode')['paper'])}%: the replay copies "
+        "few experts per batch, even from MoonEP's own layout (it fills a receiver's quota from the donor's largest "
+        "expert first, so one copy carries many tokens), and charges each copy 4 b, about 16 us for this shape; the "
+        "ledger's note on moonep_charged_decode counts the copies against what the paper's range would take. The "
+        "paper's accounting of a copy is not "
         "specified beyond the 4x ratio (its measured MoonEP prefetch on the real library is for the DSv3 shape, "
         "a different expert size, so it does not calibrate this replay). At prefill the free variant and token-LP coincide "
         f"({pre.moonep_free.round(1).tolist()} vs {pre.token_lp.round(1).tolist()} %), as the paper reports.")
@@ -640,12 +646,18 @@ def table3_measured() -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- trace replay (Section 5.4)
-def trace_replay_config(trace_path, sizes: dict) -> dict:
-    """The ``trace_replay`` config: the trace (``None``: a synthetic one), the steps, layers and
+def trace_replay_config(trace_path, sizes: dict, public: str | None = None) -> dict:
+    """The ``trace_replay`` config: the trace (``None``: the shipped public trace ``public``,
+    its first ``trace_layers`` layers, or without one a synthetic trace), the steps, layers and
     rescaled batch sizes of ``sizes``; a trace's contents key the cache and record its
     provenance (:func:`tempo.world.traces.trace_config`)."""
     cfg = {"trace": trace_path, "steps": sizes["trace_steps"], "layers": sizes["trace_layers"],
            "rescale": sizes["trace_rescale"]}
+    if not trace_path and public:
+        from ...core import paths
+
+        trace_path = str(paths.TRACES / public)
+        cfg.update(trace=trace_path, max_layers=sizes["trace_layers"])
     if trace_path:
         from ...world.traces import trace_config
 
@@ -658,7 +670,9 @@ def trace_source_text(tr_cfg: dict) -> str:
     from ...studies import routing_label
 
     return (f"{routing_label(tr_cfg) if tr_cfg.get('trace') else 'Trace source: **synthetic** (no `TRACE` given).'} "
-            "Qwen3-30B offline cost model, EP8, EPLB 1.25x from the first half of the steps.")
+            + (f"Its first {tr_cfg['max_layers']} layers. " if tr_cfg.get("max_layers") else "")
+            + "Priced with the Table 6 offline model of the trace's shape (Qwen3-30B for 128 experts, top-8; "
+            "DSv2-Lite for 64, top-6), EP8, EPLB 1.25x from the first half of the steps.")
 
 
 # ---------------------------------------------------------------------------- Fig. 12 at s = 0: computed candidates

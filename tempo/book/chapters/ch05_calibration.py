@@ -261,7 +261,7 @@ def bootstrap_view(rec: Recording, n_boot: int) -> list:
     ci = bs[["a", "b", "c", "beta", "n_star"]].quantile([0.025, 0.5, 0.975]).T
     ci.columns = ["2.5%", "median", "97.5%"]
     narrow = S[(S.kind == "grid") & S.G.between(9, 20)]
-    out = [ci.round(4)]
+    out = [ci.round(4), Markdown(identified_text(ci, sorted(S[S.kind == "grid"].G.unique())))]
     if narrow.G.nunique() >= 2:
         bn = bootstrap(narrow, n_boot=n_boot, seed=1)
         out.append(Markdown(
@@ -269,6 +269,33 @@ def bootstrap_view(rec: Recording, n_boot: int) -> list:
             f"corr(a, b) = {bn.a.corr(bn.b):.3f}, b in [{bn.b.quantile(0.025):.1f}, {bn.b.quantile(0.975):.1f}] us, "
             f"beta in [{bn.beta.quantile(0.025):.4f}, {bn.beta.quantile(0.975):.4f}]."))
     return out
+
+
+#: a parameter is identified by the grid when its 95% bootstrap interval is narrower than this
+#: share of its median
+IDENTIFIED_WIDTH = 0.5
+
+
+def identified_text(ci: pd.DataFrame, G_values) -> str:
+    """Whether this recording's grid (its ``G_values``) pins the floor b and the slope beta, from
+    the bootstrap intervals ``ci`` (rows a, b, c, beta, n_star; columns 2.5%, median, 97.5%): a
+    parameter is identified when its interval is narrower than :data:`IDENTIFIED_WIDTH` of its
+    median."""
+    def ok(p):
+        lo, med, hi = ci.loc[p, "2.5%"], ci.loc[p, "median"], ci.loc[p, "97.5%"]
+        return med > 0 and (hi - lo) <= IDENTIFIED_WIDTH * med
+
+    Gs = ", ".join(str(int(g)) for g in G_values)
+    b, beta = ci.loc["b"], ci.loc["beta"]
+    rng = f"b anywhere in {b['2.5%']:.2f}-{b['97.5%']:.2f} us, n* in {ci.loc['n_star', '2.5%']:.0f}-{ci.loc['n_star', '97.5%']:.0f}"
+    if ok("b") and ok("beta"):
+        return (f"This recording's grid (G = {Gs}) identifies both: b within {b['2.5%']:.2f}-{b['97.5%']:.2f} us and "
+                f"beta within {beta['2.5%']:.4f}-{beta['97.5%']:.4f} us/token.")
+    if ok("beta"):
+        return (f"This recording's grid has only G = {Gs}, and it does not identify b ({rng}); beta is pinned "
+                f"({beta['2.5%']:.4f}-{beta['97.5%']:.4f} us/token). A grid over a wider range of G would pin b too.")
+    return (f"This recording's grid (G = {Gs}) identifies neither b ({rng}) nor beta "
+            f"({beta['2.5%']:.4f}-{beta['97.5%']:.4f} us/token).")
 
 
 def fits_table(rec: Recording) -> pd.DataFrame:
@@ -288,9 +315,7 @@ def h200_prediction(hbm_tb_s: float = 4.8) -> pd.DataFrame:
     :func:`tempo.book.repro.expected_floor`): per shape, the floor ``b`` and the inflection
     ``n*`` ranges, indexed by shape."""
     from .. import repro
-    from .ch98_reproduction_map import FLOOR_SHAPES
-
-    return pd.DataFrame([repro.expected_floor(s, p, hbm_tb_s) for s, p in FLOOR_SHAPES]).set_index("shape")
+    return pd.DataFrame([repro.expected_floor(s, p, hbm_tb_s) for s, p in repro.FLOOR_SHAPES]).set_index("shape")
 
 
 def prediction_numbers(pred: pd.DataFrame | None = None) -> dict:

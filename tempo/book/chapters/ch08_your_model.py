@@ -3,6 +3,8 @@ while it takes a new expert shape from its roofline estimate to a fitted cost mo
 dispatch comparison."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -55,25 +57,81 @@ def is_gpu(rec: pd.Series) -> bool:
     return str(rec["backend"]) != "cpu"
 
 
-def fit_text(rec: pd.Series, model: CostModel, samples: pd.DataFrame, bound_us: float) -> str:
+def chart_G(samples: pd.DataFrame, most: int = 4) -> list[int]:
+    """Up to ``most`` activation counts of the recording's grid for the fit chart, spread from
+    the smallest to the largest (every one when there are no more than ``most``)."""
+    have = sorted(int(g) for g in set(samples[samples.kind == "grid"].G))
+    if len(have) <= most:
+        return have
+    idx = np.unique(np.round(np.linspace(0, len(have) - 1, most)).astype(int))
+    return [have[i] for i in idx]
+
+
+def fit_text(rec: pd.Series, model: CostModel, samples: pd.DataFrame, bound_us: float,
+             check: pd.DataFrame | None = None) -> str:
     """What step 3's fit says, in Markdown, written from the recording and the fit: the device,
     the fitted floor against step 1's roofline bound, and the mean error; a CPU recording is
-    called what it is."""
+    called what it is.  ``check`` (chapter 05's
+    :func:`~tempo.book.chapters.ch05_calibration.prediction_check` table): when it holds this
+    recording, the fit is set against the H200 prediction and the recording's other fits."""
     from ...calib import fit_error
 
     err = 100 * fit_error(model, samples)
     head = (f"This is the {rec['device']} recording of the {rec['shape']} expert ({rec['backend']}, "
-            f"{int(rec['cells'])} cells, {rec['date']}): the fitted floor is $b =$ {model.b:.2f} us, "
+            f"{int(rec['cells'])} cells, {rec['date']}): the fitted floor is b = {model.b:.2f} us, "
             f"{model.b / bound_us:.2f}x the roofline bound of step 1 ({bound_us:.2f} us), the inflection "
-            f"(where one expert's two pieces cross) $n^* \\approx$ {model.n_star:.0f} tokens, and the fit's mean error is {err:.1f}%.")
-    if is_gpu(rec):
-        tail = (" The paper's offline fits (Table 6) have errors of 4-8%; a larger error says the two-piece model "
-                "misses part of this kernel's curve (the recording's `fit.json` also holds the tile-aware and "
-                "three-term fits)." if err > 8 else
-                " That is within the 4-8% of the paper's offline fits (Table 6).")
+            f"(where one expert's two pieces cross) n* ≈ {model.n_star:.0f} tokens, and the fit's mean error is {err:.1f}%.")
+    if not is_gpu(rec):
+        return head + (" A CPU has no weight-streaming floor worth the name (chapter 05), so these numbers say "
+                       "nothing about a GPU; on a GPU expect b just above the bound of step 1.")
+    tail = (" The paper's offline fits (Table 6) have errors of 4-8%; a larger error says the two-piece model "
+            "misses part of this kernel's curve (the recording's `fit.json` also holds the tile-aware and "
+            "three-term fits)." if err > 8 else
+            " That is within the 4-8% of the paper's offline fits (Table 6).")
+    mine = (check[check.recording == Path(str(rec["path"])).name] if check is not None and len(check) and "path" in rec
+            else None)
+    if mine is None or mine.empty:
         return head + tail
-    return head + (" A CPU has no weight-streaming floor worth the name (chapter 05), so these numbers say "
-                   "nothing about a GPU; on a GPU expect $b$ just above the bound of step 1.")
+    p = mine.iloc[0]
+    b_lo, b_hi = (float(v) for v in p["predicted b (us)"].split("-"))
+    n_lo, n_hi = (float(v) for v in p["predicted n*"].split("-"))
+
+    def where(x, lo, hi, digits):
+        return ("inside" if round(lo, digits) <= round(x, digits) <= round(hi, digits) else
+                "below" if x < lo else "above")
+
+    out = [head + tail,
+           f"Before measuring, chapter 05 predicted for this shape on an H200 b = {p['predicted b (us)']} us and "
+           f"n* = {p['predicted n*']} tokens (chapter 01's exercise 3 scales the paper's n* by bandwidth the same "
+           f"way). This fit's b is {where(model.b, b_lo, b_hi, 1)} that range and its n* "
+           f"{where(model.n_star, n_lo, n_hi, 0)} it."]
+    tile = mine[mine.form.str.startswith("tile-aware")]
+    if len(tile):
+        t = tile.iloc[0]
+        held = bool(t["b held"] and t["n* held"])
+        out.append(f"Eq. 1 has no term for the 128-token tiles of the grouped GEMM; the tile-aware fit (Eq. 2) of the "
+                   f"same samples gives b = {t['b (us)']:.2f} us and n* ≈ {t['n*']:.0f}, "
+                   + ("inside both ranges: the prediction held for the model that prices tiles"
+                      if held else "not inside both ranges either")
+                   + " (chapter 05, \"The H200 prediction, checked\").")
+    return " ".join(out)
+
+
+def dispatch_rows(batch: Instance, dispatch, n: int = 4) -> pd.DataFrame:
+    """The dispatch table's rows of the ``n`` experts with the most tokens: per expert its
+    tokens and replica count, and the share of its tokens for each replica column, labelled
+    with the GPU of that replica (the hottest experts are the rows a dispatch table is for)."""
+    prob = dispatch.probabilities(batch)
+    hot = np.argsort(-batch.counts, kind="stable")[:n]
+    width = int(batch.n_replicas[hot].max())
+    rows = []
+    for e in hot:
+        row = {"expert": int(e), "tokens": int(batch.counts[e]), "replicas": int(batch.n_replicas[e])}
+        for r in range(width):
+            g = int(batch.replica_gpu[e, r]) if r < batch.n_replicas[e] else -1
+            row[f"replica {r}"] = f"{prob[e, r]:.3f} (GPU {g})" if g >= 0 else ""
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("expert")
 
 
 # ---------------------------------------------------------------------------- step 4: the batch

@@ -6,9 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...paper import claims_file
-
-#: (expert shape, the paper's parameter set) of the floors the chapter predicts
-FLOOR_SHAPES = [("dsv3", "dsv3-offline"), ("qwen3-30b", "qwen3-30b-offline"), ("dsv2-lite", "dsv2lite-offline")]
+from ..repro import FLOOR_SHAPES
 
 
 def checked_map() -> pd.DataFrame:
@@ -54,47 +52,11 @@ def expected_glue(hbm_tb_s: float = 4.8) -> dict:
             "h200_ns_lo": e["expected n*, low"], "h200_ns_hi": e["expected n*, high"]}
 
 
-def measured_vs_expected(recs: pd.DataFrame, hbm_tb_s: float = 4.8) -> pd.DataFrame:
-    """Every fp8 GPU recording (DeepGEMM: the prediction assumes one byte per weight) under
-    ``data/measured/`` (``recs``: ``tempo.measured.catalog.recordings("calibration")``) of a shape
-    :data:`FLOOR_SHAPES` predicts, with its fitted floor b and inflection (Eq. 1, the recording's
-    own ``fit.json``; n* is the fit's own inflection, where one expert's two pieces cross) beside
-    the prediction made before measuring."""
-    from ...measured.catalog import load_recording
-    from .. import repro
+def measured_check(recs: pd.DataFrame, hbm_tb_s: float = 4.8) -> tuple[pd.DataFrame, str]:
+    """The prediction above against every fp8 GPU recording of a predicted shape (``recs``:
+    ``tempo.measured.catalog.recordings("calibration")``): chapter 05's check
+    (:func:`tempo.book.chapters.ch05_calibration.prediction_check`), the same three fits and
+    verdicts, so the two pages say one thing.  Returns ``(table, sentence)``."""
+    from .ch05_calibration import h200_prediction, prediction_check
 
-    rows = []
-    from pathlib import Path
-
-    for _, r in recs[recs.backend == "deep_gemm"].iterrows():
-        pset = dict(FLOOR_SHAPES).get(r["shape"])
-        if pset is None:
-            continue
-        _, fits, _ = load_recording(r["path"])
-        params = fits["max_affine"]["params"]
-        e = repro.expected_floor(r["shape"], pset, hbm_tb_s)
-        rows.append({"recording": f"{r['machine']}/{Path(r['path']).name}", "shape": r["shape"], "backend": r["backend"],
-                     "cells": int(r["cells"]), "measured b (us)": params["b"], "expected b, low (us)": e["b_lo_us"],
-                     "expected b, high (us)": e["b_hi_us"], "measured n*": params.get("n_star", params["b"] / params["beta"]),
-                     "expected n*, low": e["nstar_lo"], "expected n*, high": e["nstar_hi"],
-                     "fit error %": 100 * fits["max_affine"]["error"]})
-    return pd.DataFrame(rows)
-
-
-def measured_text(table: pd.DataFrame) -> str:
-    """Markdown from :func:`measured_vs_expected`: whether a GPU run has been recorded, and for
-    each recording whether its floor landed in the predicted range, below it or above it."""
-    if table.empty:
-        return "No GPU run of this artifact has been recorded yet: the range above is a prediction only."
-    out = [f"{len(table)} GPU recording{'s' if len(table) > 1 else ''} of these shapes "
-           f"{'are' if len(table) > 1 else 'is'} under `data/measured/` (the table above)."]
-    for _, r in table.iterrows():
-        lo, hi, b = r["expected b, low (us)"], r["expected b, high (us)"], r["measured b (us)"]
-        where = ("inside the predicted range" if lo <= b <= hi else
-                 f"{'below' if b < lo else 'above'} the predicted {lo:.1f}-{hi:.1f} us")
-        nlo, nhi, ns = r["expected n*, low"], r["expected n*, high"], r["measured n*"]
-        nwhere = ("inside the predicted range" if nlo <= ns <= nhi else
-                  f"{'below' if ns < nlo else 'above'} the predicted {nlo:.0f}-{nhi:.0f}")
-        out.append(f"`{r['recording']}` ({r['cells']} cells): $b =$ {b:.2f} us, {where}; $n^* \\approx$ {ns:.0f} "
-                   f"tokens, {nwhere}.")
-    return " ".join(out)
+    return prediction_check(recs, h200_prediction(hbm_tb_s))

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..claims.registry import STATUS_COLORS as _COLORS, STATUSES as _STATUSES
+
 #: background colour of a ledger row per status (in the order of ``claims.STATUSES``)
-STATUS_COLORS = ["#d9f2d9", "#eef7ee", "#f9d6d5", "#fde3c8", "#eeeeee", "#fbf0c9", "#dbe8f6", "#e8f1fa"]
+STATUS_COLORS = [_COLORS[s][1] for s in _STATUSES]
 
 
 def summary_markdown(df: pd.DataFrame, profile: str) -> str:
@@ -36,10 +38,36 @@ def _alternatives_html(sens: pd.DataFrame, cid: str) -> str:
             f"{len(moves)} move the verdict</summary><ul>{items}</ul></details>")
 
 
+#: what replaces the routing-trace recipe in each note: the page says the recipe once
+TRACE_RECIPE_REF = "record one as the box above the table says"
+
+
+def trace_recipe() -> str:
+    """The recipe for recording the routing trace every "needs a recorded trace" claim waits
+    for, in Markdown, said once above the ledger table."""
+    from .. import claims
+
+    return ("**Recording a routing trace** (what every claim marked \"needs a recorded trace\" waits for): "
+            + claims.RECORD_TRACE[0].upper() + claims.RECORD_TRACE[1:] + ". Then rebuild the claim's chapter "
+            "with `TRACE=trace.npz` (each such note names it) and the ledger with `python -m tempo ledger`.")
+
+
+def _inline_code(text: str) -> str:
+    """HTML-escaped ``text`` with its `backtick` spans as <code>."""
+    import html
+    import re
+
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
 def ledger_html(df: pd.DataFrame) -> str:
-    """The ledger (:func:`tempo.book.claims.build_ledger`) as the page's scrollable HTML table, each
-    row coloured by its status; the column "under other readings" expands to the claim's value
-    and status under each alternative reading (``df.attrs["sensitivity"]``)."""
+    """The ledger (:func:`tempo.book.claims.build_ledger`) as the page's HTML table, four columns
+    that fit a 1280 px page without horizontal scrolling: the claim (its id and section above
+    it; its note, tolerance, evidence, source and the values under other readings below it),
+    the paper's number, ours and the status, each row coloured by its status.  The routing-trace
+    recipe the trace claims share is replaced by a pointer to :func:`trace_recipe`."""
+    import html
+
     from .. import claims
 
     show = claims.show_table(df)
@@ -47,31 +75,38 @@ def ledger_html(df: pd.DataFrame) -> str:
         raise ValueError(f"STATUS_COLORS has {len(STATUS_COLORS)} colours for {len(claims.STATUSES)} statuses")
     colors = dict(zip(claims.STATUSES, STATUS_COLORS))
     sens = df.attrs.get("sensitivity")
-    if sens is not None and "under other readings" in show:
-        show = show.assign(**{"under other readings": [_alternatives_html(sens, i) for i in show.id]})
-    show = compact_columns(show.drop(columns=[c for c in ("readings",) if c in show]))
-    table = (show.style.apply(lambda r: [f"background-color: {colors[r.status]}"] * len(r), axis=1)
-             .set_properties(subset=["claim"], **{"min-width": "22em"})
-             .set_properties(subset=["tolerance"], **{"min-width": "8em"})
-             .hide(axis="index").to_html())
-    return f'<div style="overflow-x: auto; font-size: 0.85em">{table}</div>'
+    rows = []
+    for r in show.itertuples():
+        note = str(r.note or "")
+        note = "" if note == "nan" else note.replace(claims.RECORD_TRACE, TRACE_RECIPE_REF)
+        unit = "" if str(r.unit) == "nan" else f" {html.escape(str(r.unit))}"
+        detail = [f"tolerance: {html.escape(str(r.tolerance))}" if str(r.tolerance) not in ("", "nan") else "",
+                  f"evidence: {html.escape(str(r.evidence))}" if str(r.evidence) not in ("", "nan") else ""]
+        detail = "; ".join(d for d in detail if d)
+        cell = (f'<b id="claim-{html.escape(r.id)}">{html.escape(r.id)}</b> <small>{html.escape(str(r.section))}</small>'
+                f"<br>{html.escape(str(r.claim))}"
+                + (f"<br><small>{_inline_code(note)}</small>" if note else "")
+                + (f"<br><small>{detail}</small>" if detail else "")
+                + (f"<details><summary><small>source</small></summary><small>{_inline_code(str(r.provenance))}</small></details>"
+                   if str(r.provenance or "").strip() not in ("", "nan") else "")
+                + (_alternatives_html(sens, r.id) if sens is not None else ""))
+        rows.append(f'<tr style="background-color: {colors[r.status]}"><td>{cell}</td>'
+                    f"<td>{html.escape(str(r.paper))}{unit}</td><td>{html.escape(str(r.ours))}{unit}</td>"
+                    f"<td>{html.escape(r.status)}</td></tr>")
+    head = "<tr><th>claim</th><th>paper</th><th>this artifact</th><th>status</th></tr>"
+    cols = '<col style="width: 58%"><col style="width: 13%"><col style="width: 13%"><col style="width: 16%">'
+    return ('<div class="tempo-ledger" style="font-size: 0.85em"><table style="table-layout: fixed; width: 100%; '
+            f'overflow-wrap: anywhere">{cols}<thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def compact_columns(show: pd.DataFrame) -> pd.DataFrame:
-    """The ledger table narrow enough for a 1280 px page: the note goes under the claim's text
-    (small type) and the provenance into a collapsed "source" detail below it, so the wide
-    free-text columns need no horizontal scroll; the other columns are unchanged."""
-    import html
-
-    def cell(r):
-        out = html.escape(str(r.claim))
-        if str(r.note or "").strip() and str(r.note) != "nan":
-            out += f'<br><small>{html.escape(str(r.note))}</small>'
-        if str(r.provenance or "").strip() and str(r.provenance) != "nan":
-            out += f'<details><summary><small>source</small></summary><small>{html.escape(str(r.provenance))}</small></details>'
-        return out
-
-    return show.assign(claim=[cell(r) for r in show.itertuples()]).drop(columns=["note", "provenance"])
+def readings_effects(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`readings_claims` folded to fit a page: per claim some reading lists, the readings
+    whose alternatives move its verdict, change only its value, change nothing, or were not run
+    in this build (comma-separated)."""
+    m = readings_claims(df)
+    cols = {"verdict": "move the verdict", "value": "change the value", "=": "change nothing", "not run": "not run"}
+    return pd.DataFrame([{label: ", ".join(r for r in m.columns if row[r] == effect) for effect, label in cols.items()}
+                         for _, row in m.iterrows()], index=m.index, columns=list(cols.values()))
 
 
 def readings_claims(df: pd.DataFrame) -> pd.DataFrame:
@@ -205,3 +240,59 @@ def recordings_view(root=None) -> list:
     out.append(Markdown("Claims read from ingested recordings: " + "; ".join(
         f"{k}: {', '.join(claims_reading(k))}" for k in ("epbench", "serve-bench"))))
     return out
+
+
+def readings_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per reading of ``data/paper/readings.yaml``: how settled the text leaves it, the
+    paper's choice (the one the verdicts use), the text that supports the alternatives
+    (``against``), and what each alternative gives in this build: the verdicts it moves (the
+    paper's reading's status first) and how many values it changes only, from
+    ``df.attrs["sensitivity"]``."""
+    from .. import claims
+    from ...paper import readings
+
+    sens = df.attrs.get("sensitivity")
+    rows = []
+    for sp in readings.specs().values():
+        gives = []
+        for choice in sp.choices:
+            if choice == sp.paper:
+                continue
+            g = sens[(sens.reading == sp.id) & (sens.choice == choice)] if sens is not None and len(sens) else None
+            if g is None or g.empty:
+                st = df.set_index("id").status.reindex(list(sp.claims)).dropna() if "status" in df else pd.Series(dtype=str)
+                why = (" (its claims wait for evidence this build lacks: " + ", ".join(sorted(set(st))) + ")"
+                       if len(st) and st.isin(list(claims.NEED_STATUS.values())).all() else "")
+                gives.append(f"{choice}: no claim computed under it{why}")
+                continue
+            mv = [f"{r.id} ({r.paper_reading_status} -> {r.status}, {r.ours or '-'})" for r in g.itertuples()
+                  if claims.verdict_moves(r.paper_reading_status, r.status)]
+            val = sum(1 for r in g.itertuples() if not claims.verdict_moves(r.paper_reading_status, r.status)
+                      and r.status != "not run in this build" and str(r.ours) != str(r.paper_reading_ours))
+            run = int((g.status != "not run in this build").sum())
+            gives.append(f"{choice}: " + (f"moves {', '.join(mv)}; " if mv else "moves no verdict; ")
+                         + f"changes {val} other value(s) of {run} computed")
+        rows.append({"reading": sp.id, "settled": sp.settled, "paper's choice": sp.paper,
+                     "what supports the alternatives": sp.against or "(not recorded)",
+                     "what each alternative gives": " | ".join(gives) if gives else "(one choice only)"})
+    return pd.DataFrame(rows)
+
+
+def readings_html(df: pd.DataFrame) -> str:
+    """:func:`readings_table` as the page's compact HTML table: the text against each choice
+    collapsed under its first words."""
+    import html
+
+    t = readings_table(df)
+
+    def fold(text):
+        text = str(text)
+        head = " ".join(text.split()[:8])
+        return (f"<details><summary><small>{html.escape(head)} ...</small></summary><small>{html.escape(text)}"
+                f"</small></details>") if len(text) > len(head) else f"<small>{html.escape(text)}</small>"
+
+    t = t.assign(**{"what supports the alternatives": t["what supports the alternatives"].map(fold),
+                    "what each alternative gives": t["what each alternative gives"].map(
+                        lambda s: "<br>".join(f"<small>{html.escape(x)}</small>" for x in str(s).split(" | ")))})
+    return (f'<div style="overflow-x: auto; font-size: 0.85em">'
+            f'{t.to_html(index=False, escape=False)}</div>')

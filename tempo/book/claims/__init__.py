@@ -39,11 +39,11 @@ from __future__ import annotations
 from ...paper.claims_file import BOUNDS, TOL_KINDS, claim_rows, precision
 from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
                        bootstrap_ci, check, claim, format_value, printed, seed_range, tolerance)
-from .ledger import (RECORD_TRACE, build_ledger, claims_reading, counts, evaluate, load_inputs, main, need_note,
+from .ledger import (RECORD_TRACE, build_ledger, claims_reading, counts, evaluate, load_inputs, need_note,
                      sensitivity, sensitivity_view, show_table, summary_markdown, trace_need_note, verdict_moves, view)
 
 __all__ = ["BOUNDS", "TOL_KINDS", "claim_rows", "precision", "CONSISTENCY", "EVIDENCE", "NEED_STATUS", "REGISTRY",
            "SATISFIES", "STATUSES", "Spec", "Value", "bootstrap_ci", "check", "claim", "format_value", "printed",
            "tolerance", "RECORD_TRACE", "build_ledger", "claims_reading", "counts", "evaluate",
-           "load_inputs", "main", "need_note", "sensitivity", "sensitivity_view", "show_table", "summary_markdown",
+           "load_inputs", "need_note", "sensitivity", "sensitivity_view", "show_table", "summary_markdown",
            "trace_need_note", "verdict_moves", "view", "VERDICTS", "seed_range"]

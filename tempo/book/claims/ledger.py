@@ -3,26 +3,28 @@
 :func:`evaluate` gives one claim's row (status, ours, tolerance, evidence, provenance, note) from
 the result CSVs under ``build/results/<profile>/``; :func:`build_ledger` gives all of them (and writes
 ``claims.csv`` and ``ledger_summary.md``); :func:`view` the rows a chapter shows beside its
-results; :func:`main` is ``python -m tempo ledger``.  Importing this module registers every
+results; :mod:`.terminal` is ``python -m tempo ledger``.  Importing this module registers every
 claim function (:mod:`tempo.book.claims.functions`).
 """
 from __future__ import annotations
 
 import dataclasses
-import sys
+import warnings
 
+import numpy as np
 import pandas as pd
 
-from ...core import paths
 from ...core.io import atomic_write_csv, atomic_write_text
 from ...paper import readings
 from ...paper.claims_file import claim_rows
 from ...paper.readings import Reading
-from ...studies.results import PROFILES, ResultKey, Results
+from ...studies.results import ResultKey, Results
 from . import functions  # noqa: F401  (registers every claim's function)
 from .functions.measured import MEASURED_CLAIMS
-from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
-                       check, format_value, printed, tolerance)
+from .functions.trace import RECIPES
+from .registry import (CATEGORIES, CATEGORY, CONSISTENCY, EVIDENCE, EVIDENCE_CATEGORY, EVIDENCE_STATUS, NEED_STATUS,
+                       REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value, check, format_value, one_build, printed,
+                       tolerance)
 
 
 
@@ -153,9 +155,18 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
                        note="this build has no " + ", ".join(f"{stems[m]}.csv" for m in missing)
                             + f" in build/results/{results.profile}/ (run {row['chapter']})")
         return out
-    v = _call(spec, frames, reading)
+    try:
+        v = _call(spec, frames, reading)
+    except Exception as exc:  # noqa: BLE001
+        if row["id"] not in MEASURED_CLAIMS:
+            raise  # a claim on this build's own results: an error is a bug, never hidden
+        # the recordings under data/measured are not this build's: a bad one never stops the ledger
+        warnings.warn(f"{row['id']}: its recordings could not be read ({type(exc).__name__}: {exc})", stacklevel=2)
+        out.update(status="not computable", note=f"{CATEGORY['not computable'].prefix}: the recordings under "
+                                                 f"data/measured could not be read ({type(exc).__name__}: {exc})")
+        return out
     if v is None:  # the results hold no cell the claim is about (a reduced grid), or no GPU recording
-        if need is not None:
+        if need is not None and not computed_on_input(frames):
             out.update(status=NEED_STATUS[need], note=need_note(row))
         else:
             out.update(status="not run in this build",
@@ -171,16 +182,31 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
     evidence = v.evidence or spec.evidence
     prov = _provenance(spec, v, results)
     out["reading"] = _reading_label(frames, reading)
+    if evidence in EVIDENCE_STATUS:  # a public recording of another model, or aggregates: never a verdict
+        shown = v.ours if evidence != "aggregate" else None
+        out.update(ours=shown, status=EVIDENCE_STATUS[evidence], evidence=evidence, provenance=prov,
+                   n_seeds=v.n_seeds, note=v.note)
+        return out
     if need is not None and evidence not in SATISFIES[need]:
         who = "stand-in" if evidence in ("gpu", "cluster") else "CPU stand-in"  # a GPU measurement is no CPU run
         stand = f"{who} ({EVIDENCE[evidence]}): {format_value(v.ours)} {row['unit']}, not a verdict"
         out.update(status=NEED_STATUS[need], evidence=evidence, provenance=prov,
                    note="; ".join(x for x in (need_note(row), stand, v.note) if x))
         return out
-    if v.stand_in:
-        # measured on other hardware or on a partial grid (the hardware_grid reading): shown, never a verdict
-        out.update(ours=v.ours, status="stand-in", evidence=evidence, provenance=prov, n_seeds=v.n_seeds,
-                   note="; ".join(x for x in (f"stand-in, not a verdict: {v.stand_in}", v.note) if x))
+    bad = not_finite(v.ours)
+    if bad and v.cause:  # the function found the claimed effect absent on this grid and says why
+        out.update(ours=v.ours, status="deviates", evidence=evidence, provenance=prov, n_seeds=v.n_seeds,
+                   note="; ".join(x for x in (f"computed cause: {v.cause}", v.note) if x and x != v.cause))
+        return out
+    if bad:  # NaN or inf (a zero time in a recording, an empty slice): no number to judge
+        out.update(ours=v.ours, status="not computable", evidence=evidence, provenance=prov, n_seeds=v.n_seeds,
+                   note="; ".join(x for x in (f"{CATEGORY['not computable'].prefix}: {bad}", v.note) if x))
+        return out
+    cat, why = category_of(row, v, evidence, results, spec)
+    if cat:
+        # a stand-in (other hardware, a partial grid), a time on this machine ...: shown, never a verdict
+        out.update(ours=v.ours, status=cat, evidence=evidence, provenance=prov, n_seeds=v.n_seeds,
+                   note="; ".join(x for x in (f"{CATEGORY[cat].prefix}: {why}", v.note) if x))
         return out
     ok, why = check(row, v)
     tol, _ = tolerance(row, v)
@@ -200,6 +226,37 @@ def evaluate(row: dict, profile, alternative=None) -> dict:
     out.update(ours=v.ours, status=status, evidence=evidence, provenance=prov, note=note,
                tolerance=f"{format_value(tol)} ({why}){_seeds_text(v, row.get('bound'))}", ci=v.ci, n_seeds=v.n_seeds)
     return out
+
+
+def not_finite(ours) -> str:
+    """Why ``ours`` (a float or a pair) is no number a verdict can use, or ``""``."""
+    vals = ours if isinstance(ours, tuple) else (ours,)
+    bad = [x for x in vals if x is None or not np.isfinite(x)]
+    if not bad:
+        return ""
+    return (f"our value is {format_value(ours)}: the results it is computed from give no finite number "
+            f"(a zero or missing time, an empty slice of the table)")
+
+
+def machine_text(results: Results, stems) -> str:
+    """The machine the inputs ``stems`` were computed on, from their ``.meta.json``
+    (``machine``), or ``"this build's machine"`` when they do not record it."""
+    seen = [m.get("machine") for m in (results.meta(s) for s in stems) if m and m.get("machine")]
+    return "; ".join(dict.fromkeys(seen)) or "this build's machine"
+
+
+def category_of(row: dict, v: Value, evidence: str, results: Results, spec: Spec) -> tuple[str, str]:
+    """(category status, why) of a value the ledger shows but never judges (:data:`CATEGORIES`),
+    or ("", "") for a verdict: the value's own category, else its evidence's
+    (:data:`EVIDENCE_CATEGORY`: a time on this machine is a machine figure)."""
+    if v.category:
+        return v.category, v.why
+    cat = EVIDENCE_CATEGORY.get(evidence)
+    if cat == "machine figure":
+        return cat, (f"{EVIDENCE[evidence]}, measured on {machine_text(results, spec.inputs)}; the paper's "
+                     f"{printed(row['paper_text'])} {row['unit']} comes from a machine it does not name, so the two are "
+                     f"figures of two machines, not a check of one against the other")
+    return (cat, EVIDENCE[evidence]) if cat else ("", "")
 
 
 def sensitivity(row: dict, profile) -> list[dict]:
@@ -232,10 +289,21 @@ def fallback_flag(frames: dict) -> str:
             + ", ".join(f"{n} in {s}.csv" for s, n in sorted(hit.items())) + ")")
 
 
+def computed_on_input(frames: dict) -> bool:
+    """Whether a need's claim's inputs ran on an input that can decide it (a recorded trace or the
+    calibrated proxy, :func:`tempo.book.claims.functions.trace.decisive_input`): a function that
+    then finds nothing says why in the build's terms, never with the recording recipe."""
+    from .functions.trace import decisive_input
+
+    return decisive_input(frames)
+
+
 def need_note(row: dict) -> str:
     """What a claim that declares a need (trace, GPU, cluster) waits for, with the commands that give it."""
     if row.get("requires"):
         return f"needs {row['requires']}"
+    if row["needs"] == "trace" and row["id"] in RECIPES:
+        return RECIPES[row["id"]]
     return {"trace": trace_need_note(row["chapter"]),
             "gpu": f"needs a GPU: run `make notebook NB={row['chapter']} PROFILE=gpu` on one",
             "cluster": "needs a multi-GPU cluster: record it (see the serving chapter for the commands) and store the "
@@ -263,6 +331,20 @@ def build_ledger(profile: str, write: bool = True) -> pd.DataFrame:
     as a table).  Also written to ``claims.csv``, ``claims_sensitivity.csv`` and
     ``ledger_summary.md`` there."""
     results = Results(profile)
+    with one_build():   # each intermediate (a recording read, a fit) computed once
+        rows, sens = _rows(results)
+    df = pd.DataFrame(rows)
+    df.attrs["sensitivity"] = pd.DataFrame(sens, columns=["id", "reading", "choice", "ours", "status", "note",
+                                                          "paper_reading_ours", "paper_reading_status"])
+    if write:
+        d = results.dir
+        atomic_write_csv(show_table(df), d / "claims.csv")
+        atomic_write_csv(df.attrs["sensitivity"], d / "claims_sensitivity.csv")
+        atomic_write_text(d / "ledger_summary.md", summary_markdown(df, profile))
+    return df
+
+
+def _rows(results: Results) -> tuple[list, list]:
     rows, sens = [], []
     for r in claim_rows():
         e = evaluate(r, results)
@@ -278,15 +360,7 @@ def build_ledger(profile: str, write: bool = True) -> pd.DataFrame:
                      "kind": r["kind"], "needs": r["needs"] or "", "chapter": r["chapter"], "reading": e["reading"],
                      "n_seeds": e["n_seeds"], "readings": ", ".join(dict.fromkeys(a["reading"] for a in alt)),
                      "under other readings": alternatives_text(alt), "fallbacks": e.get("fallbacks", 0)})
-    df = pd.DataFrame(rows)
-    df.attrs["sensitivity"] = pd.DataFrame(sens, columns=["id", "reading", "choice", "ours", "status", "note",
-                                                          "paper_reading_ours", "paper_reading_status"])
-    if write:
-        d = results.dir
-        atomic_write_csv(show_table(df), d / "claims.csv")
-        atomic_write_csv(df.attrs["sensitivity"], d / "claims_sensitivity.csv")
-        atomic_write_text(d / "ledger_summary.md", summary_markdown(df, profile))
-    return df
+    return rows, sens
 
 
 def reading_cause(alt: list[dict]) -> str:
@@ -325,17 +399,19 @@ def view(profile: str, ids) -> pd.DataFrame:
     results = Results(profile)
     rows = _claims_of(ids)
     out = []
+    with one_build():
+        evals = {i: evaluate(rows[i], results) for i in ids}
     for i in ids:
-        e = evaluate(rows[i], results)
+        e = evals[i]
         out.append({"claim": rows[i]["claim"], "paper": printed(rows[i]["paper_text"]), "this artifact": format_value(e["ours"]),
                     "unit": rows[i]["unit"], "status": e["status"], "note": e["note"]})
     return pd.DataFrame(out, index=pd.Index(list(ids), name="id"))
 
 
 def verdict_moves(paper_status: str, other_status: str) -> bool:
-    """Whether a claim's verdict differs under another reading: both are verdicts or stand-ins
-    (:data:`VERDICTS`, "stand-in") and they differ.  A missing run or a need moves nothing."""
-    kinds = set(VERDICTS) | {"stand-in"}
+    """Whether a claim's verdict differs under another reading: both are verdicts or categories
+    (:data:`VERDICTS`, :data:`CATEGORIES`) and they differ.  A missing run or a need moves nothing."""
+    kinds = set(VERDICTS) | set(CATEGORY)
     return paper_status in kinds and other_status in kinds and paper_status != other_status
 
 
@@ -360,12 +436,20 @@ def counts(df: pd.DataFrame) -> dict:
     return {s: int((df.status == s).sum()) for s in STATUSES}
 
 
+def categories_text(c: dict) -> str:
+    """``"n stand-ins (...), n machine figures (...), ..."``: the counts of every category
+    (:data:`CATEGORIES`) as the summary, the README and the intro give them."""
+    return ", ".join(f"{c[k.status]} {k.counted}" for k in CATEGORIES)
+
+
 def summary_markdown(df: pd.DataFrame, profile: str) -> str:
+    """The ledger's counts as one paragraph (``ledger_summary.md``, which the book's intro
+    includes): every status of :data:`STATUSES`, the categories apart from the verdicts."""
     c = counts(df)
     return (f"**Claims ledger** ({len(df)} claims, profile `{profile}`, recomputed from this build's results under the "
             f"paper's reading): {c['reproduced']} reproduced, {c['consistent']} consistent with the paper's own parameters "
-            f"(not counted as reproduced), {c['deviates']} deviate, {c['stand-in']} stand-ins (measured on another GPU or "
-            f"on a partial grid: shown, not verdicts), {c['not run in this build']} not run in this build, "
+            f"(not counted as reproduced), {c['deviates']} deviate; apart from the verdicts {categories_text(c)}; "
+            f"{c['not run in this build']} not run in this build, "
             f"{c['needs a recorded trace']} need a recorded trace, {c['needs a GPU']} need a GPU, "
             f"{c['needs a cluster']} need a cluster. See the [Claims ledger](claims-ledger) chapter.\n")
 
@@ -375,73 +459,6 @@ def show_table(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["id", "status", "paper", "ours", "unit", "tolerance", "section", "claim", "evidence", "provenance", "note"]
     cols += [c for c in ("reading", "readings", "under other readings") if c in df]
     return df.assign(paper=df.paper_text, ours=df.ours.map(format_value))[cols]
-
-
-#: the markers of the README's ledger counts, rewritten by ``python -m tempo ledger --readme``
-README_MARKERS = ("<!-- ledger-counts: generated by python -m tempo ledger --readme -->", "<!-- /ledger-counts -->")
-
-
-def readme_counts(df: pd.DataFrame, profile: str) -> str:
-    """The README's sentence of ledger counts (stand-ins and needs apart from the verdicts)."""
-    c = counts(df)
-    return (f"{len(df)} quantitative claims, each with our number and a status; the `{profile}` build gives "
-            f"{c['reproduced']} reproduced, {c['consistent']} consistent (arithmetic or the paper's own inputs, not "
-            f"counted as reproductions), {c['deviates']} deviate; {c['stand-in']} stand-ins (hardware claims measured "
-            f"on another GPU or a partial grid: not verdicts), {c['not run in this build']} not run, "
-            f"{c['needs a recorded trace']} need a recorded trace, {c['needs a GPU']} a GPU and "
-            f"{c['needs a cluster']} a cluster")
-
-
-def write_readme_counts(df: pd.DataFrame, profile: str, readme=None) -> str:
-    """Rewrite the README's ledger counts between :data:`README_MARKERS` with
-    :func:`readme_counts`; ``ValueError`` when the README lacks the markers.  Returns the text."""
-    readme = paths.ROOT / "README.md" if readme is None else readme
-    text = readme.read_text()
-    start, end = README_MARKERS
-    if start not in text or end not in text:
-        raise ValueError(f"{readme} has no ledger-counts markers ({start} ... {end})")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    line = readme_counts(df, profile)
-    readme.write_text(f"{head}{start}{line}{end}{tail}")
-    return line
-
-
-def main(argv=None) -> int:
-    """``python -m tempo ledger --profile P``: rebuild the ledger from this build's results."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m tempo ledger", description=main.__doc__)
-    ap.add_argument("--profile", default="full", choices=PROFILES)
-    ap.add_argument("--status", help="show only claims with this status")
-    ap.add_argument("--readme", action="store_true", help="also rewrite the ledger counts in README.md")
-    a = ap.parse_args(argv)
-    df = build_ledger(a.profile)
-    if a.readme:
-        try:
-            print("README.md:", write_readme_counts(df, a.profile), file=sys.stderr)
-        except ValueError as exc:
-            ap.error(str(exc))
-    show = show_table(df)
-    if a.status:
-        if a.status not in STATUSES:
-            ap.error(f"--status must be one of {STATUSES}")
-        show = show[show.status == a.status]
-    from ..textwrap_table import wrap_table
-
-    print(wrap_table(show[["id", "status", "paper", "ours", "unit", "note"]],   # wrapped to the terminal's width
-                     caps={"id": 26, "status": 14, "paper": 10, "ours": 10, "unit": 8}))
-    print()
-    print(summary_markdown(df, a.profile).replace(" See the [Claims ledger](claims-ledger) chapter.", ""))
-    skipped = skipped_recordings()
-    if skipped:
-        print(f"{len(skipped)} recording(s) under data/measured skipped (they do not load): "
-              + "; ".join(f"{f.parent.name}/{f.name}: {why}" for f, why in skipped), file=sys.stderr)
-    flagged = int((df.get("fallbacks", pd.Series(dtype=int)) > 0).sum())
-    if flagged:
-        print(f"{flagged} claim(s) computed with solver fallbacks (see their notes)", file=sys.stderr)
-    print(f"written: {(Results(a.profile).dir / 'claims.csv').relative_to(paths.ROOT)}", file=sys.stderr)
-    return 0
 
 
 def skipped_recordings() -> list:

@@ -13,6 +13,7 @@ Imports nothing of the book.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -20,11 +21,52 @@ import numpy as np
 
 from ...paper.claims_file import precision
 
-STATUSES = ["reproduced", "consistent", "deviates", "stand-in", "not run in this build",
-            "needs a recorded trace", "needs a GPU", "needs a cluster"]
 #: the statuses that are verdicts (an independent computation or arithmetic checked against the
-#: paper's number); a stand-in, a missing result and a need are not
+#: paper's number); a category, a missing result and a need are not
 VERDICTS = ("reproduced", "consistent", "deviates")
+
+
+@dataclass(frozen=True)
+class Category:
+    """A status for a value the ledger shows beside its claim and counts apart, never as a
+    verdict.  ``status``: the ledger's status; ``counted``: how the summary, the README and the
+    book's intro count it (``"{n} {counted}"``); ``prefix``: the row's note begins
+    ``"{prefix}: {why}"``; ``bar``, ``row``: its colours in the chapter's chart and table."""
+    status: str
+    counted: str
+    prefix: str
+    bar: str
+    row: str
+
+
+#: The categories, in the order the ledger counts them.  A new category is one entry here; a
+#: claim function puts a value in it with ``Value(..., category=status, why=...)`` (or an
+#: evidence kind maps to it, :data:`EVIDENCE_CATEGORY`).
+CATEGORIES = (
+    Category("stand-in", "stand-ins (measured on another GPU or on a partial grid: shown, not verdicts)",
+             "stand-in, not a verdict", "#f58518", "#fde3c8"),
+    Category("machine figure", "machine figures (a time on this build's machine, shown with the machine: not verdicts)",
+             "a machine figure, not a verdict", "#b279a2", "#f1e4ee"),
+    Category("not computable", "not computable (the results give no finite value; the note says why)",
+             "not computable", "#9d755d", "#efe4dc"),
+    Category("stand-in: public trace", "stand-ins on a public trace (another model's routing: shown, not verdicts)",
+             "stand-in on a public trace, not a verdict", "#fcbf7f", "#fdebd9"),
+    Category("not computable on this trace: aggregates",
+             "not computable on this trace (its steps are whole-run aggregates, not batches)",
+             "not computable on this trace: aggregates", "#d6d6d6", "#f2f2f2"),
+)
+CATEGORY = {c.status: c for c in CATEGORIES}
+#: evidence kinds whose values always fall in a category: a time on the build's machine is a
+#: figure of that machine (Section 4.2's solve times), never a verdict
+EVIDENCE_CATEGORY = {"machine": "machine figure"}
+NEEDS_STATUSES = ("needs a recorded trace", "needs a GPU", "needs a cluster")
+STATUSES = [*VERDICTS, *(c.status for c in CATEGORIES), "not run in this build", *NEEDS_STATUSES]
+#: colours per status, in :data:`STATUSES` order: (bar, table row)
+_BASE_COLORS = {"reproduced": ("#54a24b", "#d9f2d9"), "consistent": ("#a0d3a0", "#eef7ee"),
+                "deviates": ("#e45756", "#f9d6d5"), "not run in this build": ("#bab0ac", "#eeeeee"),
+                "needs a recorded trace": ("#f2cf5b", "#fbf0c9"), "needs a GPU": ("#4c78a8", "#dbe8f6"),
+                "needs a cluster": ("#9ecae9", "#e8f1fa")}
+STATUS_COLORS = {s: _BASE_COLORS[s] if s in _BASE_COLORS else (CATEGORY[s].bar, CATEGORY[s].row) for s in STATUSES}
 NEED_STATUS = {"trace": "needs a recorded trace", "gpu": "needs a GPU", "cluster": "needs a cluster"}
 #: evidence kinds a value can rest on; the first two give "consistent", not "reproduced"
 EVIDENCE = {"paper-parameters": "arithmetic on the paper's own parameters",
@@ -33,11 +75,19 @@ EVIDENCE = {"paper-parameters": "arithmetic on the paper's own parameters",
             "synthetic": "model-space computation on synthetic routing",
             "machine": "wall-clock time on this build's machine",
             "trace": "model-space replay of a recorded routing trace",
+            "proxy": "model-space computation on the paper's synthetic proxy router, its skew calibrated to the "
+                     "paper's printed statistic (the paper's own input)",
+            "public-trace": "model-space replay of a public recording of another model's routing (not the paper's "
+                            "trace)",
+            "aggregate": "a trace whose steps are whole-run aggregates, not batches",
             "gpu": "measurement on a GPU",
             "cluster": "measurement on a multi-GPU cluster"}
-CONSISTENCY = {"paper-parameters", "identity"}
+CONSISTENCY = {"paper-parameters", "identity", "proxy"}
 #: which evidence can decide a claim that declares a need
-SATISFIES = {"trace": {"trace"}, "gpu": {"gpu"}, "cluster": {"cluster"}}
+SATISFIES = {"trace": {"trace", "proxy"}, "gpu": {"gpu"}, "cluster": {"cluster"}}
+#: evidence that is never a verdict but has a status of its own: a public recording of another
+#: model (shown with its value), a trace of whole-run aggregates for a claim about batches
+EVIDENCE_STATUS = {"public-trace": "stand-in: public trace", "aggregate": "not computable on this trace: aggregates"}
 
 
 # ------------------------------------------------------------------ values and specs
@@ -56,7 +106,8 @@ class Value:
 
     ``stand_in``: why this value cannot decide the claim (a measurement on another GPU or on
     a partial grid, the ``hardware_grid`` reading): the ledger shows it with status
-    "stand-in", never as a verdict.
+    "stand-in", never as a verdict.  ``category`` and ``why``: the same for any category of
+    :data:`CATEGORIES` (``stand_in="x"`` is ``category="stand-in", why="x"``).
 
     ``cause``: what in this build's results makes the value what it is, computed from them (a
     decomposition, the cell that sets an extreme, the term that differs from the paper's
@@ -70,6 +121,14 @@ class Value:
     n_seeds: int = 0
     stand_in: str = ""
     cause: str = ""
+    category: str = ""
+    why: str = ""
+
+    def __post_init__(self):
+        if self.category and self.category not in CATEGORY:
+            raise ValueError(f"category must be one of {sorted(CATEGORY)}, got {self.category!r}")
+        if self.stand_in and not self.category:
+            self.category, self.why = "stand-in", self.stand_in
 
 
 def cause_of(fn, frame=None, needs=()) -> str:
@@ -94,6 +153,32 @@ class Spec:
 
 
 REGISTRY: dict[str, Spec] = {}
+
+#: the intermediates of one ledger build (:func:`once`), None outside :func:`one_build`
+_ONCE: dict | None = None
+
+
+@contextmanager
+def one_build():
+    """A block (one ledger build) within which :func:`once` computes each intermediate once;
+    forgotten when the block ends (results change between builds)."""
+    global _ONCE
+    outer, _ONCE = _ONCE, ({} if _ONCE is None else _ONCE)
+    try:
+        yield
+    finally:
+        _ONCE = outer
+
+
+def once(key, fn):
+    """``fn()``, computed once per key within :func:`one_build` (a fit of a recording, a
+    recording read from data/measured that several claims and their alternative readings
+    share); outside it, every time.  The value is shared: callers must not change it."""
+    if _ONCE is None:
+        return fn()
+    if key not in _ONCE:
+        _ONCE[key] = fn()
+    return _ONCE[key]
 
 
 def claim(claim_id: str, inputs=(), evidence: str = "synthetic", provenance: str = "", uses=()):

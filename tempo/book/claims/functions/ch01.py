@@ -18,11 +18,16 @@ def _toy(frames):
     return frames["toy_dispatch"].groupby("policy").makespan_us.first()
 
 
-for _cid, _pol in [("toy_token_lp", "token_lp"), ("toy_metro", "metro"), ("toy_tempo", "tempo")]:
+# METRO's 69 us and TEMPO's 60 us are solver outputs that could miss; token-LP's 105 us cannot: b = 15 was
+# solved from 105 / 7 and every toy expert has >= 2 tokens, so the spread pays 7 floors per GPU by
+# construction (arithmetic on the paper's inputs: consistent, not reproduced), and the ratio inherits it
+for _cid, _pol in [("toy_metro", "metro"), ("toy_tempo", "tempo")]:
     claim(_cid, ["toy_dispatch"], "model", _TOY)(lambda f, p=_pol: float(_toy(f)[p]))
+_TOY_LP = _TOY + "; b was inferred from this 105 us, so the value is arithmetic on the paper's inputs"
+claim("toy_token_lp", ["toy_dispatch"], "paper-parameters", _TOY_LP)(lambda f: float(_toy(f)["token_lp"]))
 
 
-@claim("toy_ratio", ["toy_dispatch"], "model", _TOY)
+@claim("toy_ratio", ["toy_dispatch"], "paper-parameters", _TOY_LP + " (token-LP / TEMPO)")
 def toy_ratio(f):
     ms = _toy(f)
     return float(ms["token_lp"] / ms["tempo"])

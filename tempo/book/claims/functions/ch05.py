@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..registry import Value, claim
+from ..registry import Value, claim, once
 from .measured import ep_pick, measured_claim, measured_value
 
 
@@ -16,13 +16,14 @@ def _gpu_recordings(shape=None):
     the chapters pick them (:func:`tempo.measured.catalog.rank`)."""
     from ....measured import catalog
 
-    return catalog.rank(catalog.recordings("calibration"), shape, backend="deep_gemm")
+    return once(("gpu_recordings", shape),
+                lambda: catalog.rank(catalog.recordings("calibration"), shape, backend="deep_gemm"))
 
 
 def _measured_recording(path):
     from ....measured.catalog import load_recording
 
-    s, _, man = load_recording(path)
+    s, _, man = once(("recording", str(path)), lambda: load_recording(path))
     path = Path(path)  # named as data/measured/<machine>/<folder>, never by this machine's absolute path
     return s, man, f"measurement: {man.get('device', '?')}, {man.get('date', '?')}, data/measured/{path.parent.name}/{path.name}"
 
@@ -78,8 +79,9 @@ def _fit_err(shape):
         if r.empty:
             return None
         s, man, prov = _measured_recording(r.iloc[0].path)
-        m = fit_cost_model(s, "max_affine", intercept=False).model
-        return _hardware_value(100 * fit_error(m, s), s, man, prov, reading, "A")
+        err = once(("fit_err", str(r.iloc[0].path)),
+                   lambda: 100 * fit_error(fit_cost_model(s, "max_affine", intercept=False).model, s))
+        return _hardware_value(err, s, man, prov, reading, "A")
     return fn
 
 
@@ -88,6 +90,10 @@ claim("fit_err_qwen3", [], "gpu", "a deep_gemm recording under data/measured/", 
 
 
 def _tile_fit(f):
+    return once(("tile_fit",), _tile_fit_now)
+
+
+def _tile_fit_now():
     from ....calib import fit_cost_model, fit_error
     from ....calib.fit import tile_steps
 
@@ -153,10 +159,11 @@ def rank_agreement(df: pd.DataFrame, noise: float = 0.03) -> tuple[int, int]:
 
 @measured_claim("calib_rank_agreement", "epbench", "epbench: predicted (model) vs measured policy ranking over the B ladder")
 def calib_rank_agreement(f):
-    got = ep_pick(lambda m: m.get("tokens") is not None and len(m.get("policies") or []) >= 2, per_tokens=True)
+    got = ep_pick(lambda m: m.get("tokens") is not None and len(m.get("policies") or []) >= 2,
+                  lambda row, df: rank_agreement(df), per_tokens=True, what="calib_rank_agreement")
     if not got:
         return None
-    counts = [rank_agreement(df) for _, df, _ in got]
+    counts = [c for _, c, _ in got]
     agree, pairs = sum(c[0] for c in counts), sum(c[1] for c in counts)
     if pairs == 0:
         return None

@@ -12,12 +12,15 @@ from .measured import (FIXED_POLICIES, ep_pick, has_policies, is_govreport, kept
 def wc_b32_vs_eplb(f):
     # Section 5.1: "At B=32 TEMPO beats EPLB-even by 11-14%": the per-step ratio of the measured
     # layer makespan (dispatch a2a + experts + combine a2a, all-reduce MAX), median over the steps
-    got = ep_pick(lambda m: m.get("tokens") == 32 and has_policies(m, "tempo", "uniform"))
+    def compute(row, df):
+        p = df.pivot_table(index="step", columns="policy", values="layer_us", aggfunc="median")
+        return p, (100 * (1 - p["tempo"] / p["uniform"])).dropna()
+
+    got = ep_pick(lambda m: m.get("tokens") == 32 and has_policies(m, "tempo", "uniform"), compute,
+                  what="wc_b32_vs_eplb")
     if not got:
         return None
-    row, df, reasons = got[0]
-    p = df.pivot_table(index="step", columns="policy", values="layer_us", aggfunc="median")
-    gain = (100 * (1 - p["tempo"] / p["uniform"])).dropna()
+    row, (p, gain), reasons = got[0]
     med = p.median()
     note = (f"median layer time over {len(gain)} steps: tempo {med['tempo']:.1f} us, uniform {med['uniform']:.1f} us"
             + (f", token-LP {med['token_lp']:.1f} us" if "token_lp" in med else ""))
@@ -28,15 +31,17 @@ def wc_b32_vs_eplb(f):
 def wc_within_best(f):
     # "Across all B, TEMPO is within 5% of the per-B best fixed policy": max over the recorded B of
     # median(tempo) / min over fixed policies of median(policy) - 1, one recording per B
-    got = ep_pick(lambda m: m.get("tokens") is not None and "tempo" in (m.get("policies") or [])
-                   and any(p in (m.get("policies") or []) for p in FIXED_POLICIES), per_tokens=True)
-    if not got:
-        return None
-    per = []
-    for row, df, _ in got:
+    def compute(row, df):
         med = df.groupby("policy").layer_us.median()
         fixed = med[[p for p in FIXED_POLICIES if p in med.index]]
-        per.append((row.manifest["tokens"], 100 * (med["tempo"] / fixed.min() - 1), fixed.idxmin()))
+        return row.manifest["tokens"], 100 * (med["tempo"] / fixed.min() - 1), fixed.idxmin()
+
+    got = ep_pick(lambda m: m.get("tokens") is not None and "tempo" in (m.get("policies") or [])
+                  and any(p in (m.get("policies") or []) for p in FIXED_POLICIES), compute, per_tokens=True,
+                  what="wc_within_best")
+    if not got:
+        return None
+    per = [g[1] for g in got]
     worst = max(per, key=lambda x: x[1])
     note = f"worst at B = {worst[0]}; " + ", ".join(f"B={b}: {x:+.1f}% vs {p}" for b, x, p in per)
     return measured_value(float(worst[1]), [g[0] for g in got], [r for g in got for r in g[2]], note=note)

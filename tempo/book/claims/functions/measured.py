@@ -3,6 +3,7 @@ claims measured on GPUs and clusters (Sections 5.1, 5.2, 5.8-5.15), shared by ch
 from __future__ import annotations
 
 import re
+import warnings
 
 import pandas as pd
 
@@ -62,23 +63,44 @@ def ep_reasons(man, world=8, shape="dsv3"):
     return r
 
 
-def ep_pick(usable, per_tokens=False):
-    """[(row, frame, reasons)]: the newest usable epbench recording (one per tokens/GPU with
-    ``per_tokens``), from the cluster-grade ones when any exist, else from the stand-ins."""
+def guarded(row, what: str, fn, *args):
+    """``fn(*args)`` for the recording ``row``, or None with a warning naming the recording and
+    the error when it raises (a recording whose tables disagree with its manifest, written by
+    hand or by another tool): one bad recording is skipped, never stops the ledger."""
+    from ....measured.catalog import where
+
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001  (any error of one recording's data: skip that recording)
+        warnings.warn(f"{what}: recording {where(row)} skipped: {type(exc).__name__}: {exc}", stacklevel=2)
+        return None
+
+
+def ep_pick(usable, compute=None, per_tokens=False, what="epbench claim"):
+    """[(row, frame, reasons)] (with ``compute``: [(row, compute(row, frame), reasons)]): the
+    newest usable epbench recording (one per tokens/GPU with ``per_tokens``) whose ``compute``
+    does not raise (:func:`guarded`: a failing one is skipped with a warning and the next newest
+    taken), from the cluster-grade ones when any exist, else from the stand-ins."""
     from ....measured.catalog import load_epbench, recordings
 
     cands = [(row, None, ep_reasons(row.manifest)) for _, row in recordings("epbench").iterrows() if usable(row.manifest)]
     if not cands:
         return None
-    pool = [c for c in cands if not c[2]] or cands
-    if per_tokens:
-        firsts = {}
-        for c in pool:
-            firsts.setdefault(c[0].manifest.get("tokens"), c)
-        pool = sorted(firsts.values(), key=lambda c: c[0].manifest.get("tokens"))
-    else:
-        pool = pool[:1]
-    return [(row, load_epbench(row.path), reasons) for row, _, reasons in pool]
+    for pool in ([c for c in cands if not c[2]], [c for c in cands if c[2]]):   # cluster-grade first
+        out = {}
+        for row, _, reasons in pool:
+            key = row.manifest.get("tokens") if per_tokens else None
+            if key in out:
+                continue
+            df = guarded(row, what, load_epbench, row.path)
+            got = df if df is None or compute is None else guarded(row, what, compute, row, df)
+            if got is not None:
+                out[key] = (row, got, reasons)
+                if not per_tokens:
+                    break
+        if out:
+            return [out[k] for k in sorted(out, key=lambda k: (k is None, k))]
+    return None
 
 
 def has_policies(man, *policies):
@@ -159,8 +181,8 @@ def serve_pick(compute, **want):
 
     cands = []
     for _, row in recordings("serve-bench").iterrows():
-        pairs, runs = load_serve(row.path)
-        got = compute(row.manifest, pairs, runs)
+        loaded = guarded(row, "serve-bench claim", load_serve, row.path)
+        got = None if loaded is None else guarded(row, "serve-bench claim", compute, row.manifest, *loaded)
         if got is not None and len(got[0]):
             cands.append((row, got, serve_reasons(row.manifest, **want)))
     if not cands:
