@@ -320,3 +320,21 @@ def test_the_chain_depth_reading_sets_the_paper_presets_depth():
     lib = Reading.library()
     assert lib["chain_depth"] == "any_length" and "chain_depth" not in tempo_options(lib)
     assert PRESETS["default"].chain_depth is None
+
+
+def test_under_the_tile_model_the_default_is_within_tau_of_the_uniform_split():
+    """Eq. 2 with duplicate slots: an expert kept whole on one of two slots of a GPU pays a second
+    tile where the uniform split pays an activation.  The reliability audit's instance (tempo 49.83,
+    uniform and the MILP 31.23) and random tile instances: within tau of uniform."""
+    inst = Instance([133, 251], [[-1, -1, 1, 1], [2, -1, -1, 1]], 3)
+    m = CostModel(a=16.276, b=4.984, c=14.120, beta=0.034161, b2=28.566)
+    assert m.makespan(inst, solve(inst, m, "tempo")) == pytest.approx(31.228, abs=1e-3)
+    assert m.makespan(inst, solve(inst, m, "tempo", uniform=False)) > 49
+    n = 0
+    for inst, m in _random_cases(17, 80):
+        if not (m.has_tiles and inst.total_tokens):
+            continue
+        n += 1
+        u = m.makespan(inst, solve(inst, m, "uniform"))
+        assert m.makespan(inst, solve(inst, m, "tempo")) <= u / (1 - TAU) * (1 + REL)
+    assert n >= 20

@@ -28,6 +28,7 @@ import numpy as np
 from ...core.cost import CostModel
 from ...core.instance import MAX_TOTAL_TOKENS, Dispatch, Instance
 from ...core.pricing import Pricer
+from .. import proxies
 from ..exact import token_lp_even, token_lp_highs
 from .._fallback import mark_fallback
 from ..registry import register
@@ -73,8 +74,11 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
             even_shares = np.ascontiguousarray(token_lp_even(inst).shares, dtype=np.float64)
         if "highs" in o.lp_variants:
             highs_shares = np.ascontiguousarray(token_lp_highs(inst).shares, dtype=np.float64)
+    uniform_shares = _NO_SHARES
+    if o.uniform and o.ensemble and model.has_tiles and inst.total_tokens:
+        uniform_shares = np.ascontiguousarray(proxies.uniform(inst).shares, dtype=np.float64)
     shares, ms, chosen, st = solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model),
-                                   solver_options(o, vertex, even), paper, even_shares, highs_shares)
+                                   solver_options(o, vertex, even), paper, even_shares, highs_shares, uniform_shares)
     chosen = CHOSEN[chosen]
     if o.restarts and o.local_search and full and inst.n_experts * inst.n_gpus <= 4096:
         x, ms2 = exchange_pass(inst, model, shares)
@@ -175,6 +179,12 @@ def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, options: Te
         raise ValueError("solve_layers scores the token-LP candidates of lp_variants='auto' only")
     pricer, opts, paper = Pricer.of(model), solver_options(o, vertex=True, even=True), paper_solver_options(o, overrides)
     out = np.empty(rep.shape)
+    tiled = o.uniform and o.ensemble and model.has_tiles
     for layer in range(counts.shape[0]):
-        out[layer] = solve(counts[layer], rep[layer], int(n_gpus), pricer, opts, paper, _NO_SHARES, _NO_SHARES)[0]
+        uni = _NO_SHARES
+        if tiled and counts[layer].any():
+            uni = np.ascontiguousarray(proxies.uniform(Instance(counts[layer], rep[layer], int(n_gpus))).shares,
+                                       dtype=np.float64)
+        out[layer] = solve(counts[layer], rep[layer], int(n_gpus), pricer, opts, paper, _NO_SHARES, _NO_SHARES,
+                           uni)[0]
     return out
