@@ -88,6 +88,14 @@ def test_sizes_and_the_numbers_the_prose_glues():
     assert g["tempo_opt"] == ch02.thm2_headlines(probe)["tempo_worst_pinned"]
     wc = ch02.worst_case_glue(ch02.tempo_worst_case(probe, cfg["n"], cfg["max_experts"], cfg["max_gpus"]))
     assert wc["wc_opt"] * wc["wc_b_share"] / 100 == pytest.approx(wc["wc_b"])
+    from tempo.book import paper
+
+    assert set(paper.glue_values(**wc)) == set(wc)      # every value glues (numbers, no stray strings)
     eps = pd.DataFrame({"scale": [1, 1, 4], "tokens_per_gpu": [32, 64, 128], "eps": [0.1, 0.3, 0.5]})
     e = ch02.epsilon_glue(eps)
     assert (e["eps_med"], e["eps_med_4x"]) == (pytest.approx(20.0), pytest.approx(50.0)) and e["p_eps_max"] == "thm2_eps_max"
+    # synthetic and trace rows side by side: the synthetic medians as before, the trace's apart
+    both = pd.concat([eps.assign(routing="synthetic"), eps.assign(eps=eps.eps * 2, routing="trace")])
+    e2 = ch02.epsilon_glue(both)
+    assert (e2["eps_med"], e2["eps_med_trace"], e2["eps_max_trace"]) == (pytest.approx(20.0), pytest.approx(40.0),
+                                                                         pytest.approx(60.0))

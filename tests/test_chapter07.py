@@ -40,3 +40,18 @@ def test_serving_status_and_recordings(tmp_path):
         ch07.serving_recordings(9, root=tmp_path)
     ep = ch07.epbench_recordings()                      # the gpu-check folders under data/measured/
     assert ep is None or ep.who.str.startswith("this artifact: ").all()
+
+
+def test_recordings_agreement_text():
+    import pandas as pd
+
+    assert ch07.recordings_agreement_text(None) == ""
+    pts = pd.DataFrame({"setting": ["B=64"] * 4, "policy": ["uniform", "uniform", "metro", "metro"],
+                        "metric": ["off the best fixed policy"] * 4, "value": [0.0, 32.3, 1.0, 3.0],
+                        "who": ["a (emulated on one GPU)", "b (emulated on one GPU)"] * 2})
+    text = ch07.recordings_agreement_text(pts)
+    assert "The 2 recordings measured the same settings and disagree by up to 32.3 points" in text
+    assert "uniform at B=64" in text and "median difference over the 2 quantities measured twice is 17.1" in text
+    assert "emulated one after another" in text
+    assert "do not say which is right" in ch07.recordings_agreement_text(pts.assign(who=["a", "b"] * 2))
+    assert ch07.recordings_agreement_text(pts.iloc[[0, 2]]) == ""     # nothing measured twice

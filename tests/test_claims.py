@@ -416,7 +416,8 @@ def test_s0_cause_gives_the_points_short_of_the_paper_per_ep():
             for ep, gains in ((32, (0.0, 2.0)), (64, (0.0, -1.0))) for B, g in zip((16, 1024), gains)]
     v = ch04_regimes.scale_mean_gain_s0({"phase_diagram-scale": pd.DataFrame(rows)}, reading=None)
     assert v.ours == (-0.5, 1.0)
-    assert v.cause.startswith("for the paper's 6.0 to 6.5% TEMPO would have to find dispatches the fixed policies miss")
+    assert v.cause.startswith("for the paper's 6.0 to 6.5% TEMPO would have to beat the best fixed policy by that many "
+                              "more points at s = 0")
     assert "EP32: mean 1.00%, 5.00 points short; TEMPO ends level with the best fixed policy in 1 of 2 cells and " \
            "behind it in 0" in v.cause
     assert "EP64: mean -0.50%, 6.50 points short" in v.cause

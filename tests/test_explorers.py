@@ -236,6 +236,10 @@ def test_phase_explorer_data_reads_the_grid(small_grid):
     assert data["n_stars"] == [50.0, 400.0] and data["batches"] == 2
     assert [s["label"] for s in data["shapes"]] == ["Qwen3-30B", "DSv2-Lite"]
     assert len(data["columns"]) == 4
+    # the page names the preset TEMPO ran with and labels ties with Fig. 6's tolerance
+    from tempo.studies.simulator import TIE_REL
+
+    assert data["tempo_preset"] == "paper" and data["tie_rel"] == TIE_REL
     means = phase_grid_means(grid).set_index(["shape", "ep", "replication", "skew", "B"])
     for col in data["columns"]:
         for i, B in enumerate(data["tokens"]):

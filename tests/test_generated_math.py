@@ -12,7 +12,8 @@ RAW = re.compile(r"\\[A-Za-z]+|\$")
 
 
 def executed():
-    return sorted((paths.BUILD / "executed").glob("*/[0-9][0-9]_*.ipynb")) if (paths.BUILD / "executed").exists() else []
+    found = sorted((paths.BUILD / "executed").glob("*/[0-9][0-9]_*.ipynb")) if (paths.BUILD / "executed").exists() else []
+    return [p for p in found if not p.name.endswith(".partial.ipynb")]      # a run in progress or failed
 
 
 def markdown_outputs(nb: dict):

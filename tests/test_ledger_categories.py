@@ -131,3 +131,17 @@ def test_a_measured_claim_whose_function_raises_is_not_computable(put, monkeypat
     monkeypatch.setitem(REGISTRY, "x_own", Spec((), boom, "model", "test"))
     with pytest.raises(KeyError):
         led.evaluate(_row("x_own"), "smoke")
+
+
+def test_a_stratified_interval_resamples_within_each_cell():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    v = np.concatenate([rng.normal(0, 1, 40), rng.normal(10, 1, 40)])
+    cells = ["a"] * 40 + ["b"] * 40
+    lo, hi = claims.bootstrap_ci(v, np.mean, strata=cells)
+    # the cells keep their sizes: only the within-cell noise moves the mean (sd 1/sqrt(80))
+    assert lo < v.mean() < hi and 0.25 < hi - lo < 0.6
+    assert (lo, hi) == claims.bootstrap_ci(v, np.mean, strata=cells)            # a fixed seed
+    med = claims.bootstrap_ci(v, lambda x: float(np.median(x)), strata=cells)   # a statistic without axis=
+    assert med[0] < np.median(v) < med[1]

@@ -308,6 +308,11 @@ def test_ledger_table_fits_four_columns_and_says_the_trace_recipe_once():
     assert claims.RECORD_TRACE not in page and ch99.TRACE_RECIPE_REF in page
     assert "<code>make notebook NB=04_simulator TRACE=trace.npz</code>" in page
     assert claims.RECORD_TRACE[1:] in ch99.trace_recipe()
+    # a long note shows its first sentence and folds the rest, whole
+    long = "computed cause: the worst instance is a giant. " + "More detail follows here, " * 20 + "end."
+    html_ = ch99._note_html(long)
+    assert html_.startswith("computed cause: the worst instance is a giant.<details>") and "end.</details>" in html_
+    assert ch99._note_html("short & sweet") == "short &amp; sweet"
 
 
 # ------------------------------------------------------------------ computed causes of deviations
@@ -345,6 +350,16 @@ def test_table2_statistics_per_pooling_of_the_two_grids(pooling, mean, p95):
     r = Reading.paper(ablation_pooling=pooling)
     assert _ablation_stat(f, "no ensemble", "mean", r).ours == pytest.approx(mean)
     assert _ablation_stat(f, "no ensemble", "p95", r).ours == pytest.approx(p95)
+
+
+def test_a_weighted_p95_is_numpys_on_the_batches_that_carry_weight():
+    from tempo.book.claims.functions.ch03 import _stat
+
+    rng = np.random.default_rng(1)
+    v = rng.exponential(size=50)
+    w = np.r_[np.zeros(20), np.full(30, 1 / 30)]
+    assert _stat(v, w, "p95") == pytest.approx(np.quantile(v[20:], 0.95))
+    assert _stat(v, np.full(50, 1 / 50), "p95") == pytest.approx(np.quantile(v, 0.95))
 
 
 def test_table2_cause_names_each_pooling_and_the_weight_that_gives_the_paper():
@@ -408,8 +423,8 @@ def test_min_gain_cause_counts_the_switching_band_apart_from_the_flat_cells():
     assert v.ours == pytest.approx(-100 / 24)
     assert v.cause.startswith("2 of 6 cells over the seeds lie below -0.3%; in 1 token-LP is best "
                               "(B = 1024) and TEMPO sits 0.50-0.50% above it, inside its own 1% switching band")
-    assert "1 other, the lowest at DSv2-Lite, s = 0, 1.25x, B = 16, seed 0: metro 24.00 us, TEMPO 25.00 us, " \
-           "a whole step of 100/24" in v.cause
+    assert "in 1 other cell(s) TEMPO stops short of the best fixed policy, the lowest at DSv2-Lite, s = 0, 1.25x, " \
+           "B = 16, seed 0: metro 24.00 us, TEMPO 25.00 us, a whole step of 100/24" in v.cause
     assert "without the latter, 1 of 3 seeds still fail" in v.cause
 
 
@@ -448,3 +463,29 @@ def test_the_readings_table_lists_every_reading_with_what_counts_against_it():
     settled = [sp.id for sp in paper_readings.specs().values() if sp.settled == "yes" and not sp.against]
     assert not settled
     assert "<details>" in ch99.readings_html(led)
+
+
+def test_a_claims_own_cause_keeps_the_readings_under_which_it_agrees():
+    from tempo.book.claims.ledger import deviation_note
+
+    alt = [{"reading": "chain_depth", "choice": "any_length", "ours": "5.6", "status": "reproduced"}]
+    own = "computed cause: the s = 0 cells tie the best fixed policy"
+    assert deviation_note(own, alt) == own + "; the verdict rests on a reading; it agrees under chain_depth=any_length (5.6)"
+    assert deviation_note(own, [dict(alt[0], status="deviates")]) == own
+    assert deviation_note("", alt).startswith("computed cause: the verdict rests on a reading")
+
+
+def test_a_verdict_that_moves_under_an_unpublished_choice_is_shown_per_reading():
+    from tempo.book.claims.ledger import unpublished_choice
+    from tempo.paper import readings as paper_readings
+
+    assert paper_readings.specs()["ablation_pooling"].unpublished and not paper_readings.specs()["ties"].unpublished
+    e = {"status": "reproduced", "ours": 0.62, "note": "n"}
+    alt = [{"reading": "ablation_pooling", "choice": "phase_grid", "ours": "0.43", "status": "deviates"},
+           {"reading": "ties", "choice": "first_listed", "ours": "0.5", "status": "deviates"}]
+    out = unpublished_choice(e, alt)
+    assert out["status"] == "hangs on an unpublished choice" and out["status"] in claims.STATUSES
+    assert "ablation_pooling=phase_grid: deviates (0.43)" in out["note"] and "ties=" not in out["note"]
+    assert out["note"].endswith("; n")
+    assert unpublished_choice(e, alt[1:]) == {}                      # an open reading the text could settle: no
+    assert unpublished_choice(dict(e, status="needs a GPU"), alt) == {}

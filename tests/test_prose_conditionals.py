@@ -39,8 +39,12 @@ def test_counterexample_table_on_the_chapters_batch():
     assert list(t.index) == list(ch01.CX_TEMPO) + ["metro", "token_lp", "milp"]
     assert t.loc["metro", "makespan (us)"] == pytest.approx(54.756) == t.loc["milp", "makespan (us)"]
     assert t.loc["tempo, paper preset (Section 4.2)", "makespan (us)"] == pytest.approx(54.756)
-    assert t.loc["tempo, one search from our seed", "makespan (us)"] == pytest.approx(55.6)     # stuck: 4 floors each
-    assert t.loc["tempo, one search from our seed", "floors on the busiest GPU"] == 4 and t.loc["metro", "floors on the busiest GPU"] == 3
+    # one search from the water-filling seed: stuck at 4 floors (55.6) with 1- and 2-step chains only; the
+    # solver's deeper moves may reach METRO's 3 floors, and the text says whichever happened
+    single = t.loc["tempo, one search from our seed"]
+    assert (single["makespan (us)"], single["floors on the busiest GPU"]) in ((pytest.approx(55.6), 4),
+                                                                              (pytest.approx(54.756), 3))
+    assert t.loc["metro", "floors on the busiest GPU"] == 3
     assert t["makespan (us)"].min() == pytest.approx(t.loc["milp", "makespan (us)"])           # nothing beats the optimum
     ch01.counterexample_text(t)                                                                  # renders whichever way it lands
 
@@ -53,8 +57,8 @@ def gain(smallest, wins=4, lo=62.5, hi=125.0):
 def test_proxy_gain_text_both_ways():
     text = ch01.proxy_gain_text(gain(1.0))
     assert "no point of the map has the best proxy beating the time model" in text
-    assert "on 4 of 12 grid points, all with $b/\\beta$ between 62.5 and 125.0 tokens" in text
-    assert "390/7 \\approx$ 55.7" in text and "690/4 =$ 172.5" in text
+    assert "on 4 of 12 grid points, all with b/β between 62.5 and 125.0 tokens" in text and "$" not in text
+    assert "390/7 ≈ 55.7" in text and "690/4 = 172.5" in text
     text = ch01.proxy_gain_text(gain(0.97, wins=0))
     assert "a proxy beats the time model somewhere" in text and "0.970" in text
     assert "beats neither proxy by more than 1% anywhere" in text and "grid points" not in text

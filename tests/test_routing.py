@@ -201,7 +201,7 @@ def test_study_workloads_respect_top_k():
     from tempo.studies.simulator import routing_statistics
 
     df = routing_statistics({"batches": 3}).set_index("stat")
-    assert set(df.columns) == {"zipf1.0_iid", "drift16_timeline", "zipf1.2_fig5"}
+    assert {"zipf1.0_iid", "drift16_timeline", "zipf1.2_fig5"} <= set(df.columns)
     assert (df.loc["hottest_share_max"] <= 1 / 8).all() and (df.loc["hottest_over_tokens"] <= 1).all()
     # the drift-16 placement is stale: its bottleneck GPU is further above the mean than a fresh one's
     assert df.loc["gpu_max_over_mean", "drift16_timeline"] > df.loc["gpu_max_over_mean", "zipf1.0_iid"]

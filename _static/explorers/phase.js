@@ -104,6 +104,18 @@
       data.fixed.forEach(function (p) { if (tm[p][i] < tm[best][i]) best = p; });
       return best;
     }
+    // the cell's label as Fig. 6 writes it (tempo.studies.simulator.winner_label): every fixed
+    // policy within TIE_REL of the best, joined by "+" ("M+L"), one letter when one wins alone
+    function tiedNames(tm, i) {   // the best fixed policy's name, or every tied one's ("metro + token_lp, tied")
+      var m = tm[winner(tm, i)][i];
+      var names = data.fixed.filter(function (p) { return tm[p][i] <= m + data.tie_rel * Math.abs(m); });
+      return names.length > 1 ? names.join(" + ") + ", tied" : names[0];
+    }
+    function winnerLabel(tm, i) {
+      var m = tm[winner(tm, i)][i];
+      return data.fixed.filter(function (p) { return tm[p][i] <= m + data.tie_rel * Math.abs(m); })
+        .map(function (p) { return data.codes[p]; }).join("+");
+    }
     function nStar() { var s = shapeOf[st.shape]; return st.own ? (st.beta > 0 ? st.b / st.beta : Infinity) : s.n_star; }
     function bstar(c) {
       if (!st.own) return c.bstar;
@@ -191,7 +203,10 @@
           "busiest GPU: activated replicas and tokens, to 0.1 token); TEMPO's value is the best of its dispatches solved at n* = " +
           list(data.n_stars) + " and " + fmt(s.n_star, 0) + " tokens, priced with your model: an upper bound on the best dispatch, not a TEMPO run at your n*."
         : st.shape + ": the " + s.params + " fit of Table 6, b = " + s.b + " us, beta = " + s.beta + " us/token, n* = " + fmt(s.n_star, 0) +
-          " tokens. Values are this build's results (tempo.studies.phase_grid), not re-computed in the page.";
+          " tokens. Values are this build's results (tempo.studies.phase_grid), not re-computed in the page." +
+          " TEMPO here is tempo.solve(..., options=\"" + data.tempo_preset + "\")" +
+          (data.tempo_preset === "paper" ? " (Section 4.2 as written, the paper's reading); the library's default preset can gain more." : ".") +
+          " A cell whose fixed policies tie is labelled with all of them (M+L), as Fig. 6 labels it.";
       var cols = data.skews.map(function (sk) { return column(st.shape, st.ep, st.rep, sk); });
       var tms = cols.map(function (c) { return c ? times(c) : null; });
       var bs = cols.map(function (c) { return c ? bstar(c) : NaN; });
@@ -225,9 +240,9 @@
           var w = winner(tm, bi), best = tm[w][bi], gain = 100 * (1 - tm.tempo[bi] / best);
           var r = svg("rect", {x: x + 0.5, y: y(si) + 0.5, width: cw - 1, height: ch - 1, fill: data.colors[w],
                                "fill-opacity": (0.35 + 0.65 * Math.min(Math.max(gain, 0) / 30, 1)).toFixed(3),
-                               "data-skew": data.skews[si], "data-b": data.tokens[bi], "data-winner": data.codes[w],
+                               "data-skew": data.skews[si], "data-b": data.tokens[bi], "data-winner": winnerLabel(tm, bi),
                                "class": "te-cell"});
-          r.appendChild(svg("title", {}, "s = " + data.skews[si] + ", B = " + data.tokens[bi] + ": best fixed " + w + ", TEMPO gains " + fmt(gain, 1) + "%"));
+          r.appendChild(svg("title", {}, "s = " + data.skews[si] + ", B = " + data.tokens[bi] + ": best fixed " + winnerLabel(tm, bi) + ", TEMPO gains " + fmt(gain, 1) + "%"));
           (function (si, bi) { r.addEventListener("click", function () { ui.skew.value = String(si); ui.batch.value = String(bi); read(); }); })(si, bi);
           m.appendChild(r);
           if (Math.abs(gain) >= 0.5) {   // a gain that rounds to 0% is left blank
@@ -312,13 +327,14 @@
       POL.forEach(function (p) {
         tbl.appendChild(el("tr", {"data-policy": p}, [
           el("td", {}, [el("span", {"class": "te-swatch", style: "background:" + data.colors[p]}), el("code", {text: p}),
-                        document.createTextNode(p === w ? " (best fixed, " + data.codes[p] + ")" : "")]),
+                        document.createTextNode(data.fixed.indexOf(p) >= 0 && tm[p][i] <= tm[w][i] + data.tie_rel * Math.abs(tm[w][i])
+                                                ? " (best fixed, " + winnerLabel(tm, i) + ")" : "")]),
           el("td", {"class": "te-num", "data-value": String(tm[p][i]), text: fmt(tm[p][i], 2)}),
           el("td", {"class": "te-num", text: fmt(tm[p][i] / tm.tempo[i], 3)})]));
       });
       ui.values.appendChild(el("p", {"class": "te-cell-h", "data-role": "cell-title",
         text: st.shape + ", EP" + st.ep + ", " + st.rep + "x, s = " + data.skews[st.si] + ", B = " + data.tokens[i] + " tokens per GPU: " +
-              "TEMPO gains " + fmt(100 * (1 - tm.tempo[i] / tm[w][i]), 1) + "% over the best fixed policy (" + w + "); B* = " + fmt(b, 0) +
+              "TEMPO gains " + fmt(100 * (1 - tm.tempo[i] / tm[w][i]), 1) + "% over the best fixed policy (" + tiedNames(tm, i) + "); B* = " + fmt(b, 0) +
               " tokens per GPU (" + (data.tokens[i] < b ? "below" : "at or above") + " it the analysis predicts " + (data.tokens[i] < b ? "activation balancing (M)" : "token balancing (L)") + ")."}));
       ui.values.appendChild(tbl);
       var c0 = data.shapes.length, nc = data.columns.length;

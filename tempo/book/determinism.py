@@ -8,7 +8,7 @@ figure's (a time on the machine, ``tempo.book.claims.registry.CATEGORIES``).
 ledgers."""
 from __future__ import annotations
 
-import multiprocessing
+import subprocess
 import sys
 from contextlib import contextmanager
 
@@ -32,26 +32,18 @@ def clock_configs(profile: str) -> dict:
             "solver_vs_milp": {**c3["phase"], "batches": c3["batches"], "time_limit": c3["milp_limit"]}}
 
 
-def _spin():
-    while True:
-        pass
-
-
 @contextmanager
 def busy_loops(n: int):
-    """``n`` processes that keep a core busy each while the block runs; stopped (by their own
-    handles) on exit, whatever happens."""
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_spin, daemon=True) for _ in range(n)]
-    for p in procs:
-        p.start()
+    """``n`` processes (``while True: pass``) that keep a core busy each while the block runs;
+    stopped by their own handles on exit, whatever happens."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
     try:
         yield procs
     finally:
         for p in procs:
-            p.terminate()
+            p.kill()
         for p in procs:
-            p.join(10)
+            p.wait(10)
 
 
 def run_clock_experiments(profile: str, scale: float = 1.0, busy: int = 0, alternatives: bool = True) -> None:

@@ -162,7 +162,8 @@ def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = 
     from ..core.cost import CostModel
     from ..policies import spec
     from ..studies.phase_grid import phase_grid_means
-    from ..studies.simulator import FIXED, SHAPES
+    from ..studies.readings import tempo_options
+    from ..studies.simulator import FIXED, SHAPES, TIE_REL
 
     need = {"shape", "ep", "replication", "skew", "B", "batch", "policy", "n_star_solved", "max_G", "max_N", "makespan_us"}
     if not isinstance(grid, pd.DataFrame) or not need <= set(grid.columns) or grid.empty:
@@ -206,7 +207,10 @@ def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = 
     return {"profile": profile, "seed": seed, "batches": batches, "tokens": tokens, "n_stars": n_stars,
             "eps": sorted(int(v) for v in grid.ep.unique()), "replications": sorted(float(v) for v in grid.replication.unique()),
             "skews": sorted(float(v) for v in grid["skew"].unique()), "shapes": shape_rows, "fixed": fixed,
-            "codes": dict(FIXED), "colors": {p: spec(p).color for p in pols}, "columns": columns}
+            "codes": dict(FIXED), "colors": {p: spec(p).color for p in pols}, "columns": columns,
+            # the preset TEMPO ran with (the tempo_preset reading) and Fig. 6's tie tolerance, for the page's labels
+            "tempo_preset": tempo_options(Reading.of(reading) if reading is not None else Reading.paper())["options"],
+            "tie_rel": TIE_REL}
 
 
 def phase_explorer(grid: pd.DataFrame, profile: str, config: dict | None = None) -> ExplorerHTML:

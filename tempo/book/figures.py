@@ -120,7 +120,7 @@ def toy_bars(df: pd.DataFrame):
         x=alt.X("GPU:N", title=None),
         xOffset="term:N",
         y=alt.Y("us:Q", title="microseconds"),
-        color=alt.Color("term:N", title="cost piece"),
+        color=alt.Color("term:N", title="cost piece", legend=alt.Legend(orient="bottom")),   # fits the column
         column=alt.Column("label:N", title=None),
         tooltip=["label", "GPU", "term", alt.Tooltip("us:Q", format=".1f"), "activated",
                  alt.Tooltip("tokens:Q", format=".0f"), alt.Tooltip("time_us:Q", title="GPU time", format=".1f"),
@@ -219,13 +219,16 @@ def table3_measured(df: pd.DataFrame):
         raise ValueError(f"df must have columns {sorted(need)} (tempo.paper.tables.table(3))")
     long = df.melt(["B", "regime"], ["delta_w1_pct", "delta_w2_pct"], var_name="window", value_name="pct")
     long["window"] = long.window.map({"delta_w1_pct": "window 1", "delta_w2_pct": "window 2"})
-    return alt.Chart(long).mark_line(point=True).encode(
-        x=alt.X("B:Q", scale=alt.Scale(type="log"), title="concurrency B"),
+    base = alt.Chart(long).encode(
+        x=alt.X("B:Q", scale=alt.Scale(type="log", nice=False), title="concurrency B"),
         y=alt.Y("pct:Q", title="measured throughput change over static (%)"),
-        strokeDash=alt.StrokeDash("window:N", title=None),
         color=alt.Color("regime:N", title="modeled regime", legend=alt.Legend(orient="bottom")),
-        detail="window:N",
-        tooltip=["B", "regime", "window", alt.Tooltip("pct:Q", format="+.1f")],
+        detail="window:N", tooltip=["B", "regime", "window", alt.Tooltip("pct:Q", format="+.1f")])
+    # the points are a layer of their own, so the window legend draws each window's dash
+    return alt.layer(
+        base.mark_line().encode(strokeDash=alt.StrokeDash("window:N", title=None,
+                                                          legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#444"))),
+        base.mark_point(filled=True),
     ).properties(width=420, height=240, title="Table 3 (paper, measured): where adaptive dispatch stops paying")
 
 
@@ -242,7 +245,7 @@ def fig5_mixed(mixed: pd.DataFrame):
                                                  "tokens in linear-region experts": ("linear_token_share", "mean")})
     long = (100 * agg).reset_index().melt("tokens_per_gpu", var_name="quantity", value_name="percent")
     return alt.Chart(long).mark_line(point=True).encode(
-        x=alt.X("tokens_per_gpu:Q", scale=alt.Scale(type="log"), title="tokens per GPU (B)"),
+        x=alt.X("tokens_per_gpu:Q", scale=alt.Scale(type="log", nice=False), title="tokens per GPU (B)"),
         y=alt.Y("percent:Q", title="% (mean over batches)"),
         color=alt.Color("quantity:N", legend=alt.Legend(orient="bottom", labelLimit=300)),
         tooltip=["tokens_per_gpu", "quantity", alt.Tooltip("percent:Q", format=".1f")],
@@ -283,10 +286,16 @@ def fig12_scale(scale: pd.DataFrame):
     tips = ["ep", "skew", "B", alt.Tooltip("gain_pct:Q", format=".2f")]
     if "gain_comm_pct" in scale:
         tips.append(alt.Tooltip("gain_comm_pct:Q", format=".2f"))
-    return alt.Chart(scale).mark_line(point=True).encode(
-        x=alt.X("B:Q", scale=alt.Scale(type="log"), title="tokens per GPU (B)"),
+    base = alt.Chart(scale).encode(
+        x=alt.X("B:Q", scale=alt.Scale(type="log", nice=False), title="tokens per GPU (B)"),
         y=alt.Y("gain_pct:Q", title="TEMPO gain over best fixed %"),
-        color=alt.Color("ep:O", title="EP"), strokeDash=alt.StrokeDash("skew:N", title="Zipf s"), tooltip=tips,
+        # EP sizes in distinct hues
+        color=alt.Color("ep:O", title="EP", scale=alt.Scale(scheme="category10")), detail="skew:N", tooltip=tips)
+    # the points are a layer of their own, so the skew legend draws each skew's dash
+    return alt.layer(
+        base.mark_line().encode(strokeDash=alt.StrokeDash("skew:N", title="Zipf s",
+                                                          legend=alt.Legend(symbolType="stroke", symbolStrokeColor="#444"))),
+        base.mark_point(filled=True),
     ).properties(width=520, height=280, title="Scale extrapolation (compute only)")
 
 

@@ -123,21 +123,24 @@ def runtime(r) -> str:
 
 
 def to_html(df: pd.DataFrame) -> str:
-    """The map as one five-column HTML table (narrow enough for a book page); each item links to
-    its chapter's section (pages sit side by side under ``book/generated/``)."""
-    head = ["paper item and where", "computed here", "command and output", "CPU time or hardware",
-            "paper value and ledger ids"]
+    """The map as one three-column HTML table that fits a 1280 px book page: the paper item with
+    its chapter section (a link; pages sit side by side under ``book/generated/``) and whether
+    this build computes it; the command, its output and its CPU time or hardware; the paper's
+    value and the ledger ids."""
+    head = ["paper item, where, computed here", "command, output, CPU time or hardware", "paper value and ledger ids"]
     e = html.escape
     rows = []
     for r in df.itertuples():
         where = f'<a href="{r.chapter}.html#{slug(r.section)}">{e(r.chapter)}</a>: {e(r.section)}'
-        note = f"<br><i>{e(r.note)}</i>" if r.note else ""
+        note = f" <i>{e(r.note)}</i>" if r.note else ""
         out = f"<br>&rarr; <code>{e(r.output)}</code>" if r.output else ""
         ids = " ".join(f"<code>{e(c)}</code>" for c in r.claims.split())
-        cells = [f"<b>{e(r.item)}</b>: {e(r.title)}<br>{where}", e(r.regenerated) + note,
-                 f"<code>{e(r.command)}</code>{out}", e(runtime(r)), e(r.expected) + (f"<br>{ids}" if ids else "")]
+        cells = [f"<b>{e(r.item)}</b>: {e(r.title)}<br>{where}<br><small>computed here: {e(r.regenerated)}{note}</small>",
+                 f"<code>{e(r.command)}</code>{out}<br><small>{e(runtime(r))}</small>",
+                 e(r.expected) + (f"<br>{ids}" if ids else "")]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    return ('<div class="repro-map"><table class="table repro-map">'
+    cols = '<col style="width: 36%"><col style="width: 36%"><col style="width: 28%">'
+    return ('<div class="repro-map"><table class="table repro-map" style="table-layout: fixed; width: 100%">' + cols
             + "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
             + "".join(rows) + "</tbody></table></div>")
 

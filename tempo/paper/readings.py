@@ -46,6 +46,9 @@ class ReadingSpec:
     library: str
     #: the text that supports the alternatives (counter-evidence to the paper's choice), or ""
     against: str = ""
+    #: the choice rests on something the paper does not publish (a grid's size, a suite's
+    #: shapes): a verdict that differs between its alternatives is shown per reading, not judged
+    unpublished: bool = False
 
     @property
     def choices(self) -> tuple:
@@ -71,7 +74,8 @@ SCHEMA = {
                        "settled": {"type": ["string", "boolean"]}, "paper": _TEXT, "why": {"type": "string"},
                        "alternatives": {"type": "object", "minProperties": 1, "additionalProperties": {"type": "string"}},
                        "claims": {"type": ["array", "null"], "items": _TEXT},
-                       "calibration": {"type": "boolean"}, "against": {"type": "string"}}}}}}
+                       "calibration": {"type": "boolean"}, "against": {"type": "string"},
+                       "unpublished": {"type": "boolean"}}}}}}
 
 
 @functools.lru_cache(maxsize=4)
@@ -95,7 +99,8 @@ def _load(path: str) -> Mapping[str, ReadingSpec]:
                                paper=str(entry["paper"]), why=" ".join(str(entry["why"]).split()),
                                alternatives=MappingProxyType(alts), claims=tuple(entry.get("claims") or ()),
                                calibration=bool(entry.get("calibration", False)), library=_library_choice(entry),
-                               against=" ".join(str(entry.get("against") or "").split()))
+                               against=" ".join(str(entry.get("against") or "").split()),
+                               unpublished=bool(entry.get("unpublished", False)))
     return MappingProxyType(out)
 
 

@@ -33,8 +33,5 @@ from .registry import (FAMILIES, REGISTRY, PolicySpec, available, available_poli
                        select, solve, spec, unregister, variant)
 
 from ._fallback import fallback_of, mark_fallback  # noqa: E402,F401  (a dispatch from a fallback says so)
-from ..core.jit import announce_compiles  # noqa: E402
-
-announce_compiles()  # a numba compile of the solver says so on stderr, once per process
 from . import exact, milp, proxies, tempo_fast  # noqa: E402,F401  (registration side effects)
 from .batch import solve_batch  # noqa: E402  (every layer of a model through the same checks)

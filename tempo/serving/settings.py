@@ -32,7 +32,7 @@ variable                    meaning                                             
                             tempo_noop`` sets it); ``TEMPO_IN_THREAD=1`` is read as
                             ``thread``
 ``TEMPO_MAX_MISSES``        deadlines a worker may miss in a row before it is replaced   3
-``TEMPO_STARTUP_TIMEOUT_S`` seconds the solver's compiled code may take to build       180
+``TEMPO_STARTUP_TIMEOUT_S`` seconds the solver's compiled code may take to build       900
                             before serving starts (a cold numba compile; also the bound
                             of a worker when that build did not finish)
 ``TEMPO_WARMUP_TIMEOUT_S``  seconds a solver worker may go without CPU progress before   20
@@ -57,10 +57,11 @@ TOPOLOGIES = ("flat", "hier")
 PRICINGS = ("step", "window", "fixed")
 #: where tables are solved (:func:`tempo.serving.solver.make_solver`)
 SOLVERS = ("process", "thread", "noop")
-#: seconds a worker may take to become ready.  A cold numba compile of the solver (empty cache)
-#: took 38 s on this artifact's 2-core CPU machine under a load of 4-6 (``make bench
-#: --cold-compile`` prints it); the default leaves more than 4x that.
-STARTUP_TIMEOUT_S = 180.0
+#: seconds the solver's compiled code may take to build before serving starts.  A cold numba
+#: compile of the solver (empty cache) took 38 s on this artifact's 2-core CPU machine under a
+#: load of 4-6 (``make bench --cold-compile`` prints it) and more than 180 s under a load of
+#: about 27; a build that stops progressing is ended sooner (WARMUP_TIMEOUT_S).
+STARTUP_TIMEOUT_S = 900.0
 #: seconds a worker may make no progress before it is ready (the compiled code is built
 #: before workers start, so a worker only loads it: seconds)
 WARMUP_TIMEOUT_S = 20.0

@@ -188,11 +188,15 @@ def _bare_main():
 
 
 def _build_lock_path() -> str:
-    """One lock file per user and machine: every rank's build takes it in turn."""
+    """One lock file per user and numba cache (``NUMBA_CACHE_DIR``, else the cache beside this
+    installation's sources): the ranks of a server share it and take it in turn."""
+    import hashlib
     import tempfile
 
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(tempfile.gettempdir(), f"tempo-solver-build-{uid}.lock")
+    where = os.environ.get("NUMBA_CACHE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    key = hashlib.sha256(os.path.abspath(where).encode()).hexdigest()[:12]
+    return os.path.join(tempfile.gettempdir(), f"tempo-solver-build-{uid}-{key}.lock")
 
 
 @contextlib.contextmanager
@@ -214,14 +218,17 @@ def build_lock():
 
 
 def _build_main(conn, static: dict) -> None:
-    """Child of :func:`build_solver_code`: one warm-up solve under the build lock."""
+    """Child of :func:`build_solver_code`: one warm-up solve under the build lock; says
+    ``("locked", waited)`` once it holds the lock, then ``("built", seconds, waited, error)``."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     t0 = time.perf_counter()
+    waited = 0.0
     try:
         with build_lock():
             waited = time.perf_counter() - t0
+            conn.send(("locked", waited))
             solver = TableSolver(static["p2l"], static["n_gpus"], static["model"], static["policy"],
                                  static["topology"], static.get("gpus_per_node"), static.get("batch_tokens"),
                                  width=static["out_shape"][-1], n_logical=static["win_shape"][1])
@@ -229,19 +236,24 @@ def _build_main(conn, static: dict) -> None:
             solver.solve(np.full((L, E), 8, np.int64))
         conn.send(("built", time.perf_counter() - t0, waited, None))
     except Exception as exc:  # reported to the parent, which falls back to the long bound
-        conn.send(("built", time.perf_counter() - t0, 0.0, f"{type(exc).__name__}: {exc}"[:2000]))
+        conn.send(("built", time.perf_counter() - t0, waited, f"{type(exc).__name__}: {exc}"[:2000]))
 
 
 _BUILT: set = set()
 _BUILT_LOCK = threading.Lock()
 
 
-def build_solver_code(static: dict, timeout_s: float) -> bool:
+def build_solver_code(static: dict, timeout_s: float, stall_s: float | None = None) -> bool:
     """Build the solver's compiled code before serving starts: a spawned child runs one
     warm-up solve of ``static``'s policy under :func:`build_lock` (numba compiles into its
-    cache, or loads it when another rank got there first) and this waits for it, at most
-    ``timeout_s``.  Once per policy and process.  Returns whether the code is built (False:
-    the build failed or ran out of time, workers then compile themselves, under the lock)."""
+    cache, or loads it when another rank got there first) and this waits for it: at most
+    ``timeout_s`` in all, and, once the child holds the lock, at most ``stall_s`` (default
+    :data:`~tempo.serving.settings.WARMUP_TIMEOUT_S`) without CPU progress (a stopped or wedged
+    build).  Once per policy and process.  Returns whether the code is built (False: the build
+    failed or ran out of time; workers then build it themselves, under the lock)."""
+    from .settings import WARMUP_TIMEOUT_S
+
+    stall_s = WARMUP_TIMEOUT_S if stall_s is None else float(stall_s)
     key = (static["policy"], static["topology"])
     with _BUILT_LOCK:
         if key in _BUILT:
@@ -252,12 +264,31 @@ def build_solver_code(static: dict, timeout_s: float) -> bool:
         with _bare_main():
             proc.start()
         child.close()
-        msg = None
+        t0 = time.monotonic()
+        msg, why, locked = None, None, False
+        last = (t0, _cpu_seconds(proc.pid))
         try:
-            if parent.poll(timeout_s):
-                msg = parent.recv()
+            while msg is None and why is None:
+                if parent.poll(0.5):
+                    m = parent.recv()
+                    if m[0] == "locked":
+                        locked, last = True, (time.monotonic(), _cpu_seconds(proc.pid))
+                    else:
+                        msg = m
+                    continue
+                now = time.monotonic()
+                if not proc.is_alive():
+                    why = f"its process died (exit code {proc.exitcode})"
+                elif now - t0 > timeout_s:
+                    why = f"it took over {timeout_s:g} s (TEMPO_STARTUP_TIMEOUT_S)"
+                elif locked:
+                    cpu = _cpu_seconds(proc.pid)
+                    if cpu is None or last[1] is None or cpu - last[1] >= 0.05:
+                        last = (now, cpu)
+                    elif now - last[0] > stall_s:
+                        why = f"it made no progress for {stall_s:g} s (TEMPO_WARMUP_TIMEOUT_S)"
         except (EOFError, OSError):
-            msg = None
+            why = "its pipe broke"
         finally:
             proc.join(timeout=5 if msg is not None else 0)
             if proc.is_alive():
@@ -265,8 +296,7 @@ def build_solver_code(static: dict, timeout_s: float) -> bool:
                 proc.join(timeout=10)
             parent.close()
         if msg is None:
-            log.warning("tempo solver: building the compiled code took over %g s (TEMPO_STARTUP_TIMEOUT_S) or its "
-                        "process died (exit code %s); workers build it themselves", timeout_s, proc.exitcode)
+            log.warning("tempo solver: building the compiled code failed: %s; workers build it themselves", why)
             return False
         _, seconds, waited, error = msg
         if error is not None:
@@ -406,11 +436,14 @@ class SolverProcess:
     Faults: a worker whose pipe breaks or that exits is *confirmed* dead (killed if needed and
     joined) before it is reported as ``died`` (D9); :meth:`ensure_alive` replaces every worker
     that is dead, has a broken pipe, or missed ``max_misses`` deadlines in a row while ready
-    (a stopped or wedged worker, D8) or did not come up within ``startup_timeout_s``
-    (:data:`~tempo.serving.settings.STARTUP_TIMEOUT_S` by default, which covers a cold numba
-    compile).  After :meth:`close`, ``submit`` and ``result`` raise
-    :class:`SolverClosedError` and ``ensure_alive`` restarts nothing (D10).  A handle dropped
-    without ``close()`` stops its workers when it is garbage-collected (a finalizer).
+    (a stopped or wedged worker, D8) or, before it is ready, made no CPU progress for
+    ``warmup_timeout_s`` from its start (the compiled code is built before any worker starts,
+    :func:`build_solver_code`, so a worker only loads it) or did not come up within
+    ``startup_timeout_s`` (:data:`~tempo.serving.settings.STARTUP_TIMEOUT_S` by default, which
+    covers a cold numba compile: the bound of a worker when the build did not finish).  After
+    :meth:`close`, ``submit`` and ``result`` raise :class:`SolverClosedError` and
+    ``ensure_alive`` restarts nothing (D10).  A handle dropped without ``close()`` stops its
+    workers when it is garbage-collected (a finalizer).
     """
 
     physical_to_logical_map: np.ndarray
@@ -476,7 +509,7 @@ class SolverProcess:
         self._finalizer = weakref.finalize(self, _stop_workers, self._procs, self._conns)
         self._progress = [(0.0, None)] * n  # (when, CPU seconds) of a worker's last progress before ready
         # the compiled code is built before any worker starts, so a worker only loads it
-        self.built = build_solver_code(self._static(0), self.startup_timeout_s)
+        self.built = build_solver_code(self._static(0), self.startup_timeout_s, self.warmup_timeout_s)
         for i in range(n):
             self._start(i)
 

@@ -148,7 +148,9 @@ def test_phase_explorer(browser):
         for p in ("metro", "token_lp", "uniform", "tempo"):
             assert vals[p] == pytest.approx(row[f"ms_{p}"], rel=1e-9), (key, p)
         title = b.eval(f"document.querySelector('{PHASE} [data-role=cell-title]').textContent")
-        winner = {code: name for name, code in data["codes"].items()}[row.winner]
+        best = min(row[f"ms_{p}"] for p in data["fixed"])   # a tie names every tied policy, as Fig. 6 does
+        tied = [p for p in data["fixed"] if row[f"ms_{p}"] <= best + data["tie_rel"] * abs(best)]
+        winner = tied[0] if len(tied) == 1 else " + ".join(tied) + ", tied"
         assert f"best fixed policy ({winner})" in title, (key, title)
         charts.add(_html(b, f"{PHASE} [data-role=times-chart]"))
     assert len(charts) == 3

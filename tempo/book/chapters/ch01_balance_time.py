@@ -195,7 +195,6 @@ def counterexample_text(table: pd.DataFrame) -> str:
     else:
         out.append(f"Even one local search from our water-filling seed, with no ensemble, reaches it ({single:.2f} us) "
                    "on this batch.")
-    out.append("Chapter 03 measures how often tempo stops above the optimum on realistic batches.")
     return " ".join(out)
 
 

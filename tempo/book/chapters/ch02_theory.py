@@ -150,7 +150,6 @@ def worst_case_glue(worst_case: pd.DataFrame) -> dict:
     wc = worst_case.set_index("dispatch")
     probe_row = next((r for r in wc.index if r.startswith(PROBE_ROW)), None)
     return {"wc_probe": wc.loc[probe_row, "/ OPT"] if probe_row else float("nan"),
-            "wc_probe_label": probe_row or "",
             "wc_g_probe": wc.loc[probe_row, "most activations on a GPU"] if probe_row else float("nan"),
             "wc_default": wc.loc["tempo, default seed", "/ OPT"], "wc_whole": wc.loc["tempo, whole-expert seed", "/ OPT"],
             "wc_g_default": wc.loc["tempo, default seed", "most activations on a GPU"],
@@ -173,8 +172,10 @@ def epsilon_glue(eps: pd.DataFrame) -> dict:
     this build's median at 1x and 4x scale (:func:`epsilon_summary`) on synthetic routing
     (``eps_med``, ``eps_med_4x``) and on the trace when the result has one (``eps_med_trace``,
     ``eps_max_trace``; NaN without)."""
-    syn = epsilon_summary(eps[eps.routing == "synthetic"] if "routing" in eps else eps)
-    tr = epsilon_summary(eps[eps.routing == "trace"]) if "routing" in eps else None
+    from ...studies import routing_rows
+
+    syn = epsilon_summary(routing_rows(eps, "synthetic"))
+    tr = epsilon_summary(routing_rows(eps, "trace")) if "routing" in eps else None
     return {"p_eps_med": "thm2_eps_median", "p_eps_max": "thm2_eps_max", "p_eps_4x": "thm2_eps_max_4x",
             "eps_med": syn.loc[1, "median %"], "eps_med_4x": syn.loc[4, "median %"],
             "eps_med_trace": tr.loc[1, "median %"] if tr is not None else float("nan"),

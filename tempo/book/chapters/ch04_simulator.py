@@ -610,8 +610,9 @@ def moonep_text(mt: pd.DataFrame) -> str:
 def tile_table(tile: pd.DataFrame) -> pd.DataFrame:
     """Section 2.2, this artifact: per (shape, pairs per GPU) the % of batches whose makespan the
     tile-aware search changes (a different split of equal cost is no change), the median and
-    p95 cut (%), and the uniform split's median extra padded tiles (%)."""
-    t = tile.groupby(["shape", "pairs_per_gpu"]).agg(
+    p95 cut (%), and the uniform split's median extra padded tiles (%); per routing first
+    (synthetic, trace) when the result has both."""
+    t = tile.groupby((["routing"] if "routing" in tile else []) + ["shape", "pairs_per_gpu"]).agg(
         changed_pct=("changed", "mean"), cut_median_pct=("cut_pct", "median"),
         cut_p95_pct=("cut_pct", lambda x: x.quantile(0.95)), uniform_extra_tiles_pct=("uniform_extra_tiles_pct", "median"))
     t["changed_pct"] *= 100

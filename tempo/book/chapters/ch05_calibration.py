@@ -394,10 +394,7 @@ def _prediction_sentence(table: pd.DataFrame, pred: pd.DataFrame) -> str:
         out.append(" ".join(parts))
     lead = ("The prediction held for " + (", ".join(held_all) if held_all else "no fit of any recording") +
             f", and for none of the {len(table) - len(held_all)} other fits. ")
-    return lead + " ".join(out) + (
-        " A fit holds when both its b and its n* lie inside the predicted ranges as printed (b to 0.1 us, n* to a "
-        "token). The Table 6 form has no intercepts, so the fixed cost of a launch lands in its b; the forms with "
-        "intercepts separate it (a) from the per-expert floor b the roofline predicts.")
+    return lead + " ".join(out)
 
 
 def coverage_table(recs: pd.DataFrame) -> pd.DataFrame:

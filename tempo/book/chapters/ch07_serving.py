@@ -157,6 +157,28 @@ def epbench_recordings(root=None) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
+def recordings_agreement_text(points: pd.DataFrame | None) -> str:
+    """Whether this artifact's recordings of the same setting agree (``points`` from
+    :func:`epbench_recordings`): per (setting, policy, quantity) measured by more than one
+    recording, the largest difference between them in points, and where it is; empty when no
+    setting was measured twice."""
+    if points is None or points.empty:
+        return ""
+    g = points.groupby(["setting", "policy", "metric"]).value
+    spread = (g.max() - g.min())[g.count() > 1]
+    if spread.empty:
+        return ""
+    (setting, policy, metric), worst = spread.idxmax(), float(spread.max())
+    n = points.who.nunique()
+    return (f"The {n} recordings measured the same settings and disagree by up to {worst:.1f} points ({metric}, "
+            f"{policy} at {setting}; the median difference over the {len(spread)} quantities measured twice is "
+            f"{float(spread.median()):.1f} points)."
+            + (" Each ran its ranks emulated one after another on one GPU, so noise of this size between runs is not "
+               "excluded: read these points as a check that the pipeline runs, not as repeated measurements of one "
+               "number." if points.who.str.contains("emulated").all() else
+               " The recordings alone do not say which is right; a repeat of each run would."))
+
+
 def serving_status(root=None) -> list:
     """What this artifact has measured of serving: every serve-bench recording
     (:func:`serving_recordings`) under a heading, or what was and was not exercised without

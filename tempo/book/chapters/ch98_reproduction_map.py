@@ -7,6 +7,7 @@ import pandas as pd
 
 from ...paper import claims_file
 from ..repro import FLOOR_SHAPES
+from .ch05_calibration import h200_prediction, prediction_check
 
 
 def checked_map() -> pd.DataFrame:
@@ -57,6 +58,4 @@ def measured_check(recs: pd.DataFrame, hbm_tb_s: float = 4.8) -> tuple[pd.DataFr
     ``tempo.measured.catalog.recordings("calibration")``): chapter 05's check
     (:func:`tempo.book.chapters.ch05_calibration.prediction_check`), the same three fits and
     verdicts, so the two pages say one thing.  Returns ``(table, sentence)``."""
-    from .ch05_calibration import h200_prediction, prediction_check
-
     return prediction_check(recs, h200_prediction(hbm_tb_s))

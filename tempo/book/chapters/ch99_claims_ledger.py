@@ -3,6 +3,8 @@ line and its coloured table as the page shows them, and the list of ingested rec
 ledger itself is :mod:`tempo.book.claims`."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from ..claims.registry import STATUS_COLORS as _COLORS, STATUSES as _STATUSES
@@ -60,6 +62,22 @@ def _inline_code(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
+#: a note longer than this (characters) shows its first sentence and folds the rest
+NOTE_FOLD = 240
+
+
+def _note_html(note: str) -> str:
+    """A ledger note as HTML: whole when short; else its first sentence, and the rest in a
+    collapsed "the whole note" detail (nothing is cut)."""
+    if len(note) <= NOTE_FOLD:
+        return _inline_code(note)
+    cut = note.find(". ", 40)
+    if cut < 0 or cut > NOTE_FOLD:
+        cut = note.rfind(" ", 0, NOTE_FOLD)
+    head, rest = note[:cut + 1], note[cut + 1:]
+    return (f"{_inline_code(head)}<details><summary>the whole note</summary>{_inline_code(rest.strip())}</details>")
+
+
 def ledger_html(df: pd.DataFrame) -> str:
     """The ledger (:func:`tempo.book.claims.build_ledger`) as the page's HTML table, four columns
     that fit a 1280 px page without horizontal scrolling: the claim (its id and section above
@@ -85,7 +103,7 @@ def ledger_html(df: pd.DataFrame) -> str:
         detail = "; ".join(d for d in detail if d)
         cell = (f'<b id="claim-{html.escape(r.id)}">{html.escape(r.id)}</b> <small>{html.escape(str(r.section))}</small>'
                 f"<br>{html.escape(str(r.claim))}"
-                + (f"<br><small>{_inline_code(note)}</small>" if note else "")
+                + (f"<br><small>{_note_html(note)}</small>" if note else "")
                 + (f"<br><small>{detail}</small>" if detail else "")
                 + (f"<details><summary><small>source</small></summary><small>{_inline_code(str(r.provenance))}</small></details>"
                    if str(r.provenance or "").strip() not in ("", "nan") else "")
@@ -167,7 +185,7 @@ def ledger_numbers(df: pd.DataFrame) -> dict:
     from .. import claims
 
     c = claims.counts(df)
-    out = {f"led_{k.replace(' ', '_').replace('-', '_')}": float(v) for k, v in c.items()}
+    out = {"led_" + re.sub(r"\W+", "_", k).strip("_"): float(v) for k, v in c.items()}   # a status as a glue name
     sens = df.attrs.get("sensitivity")
     if sens is not None and len(sens):
         moved = {r.id for r in sens.itertuples() if claims.verdict_moves(r.paper_reading_status, r.status)}

@@ -24,6 +24,8 @@ Verdicts (:data:`STATUSES`):
 * **consistent**: an identity or arithmetic on the paper's own parameters agrees; shown, never
   counted as a reproduction;
 * **deviates**: computed, outside the tolerance (the note gives what we can show);
+* the categories of :data:`CATEGORIES` (stand-in, machine figure, not computable): a value shown
+  beside its claim and counted apart, never a verdict;
 * **not run in this build**: its inputs are missing from ``build/results/<profile>/``;
 * **needs a recorded trace / a GPU / a cluster**: the evidence this build has cannot decide it.
 
@@ -37,12 +39,12 @@ keeps both ends; a claim about a change is checked as that change.
 from __future__ import annotations
 
 from ...paper.claims_file import BOUNDS, TOL_KINDS, claim_rows, precision
-from .registry import (CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
+from .registry import (CATEGORIES, CONSISTENCY, EVIDENCE, NEED_STATUS, REGISTRY, SATISFIES, STATUSES, VERDICTS, Spec, Value,
                        bootstrap_ci, check, claim, format_value, printed, seed_range, tolerance)
 from .ledger import (RECORD_TRACE, build_ledger, claims_reading, counts, evaluate, load_inputs, need_note,
                      sensitivity, sensitivity_view, show_table, summary_markdown, trace_need_note, verdict_moves, view)
 
-__all__ = ["BOUNDS", "TOL_KINDS", "claim_rows", "precision", "CONSISTENCY", "EVIDENCE", "NEED_STATUS", "REGISTRY",
+__all__ = ["CATEGORIES", "BOUNDS", "TOL_KINDS", "claim_rows", "precision", "CONSISTENCY", "EVIDENCE", "NEED_STATUS", "REGISTRY",
            "SATISFIES", "STATUSES", "Spec", "Value", "bootstrap_ci", "check", "claim", "format_value", "printed",
            "tolerance", "RECORD_TRACE", "build_ledger", "claims_reading", "counts", "evaluate",
            "load_inputs", "need_note", "sensitivity", "sensitivity_view", "show_table", "summary_markdown",

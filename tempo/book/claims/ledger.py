@@ -253,7 +253,7 @@ def category_of(row: dict, v: Value, evidence: str, results: Results, spec: Spec
         return v.category, v.why
     cat = EVIDENCE_CATEGORY.get(evidence)
     if cat == "machine figure":
-        return cat, (f"{EVIDENCE[evidence]}, measured on {machine_text(results, spec.inputs)}; the paper's "
+        return cat, (f"a time measured on {machine_text(results, spec.inputs)}; the paper's "
                      f"{printed(row['paper_text'])} {row['unit']} comes from a machine it does not name, so the two are "
                      f"figures of two machines, not a check of one against the other")
     return (cat, EVIDENCE[evidence]) if cat else ("", "")
@@ -352,8 +352,9 @@ def _rows(results: Results) -> tuple[list, list]:
         for a in alt:
             a["paper_reading_status"], a["paper_reading_ours"] = e["status"], format_value(e["ours"])
         sens += alt
-        if e["status"] == "deviates" and "computed cause: " not in e["note"]:
-            e["note"] = "; ".join(x for x in (reading_cause(alt), e["note"]) if x)
+        if e["status"] == "deviates":
+            e["note"] = deviation_note(e["note"], alt)
+        e.update(unpublished_choice(e, alt))
         rows.append({"id": r["id"], "section": r["section"], "claim": r["claim"], "unit": r["unit"],
                      "paper": r["paper"], "paper_text": printed(r["paper_text"]), "ours": e["ours"], "tolerance": e["tolerance"], "status": e["status"],
                      "evidence": e["evidence"], "provenance": e["provenance"], "note": e["note"],
@@ -361,6 +362,36 @@ def _rows(results: Results) -> tuple[list, list]:
                      "n_seeds": e["n_seeds"], "readings": ", ".join(dict.fromkeys(a["reading"] for a in alt)),
                      "under other readings": alternatives_text(alt), "fallbacks": e.get("fallbacks", 0)})
     return rows, sens
+
+
+def unpublished_choice(e: dict, alt: list[dict]) -> dict:
+    """``{status, note}`` for a verdict that differs under an alternative of a reading the paper
+    leaves unpublished (``unpublished: true`` in readings.yaml: how grids are pooled, a suite's
+    shapes): the category "hangs on an unpublished choice", with the verdict under each reading;
+    ``{}`` otherwise."""
+    if e["status"] not in VERDICTS:
+        return {}
+    specs = readings.specs()
+    moved = [a for a in alt if a["reading"] in specs and specs[a["reading"]].unpublished
+             and verdict_moves(e["status"], a["status"])]
+    if not moved:
+        return {}
+    per = "; ".join([f"paper's reading: {e['status']} ({format_value(e['ours'])})"]
+                    + [f"{a['reading']}={a['choice']}: {a['status']} ({a['ours']})" for a in moved])
+    prefix = CATEGORY["hangs on an unpublished choice"].prefix
+    return {"status": "hangs on an unpublished choice",
+            "note": "; ".join(x for x in (f"{prefix}: {per}", e["note"]) if x)}
+
+
+def deviation_note(note: str, alt: list[dict]) -> str:
+    """A deviating claim's note with its readings' cause (:func:`reading_cause`): in front when
+    the claim has no computed cause of its own; after its own cause when some alternative
+    reading would make it agree (both are true)."""
+    if "computed cause: " not in note:
+        return "; ".join(x for x in (reading_cause(alt), note) if x)
+    if any(a["status"] in ("reproduced", "consistent") for a in alt):
+        return "; ".join(x for x in (note, reading_cause(alt).replace("computed cause: ", "", 1)) if x)
+    return note
 
 
 def reading_cause(alt: list[dict]) -> str:

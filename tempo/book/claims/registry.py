@@ -49,6 +49,10 @@ CATEGORIES = (
              "a machine figure, not a verdict", "#b279a2", "#f1e4ee"),
     Category("not computable", "not computable (the results give no finite value; the note says why)",
              "not computable", "#9d755d", "#efe4dc"),
+    Category("hangs on an unpublished choice",
+             "hang on a choice the paper does not publish (the verdict differs between readings the text cannot "
+             "decide: shown per reading, not judged)",
+             "hangs on an unpublished choice, not a verdict", "#72b7b2", "#e0f0ef"),
     Category("stand-in: public trace", "stand-ins on a public trace (another model's routing: shown, not verdicts)",
              "stand-in on a public trace, not a verdict", "#fcbf7f", "#fdebd9"),
     Category("not computable on this trace: aggregates",
@@ -225,8 +229,12 @@ def bootstrap_ci(values, stat=np.median, n: int = 400, seed: int = 0, level: flo
             raise ValueError(f"strata has {len(labels)} labels for {len(keep)} values")
         labels = labels[keep]
         groups = [np.flatnonzero(labels == u) for u in dict.fromkeys(labels.tolist())]
-        boots = np.array([stat(v[np.concatenate([g[rng.integers(0, len(g), len(g))] for g in groups])])
-                          for _ in range(n)])
+        # all n resamples of a stratum drawn at once: [n, len(stratum)] indices per stratum, side by side
+        idx = np.concatenate([g[rng.integers(0, len(g), (n, len(g)))] for g in groups], axis=1)
+        try:
+            boots = np.asarray(stat(v[idx], axis=1), dtype=float)
+        except TypeError:  # a statistic without an axis argument
+            boots = np.array([stat(row) for row in v[idx]])
     a = (1 - level) / 2
     return (float(np.quantile(boots, a)), float(np.quantile(boots, 1 - a)))
 

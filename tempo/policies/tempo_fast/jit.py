@@ -14,10 +14,13 @@ from pathlib import Path
 from numba import njit
 
 from ...core import pricing as _pricing
+from ...core.jit import announce_compiles
 
 __all__ = ["njit", "forget_stale_machine_code", "sources"]
 
 STAMP = "tempo_fast-{digest}.stamp"
+
+announce_compiles()  # a compile of the solver says so on stderr, once per process
 
 
 def sources() -> list[Path]:

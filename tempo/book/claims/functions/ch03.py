@@ -10,7 +10,7 @@ import pandas as pd
 
 from ....paper.claims_file import claim_row
 from ....paper.readings import Reading
-from ..registry import Value, bootstrap_ci, cause_of, claim, seed_range
+from ..registry import Value, bootstrap_ci, cause_of, claim, once, seed_range
 from .common import DRIFT, SYN, grid_note, routing, seeded, seeds_text
 
 
@@ -219,6 +219,7 @@ def _stat(v: np.ndarray, w: np.ndarray, stat: str) -> float:
     ``i / (n - 1)``, numpy's default."""
     if stat == "mean":
         return float(np.dot(v, w))
+    v, w = v[w > 0], w[w > 0]  # a batch of weight 0 takes no place in the order
     o = np.argsort(v, kind="stable")
     c = np.cumsum(w[o])
     pos = c - w[o]
@@ -241,23 +242,15 @@ def _pooling_cause(g, stat: str, paper: float) -> str:
             f"spans {curve.min():.2f} to {curve.max():.2f})")
 
 
-#: the Table 2 statistics already computed, per (content of the ablation rows, variant, statistic,
-#: pooling): the paper's reading judges every pooling in its note and the sensitivity columns
-#: compute them again on a fresh copy of the same result, so each bootstrap runs once
-_MEMO: dict = {}
-_MEMO_MAX = 256
-
-
 def _digest(frame) -> str:
+    """The content of ablation rows, as the key of a Table 2 statistic computed once per ledger
+    build (:func:`~tempo.book.claims.registry.once`): the paper's reading judges every pooling in
+    its note and the sensitivity columns compute them again on a fresh copy of the same result."""
     return hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
 
 
 def _memo(key, fn):
-    if key not in _MEMO:
-        if len(_MEMO) >= _MEMO_MAX:
-            _MEMO.pop(next(iter(_MEMO)))
-        _MEMO[key] = fn()
-    return _MEMO[key]
+    return once(("table2",) + key, fn)
 
 
 def _pooled_value(a, seeds, variant, stat, pooling, digest):

@@ -99,8 +99,9 @@ def _min_gain_cause(p, edge: float, paper: float) -> str:
         w = rest.loc[rest.gain_pct.idxmin()]
         k = whole_step(-float(w.gain_pct))
         step = f", a whole step of 100/{k} (one activated expert more on the bottleneck GPU)" if k else ""
-        parts.append(f"{len(rest)} other, the lowest at {w['shape']}, {_where(w)}: {_best_of(w)} "
-                     f"{w[f'ms_{_best_of(w)}']:.2f} us, TEMPO {w['ms_tempo']:.2f} us{step}")
+        parts.append(f"in {len(rest)} {'other ' if len(band) else ''}cell(s) TEMPO stops short of the best fixed "
+                     f"policy, the lowest at {w['shape']}, {_where(w)}: {_best_of(w)} {w[f'ms_{_best_of(w)}']:.2f} us, "
+                     f"TEMPO {w['ms_tempo']:.2f} us{step}")
     if "seed" in p and len(band) and len(rest):
         without = p.drop(rest.index).groupby("seed").gain_pct.min()
         parts.append(f"without the latter, {int((without < edge).sum())} of {p.seed.nunique()} seeds still fail "
@@ -273,8 +274,10 @@ def _s0_cause(sub, claim_id: str) -> str:
             parts.append(f"EP{int(ep)}: {'mean' if isinstance(paper, list) else 'largest'} {stat:.2f}%, "
                          f"{max(lo - stat, 0):.2f} points short; TEMPO ends level with the best fixed policy in "
                          f"{tie} of {len(g)} cells and behind it in {lose} ({best} best most often)")
-        return (f"for the paper's {printed(row['paper_text'])}% TEMPO would have to find dispatches the fixed policies "
-                "miss at s = 0, where EPLB spreads the replicas evenly: " + "; ".join(parts))
+        return (f"for the paper's {printed(row['paper_text'])}% TEMPO would have to beat the best fixed policy by that "
+                "many more points at s = 0, where EPLB spreads the replicas evenly (the chain_depth reading shows what "
+                "augmenting paths longer than 2 steps give): "
+                + "; ".join(parts))
 
     return cause_of(text, sub, ("ms_metro", "ms_token_lp", "ms_uniform", "ms_tempo", "gain_pct"))
 

@@ -117,7 +117,8 @@ def trace_evidence(frames: dict, stems, claim_id: str | None = None) -> tuple[st
                 if choice == "calibrated" else f"the proxy_skew reading's {choice}")
         return "proxy", (f"the paper's DSv3-shape proxy router, synthetic as in Section 5.11: distinct top-8 Zipf({at}) "
                          f"routing, {what}; drift-16 / R = 64 batches (tempo.studies.scenarios)"), (
-            "consistent: the paper's own input (a synthetic router at the calibrated skew), not a reproduction")
+            "on the paper's own input (its proxy router is synthetic too; here at the calibrated skew): consistent at "
+            "best, never a reproduction")
     return None, None, None
 
 
