@@ -22,7 +22,7 @@ from tempo.core.cost import CostModel
 from tempo.core.instance import EPS_TOKENS, Dispatch, Instance
 from tempo.core.pricing import activation_time, gpu_time, token_time
 from tempo.policies.exact import token_lp_even, token_lp_highs, token_lp_vertex
-from tempo.policies.proxies import round_robin, static
+from tempo.policies.proxies import round_robin, static, uniform
 from tempo.policies.tempo_fast import TempoOptions, exchange_pass
 from tempo.policies.tempo_fast.options import paper_twin
 
@@ -586,14 +586,15 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
     def candidate(name):
         if name not in cache:
             make = {"token_lp_vertex": token_lp_vertex, "token_lp_even": token_lp_even,
-                    "token_lp_highs": token_lp_highs, "round_robin": round_robin}[name]
+                    "token_lp_highs": token_lp_highs, "round_robin": round_robin, "uniform": uniform}[name]
             sh = make(inst).shares
             cache[name] = (model.makespan(inst, sh), sh)
         return cache[name]
 
     # the compiled ensemble's order: vertex, even, round robin, the HiGHS vertex
     names = [f"token_lp_{v}" for v in ("vertex", "even") if v in lp_variants] + (["round_robin"] if full else []) \
-        + (["token_lp_highs"] if "highs" in lp_variants else [])
+        + (["token_lp_highs"] if "highs" in lp_variants else []) \
+        + (["uniform"] if o.uniform and model.has_tiles else [])
     first_lp = ["token_lp_vertex"] if "vertex" in lp_variants else \
         (["token_lp_even"] if "even" in lp_variants and not full else [])
     if st.P and o.local_search and o.ensemble:
@@ -632,9 +633,11 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
         bs.lb, bs.chain_depth, bs.split_seed = st.lb, st.chain_depth, False
         bs.seed()
         k_opt = _semi_matching(bs)
+        bs.G, bs.N, bs.T = bs.features()
+        start_ms = float(bs.times().max())
         probe = _State(inst, model)
         probe.load(shares)
-        if probe.G.max() > k_opt:
+        if start_ms < best_ms or probe.G.max() > k_opt:
             bs.G, bs.N, bs.T = bs.features()
             bs.improve(whole_only=not o.partial, chains=o.chains, max_iter=o.max_iter, fanout=o.fanout)
             ms = float(bs.times().max())

@@ -188,7 +188,7 @@ def test_compiled_records_are_typed():
     inst = Instance.full_replication([600, 30, 30, 30, 30, 30, 30], 2)
     shares, ms, chosen, st = solve(inst.counts, inst.replica_gpu, 2, Pricer.of(CostModel(a=0, b=15, c=0, beta=0.1)),
                          solver_options(TempoOptions(), True, True), paper_solver_options(TempoOptions()),
-                         np.zeros((0, 0)), np.zeros((0, 0)))
+                         np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0)))
     assert isinstance(st, C.Stages) and st.seed >= st.chains >= st.local_search and not st.shortcut
     assert C.CHOSEN[chosen] in C.CHOSEN and shares.shape == (7, 2)
 

@@ -289,3 +289,52 @@ def test_the_search_stops_at_its_work_bound_and_says_so():
     free = solve(inst, model, "tempo", work=0)
     assert fallback_of(free) is None
     assert model.makespan(inst, free) <= model.makespan(inst, d1) * (1 + REL)
+
+
+def test_the_registered_semi_matching_is_exact():
+    """The augmenting-path balancer reaches the max-flow optimum of the largest number of experts
+    on a GPU (Lemma 2) on random restricted and duplicate-slot instances."""
+    from tempo.policies.exact import semi_matching_maxflow
+
+    for inst, m in _random_cases(13, 80):
+        if not inst.total_tokens:
+            continue
+        d = solve(inst, m, "semi_matching")
+        G, _, _ = m.gpu_features(inst, d)
+        assert G.max() == d.meta["max_experts"] == semi_matching_maxflow(inst).meta["max_experts"]
+        assert ((d.shares > 0).sum(axis=1) <= 1).all()  # whole experts
+
+
+def test_the_chain_depth_reading_sets_the_paper_presets_depth():
+    """``chain_depth``: the paper reading runs Section 4.2's 1- and 2-step chains, the alternative
+    augmenting paths of any length; the library's default preset searches any length whatever
+    the reading."""
+    from tempo.paper.readings import Reading
+    from tempo.policies.tempo_fast import PRESETS
+    from tempo.studies.readings import tempo_options
+
+    paper = Reading.paper()
+    assert paper["chain_depth"] == "depth_2" and PRESETS["paper"].chain_depth == 2
+    assert tempo_options(paper)["chain_depth"] == 2
+    assert tempo_options(paper.with_(chain_depth="any_length"))["chain_depth"] is None
+    lib = Reading.library()
+    assert lib["chain_depth"] == "any_length" and "chain_depth" not in tempo_options(lib)
+    assert PRESETS["default"].chain_depth is None
+
+
+def test_under_the_tile_model_the_default_is_within_tau_of_the_uniform_split():
+    """Eq. 2 with duplicate slots: an expert kept whole on one of two slots of a GPU pays a second
+    tile where the uniform split pays an activation.  The reliability audit's instance (tempo 49.83,
+    uniform and the MILP 31.23) and random tile instances: within tau of uniform."""
+    inst = Instance([133, 251], [[-1, -1, 1, 1], [2, -1, -1, 1]], 3)
+    m = CostModel(a=16.276, b=4.984, c=14.120, beta=0.034161, b2=28.566)
+    assert m.makespan(inst, solve(inst, m, "tempo")) == pytest.approx(31.228, abs=1e-3)
+    assert m.makespan(inst, solve(inst, m, "tempo", uniform=False)) > 49
+    n = 0
+    for inst, m in _random_cases(17, 80):
+        if not (m.has_tiles and inst.total_tokens):
+            continue
+        n += 1
+        u = m.makespan(inst, solve(inst, m, "uniform"))
+        assert m.makespan(inst, solve(inst, m, "tempo")) <= u / (1 - TAU) * (1 + REL)
+    assert n >= 20

@@ -1,5 +1,6 @@
-"""Exact polynomial solvers: the token LP of Lemma 1 (b -> 0) and the optimal semi-matching of
-Lemma 2 (beta -> 0).  The fixed-charge MILP of Eq. 3 is in :mod:`tempo.policies.milp`.
+"""Exact polynomial solvers: the token LP of Lemma 1 (b -> 0) and, by max-flow, the optimal
+semi-matching of Lemma 2 (beta -> 0) (the registered ``semi_matching`` policy is tempo_fast's
+augmenting-path balancer, :mod:`tempo.policies.tempo_fast.balancer`).  The fixed-charge MILP of Eq. 3 is in :mod:`tempo.policies.milp`.
 
 The token LP and the semi-matching are computed combinatorially with max-flow (scipy), not
 with a general LP solve, so they are cheap enough to sit inside tempo_fast's ensemble.
@@ -13,9 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import maximum_flow
 
-from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
-from .registry import register
 from ._fallback import mark_fallback
 from ._util import slot_on_gpu
 
@@ -572,10 +571,11 @@ def _dual_gauge(M, lam0, nu0, T, C, dinv, u, mask, gid, support, tol):
 
 
 # ---------------------------------------------------------------------------- semi-matching
-@register("semi_matching", needs_model=False, options=None, family="proxy", servable=False, color="#ff9da6",
-          label="semi-matching: fewest activated experts, exact (Lemma 2)", order=60)
-def semi_matching(inst: Instance, model: CostModel | None = None) -> Dispatch:
-    """Exact minimum of the largest activated-expert count per GPU (Lemma 2, beta -> 0).
+def semi_matching_maxflow(inst: Instance) -> Dispatch:
+    """Exact minimum of the largest activated-expert count per GPU (Lemma 2, beta -> 0), by
+    max-flow: the check of the registered ``semi_matching`` policy
+    (:func:`tempo.policies.tempo_fast.semi_matching`, augmenting paths), which must reach the
+    same count.
 
     Each live expert goes whole to one replica (splitting only adds activations).  The
     optimal cap is found by binary search with a bipartite b-matching (max-flow) test; the
@@ -583,7 +583,7 @@ def semi_matching(inst: Instance, model: CostModel | None = None) -> Dispatch:
     """
     t0 = time.perf_counter()
     if not inst.live.any():
-        return Dispatch(np.zeros(inst.replica_gpu.shape), {"policy": "semi_matching", "max_experts": 0})
+        return Dispatch(np.zeros(inst.replica_gpu.shape), {"policy": "semi_matching_maxflow", "max_experts": 0})
     graph = _Bipartite(inst)
     L = graph.L
     ones = np.ones(L, np.int64)
@@ -601,5 +601,5 @@ def semi_matching(inst: Instance, model: CostModel | None = None) -> Dispatch:
     cap, pf = best
     pf = np.rint(pf)
     shares = graph.to_shares(pf * inst.counts[graph.live][graph.pe])
-    return Dispatch(shares, {"policy": "semi_matching", "max_experts": cap,
+    return Dispatch(shares, {"policy": "semi_matching_maxflow", "max_experts": cap,
                              "solve_s": time.perf_counter() - t0})

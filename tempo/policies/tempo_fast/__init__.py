@@ -28,6 +28,7 @@ import numpy as np
 from ...core.cost import CostModel
 from ...core.instance import MAX_TOTAL_TOKENS, Dispatch, Instance
 from ...core.pricing import Pricer
+from .. import proxies
 from ..exact import token_lp_even, token_lp_highs
 from .._fallback import mark_fallback
 from ..registry import register
@@ -35,7 +36,7 @@ from .exchange import exchange_pass
 from .options import PRESETS, TempoOptions, lp_candidates, paper_solver_options, solver_options
 from .records import CHOSEN, EXCHANGE
 
-__all__ = ["PRESETS", "TempoOptions", "exchange_pass", "solve_layers", "tempo_fast"]
+__all__ = ["PRESETS", "TempoOptions", "exchange_pass", "semi_matching", "solve_layers", "tempo_fast"]
 
 
 @register("tempo", needs_model=True, options=TempoOptions, family="tempo", servable=True, color="#54a24b",
@@ -73,8 +74,11 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
             even_shares = np.ascontiguousarray(token_lp_even(inst).shares, dtype=np.float64)
         if "highs" in o.lp_variants:
             highs_shares = np.ascontiguousarray(token_lp_highs(inst).shares, dtype=np.float64)
+    uniform_shares = _NO_SHARES
+    if o.uniform and o.ensemble and model.has_tiles and inst.total_tokens:
+        uniform_shares = np.ascontiguousarray(proxies.uniform(inst).shares, dtype=np.float64)
     shares, ms, chosen, st = solve(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model),
-                                   solver_options(o, vertex, even), paper, even_shares, highs_shares)
+                                   solver_options(o, vertex, even), paper, even_shares, highs_shares, uniform_shares)
     chosen = CHOSEN[chosen]
     if o.restarts and o.local_search and full and inst.n_experts * inst.n_gpus <= 4096:
         x, ms2 = exchange_pass(inst, model, shares)
@@ -86,6 +90,29 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
         mark_fallback(d, f"tempo: the search stopped at its work bound ({o.work} move evaluations); "
                          "the best dispatch found by then")
     return d
+
+
+@register("semi_matching", needs_model=False, options=None, family="proxy", servable=False, color="#ff9da6",
+          label="semi-matching: fewest activated experts, exact (Lemma 2)", order=60)
+def semi_matching(inst: Instance, model: CostModel | None = None) -> Dispatch:
+    """The exact activation balancer (Lemma 2, beta -> 0): every live expert whole on one replica,
+    the largest number of experts on a GPU the least possible (an optimal semi-matching, by
+    augmenting paths [Harvey et al. 2006]).  Among the optimal ones: the cost-aware whole-expert
+    seed of Section 4.2 under ``model`` (by tokens when None) moved along augmenting paths, the
+    dispatch tempo_fast's balancer restart starts from.
+
+    Returns:
+        Dispatch; ``meta["max_experts"]``: the largest number of experts on a GPU
+    """
+    from .balancer import balanced
+
+    t0 = time.perf_counter()
+    shares, k = balanced(inst.counts, inst.replica_gpu, inst.n_gpus, Pricer.of(model or _BY_TOKENS))
+    return Dispatch(shares, {"policy": "semi_matching", "max_experts": int(k), "solve_s": time.perf_counter() - t0})
+
+
+#: the semi-matching's seed without a model: whole experts by tokens
+_BY_TOKENS = CostModel(a=0.0, b=0.0, c=0.0, beta=1.0)
 
 
 #: no token-LP split computed by the caller (:func:`.solver.solve`'s ``even_shares``, ``highs_shares``)
@@ -152,6 +179,12 @@ def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, options: Te
         raise ValueError("solve_layers scores the token-LP candidates of lp_variants='auto' only")
     pricer, opts, paper = Pricer.of(model), solver_options(o, vertex=True, even=True), paper_solver_options(o, overrides)
     out = np.empty(rep.shape)
+    tiled = o.uniform and o.ensemble and model.has_tiles
     for layer in range(counts.shape[0]):
-        out[layer] = solve(counts[layer], rep[layer], int(n_gpus), pricer, opts, paper, _NO_SHARES, _NO_SHARES)[0]
+        uni = _NO_SHARES
+        if tiled and counts[layer].any():
+            uni = np.ascontiguousarray(proxies.uniform(Instance(counts[layer], rep[layer], int(n_gpus))).shares,
+                                       dtype=np.float64)
+        out[layer] = solve(counts[layer], rep[layer], int(n_gpus), pricer, opts, paper, _NO_SHARES, _NO_SHARES,
+                           uni)[0]
     return out

@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from .jit import njit
+from .layout import pairs_of, scatter
+from .pricing import new_loads
 from .records import EPS
+from .seed import seed
 
 
 @njit(cache=True)
@@ -76,3 +79,25 @@ def semi_matching(counts, pairs, g, x):
             w = pgpu[q]
         cnt[w] -= 1
     return K
+
+
+@njit(cache=True)
+def balanced(counts, replica_gpu, n_gpus, p):
+    """The exact activation balancer's dispatch: the cost-aware whole-expert seed (Section 4.2
+    stage 1 under Pricer ``p``) turned into an optimal semi-matching (:func:`semi_matching`); the
+    start of tempo_fast's balancer restart.
+
+    Parameters:
+        counts: int64[E]; replica_gpu: int64[E, R]; n_gpus: int; p: Pricer
+
+    Returns:
+        (float64[E, R] shares, int: the largest number of experts on a GPU)
+    """
+    E, R = replica_gpu.shape
+    pairs = pairs_of(counts, replica_gpu, n_gpus)
+    x = np.zeros(pairs.pgpu.size)
+    if x.size == 0:
+        return np.zeros((E, R)), 0
+    seed(p, counts, pairs, x, new_loads(n_gpus), False)
+    k = semi_matching(counts, pairs, n_gpus, x)
+    return scatter(x, pairs, E, R), k

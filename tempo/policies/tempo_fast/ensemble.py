@@ -6,7 +6,7 @@ import numpy as np
 from .jit import njit
 from .maxflow import token_lp
 from .pricing import makespan
-from .records import LOCAL_SEARCH, ROUND_ROBIN, TOKEN_LP_EVEN, TOKEN_LP_HIGHS, TOKEN_LP_VERTEX, Candidate
+from .records import LOCAL_SEARCH, ROUND_ROBIN, TOKEN_LP_EVEN, TOKEN_LP_HIGHS, TOKEN_LP_VERTEX, UNIFORM, Candidate
 from .structured import round_robin
 
 
@@ -31,7 +31,7 @@ def _build_vertex(p, counts, pairs, problem, vertex):
 
 
 @njit(cache=True)
-def ensemble(p, counts, pairs, problem, o, heuristic, even, highs, vertex, checked):
+def ensemble(p, counts, pairs, problem, o, heuristic, even, highs, uniform, vertex, checked):
     """Stage 4 (Proposition 1): score the token-LP candidates of ``o`` (the vertex, the even split),
     the HiGHS vertex when the caller gave one and, under full replication, round robin A3; switch
     to the best only when it is more than ``o.tau`` better than ``heuristic``.
@@ -39,7 +39,8 @@ def ensemble(p, counts, pairs, problem, o, heuristic, even, highs, vertex, check
     Parameters:
         p: Pricer; counts: int64[E]; pairs: Pairs; problem: Problem; o: Options
         heuristic: Candidate, the heuristic output A_H
-        even, highs: GivenSplit; vertex: VertexCache (built here when needed)
+        even, highs, uniform: GivenSplit (uniform: each expert evenly over its slots, given under
+            the tile model); vertex: VertexCache (built here when needed)
         checked: bool, a token-LP candidate was built already: score even where the bound rules out a switch
 
     Returns:
@@ -79,6 +80,11 @@ def ensemble(p, counts, pairs, problem, o, heuristic, even, highs, vertex, check
         if ms < cbest:
             cbest, cwho = ms, TOKEN_LP_HIGHS
             xc[:] = highs.shares
+    if uniform.given:
+        ms = makespan(p, uniform.shares, pgpu, g)
+        if ms < cbest:
+            cbest, cwho = ms, UNIFORM
+            xc[:] = uniform.shares
     if cwho == TOKEN_LP_VERTEX:
         xc[:] = vertex.shares
     if cwho != LOCAL_SEARCH and cbest < (1 - o.tau) * best:

@@ -101,18 +101,21 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
                 best, chosen = ms, RESTART_WRAP_AROUND + kind
                 x = xs
     if o.balancer and o.local_search and best > lb * (1 + 1e-12) and budget[0] > 0:
-        # the exact activation balancer's dispatch, then the local search from it: never a whole
-        # activation step behind it (the chains and augmenting paths are priced with tokens too,
-        # and may stop one step short where tokens decide)
+        # the exact activation balancer's dispatch (the registered "semi_matching" policy's,
+        # .balancer.balanced), then the local search from it when it beats the best so far or
+        # holds fewer experts on its busiest GPU: never worse than that policy, never a whole
+        # activation step behind it (the chains and augmenting paths are priced with tokens
+        # too, and may stop one step short where tokens decide)
         xs = np.zeros(P)
         L2 = new_loads(g)
         seed(p, counts, pairs, xs, L2, False)
         k_opt = semi_matching(counts, pairs, g, xs)
+        ms = makespan(p, xs, pgpu, g)
         features(p, x, pgpu, L2)
         most = 0.0
         for h in range(g):
             most = max(most, L2.G[h])
-        if most > k_opt:
+        if ms < best or most > k_opt:
             features(p, xs, pgpu, L2)
             improve(p, xs, pairs, L2, lb, not o.partial, o.chains, o, budget)
             ms = makespan(p, xs, pgpu, g)

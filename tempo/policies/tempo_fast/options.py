@@ -41,6 +41,8 @@ class TempoOptions:
     compound : bool: stage 3 under Eq. 4, the whole-then-partial chain and the support polish
     balancer : bool: the local search again from an exact activation balancer's dispatch (the
         optimal semi-matching of Lemma 2), into the heuristic pool
+    uniform : bool: under the tile model (Eq. 2), stage 4 also scores the uniform split (each
+        expert evenly over its replica slots: pieces of fewer tiles)
     work : int >= 0: move evaluations stages 1-3 and the restarts may spend per preset (0: no
         limit); a solve that reaches it returns its best dispatch so far, marked
         ``meta["fallback"]``.  A count, not a clock: the same answer on any machine
@@ -60,6 +62,7 @@ class TempoOptions:
     paper_candidate: bool = True
     compound: bool = True
     balancer: bool = True
+    uniform: bool = True
     work: int = WORK
 
     def __post_init__(self):
@@ -67,7 +70,7 @@ class TempoOptions:
         and :meth:`resolve` build this, so the checks hold for every way in."""
         check.choice("tempo", "seed", self.seed, ("greedy", "whole", "static"))
         for name in ("chains", "local_search", "partial", "ensemble", "restarts", "paper_candidate", "compound",
-                     "balancer"):
+                     "balancer", "uniform"):
             check.flag("tempo", name, getattr(self, name))
         # the 1- and 2-step chains always run (with chains): a depth below 2 would mean 2
         check.integer("tempo", "chain_depth", self.chain_depth, lambda v: v >= 2, ">= 2", optional=True)
@@ -114,7 +117,7 @@ class TempoOptions:
 
 PRESETS = {"default": TempoOptions(),
            "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False, paper_candidate=False,
-                                  compound=False, balancer=False)}
+                                  compound=False, balancer=False, uniform=False)}
 
 
 def lp_candidates(lp_variants) -> tuple[bool, bool]:

@@ -21,9 +21,9 @@ SEEDS = {"greedy": SEED_GREEDY, "whole": SEED_WHOLE, "static": SEED_STATIC}
 UNLIMITED = -1
 # the candidate a solve returns (Candidate.chosen, solve's ``chosen``), named by CHOSEN
 LOCAL_SEARCH, TOKEN_LP_VERTEX, TOKEN_LP_EVEN, ROUND_ROBIN, RESTART_WRAP_AROUND, RESTART_APPORTION, EXCHANGE, \
-    PAPER_PRESET, TOKEN_LP_HIGHS, SEMI_MATCHING = range(10)
+    PAPER_PRESET, TOKEN_LP_HIGHS, SEMI_MATCHING, UNIFORM = range(11)
 CHOSEN = ("local_search", "token_lp_vertex", "token_lp_even", "round_robin", "restart_wrap_around",
-          "restart_apportion", "exchange", "paper_preset", "token_lp_highs", "semi_matching")
+          "restart_apportion", "exchange", "paper_preset", "token_lp_highs", "semi_matching", "uniform")
 
 
 # ---- the instance ----
@@ -84,8 +84,8 @@ class Options(NamedTuple):
 
 # ---- the stages' state and results ----
 class GivenSplit(NamedTuple):
-    """A token-LP optimum the caller computed (the even split under restricted replication, a QP;
-    the HiGHS vertex, a simplex call): stage 4 scores it."""
+    """A dispatch the caller computed for stage 4 to score: a token-LP optimum (the even split
+    under restricted replication, a QP; the HiGHS vertex, a simplex call) or the uniform split."""
 
     shares: np.ndarray  # float64[P]: zeros when none was given
     given: bool

@@ -12,6 +12,9 @@ from .layout import is_full_replication, pairs_of, scatter
 from .records import LOCAL_SEARCH, PAPER_PRESET, Candidate, GivenSplit, Problem, Stages, VertexCache
 
 
+_NONE = np.zeros((0, 0))
+
+
 @njit(cache=True)
 def _given(shares, pairs):
     """A caller's token-LP split ``shares : float64[E, R]`` (or float64[0, 0]: none) on the pairs."""
@@ -24,7 +27,7 @@ def _given(shares, pairs):
 
 
 @njit(cache=True)
-def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares, highs_shares):
+def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares, highs_shares, uniform_shares):
     """tempo_fast (Section 4.2): seed, chains and augmenting paths, local search, restarts, and the
     ensemble with switching tolerance ``options.tau`` (Proposition 1).
 
@@ -34,8 +37,8 @@ def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares, h
         n_gpus: int; p: Pricer; options: Options
         paper_options: Options, the "paper" preset under the caller's overrides, solved into the
             heuristic pool when options.paper_pool
-        even_shares, highs_shares: float64[E, R], the even token-LP split and the HiGHS vertex the
-            caller computed (stage 4 scores them), or float64[0, 0]
+        even_shares, highs_shares, uniform_shares: float64[E, R], the even token-LP split, the HiGHS
+            vertex and the uniform split the caller computed (stage 4 scores them), or float64[0, 0]
 
     Returns:
         (shares float64[E, R], makespan, chosen, Stages); chosen indexes records.CHOSEN
@@ -50,6 +53,7 @@ def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares, h
     problem = Problem(n_gpus, R, lb, is_full_replication(pairs, E, n_gpus))
     even = _given(even_shares, pairs)
     highs = _given(highs_shares, pairs)
+    uniform = _given(uniform_shares, pairs)
     vertex = VertexCache(np.zeros(P), np.zeros(1, np.bool_), np.full(1, np.inf))
     h = heuristic(p, counts, pairs, problem, options, even, vertex)
     stages = h.stages
@@ -69,14 +73,14 @@ def solve(counts, replica_gpu, n_gpus, p, options, paper_options, even_shares, h
         out = paper.best
         capped = capped or paper.stages.capped
         if not paper.stages.shortcut and paper_options.ensemble:
-            out, _pruned = ensemble(p, counts, pairs, problem, paper_options, out, even, highs, vertex,
-                                    paper.checked)
+            out, _pruned = ensemble(p, counts, pairs, problem, paper_options, out, even, highs,
+                                    _given(_NONE, pairs), vertex, paper.checked)
         if out.makespan < best.makespan:
             best = Candidate(out.shares, out.makespan, PAPER_PRESET)
     pruned = False
     s_ensemble = nan
     if options.ensemble:
-        best, pruned = ensemble(p, counts, pairs, problem, options, best, even, highs, vertex, h.checked)
+        best, pruned = ensemble(p, counts, pairs, problem, options, best, even, highs, uniform, vertex, h.checked)
         s_ensemble = best.makespan
     return (scatter(best.shares, pairs, E, R), best.makespan, best.chosen,
             Stages(stages.seed, stages.chains, stages.local_search, s_ensemble, False, pruned, capped))
