@@ -240,3 +240,46 @@ def test_two_ranks_starting_cold_build_once_and_serve_at_once(tmp_path):
         assert r["built"] and r["restarts"] == 0, r
         assert r["first_table_after_start_s"] is not None and r["first_table_after_start_s"] <= 30, r
     assert any(f.suffix == ".nbi" for f in cache.rglob("*"))
+
+
+_LOCKER = r"""
+import json, sys, time
+from tempo.serving.solver import build_lock
+t0 = time.time()
+with build_lock():
+    a = time.time()
+    time.sleep(1.0)
+    b = time.time()
+print(json.dumps([t0, a, b]))
+"""
+
+
+def test_builds_of_one_cache_take_turns(tmp_path):
+    """Two processes building into the same numba cache hold the build lock one after the
+    other (never two writers); a third, with another cache, takes its own lock."""
+    import subprocess
+
+    import tempo
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(Path(tempo.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    other = dict(env, NUMBA_CACHE_DIR=str(tmp_path / "other"))
+    from tempo.serving.solver import _build_lock_path
+
+    paths = []
+    for e in (env, other):
+        os.environ["NUMBA_CACHE_DIR"], saved = e["NUMBA_CACHE_DIR"], os.environ.get("NUMBA_CACHE_DIR")
+        try:
+            paths.append(_build_lock_path())
+        finally:
+            if saved is None:
+                os.environ.pop("NUMBA_CACHE_DIR")
+            else:
+                os.environ["NUMBA_CACHE_DIR"] = saved
+    assert paths[0] != paths[1]
+    procs = [subprocess.Popen([sys.executable, "-c", _LOCKER], stdout=subprocess.PIPE, text=True, env=e)
+             for e in (env, env, other)]
+    spans = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    (_, a1, b1), (_, a2, b2), (_, a3, b3) = spans
+    assert b1 <= a2 or b2 <= a1, spans  # the same cache: one after the other
+    assert all(p.returncode == 0 for p in procs)
