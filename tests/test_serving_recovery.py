@@ -102,6 +102,8 @@ os._exit(0)  # what is tested ends with close(); interpreter shutdown is not par
 """
 
 
+@pytest.mark.skipif(os.environ.get("TEMPO_SLOW_TESTS") != "1",
+                    reason="waits on process timing under load: set TEMPO_SLOW_TESTS=1 (a soak, not CI)")
 @pytest.mark.needs("torch")
 def test_late_rank_tables_resume_on_every_rank(tmp_path):
     """2 ranks, group timeout 2 s, the last rank starts 6 s late: the first summed-window round
@@ -130,6 +132,8 @@ def _resume(pid):
             pass
 
 
+@pytest.mark.skipif(os.environ.get("TEMPO_SLOW_TESTS") != "1",
+                    reason="waits on process timing under load: set TEMPO_SLOW_TESTS=1 (a soak, not CI)")
 def test_worker_wedged_in_warm_up_is_replaced_within_30_s():
     """A worker stopped (SIGSTOP) before it is ready makes no progress: it is replaced once it
     has made none for ``warmup_timeout_s`` (20 s by default) from its start, not after the
@@ -166,6 +170,8 @@ def test_worker_wedged_in_warm_up_is_replaced_within_30_s():
         sp.close()
 
 
+@pytest.mark.skipif(os.environ.get("TEMPO_SLOW_TESTS") != "1",
+                    reason="waits on process timing under load: set TEMPO_SLOW_TESTS=1 (a soak, not CI)")
 def test_a_slow_but_live_warm_up_is_not_replaced(monkeypatch):
     """The bound counts time without CPU progress: a worker that keeps computing (a busy
     machine) is left alone past ``warmup_timeout_s``."""
