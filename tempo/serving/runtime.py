@@ -3,7 +3,7 @@ classes so it runs and is tested on CPU: the live tables on the device, the cumu
 counters the dispatch kernel increments, the refresher, and -- with several ranks -- the
 agreement that makes every rank switch tables at the same forward step.
 
-Allocated once, updated in place (Issue 15, items 1-2): ``phys``, ``prob``, ``counts`` and the
+Allocated once, updated in place: ``phys``, ``prob``, ``counts`` and the
 invalid-pair counter are allocated at start-up -- tables ``prob [N, L, E, R]`` (``N`` source
 nodes, 1 when flat) over ``phys [L, E, R]``, with a fixed replica width ``R = P - E + 1`` (the
 most replicas one expert can have when every expert has one) -- and never reallocated: a
@@ -24,7 +24,7 @@ drafts, elastic recapture) the refresher makes no CUDA call: capture holds
 :attr:`TempoRuntime.device_lock` (:meth:`TempoRuntime.capture_guard`), which every snapshot
 and publication takes too.
 
-Rank-invariant dispatch (``--moe-a2a-backend none``, EP > 1; Issue 15 item 3): every rank
+Rank-invariant dispatch (``--moe-a2a-backend none``, EP > 1): every rank
 routes the same tokens and must pick the same replica for the same (token, slot).  The
 uniforms are rank-invariant (:func:`uniforms`), and so is the table: only rank 0 solves
 (from its own counts, which are every rank's counts, so nothing is multiplied by the world

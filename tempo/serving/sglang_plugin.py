@@ -62,7 +62,6 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
-from dataclasses import dataclass
 
 from .runtime import TempoRuntime, uniforms  # noqa: F401  (re-exported: the plugin's runtime)
 
@@ -107,11 +106,6 @@ def get_runtime():
 
 
 # ---------------------------------------------------------------------------- hooks
-@dataclass
-class _LayerTag:
-    layer_id: int
-
-
 def _algorithm() -> str | None:
     from sglang.srt.runtime_context import get_exec
 

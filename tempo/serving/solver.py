@@ -167,7 +167,7 @@ _MAIN_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def _bare_main():
-    """Start a spawn child without re-importing the launcher's ``__main__`` (Issue 15, item 6).
+    """Start a spawn child without re-importing the launcher's ``__main__``.
 
     ``Process.start()`` pickles "preparation data" that tells the child to re-run the
     parent's ``__main__`` (by module name or by path) before unpickling the target.  In an
@@ -426,7 +426,7 @@ class SolverProcess:
     independent); the reply is complete only when every slice is back.  :meth:`set_placement`
     moves the workers to a new placement with the next request (no restart).
 
-    Protocol (reliability review D1): windows and tables travel through shared memory, the
+    Protocol: windows and tables travel through shared memory, the
     pipe carries only small control messages, and each worker has at most one request in
     flight.  A window submitted while the worker is still busy with an abandoned request
     waits server-side (only the newest is kept) and is sent when the late reply has been
@@ -434,15 +434,15 @@ class SolverProcess:
     block on one.
 
     Faults: a worker whose pipe breaks or that exits is *confirmed* dead (killed if needed and
-    joined) before it is reported as ``died`` (D9); :meth:`ensure_alive` replaces every worker
+    joined) before it is reported as ``died``; :meth:`ensure_alive` replaces every worker
     that is dead, has a broken pipe, or missed ``max_misses`` deadlines in a row while ready
-    (a stopped or wedged worker, D8) or, before it is ready, made no CPU progress for
+    (a stopped or wedged worker) or, before it is ready, made no CPU progress for
     ``warmup_timeout_s`` from its start (the compiled code is built before any worker starts,
     :func:`build_solver_code`, so a worker only loads it) or did not come up within
     ``startup_timeout_s`` (:data:`~tempo.serving.settings.STARTUP_TIMEOUT_S` by default, which
     covers a cold numba compile: the bound of a worker when the build did not finish).  After
     :meth:`close`, ``submit`` and ``result`` raise :class:`SolverClosedError` and
-    ``ensure_alive`` restarts nothing (D10).  A handle dropped without ``close()`` stops its
+    ``ensure_alive`` restarts nothing.  A handle dropped without ``close()`` stops its
     workers when it is garbage-collected (a finalizer).
     """
 
