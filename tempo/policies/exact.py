@@ -142,19 +142,6 @@ def _densest_set(graph: "_Bipartite", n: np.ndarray) -> tuple[int, int]:
     return int(round(tok[best])), int(size[best])
 
 
-def min_max_tokens(inst: Instance) -> float | None:
-    """The least possible largest per-GPU token load over all dispatches (the token LP's
-    value, Hall's condition), by the subset transform when ``n_gpus <= 16``; None above
-    (use :func:`token_lp_value`).  A lower bound for every dispatch's ``N`` on its busiest GPU."""
-    if inst.n_gpus > 16:
-        return None
-    if inst.total_tokens == 0:
-        return 0.0
-    graph = _Bipartite(inst)
-    W, k = _densest_set(graph, inst.counts[graph.live].astype(np.float64))
-    return W / k
-
-
 def token_lp_value(inst: Instance) -> float:
     """The optimal min-max tokens per GPU (Lemma 1's objective), exactly."""
     return _token_lp(inst)[0]
