@@ -746,6 +746,16 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _fd_targets() -> dict:
+    out = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return out
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open fds through /proc")
 def test_dropped_solver_process_stops_its_workers(setup):
     """D18: a SolverProcess dropped without close() stops its workers when it is collected (a
@@ -757,7 +767,7 @@ def test_dropped_solver_process_stops_its_workers(setup):
     p2l, pop, table, state = setup
     SolverProcess(p2l, 4).close()  # warm the machinery (a first start opens a few lasting fds)
     gc.collect()
-    before = _fds()
+    before, targets = _fds(), _fd_targets()
     pids = []
     for _ in range(3):
         sp = SolverProcess(p2l, 4, workers=2)
@@ -771,7 +781,8 @@ def test_dropped_solver_process_stops_its_workers(setup):
     while _fds() > before and time.monotonic() < deadline:
         gc.collect()
         time.sleep(0.1)
-    assert _fds() <= before, f"{_fds() - before} file descriptors leaked"
+    new = {fd: t for fd, t in _fd_targets().items() if targets.get(fd) != t}
+    assert _fds() <= before, f"{_fds() - before} file descriptors leaked: {new}"
 
 
 def test_worker_never_ready_is_replaced_after_the_startup_timeout(setup):

@@ -294,6 +294,8 @@ def build_solver_code(static: dict, timeout_s: float, stall_s: float | None = No
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout=10)
+            if not proc.is_alive():
+                proc.close()  # its sentinel fd now, not when the object is collected
             parent.close()
         if msg is None:
             log.warning("tempo solver: building the compiled code failed: %s; workers build it themselves", why)
