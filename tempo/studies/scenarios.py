@@ -229,39 +229,24 @@ class TraceRouting:
     """The scenarios above on a recorded routing trace (``counts`` int[steps, layers, experts]
     and metadata, :func:`tempo.world.traces.read_trace`), for a build given ``TRACE=trace.npz``.
 
-    **History and placement.**  Per layer, the first ``history`` share of the steps (one half
-    by default) is the recording the EPLB placement is built from, as in the Section 5.4
-    replay (:func:`tempo.studies.replay.replay_trace`) and the paper's serving runs
-    ("placement initialized from a recorded expert distribution"); batches are drawn only
-    from the later steps, so no batch is priced on a placement built from itself.  A drift-K
-    scenario (Section 5.12, Tables 3, 4, 8-10, Section 5.5) corrupts that history first: the
-    per-layer ``K`` hottest experts' statistics swapped with random cold ones
-    (:func:`tempo.world.placement.drift_corrupt`), the paper's "corrupted recording"; ``drift = 0``
-    is the fresh placement of Table 1, Fig. 5, Theorem 2, Appendix H and Section 2.2.
+    * placement: per layer, built from the first ``history`` share of the steps (half by
+      default), corrupted first for a drift-K scenario (:func:`tempo.world.placement.drift_corrupt`;
+      ``drift = 0``: fresh); batches come only from the later steps;
+    * batch size: a step's per-expert pair shares become router weights and ``B * g`` tokens
+      are routed top-``k`` (:func:`tempo.world.workloads.route_counts`), no Dirichlet noise;
+      ``k`` is the trace's ``top_k`` metadata, else 8;
+    * steps (:meth:`windows`): ``order="layers"`` cycles layers for independent batches,
+      ``order="time"`` takes consecutive steps of one layer for timelines.  A timeline longer
+      than the usable windows raises; independent batches past them reuse windows with a
+      :class:`tempo.world.traces.TraceWarning`; a step with fewer than ``k`` experts is skipped.
 
-    **Batch size.**  A recorded step was served at the recording's batch size; a claim needs
-    ``B`` tokens per GPU on ``g`` GPUs.  The step's per-expert pair shares become the router
-    weights and ``B * g`` tokens are routed top-``k`` to distinct experts
-    (:func:`tempo.world.workloads.route_counts`), exactly as ``replay_trace`` rescales.  No Dirichlet
-    noise is added: the recorded step's own fluctuation is the batch-to-batch fluctuation.  An
-    expert the step routed nothing to gets no tokens at any ``B``, and a hot expert's share
-    saturates below ``k`` times its weight (the router's inclusion probability); record at a
-    concurrency near the ``B`` the claim needs.  ``k`` is the trace's ``top_k`` metadata
-    (``import-trace`` does not know it: pass ``--top-k``), else the study's default (8).
-
-    **Which steps** (:meth:`windows`): ``order="layers"`` for studies of independent batches
-    (batch ``i`` is layer ``i mod L`` at the ``i div L``-th evaluation step: layers cycled, so
-    a few batches already span the model's layers, as the paper's "over windows and layers");
-    ``order="time"`` for timelines (Section 5.5's stale-1 table, Table 10's refreshes):
-    consecutive evaluation steps of layer 0, then of layer 1, and so on.  A timeline longer
-    than the trace's usable windows is an error; independent batches past them reuse windows
-    from the start (a new routing draw of the same step) with a
-    :class:`tempo.world.traces.TraceWarning`.  A step with fewer than ``k`` experts routed to is
-    skipped.  Rescaling a step to more tokens than it recorded warns when the step keeps empty
-    experts (:func:`tempo.world.traces.rescale_effect`).
-
-    Everything is seeded: the same trace, sizes and seed give the same batches.
+    Seeded: the same trace, sizes and seed give the same batches.
     """
+    # History before batches, as the Section 5.4 replay and the paper's serving runs do: no batch
+    # is priced on a placement built from itself.  The recorded step's own fluctuation is the
+    # batch-to-batch fluctuation (hence no Dirichlet); an expert the step never routed to gets no
+    # tokens at any B, and a hot one saturates below k times its weight, so a trace should be
+    # recorded near the B a claim needs (rescale_effect warns when a step keeps empty experts).
 
     def __init__(self, path, history: float = 0.5):
         from ..world.traces import read_trace
