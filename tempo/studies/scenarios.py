@@ -94,31 +94,19 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
                   n_gpus: int = 8, redundant: int = 64, skew: float = 1.0, top_k: int = 8, tau: float = 300.0,
                   sigma: float | None = None, trace: "TraceRouting | None" = None,
                   order: str = "layers") -> list[Instance]:
-    """The drift-K scenario (Sections 4.2, 5.12): a DSv3-shape proxy (256 experts, top-8,
-    EP8, 64 redundant slots) whose EPLB placement is built from a corrupted history (the
-    top-K hot experts' statistics swapped with random cold ones; the statistics are the
-    long-run per-expert loads of the true routing, :func:`tempo.world.workloads.expected_loads`)
-    while the batches follow the true Zipf-skewed routing.
-
-    The batches are consecutive windows of a drifting timeline around the true popularity
-    (:func:`tempo.world.workloads.popularity_timeline`: mean-reverting log-popularity drift with
-    correlation time ``tau`` windows, plus the per-batch Dirichlet fluctuation), each routed
-    top-``top_k`` to distinct experts (:func:`tempo.world.workloads.route_tokens`).
-
-    ``B`` here is the serving concurrency, which at EP8 with top-8 routes about ``B``
-    token-expert pairs to each GPU (Section 5.13), so a batch has ``B / top_k`` tokens per
-    GPU.  The paper does not print the proxy router's skew (Section 5.11: "Zipf-skewed
-    router"); ``skew`` defaults to 1.0 here, and the studies of Tables 1, 3, 4, 8-10 and
-    Section 5.5 run at the ``proxy_skew`` reading's skew (:func:`proxy_skew_of`: by default
-    calibrated to Section 5.13's printed statistic, :func:`calibrate_proxy_skew`).
-
-    With ``trace`` (a :class:`TraceRouting`) the same scenario runs on recorded routing: the
-    placement is built from the trace's history window with its ``drift`` hottest experts'
-    statistics swapped with random cold ones (the paper's corrupted recording, Section 5.12),
-    the batches are later steps of the trace (``order``, see :meth:`TraceRouting.windows`)
-    with ``pairs_per_gpu // top_k`` tokens per GPU (the trace's top-k); the replication
-    ``(n_experts + redundant) / n_experts`` is kept as a factor of the trace's experts.
+    """The drift-K scenario (Sections 4.2, 5.12): ``n_batches`` Instances of a DSv3-shape proxy
+    (256 experts, top-8, EP8, 64 redundant slots) whose EPLB placement is built from a corrupted
+    history (the ``drift`` hottest experts' long-run loads,
+    :func:`tempo.world.workloads.expected_loads`, swapped with random cold ones) while the
+    batches follow the true Zipf(``skew``) routing: consecutive windows of
+    :func:`tempo.world.workloads.popularity_timeline` (correlation time ``tau``, plus the
+    per-batch Dirichlet), routed top-``top_k`` to distinct experts, ``pairs_per_gpu / top_k``
+    tokens per GPU.  With ``trace`` (:class:`TraceRouting`): the same on recorded routing, the
+    replication ``(n_experts + redundant) / n_experts`` kept as a factor of the trace's experts.
     """
+    # B (pairs_per_gpu) is the serving concurrency: at EP8 with top-8 about B pairs reach each GPU
+    # (Section 5.13).  The paper does not print the proxy router's skew ("Zipf-skewed router",
+    # Section 5.11): 1.0 here; the studies run at the proxy_skew reading's (proxy_skew_of).
     if trace is not None:
         k = trace.top_k(top_k)
         return trace.batches(max(1, pairs_per_gpu // k), n_batches, n_gpus, (n_experts + redundant) / n_experts,

@@ -152,28 +152,18 @@ def inclusion_probabilities(popularity, top_k: int, n_tokens: int = 200_000, rng
 
 def expected_loads(popularity, top_k: int) -> np.ndarray:
     """float64[E]: the long-run share of the token-expert pairs each expert carries under the
-    top-``top_k`` router, ``pi_e / top_k`` (the inclusion probabilities of
-    :func:`inclusion_probabilities`; sums to 1, each entry at most ``1 / top_k``).
-
-    This is what an EPLB placement is built from: the paper's placement layer rebuilds "from
-    long-run averages" of load (Sections 1 and 3.2, "EPLB-style placement from long-run
-    averages"), and SGLang's EPLB places from its recorder's per-expert token counts, i.e.
-    pairs.  Under top-K routing of *distinct* experts these shares are not the router weights
-    ``p``: a hot expert saturates at one pair per token (Zipf(1.5) over 256 experts, top-8: the
-    hottest has ``p`` about 0.40 but about 0.124 of the pairs), so a placement built from ``p``
-    over-replicates hot experts.  (The per-batch Dirichlet fluctuation of
-    :func:`sample_counts` moves the long-run mean by a second-order amount at kappa = 2000 and
-    is not modelled here.)
-
-    Computed deterministically, not by sampling (a Monte Carlo estimate's noise reorders
-    experts of near-equal load and so changes the placement from seed to seed): successive
-    sampling is the arrival order of independent exponential clocks ``T_j ~ Exp(p_j)``, so
-    ``pi_e = int_0^inf p_e exp(-p_e t) P(fewer than K of the other clocks before t) dt``; the
-    count of earlier clocks is Poisson-binomial, evaluated by a prefix/suffix recursion over
-    experts on a log-spaced grid of ``t`` (trapezoid rule; agrees with the exact enumeration of
-    :func:`inclusion_probabilities` to about 1e-10).  Experts of equal popularity get
-    bit-identical shares (rounding must not decide EPLB's ties: a uniform ``p`` places as
-    before).  Cached per (popularity, top_k); each call returns a fresh array."""
+    top-``top_k`` router, ``pi_e / top_k`` (sums to 1, each at most ``1 / top_k``): what an EPLB
+    placement is built from (Sections 1, 3.2).  Deterministic (agrees with
+    :func:`inclusion_probabilities` to about 1e-10); equal popularities get bit-identical shares.
+    Cached per (popularity, top_k); each call returns a fresh array."""
+    # Pairs, not router weights p: a hot expert saturates at one pair per token (Zipf(1.5), 256
+    # experts, top-8: p about 0.40, pair share about 0.124), so placing from p over-replicates it;
+    # SGLang's EPLB places from its recorder's per-expert pair counts.  Not sampled: Monte Carlo
+    # noise reorders near-equal experts and so the placement.  Successive sampling is the arrival
+    # order of clocks T_j ~ Exp(p_j): pi_e = int p_e exp(-p_e t) P(< K other clocks before t) dt,
+    # the count Poisson-binomial, by a prefix/suffix recursion on a log grid of t (trapezoid).
+    # Equal shares stay bit-identical so rounding never decides EPLB's ties; the per-batch
+    # Dirichlet noise of sample_counts moves the mean only at second order (kappa = 2000).
     p = _popularity(popularity)
     k = _int_arg("top_k", top_k)
     if k > np.count_nonzero(p):
