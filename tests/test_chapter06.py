@@ -39,7 +39,8 @@ def test_the_prose():
     # the uniform table is not the uniform policy: its median ratio is the data's, never "1"
     assert numbers["lv_before_med"] == pytest.approx(1.05) and (numbers["lv_before_lo"], numbers["lv_before_hi"]) == (1.04, 1.06)
     assert numbers["lv_after_med"] == pytest.approx(0.85) and numbers["lv_rel"] == pytest.approx(0.85 / 1.05)
-    assert words == {"lv_outcomes": "{'published': 2}"}
-    none = ch06.live_glue(live.assign(tables_published=0), {"published": 0}, 2.0)[0]
+    assert words == {"lv_outcomes": "{'published': 2}", "lv_arrival": "arrived 4.98 s after the start"}
+    none, words = ch06.live_glue(live.assign(tables_published=0), {"published": 0}, 2.0)
+    assert words["lv_arrival"] == "did not arrive within the run"
     assert none["lv_first"] != none["lv_first"] and none["lv_after_med"] != none["lv_after_med"] and none["lv_before_n"] == 5
     assert ch06.latency_markdown("serving: a\nserving: b") == "- a\n- b"

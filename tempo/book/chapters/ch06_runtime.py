@@ -49,7 +49,8 @@ def live_glue(live_df: pd.DataFrame, stats: dict, seconds: float) -> tuple[dict,
     table's arrival (s), invalid routes, and the median (min, max) modeled cost against the
     uniform policy of the batches before the first table (under the kernel's uniform table)
     and after it, and the second median over the first (NaN where a side has no batch);
-    words: ``lv_outcomes``, the refresher's outcome counts."""
+    words: ``lv_outcomes``, the refresher's outcome counts, and ``lv_arrival``, when the first
+    table arrived."""
     nan = float("nan")
     before = live_df[live_df.tables_published == 0].table_vs_uniform
     after_rows = live_df[live_df.tables_published > 0]
@@ -60,7 +61,8 @@ def live_glue(live_df: pd.DataFrame, stats: dict, seconds: float) -> tuple[dict,
                "lv_before_lo": before.min() if len(before) else nan, "lv_before_hi": before.max() if len(before) else nan,
                "lv_after_med": after.median() if len(after) else nan,
                "lv_rel": after.median() / before.median() if len(after) and len(before) else nan}
-    return numbers, {"lv_outcomes": str(stats)}
+    arrival = f"arrived {numbers['lv_first']:.2f} s after the start" if len(after_rows) else "did not arrive within the run"
+    return numbers, {"lv_outcomes": str(stats), "lv_arrival": arrival}
 
 
 def latency_markdown(report: str) -> str:
