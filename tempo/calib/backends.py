@@ -598,7 +598,8 @@ class ExpertBackend:
 
 @register_backend
 class CpuBackend(ExpertBackend):
-    """float32 expert FFN on CPU with torch (see module docstring)."""
+    """The expert FFN (gate/up, SiLU-and-mul, down) in float32 torch on CPU, so the whole
+    pipeline runs and is tested without a GPU."""
 
     name = "cpu"
     preference = 0
