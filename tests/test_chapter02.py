@@ -100,3 +100,13 @@ def test_sizes_and_the_numbers_the_prose_glues():
     e2 = ch02.epsilon_glue(both)
     assert (e2["eps_med"], e2["eps_med_trace"], e2["eps_max_trace"]) == (pytest.approx(20.0), pytest.approx(40.0),
                                                                          pytest.approx(60.0))
+
+
+def test_the_running_example_as_an_instance_of_eq3():
+    table, n = ch02.toy_bounds()
+    # by hand: 780 tokens over two GPUs; the LP's split activates all 7 experts on each GPU (7 x 15 us);
+    # LB = max(15 * ceil(7/2), 0.1 * 780 / 2) = 60 = OPT (chapter 01); round-robin's GPU 1 holds
+    # 600 + 3 x 30 = 690 tokens (69 us); the term max(15, 0.1 x 600) = 60 makes the bound 120
+    assert n == pytest.approx({"toy_lp_tokens": 390.0, "toy_lp_us": 105.0, "toy_lb_us": 60.0, "toy_opt_us": 60.0,
+                               "toy_rr_us": 69.0, "toy_term_us": 60.0, "toy_bound_us": 120.0})
+    assert list(table.value) == pytest.approx([390.0, 105.0, 60.0, 60.0, 69.0, 60.0, 120.0])

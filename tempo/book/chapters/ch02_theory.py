@@ -212,3 +212,31 @@ def epsilon_evidence(tokens=(32, 64, 128, 256), params: str = "dsv3-offline", sk
                      "top-k cap": 1 / top_k, "beta n_max (us)": model.beta * n_max, "LB (us)": model.lower_bound(inst),
                      "epsilon %": 100 * round_robin_epsilon(inst, model)})
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------- the running example
+def toy_bounds() -> tuple[pd.DataFrame, dict]:
+    """Chapter 01's toy (:func:`.common.toy`) as an instance of Eq. 3: the token LP's optimum
+    (tokens on the fuller GPU, Lemma 1) and its Eq. 1 makespan, the lower bound LB, the exact
+    optimum (MILP), round-robin (Theorem 2's A3) and Theorem 2's bound OPT + max(b, beta n_max).
+    Returns ``(table, numbers)``: one row per quantity (value, unit), and the same values keyed
+    ``toy_*`` for the page's glue."""
+    from ...policies import solve
+    from ...theory.bounds import additive_term, round_robin_bound
+    from .common import toy
+
+    inst, model = toy()
+    lp = solve(inst, model, "token_lp")
+    opt = model.makespan(inst, solve(inst, model, "milp"))
+    n = {"toy_lp_tokens": float(model.gpu_features(inst, lp)[1].max()),
+         "toy_lp_us": model.makespan(inst, lp), "toy_lb_us": model.lower_bound(inst), "toy_opt_us": opt,
+         "toy_rr_us": model.makespan(inst, solve(inst, model, "round_robin")),
+         "toy_term_us": additive_term(model, float(inst.counts.max())), "toy_bound_us": round_robin_bound(inst, model, opt)}
+    rows = [("token LP optimum: tokens on the fuller GPU (Lemma 1)", n["toy_lp_tokens"], "tokens"),
+            ("that split's makespan under Eq. 1", n["toy_lp_us"], "us"),
+            ("lower bound LB", n["toy_lb_us"], "us"),
+            ("optimum OPT (MILP)", n["toy_opt_us"], "us"),
+            ("round-robin A3", n["toy_rr_us"], "us"),
+            ("additive term max(b, beta n_max)", n["toy_term_us"], "us"),
+            ("Theorem 2's bound OPT + term", n["toy_bound_us"], "us")]
+    return pd.DataFrame(rows, columns=["quantity", "value", "unit"]), n
