@@ -236,3 +236,22 @@ def stages_glue(table: pd.DataFrame, forced: pd.DataFrame) -> tuple[dict, dict]:
     n, forced_n = int(forced["batches"].sum()), int(forced.iloc[:, -1].sum())
     numbers = {"st_spread": spread, "st_batches": n, "st_forced": forced_n, "st_free": n - forced_n}
     return numbers, {"st_rows": "identical" if spread <= 1e-9 else "not identical"}
+
+
+# ---------------------------------------------------------------------------- the running example
+def toy_stages(seeds=("whole", "greedy")) -> tuple[pd.DataFrame, dict]:
+    """tempo_fast's stages on chapter 01's toy (:func:`.common.toy`) against its exact optimum:
+    :func:`stage_trace` (one row per seed: the makespan after the seed, the chains, the local
+    search with its partial migrations and the ensemble, us) with the MILP's optimum as a last
+    column. Returns ``(table, numbers)``; ``numbers`` holds ``toy_<seed>_<stage>`` for every
+    stage that ran and ``toy_opt``, for the page's glue."""
+    from ...policies import solve
+    from .common import toy
+
+    inst, model = toy()
+    table = stage_trace(inst, model, seeds)
+    table["exact optimum (MILP)"] = model.makespan(inst, solve(inst, model, "milp"))
+    numbers = {f"toy_{s}_{stage}": float(v) for s, row in table.iterrows() for stage, v in row.items()
+               if stage in ("seed", "chains", "local_search", "ensemble") and v == v}
+    numbers["toy_opt"] = float(table["exact optimum (MILP)"].iloc[0])
+    return table, numbers
