@@ -170,3 +170,27 @@ def test_identified_says_when_the_grid_does_not_pin_b():
     assert ch05.identified(tight) == "both b and beta"
     assert ch05.identified(ci.assign(**{"2.5%": [0, 7.9, 0, 0.0, 79], "97.5%": [9, 8.1, 9, 0.3, 81]})) == "b, not beta"
     assert ch05.identified(ci.assign(**{"2.5%": [0, 0.0, 0, 0.0, 79]}).assign(**{"97.5%": [9, 30, 9, 0.3, 81]})) == "neither"
+
+
+def test_the_running_example_repriced(recs):
+    import tempo
+
+    # under the toy's own model the page's numbers are chapter 01's; a model equal to it changes nothing
+    own = tempo.CostModel(a=0.0, b=15.0, c=0.0, beta=0.1)
+    table, n = ch05.toy_repriced(own, "same")
+    assert n["toy5_token_lp"] == n["toy5_token_lp_own"] == 105.0 and n["toy5_metro_own"] == 69.0
+    assert n["toy5_tempo_own"] == n["toy5_tempo"] == pytest.approx(60.0) and n["toy5_ratio_own"] == pytest.approx(1.75)
+    assert n["toy5_tempo_hot_gpus"] == 2 and ch05.toy_repriced_words(n)["toy5_hot"] == "still splits the hot expert over 2 GPUs"
+    # the fp8 H200 DSv3 recording's tile-aware fit: a split of the 600-token hot expert costs a tile
+    # and a floor more, so tempo and the exact optimum keep it whole (hot + one cold against five cold)
+    model, label = ch05.calibrated_h200(recs)
+    table, n = ch05.toy_repriced(model, label)
+    assert model.b2 > 0 and n["toy5_tempo"] == pytest.approx(n["toy5_milp"]) and n["toy5_tempo_hot_gpus"] == 1
+    import numpy as np
+
+    five_cold = model.time(np.array([5.0]), np.array([150.0]), np.array([5.0]))[0]   # 5 experts, 150 tokens, 5 tiles
+    hot_and_cold = model.time(np.array([2.0]), np.array([630.0]), np.array([6.0]))[0]  # 600 (5 tiles) + 30 (1 tile)
+    assert n["toy5_tempo"] == pytest.approx(max(five_cold, hot_and_cold), rel=1e-9)
+    assert n["toy5_tempo"] < n["toy5_metro"] < n["toy5_token_lp"] and table.loc["token_lp", "busiest GPU's experts"] == 7
+    with pytest.raises(ValueError, match="deep_gemm"):
+        ch05.calibrated_h200(recs[recs.backend == "cpu"])

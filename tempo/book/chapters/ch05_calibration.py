@@ -408,3 +408,56 @@ def preset_plan() -> tuple[pd.DataFrame, dict, dict]:
     numbers = {"plan_cells": int(summ.cells.sum()), "plan_parts": len(summ), "plan_part_min": P.PART_S / 60,
                "plan_total_min": summ.est_s.sum() / 60}
     return summ.round(0), numbers, {"plan_sources": "; ".join(c.source for c in costs.values())}
+
+
+# ---------------------------------------------------------------------------- the running example
+#: the dispatchers the running example compares (chapter 01's three and the exact optimum)
+TOY_POLICIES = ("token_lp", "metro", "tempo", "milp")
+
+
+def toy_repriced(model: CostModel, label: str) -> tuple[pd.DataFrame, dict]:
+    """Chapter 01's toy batch (:func:`.common.toy`) solved and priced twice: under the toy's own
+    model and under ``model`` (a calibrated fit, named ``label`` in the columns).  Returns
+    ``(table, numbers)``: per policy of :data:`TOY_POLICIES` the makespan (us) under each model and,
+    under ``model``, the busiest GPU's activated experts and how many GPUs run the hot expert;
+    ``numbers`` (``toy5_*``) holds the fit's b, beta and n*, each makespan, the token-LP / tempo
+    ratio under both models and the GPUs tempo spreads the hot expert over, for the page's glue."""
+    from ...policies import solve
+    from .common import toy
+
+    inst, own = toy()
+    hot = int(np.argmax(inst.counts))
+    rows, n = [], {"toy5_b": model.b, "toy5_beta": model.beta, "toy5_ns": model.n_star}
+    for p in TOY_POLICIES:
+        d_own, d = solve(inst, own, p), solve(inst, model, p)
+        G = model.gpu_features(inst, d)[0]
+        t = model.gpu_times(inst, d)
+        row = {"policy": p, "toy model (us)": own.makespan(inst, d_own), f"{label} (us)": float(t.max()),
+               "busiest GPU's experts": int(G[int(np.argmax(t))]), "GPUs running the hot expert": int((d.shares[hot] > 0).sum())}
+        rows.append(row)
+        n[f"toy5_{p}_own"], n[f"toy5_{p}"] = row["toy model (us)"], row[f"{label} (us)"]
+        n[f"toy5_{p}_hot_gpus"] = row["GPUs running the hot expert"]
+    n["toy5_ratio_own"] = n["toy5_token_lp_own"] / n["toy5_tempo_own"]
+    n["toy5_ratio"] = n["toy5_token_lp"] / n["toy5_tempo"]
+    return pd.DataFrame(rows).set_index("policy"), n
+
+
+def toy_repriced_words(numbers: dict) -> dict:
+    """What the page says about tempo's hot expert under the fit, from :func:`toy_repriced`'s
+    numbers: ``toy5_hot`` (whole on one GPU, or split over how many)."""
+    k = int(numbers["toy5_tempo_hot_gpus"])
+    return {"toy5_hot": "keeps the hot expert whole on one GPU" if k == 1 else f"still splits the hot expert over {k} GPUs"}
+
+
+def calibrated_h200(recs: pd.DataFrame, shape: str = "dsv3") -> tuple[CostModel, str]:
+    """The tile-aware fit (Eq. 2) of the fp8 H200 recording of ``shape``
+    (:func:`tempo.measured.catalog.pick` with backend ``deep_gemm``) and a label naming it.
+    Raises ValueError when ``recs`` holds no such recording."""
+    from ...calib import fit_cost_model
+    from ...measured import catalog
+
+    r = catalog.pick(recs, shape, "deep_gemm")
+    if r is None:
+        raise ValueError(f"recs holds no deep_gemm recording of shape {shape!r}")
+    samples, _, man = catalog.load_recording(r.path)
+    return fit_cost_model(samples, "tile").model, f"{man['device']} {shape} fit"
