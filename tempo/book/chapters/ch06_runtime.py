@@ -69,3 +69,51 @@ def latency_markdown(report: str) -> str:
     """The refresh-latency benchmark's report (:func:`tempo.benchmarks.bench.serving`) as a
     Markdown list, one line per item, without the ``serving:`` prefix."""
     return "\n".join(f"- {line.removeprefix('serving: ')}" for line in report.splitlines())
+
+
+# ---------------------------------------------------------------------------- the running example
+def toy_table() -> tuple[pd.DataFrame, dict]:
+    """Chapter 01's toy (:func:`.common.toy`) as the runtime would publish it: the placement as a
+    ``physical_to_logical_map`` (GPU-major, every expert on both GPUs: slot s on GPU s // E holds
+    expert s % E), tempo's dispatch of the batch turned into the table by
+    :func:`tempo.serving.solver.solve_tables` (one probability per replica), and the tokens each
+    GPU receives in expectation.  Returns ``(table, numbers)``: one row per logical expert (its
+    tokens, and per GPU the physical slot and the probability), and ``toy6_*`` for the page's
+    glue (the hot expert's two probabilities, the slots, each GPU's expected tokens and
+    activated experts, the makespan of the expected split under the toy's model, and the mean and
+    standard deviation of the hot expert's tokens on GPU 0 when the kernel samples per token)."""
+    import numpy as np
+
+    from ...serving import replica_map
+    from ...serving.solver import solve_tables
+    from .common import toy
+
+    inst, model = toy()
+    E, P = inst.n_experts, inst.n_gpus
+    p2l = np.tile(np.arange(E), P)[None]                     # [1 layer, P*E slots], GPU-major
+    phys = replica_map(p2l)[0]                               # [E, R]: expert e's physical slots
+    prob = solve_tables(inst.counts[None], p2l, P, model)[0, 0]   # [E, R]: the flat table's layer 0
+    counts = np.asarray(inst.counts, float)
+    rows = []
+    for e in range(E):
+        row = {"expert": e, "tokens": int(counts[e])}
+        for r in range(phys.shape[1]):
+            row[f"GPU {phys[e, r] // E}: slot"] = int(phys[e, r])
+            row[f"GPU {phys[e, r] // E}: probability"] = float(prob[e, r])
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index("expert")
+    gpu_of = phys // E                                       # every replica's GPU
+    expected = np.zeros((E, P))
+    np.add.at(expected, (np.arange(E)[:, None].repeat(phys.shape[1], 1), gpu_of), prob * counts[:, None])
+    G, N = (expected > 0).sum(0), expected.sum(0)
+    hot = int(np.argmax(counts))
+    n = {"toy6_slots": float(P * E), "toy6_hot_p0": float(prob[hot, 0]), "toy6_hot_p1": float(prob[hot, 1]),
+         "toy6_hot_slot0": float(phys[hot, 0]), "toy6_hot_slot1": float(phys[hot, 1]),
+         "toy6_tokens_max": float(N.max()), "toy6_tokens_min": float(N.min()), "toy6_G_max": float(G.max()),
+         "toy6_makespan": float(np.maximum(model.a + model.b * G, model.c + model.beta * N).max())}
+    # each of the hot expert's tokens picks GPU 0 with probability p: a binomial share
+    p0 = n["toy6_hot_p0"]
+    n["toy6_hot_mean"] = counts[hot] * p0
+    n["toy6_hot_sd"] = float(np.sqrt(counts[hot] * p0 * (1 - p0)))
+    n["toy6_hot_sd_pct"] = 100 * n["toy6_hot_sd"] / n["toy6_hot_mean"] if n["toy6_hot_mean"] > 0 else 0.0
+    return table, n
