@@ -211,3 +211,18 @@ def hand_check_text(check: pd.DataFrame, tol_us: float = 1e-6) -> str:
     out += [f"`{r.dispatcher}` ends at {r['makespan (us)']:.1f} us, {'above' if r['library - predicted (us)'] > 0 else 'below'}."
             for _, r in check[diff.abs() > tol_us].iterrows()]
     return " ".join(out)
+
+
+# ---------------------------------------------------------------------------- the running example
+def toy_under(model: CostModel, label: str = "your fit") -> tuple[pd.DataFrame, dict, dict]:
+    """Chapter 01's toy priced and solved under ``model`` (chapter 05's
+    :func:`~tempo.book.chapters.ch05_calibration.toy_repriced`, the column named ``label``).
+    Returns ``(table, numbers, words)`` with the keys renamed ``toy8_*`` for this page's glue;
+    ``toy8_tiles`` says whether ``model`` prices M-tiles (Eq. 2) or not (Eq. 1)."""
+    from .ch05_calibration import toy_repriced, toy_repriced_words
+
+    table, n = toy_repriced(model, label)
+    words = toy_repriced_words(n)
+    words["toy5_tiles"] = "prices every 128-token M-tile (Eq. 2)" if model.has_tiles else "has no tile term (Eq. 1)"
+    rename = lambda d: {k.replace("toy5_", "toy8_", 1): v for k, v in d.items()}  # noqa: E731
+    return table, rename(n), rename(words)
