@@ -47,7 +47,7 @@ def test_the_prose():
 
 
 def test_the_running_example_as_a_table():
-    table, n = ch06.toy_table()
+    table, n, w = ch06.toy_table()
     # 7 experts on 2 GPUs: 14 slots, expert e in slots e and 7 + e; tempo splits the hot expert
     # 300/300 and sends each cold expert whole to one GPU (three on one, three on the other)
     assert n["toy6_slots"] == 14 and (n["toy6_hot_slot0"], n["toy6_hot_slot1"]) == (0, 7)
@@ -56,4 +56,5 @@ def test_the_running_example_as_a_table():
     assert sorted(cold.ravel().tolist()) == [0.0] * 6 + [1.0] * 6 and (cold.sum(1) == 1).all() and cold[:, 0].sum() == 3
     assert n["toy6_tokens_max"] == n["toy6_tokens_min"] == 390 and n["toy6_G_max"] == 4 and n["toy6_makespan"] == 60
     assert list(table["GPU 1: slot"]) == list(range(7, 14))
+    assert w == {"toy6_tokens": "each GPU receives 390 tokens"}
     assert n["toy6_hot_mean"] == 300 and n["toy6_hot_sd"] == pytest.approx(150 ** 0.5)   # 600 * 0.5 * 0.5 = 150

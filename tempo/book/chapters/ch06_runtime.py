@@ -72,16 +72,17 @@ def latency_markdown(report: str) -> str:
 
 
 # ---------------------------------------------------------------------------- the running example
-def toy_table() -> tuple[pd.DataFrame, dict]:
+def toy_table() -> tuple[pd.DataFrame, dict, dict]:
     """Chapter 01's toy (:func:`.common.toy`) as the runtime would publish it: the placement as a
     ``physical_to_logical_map`` (GPU-major, every expert on both GPUs: slot s on GPU s // E holds
     expert s % E), tempo's dispatch of the batch turned into the table by
     :func:`tempo.serving.solver.solve_tables` (one probability per replica), and the tokens each
-    GPU receives in expectation.  Returns ``(table, numbers)``: one row per logical expert (its
+    GPU receives in expectation.  Returns ``(table, numbers, words)``: one row per logical expert (its
     tokens, and per GPU the physical slot and the probability), and ``toy6_*`` for the page's
     glue (the hot expert's two probabilities, the slots, each GPU's expected tokens and
     activated experts, the makespan of the expected split under the toy's model, and the mean and
-    standard deviation of the hot expert's tokens on GPU 0 when the kernel samples per token)."""
+    standard deviation of the hot expert's tokens on GPU 0 when the kernel samples per token);
+    ``words["toy6_tokens"]`` says the expected tokens per GPU in a phrase."""
     import numpy as np
 
     from ...serving import replica_map
@@ -116,4 +117,6 @@ def toy_table() -> tuple[pd.DataFrame, dict]:
     n["toy6_hot_mean"] = counts[hot] * p0
     n["toy6_hot_sd"] = float(np.sqrt(counts[hot] * p0 * (1 - p0)))
     n["toy6_hot_sd_pct"] = 100 * n["toy6_hot_sd"] / n["toy6_hot_mean"] if n["toy6_hot_mean"] > 0 else 0.0
-    return table, n
+    lo, hi = round(n["toy6_tokens_min"]), round(n["toy6_tokens_max"])
+    words = {"toy6_tokens": f"each GPU receives {lo} tokens" if lo == hi else f"a GPU receives between {lo} and {hi} tokens"}
+    return table, n, words
