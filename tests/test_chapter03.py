@@ -72,3 +72,4 @@ def test_the_running_example_stage_by_stage():
     assert n["toy_whole_seed"] == 66.0 and n["toy_whole_chains"] == 66.0 and n["toy_whole_local_search"] == 60.0
     assert n["toy_greedy_seed"] == 75.0 and n["toy_greedy_chains"] == 60.0
     assert n["toy_opt"] == pytest.approx(60.0) and (table["exact optimum (MILP)"] == n["toy_opt"]).all()
+    assert list(table.loc["whole", ["1 seed", "2 chain moves", "3 local search (partial moves)"]]) == [66.0, 66.0, 60.0]

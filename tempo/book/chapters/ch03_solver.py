@@ -242,8 +242,8 @@ def stages_glue(table: pd.DataFrame, forced: pd.DataFrame) -> tuple[dict, dict]:
 def toy_stages(seeds=("whole", "greedy")) -> tuple[pd.DataFrame, dict]:
     """tempo_fast's stages on chapter 01's toy (:func:`.common.toy`) against its exact optimum:
     :func:`stage_trace` (one row per seed: the makespan after the seed, the chains, the local
-    search with its partial migrations and the ensemble, us) with the MILP's optimum as a last
-    column. Returns ``(table, numbers)``; ``numbers`` holds ``toy_<seed>_<stage>`` for every
+    search with its partial migrations and the ensemble, us; columns labelled by
+    :data:`TOY_STAGE_LABELS`) with the MILP's optimum as a last column. Returns ``(table, numbers)``; ``numbers`` holds ``toy_<seed>_<stage>`` for every
     stage that ran and ``toy_opt``, for the page's glue."""
     from ...policies import solve
     from .common import toy
@@ -254,4 +254,9 @@ def toy_stages(seeds=("whole", "greedy")) -> tuple[pd.DataFrame, dict]:
     numbers = {f"toy_{s}_{stage}": float(v) for s, row in table.iterrows() for stage, v in row.items()
                if stage in ("seed", "chains", "local_search", "ensemble") and v == v}
     numbers["toy_opt"] = float(table["exact optimum (MILP)"].iloc[0])
-    return table, numbers
+    return table.rename(columns=TOY_STAGE_LABELS), numbers
+
+
+#: the stage columns of :func:`toy_stages` as the page labels them (Section 4.2's stages)
+TOY_STAGE_LABELS = {"seed": "1 seed", "chains": "2 chain moves", "local_search": "3 local search (partial moves)",
+                    "ensemble": "4 ensemble", "ensemble_pruned": "ensemble pruned"}
