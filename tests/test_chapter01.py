@@ -75,9 +75,9 @@ def test_the_running_example_is_a_mixed_batch():
 
     # n* = b / beta = 15 / 0.1 = 150: the six experts of 30 are flat (6 of 7), the 600-token one
     # linear (600 of 780 tokens): both shares above 20%, so Fig. 5 calls the toy mixed
-    r = ch01.toy_regime()
-    assert r["toy4_ns"] == pytest.approx(150.0) and r["toy4_mixed"] is True
+    r, w = ch01.toy_regime()
+    assert r["toy4_ns"] == pytest.approx(150.0) and w == {"toy4_mixed": "mixed"}
     assert r["toy4_flat_pct"] == pytest.approx(600 / 7) and r["toy4_linear_pct"] == pytest.approx(100 * 600 / 780)
     # a floor so low that every expert is linear: no flat experts, not mixed
-    low = ch01.toy_regime(tempo.CostModel(a=0.0, b=1.0, c=0.0, beta=0.1))
-    assert low["toy4_ns"] == pytest.approx(10.0) and low["toy4_flat_pct"] == 0 and low["toy4_mixed"] is False
+    low, w = ch01.toy_regime(tempo.CostModel(a=0.0, b=1.0, c=0.0, beta=0.1))
+    assert low["toy4_ns"] == pytest.approx(10.0) and low["toy4_flat_pct"] == 0 and w == {"toy4_mixed": "not mixed"}

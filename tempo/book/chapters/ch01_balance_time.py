@@ -191,13 +191,14 @@ def instance_explorer():
 
 
 # ---------------------------------------------------------------------------- the running example's regimes
-def toy_regime(model: CostModel | None = None, share: float = 0.2) -> dict:
+def toy_regime(model: CostModel | None = None, share: float = 0.2) -> tuple[dict, dict]:
     """The toy batch (:func:`.common.toy`) classified as Fig. 5 classifies a batch (the
     ``mixed_regime`` study's rule): an activated expert is flat below the inflection ``n*`` of
     ``model`` (the toy's own model when None) and linear from it; the batch is mixed when at
     least ``share`` of its activated experts are flat and at least ``share`` of its tokens sit in
-    linear experts.  Returns ``toy4_ns``, ``toy4_flat_pct`` (% of activated experts flat),
-    ``toy4_linear_pct`` (% of tokens in linear experts) and ``toy4_mixed`` (bool)."""
+    linear experts.  Returns ``(numbers, words)``: ``toy4_ns``, ``toy4_flat_pct`` (% of activated
+    experts flat), ``toy4_linear_pct`` (% of tokens in linear experts), and ``toy4_mixed``
+    ("mixed" or "not mixed"), for a page's glue."""
     from .common import toy
 
     inst, own = toy()
@@ -207,5 +208,6 @@ def toy_regime(model: CostModel | None = None, share: float = 0.2) -> dict:
     flat = act & (c < m.n_star)
     flat_pct = 100 * flat.sum() / max(act.sum(), 1)
     lin_pct = 100 * c[c >= m.n_star].sum() / max(c.sum(), 1)
-    return {"toy4_ns": float(m.n_star), "toy4_flat_pct": float(flat_pct), "toy4_linear_pct": float(lin_pct),
-            "toy4_mixed": bool(flat_pct >= 100 * share and lin_pct >= 100 * share)}
+    mixed = flat_pct >= 100 * share and lin_pct >= 100 * share
+    return ({"toy4_ns": float(m.n_star), "toy4_flat_pct": float(flat_pct), "toy4_linear_pct": float(lin_pct)},
+            {"toy4_mixed": "mixed" if mixed else "not mixed"})
