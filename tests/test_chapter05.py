@@ -194,3 +194,16 @@ def test_the_running_example_repriced(recs):
     assert n["toy5_tempo"] < n["toy5_metro"] < n["toy5_token_lp"] and table.loc["token_lp", "busiest GPU's experts"] == 7
     with pytest.raises(ValueError, match="deep_gemm"):
         ch05.calibrated_h200(recs[recs.backend == "cpu"])
+
+
+def test_the_running_example_tile_effect(recs):
+    import tempo
+
+    # the H200 fit keeps the hot expert whole; without its tile cost the same fit splits it again
+    model, _ = ch05.calibrated_h200(recs)
+    n, w = ch05.toy_tile_effect(model)
+    assert n["toy5_notile_hot_gpus"] == 2 and w["toy5_tile_effect"].endswith("instead (55.7 us): the tiles decide this split")
+    assert "$" not in w["toy5_tile_effect"] and n["toy5_notile_tempo"] < ch05.toy_repriced(model, "x")[1]["toy5_tempo"]
+    # a model with no tiles: dropping them changes nothing
+    n, w = ch05.toy_tile_effect(tempo.CostModel(a=0.0, b=15.0, c=0.0, beta=0.1))
+    assert n == {"toy5_notile_tempo": 60.0, "toy5_notile_hot_gpus": 2} and w["toy5_tile_effect"].endswith("also runs it on 2 GPUs (60.0 us): the tiles do not decide this split")

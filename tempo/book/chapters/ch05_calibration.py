@@ -449,6 +449,33 @@ def toy_repriced_words(numbers: dict) -> dict:
     return {"toy5_hot": "keeps the hot expert whole on one GPU" if k == 1 else f"still splits the hot expert over {k} GPUs"}
 
 
+def toy_tile_effect(model: CostModel) -> tuple[dict, dict]:
+    """Whether the tile term decides how tempo treats the toy's hot expert: the toy solved under
+    ``model`` and under ``model`` without its tile cost (``b2 = 0``).  Returns ``(numbers, words)``:
+    ``toy5_notile_tempo`` (tempo's makespan without tiles, us), ``toy5_notile_hot_gpus``, and
+    ``toy5_tile_effect``, a phrase saying whether dropping the tiles changes the hot expert's GPUs."""
+    import dataclasses
+
+    from ...policies import solve
+    from .common import toy
+
+    inst, _ = toy()
+    hot = int(np.argmax(inst.counts))
+    flat = dataclasses.replace(model, b2=0.0)
+    k_with = int((solve(inst, model, "tempo").shares[hot] > 0).sum())
+    d = solve(inst, flat, "tempo")
+    k = int((d.shares[hot] > 0).sum())
+    n = {"toy5_notile_tempo": flat.makespan(inst, d), "toy5_notile_hot_gpus": k}
+    gpus = f"{k} GPU{'s' if k > 1 else ''}"
+    if k == k_with:
+        words = (f"priced without the tile cost (b2 = 0), tempo also runs it on {gpus} "
+                 f"({n['toy5_notile_tempo']:.1f} us): the tiles do not decide this split")
+    else:
+        words = (f"priced without the tile cost (b2 = 0), tempo runs it on {gpus} instead "
+                 f"({n['toy5_notile_tempo']:.1f} us): the tiles decide this split")
+    return n, {"toy5_tile_effect": words}
+
+
 def calibrated_h200(recs: pd.DataFrame, shape: str = "dsv3") -> tuple[CostModel, str]:
     """The tile-aware fit (Eq. 2) of the fp8 H200 recording of ``shape``
     (:func:`tempo.measured.catalog.pick` with backend ``deep_gemm``) and a label naming it.
