@@ -7,12 +7,13 @@ from .augment import augmenting_path
 from .chains import two_step_chain, whole_partial_chain
 from .jit import njit
 from .moves import apply_move, evaluate_move
-from .pricing import gpu_times
+from .pricing import features, gpu_times
 from .records import EPS, REL, UNLIMITED
+from .slots import regroup
 
 
 @njit(cache=True)
-def improve(p, x, pairs, L, lb, whole_only, chains, o, budget):
+def improve(p, x, pairs, L, lb, whole_only, chains, o, budget, split):
     """Bottleneck local search (Section 4.2, stages 2 and 3): the best single move off the
     bottleneck; when none improves, a 2-step chain, an augmenting path (``o.chain_depth``
     unlimited or > 2), then (``o.compound``, Eq. 4, partial moves) the whole-then-partial chain.
@@ -23,6 +24,8 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o, budget):
         whole_only: bool, whole-expert moves only (stage 2, and stage 3 without partial moves)
         chains: bool; o: Options
         budget: int64[1], the move evaluations left (updated; the search stops when it is spent)
+        split: bool, put the duplicate-slot groups in their cheapest split (:func:`.slots.regroup`)
+            first and after every accepted move
 
     Returns:
         int, accepted moves (at most o.max_iter)
@@ -35,6 +38,8 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o, budget):
     sj = np.empty(max(P * 4, 16), np.int64)
     sv = np.empty(max(P * 4, 16))
     moves = 0
+    if split and regroup(p, x, pairs):
+        features(p, x, pgpu, L)
     for _ in range(o.max_iter):
         if budget[0] <= 0:
             break
@@ -75,6 +80,8 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o, budget):
             break
         if bval < thresh:
             apply_move(p, x, pgpu, L, si[bm], sj[bm], bdel, -1, -1)
+            if split and regroup(p, x, pairs):
+                features(p, x, pgpu, L)
             moves += 1
             continue
         if not chains:
@@ -89,5 +96,7 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o, budget):
             budget[0] -= spent
         if not found:
             break
+        if split and regroup(p, x, pairs):
+            features(p, x, pgpu, L)
         moves += 1
     return moves
