@@ -10,6 +10,10 @@ replication), the ensemble (Proposition 1) with the paper preset's output in its
 pool and the exchange pass.  The three-term compound moves (``compound``: the
 whole-then-partial chain and the support polish) have no numpy twin: under a traffic
 term the two may differ there, and tests/test_solver.py checks those moves against the MILP.
+Duplicate slots (``slot_split``): the oracle regroups each expert's pieces on a GPU as the
+compiled solver does (after every move, on every candidate, on the result), but its single
+moves stay pair moves where the compiled solver moves a duplicate-slot group as one; the two may
+differ on such instances, and tests/test_solver_guarantees.py checks them against the MILP.
 Prices come from :mod:`tempo.core.pricing`, the library's single definition of Eq. 1/2/4.
 """
 from __future__ import annotations

@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from .jit import njit
-from .pricing import tiles
+from .moves import line_candidates
+from .pricing import features, gpu_time, tiles
 from .records import EPS
 
 
@@ -109,3 +110,97 @@ def regrouped(p, shares, pairs):
     out = shares.copy()
     regroup(p, out, pairs)
     return out
+
+
+@njit(cache=True)
+def split_cost(p, v, k):
+    """``(activations, tiles)`` of ``v`` tokens of one expert over its ``k`` slots on a GPU in
+    the cheapest split (the module's rule); ``(0, 0)`` when empty."""
+    if v <= EPS:
+        return 0.0, 0.0
+    t = tiles(p, v)
+    m = min(float(k), t) if p.b2 > p.b else 1.0
+    return m, max(m, t)
+
+
+@njit(cache=True)
+def group_of(x, pairs, e, h):
+    """Expert ``e``'s pairs on GPU ``h``: ``(first pair, slots, tokens, activations, tiles)``
+    of their present split (first pair -1 when it has none there)."""
+    first, k, v, ga = -1, 0, 0.0, 0.0
+    for q in range(pairs.ptr[e], pairs.ptr[e + 1]):
+        if pairs.pgpu[q] == h:
+            if first < 0:
+                first = q
+            k += 1
+            v += x[q]
+            if x[q] > EPS:
+                ga += 1.0
+    return first, k, v, ga
+
+
+@njit(cache=True)
+def group_tiles(p, x, pairs, e, h):
+    """M-tiles of expert ``e``'s present pieces on GPU ``h``."""
+    t = 0.0
+    for q in range(pairs.ptr[e], pairs.ptr[e + 1]):
+        if pairs.pgpu[q] == h:
+            t += tiles(p, x[q])
+    return t
+
+
+@njit(cache=True)
+def evaluate_group_move(p, x, L, pairs, bottleneck, i, j, whole_only):
+    """The best share ``delta`` of pair ``i``'s expert's tokens on the bottleneck to move to GPU h of
+    pair ``j``, each GPU's group of that expert priced in its cheapest split (:func:`split_cost`):
+    the single move of stage 3 where a group holds two or more slots.
+
+    Returns:
+        (value, delta): the larger time of the two GPUs, and the tokens moved
+    """
+    G, N, T = L
+    e, h = pairs.pe[i], pairs.pgpu[j]
+    _, ks, vs, gs = group_of(x, pairs, e, bottleneck)
+    _, kd, vd, gd = group_of(x, pairs, e, h)
+    # the features without the expert's pieces, plus one activation each (line_candidates' convention)
+    Gg0, Ng0, Tg0 = G[bottleneck] - gs + 1.0, N[bottleneck], T[bottleneck] - group_tiles(p, x, pairs, e, bottleneck)
+    Gh0, Nh0, Th0 = G[h] - gd + 1.0, N[h], T[h] - group_tiles(p, x, pairs, e, h)
+    cand = np.empty(40)
+    nc = line_candidates(p, vs, vd, Gg0, Ng0, Tg0, Gh0, Nh0, Th0, 0.0, whole_only, cand)
+    bval = np.inf
+    bdel = cand[0]
+    tolw = EPS * max(1.0, vs)
+    for q in range(nc):
+        d = cand[q]
+        if not d > EPS:
+            continue
+        rem = vs - d
+        ms, ts = split_cost(p, 0.0 if rem <= tolw else rem, ks)
+        md, td = split_cost(p, vd + d, kd)
+        tg = gpu_time(p, Gg0 - 1.0 + ms, Ng0 - d, Tg0 + ts)
+        th = gpu_time(p, Gh0 - 1.0 + md, Nh0 + d, Th0 + td)
+        v = max(tg, th)
+        if v < bval:
+            bval = v
+            bdel = d
+    return bval, bdel
+
+
+@njit(cache=True)
+def apply_group_move(p, x, pairs, L, i, j, delta):
+    """Move ``delta`` of pair ``i``'s expert's tokens on its GPU to GPU h of pair ``j`` (all of them
+    when within EPS), each group then in its cheapest split (:func:`regroup`); ``x`` and ``L``
+    updated in place."""
+    e, g0, h = pairs.pe[i], pairs.pgpu[i], pairs.pgpu[j]
+    qs, _, vs, _ = group_of(x, pairs, e, g0)
+    qd, _, vd, _ = group_of(x, pairs, e, h)
+    if delta >= vs - EPS * max(1.0, vs):
+        delta = vs
+    for q in range(pairs.ptr[e], pairs.ptr[e + 1]):
+        if pairs.pgpu[q] == g0 or pairs.pgpu[q] == h:
+            x[q] = 0.0
+    rest = vs - delta
+    x[qs] = rest if rest >= EPS else 0.0
+    x[qd] = vd + delta
+    regroup(p, x, pairs)
+    features(p, x, pairs.pgpu, L)
