@@ -421,7 +421,7 @@ def quality_vs_base(n: int = 6, milp_limit: float = 20.0, base: str | None = Non
         t = m.makespan(inst, solve(inst, m, "tempo"))
         if mi.meta["optimal"] and mi.meta["objective"] > 0:
             opt = mi.meta["objective"]
-            recs.append({"family": fam, "E": inst.n_experts, "g": inst.n_gpus, "model": m.name or repr(m),
+            recs.append({"family": fam, "E": inst.n_experts, "g": inst.n_gpus, "model": m.name or f"b={m.b:.3g} b2={m.b2:.3g}",
                          "ratio": t / opt, "base ratio": m.makespan(inst, old[k]) / opt if old is not None else np.nan,
                          "case": k})
         else:
@@ -446,7 +446,7 @@ _SPEED_SCRIPT = r"""
 import json, sys, time
 import numpy as np
 from tempo import CostModel, Instance, solve
-from tempo.policies.tempo_fast import solve_layers
+from tempo.policies.tempo_fast import solve_layers, tempo_fast
 data = np.load(sys.argv[1])
 reps = int(sys.argv[2])
 def model(m):
@@ -455,16 +455,22 @@ insts = [(Instance(data[f"counts_{i}"], data[f"rep_{i}"], int(data[f"g_{i}"])), 
          for i in range(int(data["n"]))]
 for inst, m in insts[:3]:
     solve(inst, m, "tempo")  # warm-up: imports, the numba cache
-out = {"wall": [], "cpu": [], "fallback": []}
+out = {"wall": [], "cpu": [], "fallback": [], "direct_wall": [], "direct_cpu": []}
 for inst, m in insts:
-    w, c = [], []
+    w, c, dw, dc = [], [], [], []
     for _ in range(reps):
         t0, c0 = time.perf_counter(), time.process_time()
         d = solve(inst, m, "tempo")
         w.append(time.perf_counter() - t0)
         c.append(time.process_time() - c0)
+        t0, c0 = time.perf_counter(), time.process_time()
+        tempo_fast(inst, m)
+        dw.append(time.perf_counter() - t0)
+        dc.append(time.process_time() - c0)
     out["wall"].append(w)
     out["cpu"].append(c)
+    out["direct_wall"].append(dw)
+    out["direct_cpu"].append(dc)
     out["fallback"].append("fallback" in d.meta)
 lm = model(data["layers_model"])
 solve_layers(data["layers_counts"][0], data["layers_rep"], int(data["layers_g"]), lm)
@@ -558,12 +564,14 @@ def speed_summary(runs: dict) -> tuple[pd.DataFrame, list[tuple]]:
     """``runs``: {name: :func:`speed_run` output}.  A table, one row per (run, figure): EP8
     <= 256 tokens per GPU, median and max over every solve; E = 512, g = 64, the slowest solve
     and the fallbacks; the whole model (solve_layers), median over its windows; each in wall
-    ms and CPU ms, with the 1-minute load average when the run ended; and the targets of the
-    first run."""
+    ms and CPU ms, with the 1-minute load average when the run ended (EP8 also timed calling
+    tempo_fast directly, without :func:`tempo.solve`'s argument checks and validation); and the
+    targets of the first run."""
     rows, goals = [], []
     for name, o in runs.items():
         k = o["n_ep8"]
         ew, ec = 1e3 * np.array(o["wall"][:k]).ravel(), 1e3 * np.array(o["cpu"][:k]).ravel()
+        dw, dc = 1e3 * np.array(o["direct_wall"][:k]).ravel(), 1e3 * np.array(o["direct_cpu"][:k]).ravel()
         bw, bc = 1e3 * np.array(o["wall"][k:]), 1e3 * np.array(o["cpu"][k:])
         lw, lc = 1e3 * np.array(o["layers_wall"][1:]), 1e3 * np.array(o["layers_cpu"][1:])
         fb = int(np.sum(o["fallback"][k:]))
@@ -571,6 +579,10 @@ def speed_summary(runs: dict) -> tuple[pd.DataFrame, list[tuple]]:
         rows += [{"run": name, "figure": "EP8 <= 256 tok/GPU, median ms", "wall": np.median(ew), "cpu": np.median(ec),
                   "load": load},
                  {"run": name, "figure": "EP8 <= 256 tok/GPU, max ms", "wall": ew.max(), "cpu": ec.max(), "load": load},
+                 {"run": name, "figure": "  the same, tempo_fast without solve()'s checks, median ms", "wall": np.median(dw),
+                  "cpu": np.median(dc), "load": load},
+                 {"run": name, "figure": "  the same, tempo_fast without solve()'s checks, max ms", "wall": dw.max(),
+                  "cpu": dc.max(), "load": load},
                  {"run": name, "figure": f"E=512 g=64, slowest ms ({fb} of {len(bw)} fell back)",
                   "wall": bw.min(axis=1).max(), "cpu": bc.min(axis=1).max(), "load": load},
                  {"run": name, "figure": "whole model 94 x 128 (solve_layers), median ms", "wall": np.median(lw),
@@ -1043,6 +1055,10 @@ def main(argv=None):
                          "it); with --compare also the commit's tempo on the same instances")
     ap.add_argument("--solver-only", action="store_true", help="only the solver figures (no serving runtime)")
     ap.add_argument("--serving-only", action="store_true", help="only the serving-runtime figures")
+    ap.add_argument("--quality-only", action="store_true",
+                    help="only the tempo / MILP-proven optimum table (with --compare, against that commit too)")
+    ap.add_argument("--speed-only", action="store_true",
+                    help="only tempo's speed figures (with --compare, that commit's in the same run)")
     ap.add_argument("--policy-times-only", action="store_true",
                     help="only the per-policy solve times up to E = 512, g = 64 (goal: under 2 s, the MILP aside)")
     args = ap.parse_args(argv)
@@ -1055,8 +1071,47 @@ def main(argv=None):
     def section(title):
         print(f"\n== {title}  ({time.perf_counter() - t_start:.0f} s in)", flush=True)
 
+    def quality_section():
+        n_q = args.quality if args.quality is not None else (10 if args.full else 4)
+        if n_q:
+            section(f"tempo / MILP-proven optimum per family ({n_q} instances each"
+                    + (f"; {args.compare}'s tempo on the same instances)" if args.compare else ")"))
+            qt, worst = quality_vs_base(n_q, milp_limit=max(milp_limit, 1.0) * 2, base=args.compare or None)
+            with pd.option_context("display.width", 250, "display.max_columns", 50,
+                                   "display.float_format", "{:.4f}".format):
+                print(qt.to_string(index=False))
+                print("worst instances (this tree):")
+                print(worst.head(5).to_string(index=False))
+            tot = qt.iloc[-1]
+            goals.append(("tempo / MILP-proven optimum, mean over the quality families", tot["mean"], 1.002, "<=", ""))
+            goals.append(("tempo / MILP-proven optimum, max over the quality families", tot["max"], 1.02, "<=", ""))
+
+    def speed_section():
+        section("tempo's speed: EP8 serving batches, E = 512 on 64 GPUs, the whole model (wall and CPU ms, "
+                "each run in its own process" + (f"; {args.compare} in the same run)" if args.compare else ")"))
+        sc = speed_cases()
+        runs = {"this tree": speed_run(ROOT, sc)}
+        if args.compare:
+            tree = _tree(args.compare)
+            runs[args.compare] = speed_run(tree, sc) if tree is not None else None
+        runs = {k: v for k, v in runs.items() if v is not None}
+        if runs:
+            st, sg = speed_summary(runs)
+            with pd.option_context("display.width", 250, "display.float_format", "{:.4g}".format):
+                print(st.to_string(index=False))
+            if "this tree" in runs:
+                goals.extend(sg)
+
     if args.policy_times_only:
         print(policy_time_summary(policy_time_grid()))
+        return
+    if args.quality_only or args.speed_only:
+        if args.quality_only:
+            quality_section()
+        if args.speed_only:
+            speed_section()
+        section("targets")
+        print(target_table(goals))
         return
     if not args.serving_only:
         section("solve time per policy (ms, median of the batches) and tempo / MILP")
@@ -1076,39 +1131,14 @@ def main(argv=None):
                 print(fam.to_string(index=False))
             goals.append(("tempo / MILP on the families, max", fam.tempo_vs_milp_max.max(), 1.02, "<=", ""))
             goals.append(("tempo / best proxy on the families, max", fam.tempo_vs_best_proxy_max.max(), 1.01, "<=", ""))
-        n_q = args.quality if args.quality is not None else (10 if args.full else 4)
-        if n_q:
-            section(f"tempo / MILP-proven optimum per family ({n_q} instances each"
-                    + (f"; {args.compare}'s tempo on the same instances)" if args.compare else ")"))
-            qt, worst = quality_vs_base(n_q, milp_limit=max(milp_limit, 1.0) * 2, base=args.compare or None)
-            with pd.option_context("display.width", 250, "display.max_columns", 50,
-                                   "display.float_format", "{:.4f}".format):
-                print(qt.to_string(index=False))
-                print("worst instances (this tree):")
-                print(worst.head(5).to_string(index=False))
-            tot = qt.iloc[-1]
-            goals.append(("tempo / MILP-proven optimum, mean over the quality families", tot["mean"], 1.002, "<=", ""))
-            goals.append(("tempo / MILP-proven optimum, max over the quality families", tot["max"], 1.02, "<=", ""))
+        quality_section()
         if n_fam and args.full:
             section("presets against the cold MILP (default, paper, and without the paper candidate and compound moves)")
             pg = preset_grid(n_fam, milp_limit=max(milp_limit, 1.0) * 2)
             with pd.option_context("display.width", 250, "display.max_columns", 50,
                                    "display.float_format", "{:.4f}".format):
                 print(pg.to_string(index=False))
-        section("tempo's speed: EP8 serving batches, E = 512 on 64 GPUs, the whole model (wall and CPU ms, "
-                "each run in its own process" + (f"; {args.compare} in the same run)" if args.compare else ")"))
-        sc = speed_cases()
-        runs = {"this tree": speed_run(ROOT, sc)}
-        if args.compare:
-            tree = _tree(args.compare)
-            runs[args.compare] = speed_run(tree, sc) if tree is not None else None
-        runs = {k: v for k, v in runs.items() if v is not None}
-        if runs:
-            st, sg = speed_summary(runs)
-            with pd.option_context("display.width", 250, "display.float_format", "{:.4g}".format):
-                print(st.to_string(index=False))
-            if "this tree" in runs:
-                goals += sg
+        speed_section()
         section("slowest solve of every policy but the MILP, up to E = 512, g = 64")
         pt = policy_time_grid(progress=True)
         print(policy_time_summary(pt))
