@@ -134,8 +134,8 @@ def test_settings_parse_once_and_name_the_variable():
         ServingSettings.from_env({"TEMPO_POLICY": "milp"})
     with pytest.raises(ValueError, match="TEMPO_BATCH_TOKENS"):
         ServingSettings.from_env({"TEMPO_BATCH_TOKENS": "4096"})  # only with TEMPO_PRICING=fixed
-    with pytest.raises(ValueError, match="TEMPO_IN_THREAD"):
-        ServingSettings.from_env({"TEMPO_IN_THREAD": "yes"})
+    with pytest.raises(ValueError, match="TEMPO_SGLANG_ANY_VERSION"):
+        ServingSettings.from_env({"TEMPO_SGLANG_ANY_VERSION": "yes"})
     with pytest.raises(ValueError, match="does not divide"):
         ServingSettings(topology="hier", gpus_per_node=3).n_nodes(8)
     assert ServingSettings(topology="hier", gpus_per_node=4).n_nodes(8) == 2
