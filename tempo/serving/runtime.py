@@ -115,6 +115,16 @@ class GroupRejoin:
             from torch.distributed import distributed_c10d
 
             self._store = distributed_c10d._get_default_store()
+        if not getattr(self, "_cloned", False):
+            # a client of its own: a store client serialises its calls, and building a group
+            # blocks on it (the rendezvous); other threads' store calls must not wait behind it
+            clone = getattr(self._store, "clone", None)
+            if clone is not None:
+                try:
+                    self._store = clone()
+                except Exception:  # noqa: BLE001 -- a store that cannot clone: shared
+                    pass
+            self._cloned = True
         return self._store
 
     def step(self):
