@@ -407,6 +407,24 @@ def test_two_ranks_starting_cold_build_once_and_serve_at_once(tmp_path):
         assert r["built"] and r["restarts"] == 0, r
         assert r["first_table_after_start_s"] is not None and r["first_table_after_start_s"] <= 30, r
     assert any(f.suffix == ".nbi" for f in cache.rglob("*"))
+    # the cache the two wrote is whole: a third process loads every function a solve needs from
+    # it and compiles nothing
+    check = subprocess.run([sys.executable, "-c", _LOADS], capture_output=True, text=True, env=env, timeout=1200)
+    assert check.returncode == 0, check.stderr[-3000:]
+    assert json.loads(check.stdout.strip().splitlines()[-1]) == {"compiles": 0}
+
+
+_LOADS = r"""
+import json
+import numpy as np
+from tempo.core.jit import compile_counter
+from tempo.serving.settings import ServingSettings
+from tempo.serving.solver import TableSolver
+with compile_counter() as c:
+    s = TableSolver(np.array([[0, 1, 2, 3, 0, 1], [3, 2, 1, 0, 0, 3]]), 2, ServingSettings().cost_model())
+    s.solve(np.full((2, 4), 8, np.int64))
+print(json.dumps({"compiles": c.compiles}))
+"""
 
 
 _LOCKER = r"""
