@@ -90,6 +90,10 @@ def group_timeout_s(group, default: float = 1800.0) -> float:
         return float(default)
 
 
+#: seconds a rebuilt group's rendezvous may wait for the slowest rank
+REJOIN_S = 60.0
+
+
 class GroupRejoin:
     """Rebuild a gloo group on every rank after a failure, one generation at a time.
 
@@ -97,10 +101,10 @@ class GroupRejoin:
     each rank calls :meth:`step` until it returns the next generation's group: a step marks
     this rank ready for generation ``generation + 1`` under ``name`` in ``store`` (default: the
     default process group's) and, once every rank is ready (a non-blocking check), builds the
-    group under that generation's prefix with ``timeout_s`` (the rendezvous then completes within
-    a period of the slowest rank).  A build that fails moves every rank to the next generation and
-    waits twice as many steps before the next try (at most 32).  ``stats``: ``rebuilt``,
-    ``rebuild_failed``."""
+    group under that generation's prefix (the rendezvous waits up to :data:`REJOIN_S` for the
+    slowest rank's next step; the group's operations time out after ``timeout_s``).  A build that
+    fails moves every rank to the next generation and waits twice as many steps before the next
+    try (at most 32).  ``stats``: ``rebuilt``, ``rebuild_failed``."""
 
     def __init__(self, name: str, rank: int, world_size: int, timeout_s: float, store=None):
         self.name, self.rank, self.world_size = name, int(rank), int(world_size)
@@ -143,8 +147,12 @@ class GroupRejoin:
         if not store.check([f"{prefix}/ready/{r}" for r in range(self.world_size)]):
             return None
         try:
+            # the peers build theirs at their next step (a refresh period, a solve's deadline
+            # later): the rendezvous may wait up to REJOIN_S; the group's operations then time
+            # out after timeout_s, as the group it replaces
             group = dist.ProcessGroupGloo(dist.PrefixStore(f"{prefix}/pg", store), self.rank, self.world_size,
-                                          datetime.timedelta(seconds=self.timeout_s))
+                                          datetime.timedelta(seconds=max(self.timeout_s, REJOIN_S)))
+            group.set_timeout(datetime.timedelta(seconds=self.timeout_s))
         except RuntimeError as exc:
             self.generation = gen  # every rank failed this generation: all move to the next
             self.stats["rebuild_failed"] += 1
