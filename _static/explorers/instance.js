@@ -145,6 +145,7 @@
       root.appendChild(el("h4", {"class": "te-h", text: "Makespan of each policy (us): the slowest GPU"}));
       root.appendChild(ui.table);
       root.appendChild(ui.status);
+      buildSteps();
       root.appendChild(el("h4", {"class": "te-h", text: "Each policy's dispatch: GPUs, the replicas they hold, and their loads"}));
       root.appendChild(ui.dispatch);
     }
@@ -268,6 +269,158 @@
       ui.chart.addEventListener("pointercancel", end);
     }
 
+    // ---------------------------------------------------------------- TEMPO step by step
+    // tempo_fast.js records each step of the paper preset: every expert the seed places, every
+    // move and chain the search accepts, what the ensemble did.  The panel replays them on
+    // persistent GPU boxes (the bars slide from one step to the next).
+    function buildSteps() {
+      ui.steps = el("div", {"class": "te-steps", "data-role": "steps"});
+      function button(role, text, label) {
+        var b = el("button", {type: "button", "class": "te-step-btn", "data-role": role, "aria-label": label, text: text});
+        ui.steps.appendChild(b);
+        return b;
+      }
+      var bar = el("div", {"class": "te-step-bar"});
+      ui.steps.appendChild(bar);
+      ui.stepFirst = button("step-first", "\u00ab start", "first step");
+      ui.stepPrev = button("step-prev", "\u25c0 previous", "previous step");
+      ui.stepCount = el("span", {"class": "te-step-count", "data-role": "step-count"});
+      ui.stepNext = button("step-next", "next move \u25b6", "next step");
+      ui.stepLast = button("step-last", "end \u00bb", "last step");
+      [ui.stepFirst, ui.stepPrev, ui.stepCount, ui.stepNext, ui.stepLast].forEach(function (n) { bar.appendChild(n); });
+      ui.stepFirst.addEventListener("click", function () { showStep(0); });
+      ui.stepPrev.addEventListener("click", function () { showStep(st.step - 1); });
+      ui.stepNext.addEventListener("click", function () { showStep(st.step + 1); });
+      ui.stepLast.addEventListener("click", function () { showStep(st.steps.length - 1); });
+      ui.stepText = el("p", {"class": "te-step-text", "data-role": "step-text"});
+      ui.stepMs = el("p", {"class": "te-step-ms", "data-role": "step-makespan"});
+      ui.stepGpus = el("div", {"class": "te-gpus te-step-gpus", "data-role": "step-gpus"});
+      ui.steps.appendChild(ui.stepText);
+      ui.steps.appendChild(ui.stepMs);
+      ui.steps.appendChild(ui.stepGpus);
+      root.appendChild(el("h4", {"class": "te-h", text: "TEMPO step by step (paper preset): the seed, each chain move and " +
+                                                      "each partial migration on the GPUs"}));
+      root.appendChild(ui.steps);
+    }
+    function tokens(v) { return fmtTok(v) + " token" + (Math.abs(v - 1) < 1e-9 ? "" : "s"); }
+    function movedText(m, first) {
+      var what = m.whole ? "e" + m.expert + " whole (" + tokens(m.tokens) + ")" : tokens(m.tokens) + " of e" + m.expert;
+      return what + " from GPU " + m.from + (first ? " (the slowest)" : "") + " to GPU " + m.to;
+    }
+    var NAMES = {local_search: "the search's dispatch", token_lp_vertex: "the token-LP vertex (max-flow, Lemma 1)",
+                 token_lp_even: "the even token split", round_robin: "round robin A3"};
+    function describe(s) {
+      if (s.stage === "seed") {
+        if (s.kind === "forced") return "Stage 1, the seed: expert" + (s.experts.length > 1 ? "s " : " ") +
+          s.experts.map(function (e) { return "e" + e; }).join(", ") + " can go to one GPU only: placed there first.";
+        return "Stage 1, the seed (experts by tokens, largest first): e" + s.expert + " (" + tokens(s.tokens) +
+          ") whole on GPU " + s.to + ", the replica GPU whose time after it is least.";
+      }
+      if (s.stage === "chains" || s.stage === "partial") {
+        var head = s.stage === "chains" ? "Stage 2, whole-expert moves off the slowest GPU: " :
+                                          "Stage 3, moves off the slowest GPU that may split an expert: ";
+        if (s.kind === "none") {
+          return head + (s.atBound ? "the makespan is at the lower bound (provably optimal): nothing to move." :
+            "no " + (s.stage === "chains" ? "whole-expert move or 2-step chain" : "move or chain") + " off GPU " +
+            s.bottleneck + " lowers its time without making another GPU as slow: the stage ends with no move.");
+        }
+        if (s.kind === "chain") {
+          return head + "no single move helps, so a 2-step chain: " + movedText(s.moved[0], true) + ", then " +
+                 movedText(s.moved[1], false) + ".";
+        }
+        return head + movedText(s.moved[0], true) + (s.moved[0].whole ? "." : " (a partial migration: the share " +
+          "that balances the two GPUs' times exactly).");
+      }
+      if (s.stage === "shortcut") {
+        return "The slowest GPU is token-bound and the token-LP vertex attains the lower bound: it is optimal, and the solve " +
+               "returns it at once.";
+      }
+      var cands = s.scored.map(function (c) { return NAMES[c[0]] + " " + fmt(c[1], 2) + " us"; }).join(", ");
+      if (s.pruned) return "Stage 4, the ensemble (Proposition 1): the lower bound is within " + (100 * s.tau) +
+        "% of the search's " + fmt(s.heuristic, 2) + " us, so no candidate can replace it: kept.";
+      if (s.kind === "switched") return "Stage 4, the ensemble (Proposition 1): " + cands + " against the search's " +
+        fmt(s.heuristic, 2) + " us; " + NAMES[s.chosen] + " is more than " + (100 * s.tau) + "% faster: it replaces the search's dispatch.";
+      return "Stage 4, the ensemble (Proposition 1): " + cands + " against the search's " + fmt(s.heuristic, 2) +
+        " us; none is more than " + (100 * s.tau) + "% faster: the search's dispatch stays.";
+    }
+    // the GPU boxes of the step panel, built once per batch; showStep only moves their bars
+    function buildStepGpus(inst, m, scale) {
+      ui.stepGpus.innerHTML = "";
+      ui.stepBoxes = [];
+      var maxShare = Math.max.apply(null, inst.counts.concat([1]));
+      for (var h = 0; h < inst.nGpus; h++) {
+        var box = el("div", {"class": "te-gpu", "data-gpu": h}), rows = {};
+        box.appendChild(el("div", {"class": "te-gpu-h"}));
+        inst.replicas.forEach(function (reps, e) {
+          var rr = reps.indexOf(h);
+          if (rr < 0) return;
+          var fill = el("span", {style: "width:0%;background:" + EXPERT_COLORS[e]}), n = el("span", {"class": "te-rep-n"});
+          var row = el("div", {"class": "te-rep", "data-expert": e}, [
+            el("span", {"class": "te-chip", style: "background:" + EXPERT_COLORS[e], text: "e" + e}),
+            el("span", {"class": "te-rep-bar"}, [fill]), n]);
+          rows[e] = {row: row, fill: fill, n: n, slot: rr};
+          box.appendChild(row);
+        });
+        var f = el("div", {"class": "te-gpu-f"});
+        box.appendChild(f);
+        var pieces = [["floor a + bG", "#9aa"], ["compute c + beta N", "#c87"]].concat(
+          typeof m.c2 === "number" ? [["traffic c2 + gamma N", "#a8c"]] : []).map(function (p) {
+          var fillp = el("span", {style: "width:0%;background:" + p[1]}), np = el("span", {"class": "te-rep-n"});
+          box.appendChild(el("div", {"class": "te-piece"}, [el("span", {"class": "te-piece-l", text: p[0], title: p[0]}),
+            el("span", {"class": "te-rep-bar"}, [fillp]), np]));
+          return {fill: fillp, n: np};
+        });
+        var t = el("div", {"class": "te-gpu-t"});
+        box.appendChild(t);
+        ui.stepGpus.appendChild(box);
+        ui.stepBoxes.push({box: box, head: box.firstChild, rows: rows, f: f, pieces: pieces, t: t, maxShare: maxShare, scale: scale});
+      }
+    }
+    function showStep(k) {
+      var steps = st.steps || [];
+      if (!steps.length) {
+        ui.stepText.textContent = "No tokens: nothing to place.";
+        ui.stepMs.textContent = "";
+        ui.stepCount.textContent = "";
+        [ui.stepFirst, ui.stepPrev, ui.stepNext, ui.stepLast].forEach(function (b) { b.disabled = true; });
+        return;
+      }
+      k = Math.max(0, Math.min(steps.length - 1, k));
+      st.step = k;
+      var s = steps[k], m = model(), inst = instance();
+      var touched = {};
+      (s.moved || []).forEach(function (mv) { touched[mv.from + ":" + mv.expert] = touched[mv.to + ":" + mv.expert] = true; });
+      if (s.stage === "seed" && s.kind === "place") touched[s.to + ":" + s.expert] = true;
+      ui.stepBoxes.forEach(function (b, h) {
+        var slow = h === s.bottleneck || s.times[h] >= s.makespan - 1e-9 * Math.max(s.makespan, 1);
+        b.box.className = "te-gpu" + (slow ? " te-slow" : "");
+        b.head.textContent = "GPU " + h + (slow ? " (slowest)" : "");
+        Object.keys(b.rows).forEach(function (e) {
+          var r = b.rows[e], x = s.shares[e][r.slot], on = x > P.EPS_TOKENS;
+          r.fill.style.width = (100 * x / b.maxShare).toFixed(1) + "%";
+          r.n.textContent = on ? fmtTok(x) : "-";
+          r.row.className = "te-rep" + (on ? "" : " te-idle") + (touched[h + ":" + e] ? " te-moved" : "");
+        });
+        var vals = [m.a + m.b * s.G[h], m.c + m.beta * s.N[h]];
+        if (typeof m.c2 === "number") vals.push(m.c2 + m.gamma * s.N[h]);
+        b.pieces.forEach(function (p, i) {
+          p.fill.style.width = (b.scale > 0 ? Math.min(100, 100 * vals[i] / b.scale) : 0).toFixed(1) + "%";
+          p.n.textContent = fmt(vals[i], 1);
+        });
+        b.f.textContent = "G = " + s.G[h] + " activated, N = " + fmtTok(s.N[h]) + " tokens";
+        b.t.textContent = "time " + fmt(s.times[h], 2) + " us";
+      });
+      ui.stepText.textContent = describe(s);
+      var last = k === steps.length - 1;
+      ui.stepMs.textContent = "Makespan after this step: " + fmt(s.makespan, 2) + " us (the slowest GPU: " + s.bottleneck + ")" +
+        (last ? "; the paper preset's answer, as in its row above (exact optimum: " + fmt(st.optimum, 2) + " us)." : ".");
+      ui.stepMs.setAttribute("data-value", String(s.makespan));
+      ui.stepCount.textContent = "step " + (k + 1) + " of " + steps.length;
+      ui.stepFirst.disabled = ui.stepPrev.disabled = k === 0;
+      ui.stepNext.disabled = ui.stepLast.disabled = last;
+      ui.steps.setAttribute("data-step", String(k));
+    }
+
     // ---------------------------------------------------------------- results
     function update() {
       var inst = instance(), m = model();
@@ -280,6 +433,12 @@
       self.results = res;
       drawTable(res, best, scale);
       drawDispatch(inst, m, res, scale);
+      st.steps = res.tempo_paper ? res.tempo_paper.run.steps : [];
+      st.optimum = res.optimum ? res.optimum.makespan : NaN;
+      var stepScale = scale;
+      st.steps.forEach(function (q) { stepScale = Math.max(stepScale, q.makespan); });
+      buildStepGpus(inst, m, stepScale);
+      showStep(0);
       var tot = st.counts.reduce(function (a, b) { return a + b; }, 0);
       ui.status.textContent = st.counts.length + " experts, " + tot + " tokens on " + st.g + " GPU" + (st.g > 1 ? "s" : "") +
         ", " + (P.isFull(inst) ? "full replication" : "restricted replication") + ".";

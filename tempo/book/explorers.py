@@ -3,8 +3,9 @@
 
 * The **instance explorer** (chapter 01, :func:`instance_explorer`): the reader's own small batch
   (up to 8 experts on up to 4 GPUs) dispatched by every policy of
-  ``_static/explorers/policies.js``, one routine per library policy of the same name (tested
-  against the library in ``tests/test_explorers.py``).  The page gets the named parameter sets
+  ``_static/explorers/policies.js``, one routine per library policy (tested against the library
+  in ``tests/test_explorers.py``), TEMPO's paper preset among them (``tempo_fast.js``, which the
+  page steps through move by move) and the exact optimum of Eq. 3.  The page gets the named parameter sets
   of ``data/params/cost_params.csv``, a few starting batches and the policies' colours.
 * The **phase explorer** (chapter 04, :func:`phase_explorer`): the ``phase_grid`` study's
   results (:mod:`tempo.studies.phase_grid`) as compact columns, one per (shape, EP size,
@@ -35,8 +36,12 @@ from ..studies.simulator import FIXED, SHAPES, TIE_REL
 from ..theory.bounds import flip_boundary
 from ..world.workloads import zipf_popularity
 
-#: the policies the instance explorer runs in the page, in its order (policies.js ``ORDER``)
-INSTANCE_POLICIES = ("static", "static_sglang", "uniform", "metro", "llep", "round_robin", "token_lp", "tempo")
+#: the rows of the instance explorer, in its order (policies.js ``ORDER``), and the library policy
+#: each runs: ``tempo_paper`` is tempo_fast's paper preset (``_static/explorers/tempo_fast.js``),
+#: ``optimum`` the exact optimum of Eq. 3 (what ``milp`` computes)
+INSTANCE_POLICIES = {"static": "static", "static_sglang": "static_sglang", "uniform": "uniform", "metro": "metro",
+                     "llep": "llep", "round_robin": "round_robin", "token_lp": "token_lp", "tempo_paper": "tempo",
+                     "optimum": "milp"}
 
 #: the instance explorer's starting batches: counts, GPUs, replica sets (None: full replication)
 #: and a model (own a, b, c, beta) or a named parameter set
@@ -99,7 +104,7 @@ def instance_explorer_data(default_preset: str = "toy") -> dict:
         if p["params"] != "own" and p["params"] not in names:
             raise ValueError(f"preset {key!r} names an unknown parameter set {p['params']!r}")
     return {"params": sets, "presets": INSTANCE_PRESETS, "default_preset": default_preset,
-            "colors": {p: spec(p).color for p in INSTANCE_POLICIES}}
+            "colors": {row: spec(p).color for row, p in INSTANCE_POLICIES.items()}}
 
 
 def instance_explorer(default_preset: str = "toy") -> ExplorerHTML:
