@@ -296,13 +296,22 @@ def test_phase_grid_matches_the_phase_diagram(small_grid):
     from tempo.studies.simulator import phase_cell
 
     cfg, grid = small_grid
-    assert len(grid) == 2 * 2 * 3 * 2 * (4 + 2)
+    assert len(grid) == 2 * 2 * 3 * 2 * (5 + 2)
     means = phase_grid_means(grid).set_index(["shape", "ep", "replication", "skew", "B"])
     for sh, s, B in [("DSv2-Lite", 1.0, 64), ("Qwen3-30B", 0.0, 256), ("Qwen3-30B", 1.0, 16)]:
         ref = phase_cell({"shape": sh, "ep": 8, "B": B, "skew": s, "replication": 1.25, "batches": 2, "seed": 0}).iloc[0]
         row = means.loc[(sh, 8, 1.25, s, B)]
         for p in ("metro", "token_lp", "uniform", "tempo"):
             assert row[f"ms_{p}"] == ref[f"ms_{p}"]
+        # the library's default preset: tempo.solve(inst, model, "tempo") on the same batches
+        from tempo.paper.readings import Reading
+        from tempo.studies import readings
+        from tempo.studies.simulator import SHAPES
+
+        E, K, params = SHAPES[sh]
+        m = CostModel.named(params)
+        insts = readings.batches(Reading.paper(), E, 8, B, s, 1.25, 2, seed=0, top_k=K)
+        assert row.ms_tempo_default == pytest.approx(np.mean([m.makespan(i, solve(i, m, "tempo")) for i in insts]), rel=1e-12)
         # a tied cell ("M+L", the ties reading) is coloured by one of the tied policies
         assert row.winner == ref.winner or (ref.tie and row.winner in ref.winner.split("+"))
         assert row.gain_pct == pytest.approx(ref.gain_pct, abs=1e-12)
@@ -337,10 +346,14 @@ def test_phase_explorer_data_reads_the_grid(small_grid):
     from tempo.studies.simulator import TIE_REL
 
     assert data["tempo_preset"] == "paper" and data["tie_rel"] == TIE_REL
+    assert [p["key"] for p in data["presets"]] == ["tempo", "tempo_default"]
+    assert 'options="paper"' in data["presets"][0]["label"] and 'lp_variants=("highs",)' in data["presets"][0]["label"]
+    assert data["presets"][1]["label"] == 'the library\'s default: tempo.solve(inst, model, "tempo")'
+    assert data["profiles"] == []
     means = phase_grid_means(grid).set_index(["shape", "ep", "replication", "skew", "B"])
     for col in data["columns"]:
         for i, B in enumerate(data["tokens"]):
-            for p in ("metro", "token_lp", "uniform", "tempo"):
+            for p in ("metro", "token_lp", "uniform", "tempo", "tempo_default"):
                 ref = means.loc[(col["shape"], col["ep"], col["replication"], col["skew"], B), f"ms_{p}"]
                 assert col["ms"][p][i] == pytest.approx(ref, rel=1e-11)
     # B* is the chapter's (boundary_table on the phase diagram's placement)
@@ -388,9 +401,35 @@ def test_phase_explorer_js_matches_python(small_grid):
             at = sub[sub.B == B]
             for p in ("metro", "token_lp", "uniform"):
                 assert got[p][i] == pytest.approx(at[at.policy == p].t.mean(), rel=1e-12)
-            best = at[at.policy.isin(["tempo", "tempo_nstar"])].groupby("batch").t.min().mean()
-            assert got["tempo"][i] == pytest.approx(best, rel=1e-12)
+            for key in ("tempo", "tempo_default"):
+                best = at[at.policy.isin([key, "tempo_nstar"])].groupby("batch").t.min().mean()
+                assert got[key][i] == pytest.approx(best, rel=1e-12)
     assert _node("times", [{"data": data, "column": data["columns"][0], "model": None}])[0] == data["columns"][0]["ms"]
+
+
+def test_phase_explorer_places_the_routing_profiles(small_grid):
+    """The routing presets are chapter 04's table of the named profiles on the phase diagram
+    (their Zipf-equivalent skew by the max/mean statistic, the grid's nearest column), for the
+    profiles whose shape the grid holds."""
+    from tempo.book import explorers
+    from tempo.book.chapters.ch04_routing import profiles_on_phase_diagram
+    from tempo.studies.phase_grid import phase_grid_means
+    from tempo.world.skew import zipf_max_over_mean
+
+    cfg, grid = small_grid
+    table = profiles_on_phase_diagram(phase_grid_means(grid))
+    data = explorers.phase_explorer_data(grid, "smoke", cfg, table)
+    assert [p["name"] for p in data["profiles"]] == [n for n in table.index if table.loc[n, "shape"] in ("DSv2-Lite", "Qwen3-30B")]
+    assert data["profiles"], "the ESFT profile is DSv2-Lite's shape"
+    for p in data["profiles"]:
+        row = table.loc[p["name"]]
+        assert p["skew"] == pytest.approx(row["Zipf-equivalent skew"], rel=1e-3) and p["column"] in data["skews"]
+        assert p["column"] == min(data["skews"], key=lambda s: abs(s - p["skew"]))
+        shape = {s["label"]: s for s in data["shapes"]}[p["shape"]]
+        # the skew is where a Zipf law has the profile's max/mean pair share
+        assert zipf_max_over_mean(p["skew"], shape["E"], shape["K"]) == pytest.approx(p["max_mean"], rel=2e-3)
+    with pytest.raises(ValueError, match="profiles"):
+        explorers.phase_explorer_data(grid, "smoke", cfg, table.drop(columns="grid column"))
 
 
 # ---------------------------------------------------------------------------- the instance explorer's data

@@ -222,6 +222,29 @@ def test_phase_explorer(browser):
     assert _html(b, f"{PHASE} [data-role=winner-map]") != m0
     assert "upper bound" in b.eval(f"document.querySelector('{PHASE} [data-role=model-note]').textContent")
     _set(b, f"{PHASE} [data-role=own]", False, "change")
+    # both presets, named: the library default's values are its rows of the grid
+    presets = [p["key"] for p in data["presets"]]
+    assert presets == ["tempo", "tempo_default"] and 'options="paper"' in data["presets"][0]["label"]
+    _set(b, f"{PHASE} [data-role=tempo-preset]", "tempo_default", "change")
+    title = b.eval(f"document.querySelector('{PHASE} [data-role=cell-title]').textContent")
+    assert "TEMPO (default preset) gains" in title
+    assert 'tempo.solve(inst, model, "tempo")' in b.eval(f"document.querySelector('{PHASE} [data-role=model-note]').textContent")
+    vals = b.eval(f"""(() => {{ const out = {{}}; document.querySelectorAll('{PHASE} [data-role=cell-values] tr[data-policy]')
+        .forEach(tr => {{ out[tr.dataset.policy] = +tr.querySelector('td[data-value]').dataset.value; }}); return out; }})()""")
+    st = b.eval(f"document.querySelector('{PHASE}').explorer.state")
+    row = means.loc[(st["shape"], st["ep"], st["rep"], data["skews"][st["si"]], data["tokens"][st["bi"]])]
+    assert vals["tempo_default"] == pytest.approx(row.ms_tempo_default, rel=1e-9) and vals["tempo"] == pytest.approx(row.ms_tempo, rel=1e-9)
+    # the recorded routing profiles, placed at their Zipf-equivalent skew on their shape's grid
+    assert {p["name"] for p in data["profiles"]} == {"dsv3-sglang-decode", "dsv3-sglang-prefill", "esft-dsv2lite"}
+    for i, p in enumerate(data["profiles"]):
+        _set(b, f"{PHASE} [data-role=routing]", i, "change")
+        st = b.eval(f"document.querySelector('{PHASE}').explorer.state")
+        assert st["shape"] == p["shape"] and data["skews"][st["si"]] == p["column"]
+        note = b.eval(f"document.querySelector('{PHASE} [data-role=routing-note]').textContent")
+        assert p["name"] in note and f"s = {p['skew']:.2f}" in note and f"s = {p['column']:g}" in note
+        assert b.eval(f"document.querySelector('{PHASE} [data-role=profile-line]') !== null")
+    _set(b, f"{PHASE} [data-role=routing]", "", "change")
+    assert b.eval(f"document.querySelector('{PHASE} [data-role=profile-line]') === null")
     b.eval(f"document.querySelector('{PHASE}').scrollIntoView()")
     b.screenshot(SHOTS / "explorers-04-phase-1280.png", PHASE)
     assert not b.errors, b.errors
