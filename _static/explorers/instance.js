@@ -329,7 +329,7 @@
                  movedText(s.moved[1], false) + ".";
         }
         return head + movedText(s.moved[0], true) + (s.moved[0].whole ? "." : " (a partial migration: the share " +
-          "that balances the two GPUs' times exactly).");
+          "that minimises the larger of the two GPUs' times, found exactly).");
       }
       if (s.stage === "shortcut") {
         return "The slowest GPU is token-bound and the token-LP vertex attains the lower bound: it is optimal, and the solve " +

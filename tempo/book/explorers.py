@@ -11,7 +11,9 @@
   results (:mod:`tempo.studies.phase_grid`) as compact columns, one per (shape, EP size,
   replication, skew), with each column's analytic flip boundary B*
   (:func:`tempo.theory.bounds.flip_boundary`) and its replicas per popularity rank, from which
-  the page recomputes B* for a reader's own n*.
+  the page recomputes B* for a reader's own n*; TEMPO under the chapter reading's preset and
+  under the library's default, each named; the recorded routing profiles as presets, placed at
+  their Zipf-equivalent skew.
 
 Each explorer is one ``<div class="tempo-explorer">`` holding its data as JSON in a
 ``<script type="application/json">``; the scripts (``_config.yml``: ``html_js_files``) find it
