@@ -47,6 +47,8 @@
       st.params = p.params || "own";
       st.model = Object.assign({a: 0, b: 0, c: 0, beta: 0, c2: null, gamma: null}, p.model || paramModel(st.params));
     }
+    // the reader changed the batch, the placement or the model: the preset menu says so
+    function edited() { st.preset = ""; if (ui.preset) ui.preset.value = ""; }
     function paramModel(name) {
       var s = data.params.filter(function (q) { return q.name === name; })[0];
       return {a: s.a, b: s.b, c: s.c, beta: s.beta, c2: s.c2, gamma: s.gamma};
@@ -89,6 +91,8 @@
       Object.keys(data.presets).forEach(function (k) {
         presetSel.appendChild(el("option", {value: k, text: data.presets[k].label}));
       });
+      // shown once the reader edits the batch, the placement or the model
+      presetSel.appendChild(el("option", {value: "", text: "your own batch (edited)", disabled: "disabled"}));
       presetSel.addEventListener("change", function () { loadPreset(presetSel.value); rebuild(); });
       ui.preset = presetSel;
       ui.nE = numberInput("n-experts", st.counts.length, {min: 1, max: MAX_E, step: 1});
@@ -98,7 +102,7 @@
       ui.mode = el("select", {"data-role": "replication"}, [
         el("option", {value: "full", text: "full: every GPU holds every expert"}),
         el("option", {value: "restricted", text: "restricted: you say which GPU holds which replica"})]);
-      ui.mode.addEventListener("change", function () { st.mode = ui.mode.value; rebuild(); });
+      ui.mode.addEventListener("change", function () { st.mode = ui.mode.value; st.preset = ""; rebuild(); });
       var batch = el("fieldset", {"class": "te-box"}, [el("legend", {text: "Batch and placement"}),
         el("div", {"class": "te-row"}, [field("start from", presetSel, "te-wide"), field("experts (1-8)", ui.nE),
                                          field("GPUs (1-4)", ui.nG), field("replication", ui.mode, "te-wide")])]);
@@ -118,7 +122,7 @@
         st.params = ui.params.value;
         if (st.params !== "own") st.model = paramModel(st.params);
         else { st.model.c2 = null; st.model.gamma = null; }
-        syncModel(); update();
+        edited(); syncModel(); update();
       });
       ui.m = {};
       var row = el("div", {"class": "te-row"}, [field("parameter set", ui.params, "te-wide")]);
@@ -130,7 +134,7 @@
           inp.classList.remove("te-bad");
           st.model[kv[0]] = v;
           if (st.params !== "own") { st.params = "own"; st.model.c2 = null; st.model.gamma = null; ui.params.value = "own"; }
-          syncModelNote(); update();
+          edited(); syncModelNote(); update();
         });
         ui.m[kv[0]] = inp;
         row.appendChild(field(kv[1], inp));
@@ -167,6 +171,7 @@
       while (st.counts.length < E) st.counts.push(30);
       st.counts.length = E;
       st.g = g;
+      st.preset = "";
       st.reps = st.counts.map(function (n, e) {
         var r = (st.reps[e] || []).filter(function (h) { return h < g; });
         return r.length ? r : [e % g];
@@ -182,7 +187,7 @@
           if (!(v >= 0) || Math.floor(v) !== v || v > 1e7) { inp.classList.add("te-bad"); return; }
           inp.classList.remove("te-bad");
           st.counts[e] = v;
-          drawCounts(); update();
+          edited(); drawCounts(); update();
         });
         var chip = el("span", {"class": "te-chip", style: "background:" + EXPERT_COLORS[e], text: "e" + e});
         return ui.counts.appendChild(el("label", {"class": "te-count"}, [chip, inp])).querySelector("input");
@@ -207,7 +212,7 @@
               if (cb.checked) s.push(h);
               if (!s.length) { cb.checked = true; return; }   // every expert keeps one replica
               st.reps[e] = s.sort(function (x, y) { return x - y; });
-              update();
+              edited(); update();
             });
             tr.appendChild(el("td", {}, [cb]));
           })(h);
@@ -249,7 +254,7 @@
         st.counts[e] = v;
         ui.countInputs[e].value = String(v);
         ui.countInputs[e].classList.remove("te-bad");
-        drawCounts(); update();
+        edited(); drawCounts(); update();
       }
       return fx;
     }
@@ -363,8 +368,8 @@
         });
         var f = el("div", {"class": "te-gpu-f"});
         box.appendChild(f);
-        var pieces = [["floor a + bG", "#9aa"], ["compute c + beta N", "#c87"]].concat(
-          typeof m.c2 === "number" ? [["traffic c2 + gamma N", "#a8c"]] : []).map(function (p) {
+        var pieces = [["floor a+bG", "#9aa"], ["tokens c+\u03b2N", "#c87"]].concat(
+          typeof m.c2 === "number" ? [["traffic c2+\u03b3N", "#a8c"]] : []).map(function (p) {
           var fillp = el("span", {style: "width:0%;background:" + p[1]}), np = el("span", {"class": "te-rep-n"});
           box.appendChild(el("div", {"class": "te-piece"}, [el("span", {"class": "te-piece-l", text: p[0], title: p[0]}),
             el("span", {"class": "te-rep-bar"}, [fillp]), np]));
@@ -503,8 +508,8 @@
           var floor = m.a + m.b * r.G[h], comp = m.c + m.beta * r.N[h];
           var traffic = typeof m.c2 === "number" ? m.c2 + m.gamma * r.N[h] : -Infinity;
           box.appendChild(el("div", {"class": "te-gpu-f", text: "G = " + r.G[h] + " activated, N = " + fmtTok(r.N[h]) + " tokens"}));
-          [["floor a + bG", floor, "#9aa"], ["compute c + beta N", comp, "#c87"]].concat(
-            isFinite(traffic) ? [["traffic c2 + gamma N", traffic, "#a8c"]] : []).forEach(function (p) {
+          [["floor a+bG", floor, "#9aa"], ["tokens c+\u03b2N", comp, "#c87"]].concat(
+            isFinite(traffic) ? [["traffic c2+\u03b3N", traffic, "#a8c"]] : []).forEach(function (p) {
             box.appendChild(el("div", {"class": "te-piece"}, [el("span", {"class": "te-piece-l", text: p[0]}),
               el("span", {"class": "te-rep-bar"}, [el("span", {style: "width:" + (scale > 0 ? 100 * p[1] / scale : 0).toFixed(1) + "%;background:" + p[2]})]),
               el("span", {"class": "te-rep-n", text: fmt(p[1], 1)})]));

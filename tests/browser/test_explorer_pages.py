@@ -105,6 +105,8 @@ def test_instance_explorer(browser):
     _set(b, f"{INST} input[data-role=count][data-expert='0']", 1500)
     after = _makespans(b)
     assert after != toy and after["optimum"] > toy["optimum"]
+    menu = b.eval(f"(() => {{ const s = document.querySelector('{INST} select[data-role=preset]'); return s.options[s.selectedIndex].text; }})()")
+    assert menu == "your own batch (edited)"
     assert _html(b, f"{INST} [data-role=dispatch]") != before[0] and _html(b, f"{INST} [data-role=count-chart]") != before[1]
     _agree(after, _library([1500] + [30] * 6, [[0, 1]] * 7, 2, CostModel(a=0, b=15, c=0, beta=0.1)))
     # restricted replication: round robin no longer applies; a replica ticked off changes the dispatch
