@@ -300,8 +300,11 @@
       ui.stepText = el("p", {"class": "te-step-text", "data-role": "step-text"});
       ui.stepMs = el("p", {"class": "te-step-ms", "data-role": "step-makespan"});
       ui.stepGpus = el("div", {"class": "te-gpus te-step-gpus", "data-role": "step-gpus"});
+      ui.stepTrace = svg("svg", {"class": "te-step-trace", "data-role": "step-trace", role: "img",
+                                 "aria-label": "the makespan after each step; click a point to go to that step"});
       ui.steps.appendChild(ui.stepText);
       ui.steps.appendChild(ui.stepMs);
+      ui.steps.appendChild(ui.stepTrace);
       ui.steps.appendChild(ui.stepGpus);
       root.appendChild(el("h4", {"class": "te-h", text: "TEMPO step by step (paper preset): the seed, each chain move and " +
                                                       "each partial migration on the GPUs"}));
@@ -381,6 +384,49 @@
         ui.stepBoxes.push({box: box, head: box.firstChild, rows: rows, f: f, pieces: pieces, t: t, maxShare: maxShare, scale: scale});
       }
     }
+    // the makespan after each step, one point per step, coloured by stage; the current step ringed
+    var STAGE_COLORS = {seed: "#4c78a8", chains: "#f58518", partial: "#54a24b", shortcut: "#b279a2", ensemble: "#b279a2"};
+    function drawTrace() {
+      var c = ui.stepTrace, steps = st.steps || [], W = 520, H = 92, L = 46, R = 8, T = 8, B = 22;
+      c.setAttribute("viewBox", "0 0 " + W + " " + H);
+      while (c.firstChild) c.removeChild(c.firstChild);
+      if (!steps.length) return;
+      var ms = steps.map(function (q) { return q.makespan; });
+      var lo = Math.min.apply(null, ms.concat([st.optimum])), hi = Math.max.apply(null, ms);
+      if (!(hi > lo)) { lo -= 1; hi += 1; }
+      var X = function (k) { return L + (W - L - R) * (steps.length > 1 ? k / (steps.length - 1) : 0.5); };
+      var Y = function (v) { return T + (H - T - B) * (1 - (v - lo) / (hi - lo)); };
+      c.appendChild(svg("line", {x1: L, y1: H - B, x2: W - R, y2: H - B, "class": "te-axis"}));
+      [lo, hi].forEach(function (v) {
+        var t = svg("text", {x: L - 4, y: Y(v) + 4, "text-anchor": "end", "class": "te-svg-lab"});
+        t.textContent = fmt(v, 1);
+        c.appendChild(t);
+      });
+      if (isFinite(st.optimum)) {
+        c.appendChild(svg("line", {x1: L, y1: Y(st.optimum), x2: W - R, y2: Y(st.optimum), stroke: "#999",
+                                   "stroke-dasharray": "4 3", "data-role": "optimum-line"}));
+      }
+      var ax = svg("text", {x: L + (W - L - R) / 2, y: H - 4, "text-anchor": "middle", "class": "te-svg-lab"});
+      [["makespan (us) after each step: ", "#333"], ["seed", STAGE_COLORS.seed], [", stage 2", STAGE_COLORS.chains],
+       [", stage 3", STAGE_COLORS.partial], [", stage 4", STAGE_COLORS.ensemble], ["; dashed: the exact optimum", "#333"]].forEach(function (p) {
+        var ts = svg("tspan", {fill: p[1]});
+        ts.textContent = p[0];
+        ax.appendChild(ts);
+      });
+      c.appendChild(ax);
+      c.appendChild(svg("polyline", {points: steps.map(function (q, k) { return X(k).toFixed(1) + "," + Y(q.makespan).toFixed(1); }).join(" "),
+                                     fill: "none", stroke: "#888", "stroke-width": 1.2}));
+      ui.tracePts = steps.map(function (q, k) {
+        var pt = svg("circle", {cx: X(k), cy: Y(q.makespan), r: 3.5, fill: STAGE_COLORS[q.stage] || "#888",
+                                "class": "te-trace-pt", "data-step": k});
+        var tt = svg("title", {});
+        tt.textContent = "step " + (k + 1) + " (" + q.stage + "): " + fmt(q.makespan, 2) + " us";
+        pt.appendChild(tt);
+        pt.addEventListener("click", function () { showStep(k); });
+        c.appendChild(pt);
+        return pt;
+      });
+    }
     function showStep(k) {
       var steps = st.steps || [];
       if (!steps.length) {
@@ -421,6 +467,11 @@
         (last ? "; the paper preset's answer, as in its row above (exact optimum: " + fmt(st.optimum, 2) + " us)." : ".");
       ui.stepMs.setAttribute("data-value", String(s.makespan));
       ui.stepCount.textContent = "step " + (k + 1) + " of " + steps.length;
+      (ui.tracePts || []).forEach(function (pt, j) {
+        pt.setAttribute("r", j === k ? 6 : 3.5);
+        pt.setAttribute("stroke", j === k ? "#000" : "none");
+        pt.setAttribute("stroke-width", j === k ? 2 : 0);
+      });
       ui.stepFirst.disabled = ui.stepPrev.disabled = k === 0;
       ui.stepNext.disabled = ui.stepLast.disabled = last;
       ui.steps.setAttribute("data-step", String(k));
@@ -443,6 +494,7 @@
       var stepScale = scale;
       st.steps.forEach(function (q) { stepScale = Math.max(stepScale, q.makespan); });
       buildStepGpus(inst, m, stepScale);
+      drawTrace();
       showStep(0);
       var tot = st.counts.reduce(function (a, b) { return a + b; }, 0);
       ui.status.textContent = st.counts.length + " experts, " + tot + " tokens on " + st.g + " GPU" + (st.g > 1 ? "s" : "") +
