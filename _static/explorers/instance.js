@@ -1,7 +1,8 @@
 // The instance explorer of chapter 01: the reader types or drags per-expert token counts (up to
 // 8 experts on up to 4 GPUs), picks full or restricted replication and a cost model, and sees
 // every policy of policies.js dispatch the batch: GPUs drawn as boxes with their replicas and
-// loads, the makespans side by side.  Everything runs in the page (no kernel, no network); the
+// loads, the makespans side by side; a step control replays TEMPO's paper preset
+// (tempo_fast.js) on the GPU boxes, one seed placement, move or chain at a time.  Everything runs in the page (no kernel, no network); the
 // data the build embeds (the named parameter sets, presets, colours) is the JSON in the
 // explorer's <script type="application/json">.
 (function () {
