@@ -54,6 +54,8 @@ INSTANCE_PRESETS = {
                    "n_gpus": 2, "replicas": None, "params": "own", "model": {"a": 0.0, "b": 13.9, "c": 0.0, "beta": 0.156}},
     "restricted": {"label": "A restricted placement, DSv3 fit", "counts": [400, 150, 90, 60, 40, 30, 20, 10], "n_gpus": 4,
                    "replicas": [[0, 1, 2, 3], [1, 2], [0], [1], [2], [3], [3], [0]], "params": "dsv3-offline"},
+    "above_optimum": {"label": "A batch where TEMPO's paper preset stops above the optimum", "counts": [37, 11, 35, 555, 123],
+                      "n_gpus": 2, "replicas": None, "params": "own", "model": {"a": 0.0, "b": 5.0, "c": 0.0, "beta": 0.05}},
 }
 
 
