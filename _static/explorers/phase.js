@@ -243,8 +243,9 @@
       ui.modelNote.textContent = st.own
         ? "Your model: b = " + st.b + " us, beta = " + st.beta + " us/token, n* = " + fmt(nStar(), 0) + " tokens, with " + st.shape +
           "'s routing. The fixed policies' dispatches do not depend on the model and are re-priced exactly (from each batch's " +
-          "busiest GPU: activated replicas and tokens, to 0.1 token); TEMPO's value is the best of its dispatches solved at n* = " +
-          list(data.n_stars) + " and " + fmt(s.n_star, 0) + " tokens, priced with your model: an upper bound on the best dispatch, not a TEMPO run at your n*."
+          "busiest GPU: activated replicas and tokens, to 0.1 token); TEMPO's value is the best of the " + presetOf[st.tkey].name +
+          " preset's dispatch solved at n* = " + fmt(s.n_star, 0) + " tokens and the paper preset's solved at n* = " + list(data.n_stars) +
+          ", priced with your model: an upper bound on the best dispatch, not a TEMPO run at your n*."
         : st.shape + ": the " + s.params + " fit of Table 6, b = " + s.b + " us, beta = " + s.beta + " us/token, n* = " + fmt(s.n_star, 0) +
           " tokens. Values are this build's results (tempo.studies.phase_grid), not re-computed in the page." +
           " TEMPO here is " + presetOf[st.tkey].label + (KEYS.length > 1 ? " (the menu above switches preset)" : "") + "." +
