@@ -42,7 +42,7 @@
   // Each policy's mean modelled time over the batches, per batch size, in one column of the grid:
   // the build's numbers (model null), or re-priced at model {b, beta} (a = c = 0) from each
   // batch's busiest GPU, max(b G, beta N); each TEMPO preset then takes, per batch, the best of
-  // its dispatch solved at the shape's n* and the paper preset's at the n* ladder.
+  // its dispatch solved at the shape's n* and the reading's preset's ("tempo") at the n* ladder.
   function columnTimes(data, c, model) {
     var keys = tempoKeys(data), pols = data.fixed.concat(keys), out = {};
     if (!model) { pols.forEach(function (p) { out[p] = c.ms[p].slice(); }); return out; }
@@ -244,7 +244,7 @@
         ? "Your model: b = " + st.b + " us, beta = " + st.beta + " us/token, n* = " + fmt(nStar(), 0) + " tokens, with " + st.shape +
           "'s routing. The fixed policies' dispatches do not depend on the model and are re-priced exactly (from each batch's " +
           "busiest GPU: activated replicas and tokens, to 0.1 token); TEMPO's value is the best of the " + presetOf[st.tkey].name +
-          " preset's dispatch solved at n* = " + fmt(s.n_star, 0) + " tokens and the paper preset's solved at n* = " + list(data.n_stars) +
+          " preset's dispatch solved at n* = " + fmt(s.n_star, 0) + " tokens and the " + presetOf.tempo.name + " preset's solved at n* = " + list(data.n_stars) +
           ", priced with your model: an upper bound on the best dispatch, not a TEMPO run at your n*."
         : st.shape + ": the " + s.params + " fit of Table 6, b = " + s.b + " us, beta = " + s.beta + " us/token, n* = " + fmt(s.n_star, 0) +
           " tokens. Values are this build's results (tempo.studies.phase_grid), not re-computed in the page." +
