@@ -1,4 +1,5 @@
-"""Chapter 04, *The simulator* (``notebooks/04_simulator.md``): the experiment sizes per
+"""Chapter 04, *The simulator*, in three lectures (``notebooks/04_1_routing.md``,
+``04_2_phase_diagram.md``, ``04_3_placement.md``): the experiment sizes per
 profile and the page's summaries of the simulator studies (Fig. 5, Table 1, the phase diagram
 of Fig. 6 and its anatomy, Fig. 12, Tables 3, 4 and 10, Section 5.5, MoonEP, tile-aware prefill,
 the trace replay), the routing statistics beside the paper's, and the Markdown the chapter's
@@ -46,6 +47,14 @@ def sizes(profile: str, reading=None) -> dict:
     out["seeds"] = [0] if profile == "smoke" else reading.seeds()
     out["scale_seeds"] = [1] if profile == "smoke" else reading.seeds(first=1)
     return out
+
+
+def phase_config(sizes: dict) -> dict:
+    """The ``phase_diagram`` config of Fig. 6 at the chapter's sizes (:func:`sizes`): EP8, the
+    shapes, skews, replications, batch ladder, batches per cell and seeds.  The routing lecture
+    reads the same grid (a cache hit) to place real routing on it."""
+    return {"shapes": sizes["shapes"], "eps": [8], "skews": sizes["skews"], "replications": sizes["replications"],
+            "tokens": sizes["phase_tokens"], "batches": sizes["phase_batches"], "seeds": sizes["seeds"]}
 
 
 #: the phase explorer's grid per profile, beside the phase diagram's shapes, replications and
