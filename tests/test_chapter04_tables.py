@@ -171,3 +171,20 @@ def test_side_by_side_tables_and_their_prose():
     assert cfg == {"trace": None, "steps": 6, "layers": 2, "rescale": [64]}
     assert ch04.trace_source_glue(cfg) == {"tr_layers": "every layer"}
     assert ch04.trace_source_glue({**cfg, "max_layers": 2}) == {"tr_layers": "its first 2 layers"}
+
+
+def test_ledger_boxes_paste_what_the_lectures_glue():
+    """Each lecture's folded ledger boxes paste tables its cells glued under the same names."""
+    import re
+
+    from tempo.book.chapters.common import glue_tables
+    from tempo.core import paths
+
+    with pytest.raises(ValueError, match="identifier"):
+        glue_tables(**{"not a name": pd.DataFrame()})
+    for nb in ("04_1_routing", "04_2_phase_diagram", "04_3_placement"):
+        text = (paths.NOTEBOOKS / f"{nb}.md").read_text()
+        pasted = re.findall(r"^```\{glue\} (\w+)$", text, re.M)
+        glued = re.findall(r"(\w+)=claims\.(?:sensitivity_)?view\(", text)
+        assert pasted and sorted(pasted) == sorted(glued), nb
+        assert "claims.view(" not in text.replace("=claims.view(", "")   # every claim view sits in a box

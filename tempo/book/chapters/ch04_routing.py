@@ -1,7 +1,7 @@
 """Chapter 04's sections on routing: the proxy router's calibrated skew (Sections 5.11, 5.13)
 and the public recordings of real routing beside the paper's synthetic skews (Section 3.2's
-phase diagram, Section 2.4's mixed batches), as tables the notebook displays and the prose
-it glues."""
+phase diagram, Section 2.4's mixed batches), as tables the routing lecture displays and the
+numbers its prose glues."""
 from __future__ import annotations
 
 import numpy as np

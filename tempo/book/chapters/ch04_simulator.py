@@ -2,8 +2,9 @@
 ``04_2_phase_diagram.md``, ``04_3_placement.md``): the experiment sizes per
 profile and the page's summaries of the simulator studies (Fig. 5, Table 1, the phase diagram
 of Fig. 6 and its anatomy, Fig. 12, Tables 3, 4 and 10, Section 5.5, MoonEP, tile-aware prefill,
-the trace replay), the routing statistics beside the paper's, and the Markdown the chapter's
-prose writes from them.  The experiments are :mod:`tempo.studies.simulator` and
+the trace replay), the routing statistics beside the paper's, and the numbers and the few
+data-dependent words the lectures' prose glues (``*_glue``: the words around them live on the
+pages).  The experiments are :mod:`tempo.studies.simulator` and
 :mod:`tempo.studies.replay`."""
 from __future__ import annotations
 
