@@ -188,3 +188,16 @@ def test_ledger_boxes_paste_what_the_lectures_glue():
         glued = re.findall(r"(\w+)=claims\.(?:sensitivity_)?view\(", text)
         assert pasted and sorted(pasted) == sorted(glued), nb
         assert "claims.view(" not in text.replace("=claims.view(", "")   # every claim view sits in a box
+
+
+def test_staleness_chart_draws_one_bar_per_regime_and_scale():
+    from tempo.book import figures
+
+    stale = pd.DataFrame({"scale": ["1x"] * 8, "regime": ["exact", "stale-1", "frozen", "uniform"] * 2,
+                          "ratio_to_static": [0.9, 0.95, 1.0, 1.1, 0.7, 0.85, 1.0, 1.1]})
+    spec = figures.staleness_regimes(stale).to_dict()
+    rows = [r for d in spec["datasets"].values() for r in d if "regime" in r]
+    got = {r["regime"]: r["median / static"] for r in rows}
+    assert got == pytest.approx({"exact": 0.8, "stale-1": 0.9, "frozen": 1.0, "uniform": 1.1})
+    with pytest.raises(ValueError, match="staleness"):
+        figures.staleness_regimes(stale.drop(columns="regime"))
