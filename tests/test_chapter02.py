@@ -86,11 +86,12 @@ def test_sizes_and_the_numbers_the_prose_glues():
     g = ch02.probe_glue(probe)
     assert g["p_giants"] == "theorem2/rr_over_opt_max" and g["instances"] == 12
     assert g["tempo_opt"] == ch02.thm2_headlines(probe)["tempo_worst_pinned"]
-    wc = ch02.worst_case_glue(ch02.tempo_worst_case(probe, cfg["n"], cfg["max_experts"], cfg["max_gpus"]))
+    wc, words = ch02.worst_case_glue(ch02.tempo_worst_case(probe, cfg["n"], cfg["max_experts"], cfg["max_gpus"]))
     assert wc["wc_opt"] * wc["wc_b_share"] / 100 == pytest.approx(wc["wc_b"])
     from tempo.book import paper
 
     assert set(paper.glue_values(**wc)) == set(wc)      # every value glues (numbers, no stray strings)
+    assert set(words) == {"wc_gap"} and all(isinstance(v, str) for v in words.values())
     eps = pd.DataFrame({"scale": [1, 1, 4], "tokens_per_gpu": [32, 64, 128], "eps": [0.1, 0.3, 0.5]})
     e = ch02.epsilon_glue(eps)
     assert (e["eps_med"], e["eps_med_4x"]) == (pytest.approx(20.0), pytest.approx(50.0)) and e["p_eps_max"] == "thm2_eps_max"

@@ -34,12 +34,13 @@ def test_the_kernel_walk():
 def test_the_prose():
     live = pd.DataFrame({"t_s": [0.1, 0.2, 4.98, 5.1, 5.2], "tables_published": [0, 0, 1, 2, 2],
                          "invalid_routes": [0, 0, 0, 0, 0], "table_vs_uniform": [1.04, 1.06, 0.9, 0.8, 0.85]})
-    text = ch06.live_text(live, {"published": 2}, 2.0)
-    assert text.startswith("5 batches in 2 s; the refresher published 2 tables")
-    assert "The first table arrived 4.98 s after the start." in text
+    numbers, words = ch06.live_glue(live, {"published": 2}, 2.0)
+    assert (numbers["lv_batches"], numbers["lv_published"], numbers["lv_first"], numbers["lv_before_n"]) == (5, 2, 4.98, 2)
     # the uniform table is not the uniform policy: its median ratio is the data's, never "1"
-    assert "the 2 batches ran under the uniform table at a median 1.050 of the uniform policy's modeled time (1.040-1.060)" in text
-    assert text.endswith("median 0.850 of the uniform policy's modeled time, 0.810 of the uniform table's own median.")
-    none = ch06.live_text(live.assign(tables_published=0), {"published": 0}, 2.0)
-    assert "No table arrived" in none and "first table" not in none
+    assert numbers["lv_before_med"] == pytest.approx(1.05) and (numbers["lv_before_lo"], numbers["lv_before_hi"]) == (1.04, 1.06)
+    assert numbers["lv_after_med"] == pytest.approx(0.85) and numbers["lv_rel"] == pytest.approx(0.85 / 1.05)
+    assert words == {"lv_outcomes": "{'published': 2}", "lv_arrival": "arrived 4.98 s after the start"}
+    none, words = ch06.live_glue(live.assign(tables_published=0), {"published": 0}, 2.0)
+    assert words["lv_arrival"] == "did not arrive within the run"
+    assert none["lv_first"] != none["lv_first"] and none["lv_after_med"] != none["lv_after_med"] and none["lv_before_n"] == 5
     assert ch06.latency_markdown("serving: a\nserving: b") == "- a\n- b"

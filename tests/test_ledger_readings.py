@@ -326,7 +326,7 @@ def test_whole_activation_steps_and_the_ablation_cause():
     g = pd.DataFrame({"degradation_pct": [0.0] * 97 + [25.0, 1.0, 2.0], "ep": 32, "skew": 1.2, "tokens_per_gpu": 64})
     cause = _ablation_cause(g)
     assert cause.startswith("removing it changes the makespan in 3.0% of the 100 batches (by 9.33% on average")
-    assert "one whole activation step (100/4: 5 activated experts instead of 4" in cause
+    assert "; the largest, 25.00%, is one whole activation step (100/4) at EP32" in cause
 
 
 def _two_grids(phase, scale):
@@ -370,8 +370,7 @@ def test_table2_cause_names_each_pooling_and_the_weight_that_gives_the_paper():
     assert "judged per pooling of the grids (the open ablation_pooling reading): pooled 0.50 deviates, phase_grid " \
            "0.00 deviates, scale_grid 2.00 deviates, equal_weights 1.00 deviates; the ablation's phase grid runs B = 16 " \
            "(1 of Section 3.2's 8)" in v.note
-    assert v.cause == ("the pooling of the two grids, which Table 2 does not print: the paper's 0.4 is reached with the "
-                       "scale grid weighted 0.18 to 0.22 of the total (pooled, this artifact's grids weight it 0.25)")
+    assert v.cause == "the grids' pooling: the paper's 0.4 at a scale-grid weight of 0.18 to 0.22 (pooled: 0.25)"
 
 
 def test_a_deviation_without_its_own_cause_gets_one_from_the_readings():

@@ -83,6 +83,7 @@ ALLOWED = {
     },
     "notebooks/08_your_model.md": {
         "small counts, list items, chapter numbers": "0 1 2 3 4 5 8 05",
+        "the grouped GEMM's 128-token tile (a kernel constant)": "128",
         "the batch's inputs (replication 1.25, 40 slots per GPU, 320 slots, 256 experts), HBM TB/s": "1.25 40 256 320 4.8",
         "the duplicate-slot exercise: its batch (100 and 10 tokens, beta = 0.1) and the hand arithmetic": "0.1 10 100",
         "Appendix B's calibration grid size": "149",

@@ -43,30 +43,26 @@ def routed_pairs(ids, out, slots_per_gpu: int, real_rows: int) -> pd.DataFrame:
                          "padding row": [t >= real_rows for t in range(n_rows) for _ in range(k)]}).T
 
 
-def live_text(live_df: pd.DataFrame, stats: dict, seconds: float) -> str:
-    """The prose under the live demo (:func:`tempo.benchmarks.live.live_run`), written from its
-    rows: batches run, tables published and when the first arrived, invalid routes, and the
-    median modeled cost against the uniform policy before the first table (the kernel's uniform
-    table) and once tables arrive, and the second over the first."""
+def live_glue(live_df: pd.DataFrame, stats: dict, seconds: float) -> tuple[dict, dict]:
+    """What the prose under the live demo (:func:`tempo.benchmarks.live.live_run`) glues, from
+    its rows: ``(numbers, words)``.  numbers: batches, seconds, tables published, the first
+    table's arrival (s), invalid routes, and the median (min, max) modeled cost against the
+    uniform policy of the batches before the first table (under the kernel's uniform table)
+    and after it, and the second median over the first (NaN where a side has no batch);
+    words: ``lv_outcomes``, the refresher's outcome counts, and ``lv_arrival``, when the first
+    table arrived."""
+    nan = float("nan")
     before = live_df[live_df.tables_published == 0].table_vs_uniform
     after_rows = live_df[live_df.tables_published > 0]
     after = after_rows.table_vs_uniform
-    out = [f"{len(live_df)} batches in {seconds:.0f} s; the refresher published {stats.get('published', 0)} tables "
-           f"(outcomes: {stats}); {int(live_df.invalid_routes.sum())} routed pairs landed on a slot without their expert."]
-    if len(after_rows):
-        out.append(f"The first table arrived {after_rows.t_s.min():.2f} s after the start.")
-    if len(before):
-        out.append(f"Before it, the {len(before)} batches ran under the uniform table at a median {before.median():.3f} "
-                   f"of the uniform policy's modeled time ({before.min():.3f}-{before.max():.3f}): the table's "
-                   "fractional shares activate every replica of an expert, while the policy gives an expert with "
-                   "fewer tokens than replicas only as many replicas as it has tokens.")
-    if len(after):
-        rel = (f", {after.median() / before.median():.3f} of the uniform table's own median" if len(before) else "")
-        out.append(f"Once tables arrive the batches run at a median {after.median():.3f} of the uniform policy's "
-                   f"modeled time{rel}.")
-    else:
-        out.append("No table arrived within the run, so every batch ran under the uniform table.")
-    return " ".join(out)
+    numbers = {"lv_batches": len(live_df), "lv_seconds": seconds, "lv_published": stats.get("published", 0),
+               "lv_invalid": int(live_df.invalid_routes.sum()), "lv_first": after_rows.t_s.min() if len(after_rows) else nan,
+               "lv_before_n": len(before), "lv_before_med": before.median() if len(before) else nan,
+               "lv_before_lo": before.min() if len(before) else nan, "lv_before_hi": before.max() if len(before) else nan,
+               "lv_after_med": after.median() if len(after) else nan,
+               "lv_rel": after.median() / before.median() if len(after) and len(before) else nan}
+    arrival = f"arrived {numbers['lv_first']:.2f} s after the start" if len(after_rows) else "did not arrive within the run"
+    return numbers, {"lv_outcomes": str(stats), "lv_arrival": arrival}
 
 
 def latency_markdown(report: str) -> str:
