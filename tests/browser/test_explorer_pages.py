@@ -20,7 +20,7 @@ from tempo.core.instance import Instance
 from tempo.policies import solve
 
 CH01 = BOOK / "book" / "generated" / "01_balance_time.html"
-CH04 = BOOK / "book" / "generated" / "04_simulator.html"
+CH04 = BOOK / "book" / "generated" / "04_2_phase_diagram.html"
 INST = '.tempo-explorer[data-explorer="instance"]'
 PHASE = '.tempo-explorer[data-explorer="phase"]'
 

@@ -32,3 +32,16 @@ def recordings_table(recs: pd.DataFrame) -> pd.DataFrame:
     """A recordings listing (:func:`tempo.measured.catalog.recordings`) as a chapter shows it:
     every column but the folder and the manifest."""
     return recs.drop(columns=["path", "manifest"], errors="ignore")
+
+
+def glue_tables(**tables) -> None:
+    """Glue tables (DataFrames, or anything a notebook displays) under their names, not
+    displayed, for a page to paste with ```{glue} name``` (MyST-NB): a chapter's folded
+    "ledger" box holds its claim views and alternatives this way, so the lecture around it
+    reads as a lecture."""
+    from myst_nb import glue
+
+    for name, table in tables.items():
+        if not name.isidentifier():
+            raise ValueError(f"glue name must be an identifier, got {name!r}")
+        glue(name, table, display=False)
