@@ -69,8 +69,8 @@ def _all_paper_numbers() -> set:
 
 #: chapters whose Markdown prose types no paper number (they glue them from data/paper/ with
 #: tempo.book.paper.glue and {glue:text}); a chapter joins this list once its prose is clean
-PROSE_CLEAN = ["01_balance_time", "02_theory", "03_solver", "04_simulator", "05_calibration", "06_runtime",
-               "07_serving", "08_your_model", "98_reproduction_map", "99_claims_ledger"]
+PROSE_CLEAN = ["01_balance_time", "02_theory", "03_solver", "04_1_routing", "04_2_phase_diagram", "04_3_placement",
+               "05_calibration", "06_runtime", "07_serving", "08_your_model", "98_reproduction_map", "99_claims_ledger"]
 
 #: values the prose may type although the same digits occur in data/paper/: the toy's beta (us
 #: per token), Zipf skews, replication factors, and an exercise's HBM bandwidth (TB/s)

@@ -295,7 +295,7 @@ def test_compare_ledgers_lists_moved_verdicts_with_the_reading_that_moved_them(t
 def test_ledger_table_fits_four_columns_and_says_the_trace_recipe_once():
     from tempo.book.chapters import ch99_claims_ledger as ch99
 
-    trace_note = f"needs a recorded routing trace: {claims.RECORD_TRACE}, then `make notebook NB=04_simulator TRACE=trace.npz`"
+    trace_note = f"needs a recorded routing trace: {claims.RECORD_TRACE}, then `make notebook NB=04_3_placement TRACE=trace.npz`"
     df = pd.DataFrame([{"id": "x", "status": "reproduced", "paper_text": "1.2", "ours": 1.25, "unit": "x",
                         "tolerance": "10%", "section": "Section 2", "claim": "B < 64 holds", "evidence": "e",
                         "provenance": "run.csv", "note": "a & b"},
@@ -306,7 +306,7 @@ def test_ledger_table_fits_four_columns_and_says_the_trace_recipe_once():
     assert page.count("<th>") == 4 and "table-layout: fixed" in page
     assert "B &lt; 64 holds<br><small>a &amp; b</small>" in page and "<summary><small>source</small>" in page
     assert claims.RECORD_TRACE not in page and ch99.TRACE_RECIPE_REF in page
-    assert "<code>make notebook NB=04_simulator TRACE=trace.npz</code>" in page
+    assert "<code>make notebook NB=04_3_placement TRACE=trace.npz</code>" in page
     assert claims.RECORD_TRACE[1:] in ch99.trace_recipe()
     # a long note shows its first sentence and folds the rest, whole
     long = "computed cause: the worst instance is a giant. " + "More detail follows here, " * 20 + "end."

@@ -34,8 +34,21 @@ def recordings_table(recs: pd.DataFrame) -> pd.DataFrame:
     return recs.drop(columns=["path", "manifest"], errors="ignore")
 
 
+def glue_tables(**tables) -> None:
+    """Glue tables (DataFrames, or anything a notebook displays) under their names, not
+    displayed, for a page to paste with ```{glue} name``` (MyST-NB): a chapter's folded
+    "ledger" box holds its claim views and alternatives this way, so the lecture around it
+    reads as a lecture."""
+    from myst_nb import glue
+
+    for name, table in tables.items():
+        if not name.isidentifier():
+            raise ValueError(f"glue name must be an identifier, got {name!r}")
+        glue(name, table, display=False)
+
+
 # ---------------------------------------------------------------------------- the running example
-#: Chapter 01's toy batch (Fig. 1b), the running example every chapter returns to: one hot expert
+#: Chapter 01's toy batch (Fig. 1b), the running example later chapters return to: one hot expert
 #: of 600 tokens and six of 30, on two GPUs holding every expert, priced by Eq. 1 with a = c = 0,
 #: b = 15 us and beta = 0.1 us/token (the model Fig. 1b's numbers imply).
 TOY_COUNTS = (600, 30, 30, 30, 30, 30, 30)
