@@ -9,7 +9,7 @@ from .jit import njit
 from .moves import apply_move, evaluate_move
 from .pricing import features, gpu_times
 from .records import EPS, REL, UNLIMITED
-from .slots import apply_group_move, evaluate_group_move, regroup
+from .slots import apply_group_move, evaluate_group_move, regroup, regroup_expert
 
 
 @njit(cache=True)
@@ -97,7 +97,8 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o, budget, split):
                 apply_group_move(p, x, pairs, L, si[bm], sj[bm], bdel)
             else:
                 apply_move(p, x, pgpu, L, si[bm], sj[bm], bdel, -1, -1)
-                if split and regroup(p, x, pairs):
+                # the move changed its expert's groups only: the others are in their split already
+                if split and regroup_expert(p, x, pairs, pe[si[bm]]):
                     features(p, x, pgpu, L)
             moves += 1
             continue

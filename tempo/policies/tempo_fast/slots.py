@@ -55,52 +55,58 @@ def regroup(p, x, pairs):
     Returns:
         bool: whether some group changed
     """
-    pgpu, ptr, first = pairs.pgpu, pairs.ptr, pairs.first
-    E = ptr.size - 1
     changed = False
-    for e in range(E):
-        lo, hi = ptr[e], ptr[e + 1]
-        if hi - lo < 2:
+    for e in range(pairs.ptr.size - 1):
+        if pairs.ptr[e + 1] - pairs.ptr[e] > 1:
+            changed = regroup_expert(p, x, pairs, e) or changed
+    return changed
+
+
+@njit(cache=True)
+def regroup_expert(p, x, pairs, e):
+    """:func:`regroup` on expert ``e``'s groups only; returns whether one changed."""
+    pgpu, first = pairs.pgpu, pairs.first
+    lo, hi = pairs.ptr[e], pairs.ptr[e + 1]
+    changed = False
+    for q in range(lo, hi):
+        if not first[q]:
             continue
-        for q in range(lo, hi):
-            if not first[q]:
-                continue
-            h = pgpu[q]
-            k = 0
-            v = 0.0
-            g0 = 0.0
-            t0 = 0.0
-            for r in range(q, hi):
-                if pgpu[r] == h:
-                    k += 1
-                    v += x[r]
-                    if x[r] > EPS:
-                        g0 += 1.0
-                        t0 += tiles(p, x[r])
-            if k < 2 or v <= EPS:
-                continue
-            t = int(tiles(p, v))
-            m = min(k, t) if p.b2 > p.b else 1
-            old = p.b * g0 + p.b2 * (t0 - g0)
-            for packed in (False, True):
-                g1 = 0.0
-                t1 = 0.0
-                ok = True
-                for i in range(m):
-                    w = _piece(v, t, m, i, packed, p.tile) if m > 1 else v
-                    if not w > EPS:
-                        ok = False
-                        break
-                    g1 += 1.0
-                    t1 += tiles(p, w)
-                if ok and p.b * g1 + p.b2 * (t1 - g1) < old:
-                    i = 0
-                    for r in range(q, hi):
-                        if pgpu[r] == h:
-                            x[r] = (_piece(v, t, m, i, packed, p.tile) if m > 1 else v) if i < m else 0.0
-                            i += 1
-                    changed = True
+        h = pgpu[q]
+        k = 0
+        v = 0.0
+        g0 = 0.0
+        t0 = 0.0
+        for r in range(q, hi):
+            if pgpu[r] == h:
+                k += 1
+                v += x[r]
+                if x[r] > EPS:
+                    g0 += 1.0
+                    t0 += tiles(p, x[r])
+        if k < 2 or v <= EPS:
+            continue
+        t = int(tiles(p, v))
+        m = min(k, t) if p.b2 > p.b else 1
+        old = p.b * g0 + p.b2 * (t0 - g0)
+        for packed in (False, True):
+            g1 = 0.0
+            t1 = 0.0
+            ok = True
+            for i in range(m):
+                w = _piece(v, t, m, i, packed, p.tile) if m > 1 else v
+                if not w > EPS:
+                    ok = False
                     break
+                g1 += 1.0
+                t1 += tiles(p, w)
+            if ok and p.b * g1 + p.b2 * (t1 - g1) < old:
+                i = 0
+                for r in range(q, hi):
+                    if pgpu[r] == h:
+                        x[r] = (_piece(v, t, m, i, packed, p.tile) if m > 1 else v) if i < m else 0.0
+                        i += 1
+                changed = True
+                break
     return changed
 
 
@@ -189,8 +195,8 @@ def evaluate_group_move(p, x, L, pairs, bottleneck, i, j, whole_only):
 @njit(cache=True)
 def apply_group_move(p, x, pairs, L, i, j, delta):
     """Move ``delta`` of pair ``i``'s expert's tokens on its GPU to GPU h of pair ``j`` (all of them
-    when within EPS), each group then in its cheapest split (:func:`regroup`); ``x`` and ``L``
-    updated in place."""
+    when within EPS), each group then in its cheapest split (:func:`regroup_expert`); ``x`` and
+    ``L`` updated in place."""
     e, g0, h = pairs.pe[i], pairs.pgpu[i], pairs.pgpu[j]
     qs, _, vs, _ = group_of(x, pairs, e, g0)
     qd, _, vd, _ = group_of(x, pairs, e, h)
@@ -202,5 +208,5 @@ def apply_group_move(p, x, pairs, L, i, j, delta):
     rest = vs - delta
     x[qs] = rest if rest >= EPS else 0.0
     x[qd] = vd + delta
-    regroup(p, x, pairs)
+    regroup_expert(p, x, pairs, e)
     features(p, x, pairs.pgpu, L)
