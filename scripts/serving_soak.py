@@ -46,7 +46,7 @@ from tempo.serving.runtime import GlooAggregator, TableSync, TempoRuntime
 from tempo.serving.settings import ServingSettings
 
 rank, world, port, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-timeout_s, late_s, out = float(sys.argv[5]), float(sys.argv[6]), sys.argv[7]
+timeout_s, late_s, out, deadline_ms = float(sys.argv[5]), float(sys.argv[6]), sys.argv[7], float(sys.argv[8])
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                         timeout=timedelta(seconds=900))
 store = dist.distributed_c10d._get_default_store()
@@ -55,7 +55,7 @@ groups = (mk(), mk()) if mode == "sync" else (mk(),)
 E, g, L = 8, 4, 2
 base = np.array([[0, 1, 2, 0, 3, 4, 1, 5, 6, 2, 7, 0]] * L)
 placements = [np.roll(base, k, axis=1) for k in range(12)]  # every expert keeps a replica
-settings = ServingSettings(refresh_ms=100, deadline_ms=3000, agree_every=4)
+settings = ServingSettings(refresh_ms=100, deadline_ms=deadline_ms, agree_every=4)
 if rank == world - 1 and late_s > 0:
     time.sleep(late_s)  # a late rank: its peers' first rounds time out
 kw = dict(rank_invariant=True, sync=TableSync(rank, world, (1, L, E, 12 - E + 1), *groups, settings.agree_every)) \
@@ -125,6 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("--late", type=float, default=8.0)
     ap.add_argument("--stop", type=float, default=8.0)
     ap.add_argument("--rebalances", type=int, default=12)
+    ap.add_argument("--deadline-ms", type=float, default=10000.0, help="the solve deadline (a loaded machine)")
     ap.add_argument("--bound", type=float, default=180.0, help="seconds to wait for tables after a fault")
     ap.add_argument("--workdir", default="/tmp/tempo-soak")
     a = ap.parse_args(argv)
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
         p for p in [root, os.environ.get("PYTHONPATH", "")] if p))
     port = _port()
     args = lambda r, late: [sys.executable, str(script), str(r), str(a.ranks), str(port), a.mode,
-                            str(a.group_timeout), str(late), str(work / f"r{r}.json")]
+                            str(a.group_timeout), str(late), str(work / f"r{r}.json"), str(a.deadline_ms)]
     t_start = time.time()
     procs = [subprocess.Popen(args(r, a.late if r == a.ranks - 1 else 0), env=env, stderr=open(work / f"r{r}.err", "w"))
              for r in range(a.ranks)]

@@ -99,7 +99,7 @@ while time.monotonic() - t0 < late_s + bound_s:
         break
     time.sleep(0.01)
 stats = dict(rt.refresher.stats)
-arrived = float(store.get("arrived"))
+arrived = float(store.get("arrived"))  # set long ago: every rank reads the store before the barrier below
 summed = [t for t, gen, s in tables if gen >= 1 and s]
 print(json.dumps({"rank": rank, "stats": stats, "agg": dict(agg.stats), "generation": agg.generation,
                   "bad": bad, "done": done, "arrived_s": arrived, "tables": len(tables),
@@ -107,6 +107,7 @@ print(json.dumps({"rank": rank, "stats": stats, "agg": dict(agg.stats), "generat
                   "summed_after_rebuild": len(summed),
                   "first_summed_after_arrival_s": summed[0] - arrived if summed else None}))
 rt.close()
+dist.barrier()  # rank 0 holds the store: no rank leaves while another still reads it
 sys.stdout.flush()
 sys.stderr.flush()
 os._exit(0)  # what is tested ends with close(); interpreter shutdown is not part of it
