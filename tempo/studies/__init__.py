@@ -3,6 +3,9 @@ cell and policy), registered by name.  :func:`run` caches the result and writes 
 ``build/results/<profile>/<experiment>.csv``, the one place chapters and the ledger read."""
 from __future__ import annotations
 
+import json
+import os
+import resource
 import time
 
 import pandas as pd
@@ -77,8 +80,10 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
     key = ResultKey(name, tag, alternative)
     if refresh and _forget:  # recompute everything: also what the grid memo kept from earlier runs here
         memo_clear()
+    clock = _clock()
     with labelled(name if alternative is None else f"{name} ({alternative[0]}={alternative[1]})"):
         df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
+    _log_time(key, profile, clock)
     # provenance for the claims ledger: which experiment, config and code (source hash and git commit) wrote
     # this CSV, and when; fallbacks: dispatches of this result that a solver's fallback produced (a time
     # limit, a declined exact method; tempo.policies.fallback_of): the ledger flags the claims that read them
@@ -87,6 +92,28 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
             "written_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "fallbacks": int(df.attrs.get("fallbacks", 0))}
     results.write(key, df, meta)
     return df
+
+
+#: environment variable naming a file that :func:`run` appends one JSON line per study run to:
+#: the study's stem, wall seconds, CPU seconds of this process and of its reaped workers
+#: (``resource.getrusage``), for finding where a build spends its time; unset: nothing written
+TIMES_ENV = "TEMPO_STUDY_TIMES"
+
+
+def _clock() -> tuple:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter(), own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+def _log_time(key: ResultKey, profile: str, start: tuple) -> None:
+    path = os.environ.get(TIMES_ENV)
+    if not path:
+        return
+    end = _clock()
+    row = {"study": key.stem, "profile": profile, "wall_s": round(end[0] - start[0], 3),
+           "cpu_s": round(end[1] - start[1], 3), "workers_cpu_s": round(end[2] - start[2], 3)}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 def run_alternatives(name: str, config: dict, profile: str, reading: Reading | None = None,

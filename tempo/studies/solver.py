@@ -375,7 +375,9 @@ def ablation(config: dict) -> pd.DataFrame:
 
 
 def _ablation_cell(cell: dict) -> list[dict]:
-    """One cell of :func:`ablation`: its batches under the reference and each variant."""
+    """One cell of :func:`ablation`: its batches under the reference and each variant (each
+    solve kept in the grid memo, :func:`tempo.studies.readings.makespan`: a reading whose
+    batches come out the same reuses it)."""
     config = cell["config"]
     bseed, grid, g, E, s, rep, B = cell["cell"]
     model = CostModel.named(config.get("params", "dsv3-offline"))
@@ -385,11 +387,11 @@ def _ablation_cell(cell: dict) -> list[dict]:
     kw["seed"] = seed
     rows = []
     for b, inst in enumerate(readings.batches(reading, E, g, B, s, rep, config["batches"], seed=B + 17 + 1000 * bseed)):
-        full = model.makespan(inst, solve(inst, model, "tempo", **kw))
+        full = readings.makespan(inst, model, "tempo", **kw)
         for name, opts in VARIANTS.items():
             if name == "full":
                 continue
-            v = model.makespan(inst, solve(inst, model, "tempo", **kw, **opts))
+            v = readings.makespan(inst, model, "tempo", **kw, **opts)
             rows.append({"seed": seed, "preset": kw["options"], "batch_seed": bseed, "grid": grid, "ep": g,
                          "experts": E, "skew": s, "replication": rep, "tokens_per_gpu": B, "batch": b,
                          "variant": name, "makespan": v, "full": full,

@@ -145,25 +145,28 @@ def labelled(text: str):
         _labels.pop()
 
 
-def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers: int | None = None,
-             scheduler=None, progress: bool = True, desc: str = "sweep") -> pd.DataFrame:
-    """Evaluate ``fn`` on every cell and return one tidy DataFrame, in cell order.
+def map_cells(fn: Callable, cells: Iterable, workers: int | None = None, scheduler=None, progress: bool = True,
+              desc: str = "sweep") -> list:
+    """``[fn(cell) for cell in cells]``, in cell order, each cell in a local worker process (or
+    on a Dask cluster): what :func:`run_grid` runs, without making a table of the results, so a
+    study that builds its rows serially builds the same table from them.  ``fn`` and the
+    cells must pickle; the memo entries and fallbacks of each cell travel back to this process.
 
     Parameters
     ----------
     fn : callable
         A picklable (module-level) function of one cell.
-    cells : iterable of dict
+    cells : iterable
     workers : int, optional
         Local processes (default: this machine's cores; 1 runs in this process).
     scheduler : str or dask.distributed.Client, optional
-        A Dask scheduler address (``"tcp://host:8786"``) or a Client: run the grid there.
+        A Dask scheduler address (``"tcp://host:8786"``) or a Client: run the cells there.
     """
     cells = list(cells)
-    if not cells:
-        return pd.DataFrame()
     if not callable(fn):
         raise TypeError("fn must be callable")
+    if not cells:
+        return []
     bar = _bar(len(cells), desc, progress)
     results: list = [None] * len(cells)
     try:
@@ -204,4 +207,28 @@ def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers:
     finally:
         if bar:
             bar.close()
+    return results
+
+
+def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers: int | None = None,
+             scheduler=None, progress: bool = True, desc: str = "sweep") -> pd.DataFrame:
+    """Evaluate ``fn`` on every cell (:func:`map_cells`) and return one tidy DataFrame, in cell
+    order, each cell's scalar keys prepended as columns.
+
+    Parameters
+    ----------
+    fn : callable
+        A picklable (module-level) function of one cell.
+    cells : iterable of dict
+    workers : int, optional
+        Local processes (default: this machine's cores; 1 runs in this process).
+    scheduler : str or dask.distributed.Client, optional
+        A Dask scheduler address (``"tcp://host:8786"``) or a Client: run the grid there.
+    """
+    cells = list(cells)
+    if not cells:
+        return pd.DataFrame()
+    if not callable(fn):
+        raise TypeError("fn must be callable")
+    results = map_cells(fn, cells, workers=workers, scheduler=scheduler, progress=progress, desc=desc)
     return pd.concat([_as_frame(r, c) for r, c in zip(results, cells)], ignore_index=True)

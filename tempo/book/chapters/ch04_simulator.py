@@ -77,10 +77,14 @@ def explorer_config(profile: str) -> dict:
 
 def phase_explorer(grid: pd.DataFrame, profile: str):
     """The page's phase explorer over a ``phase_grid`` result
-    (:func:`tempo.book.explorers.phase_explorer`)."""
+    (:func:`tempo.book.explorers.phase_explorer`), with the named routing profiles placed on it
+    (:func:`.ch04_routing.profiles_on_phase_diagram`) as its routing presets."""
     from .. import explorers
+    from ...studies.phase_grid import phase_grid_means
+    from .ch04_routing import profiles_on_phase_diagram
 
-    return explorers.phase_explorer(grid, profile, explorer_config(profile))
+    return explorers.phase_explorer(grid, profile, explorer_config(profile),
+                                    profiles_on_phase_diagram(phase_grid_means(grid)))
 
 
 def paper_numbers() -> dict:
