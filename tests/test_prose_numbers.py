@@ -72,6 +72,8 @@ ALLOWED = {
         "candidate's 64 measured batches)": "1.2 0.0037 64",
         "Exercise 1: its batch (600 and 15 x 20 tokens on 8 GPUs, 16 experts) and the hand arithmetic":
             "11 15 16 20 59 112.5 600 620 900",
+        "Exercise 2: DSv3's shape (256 experts, 64 extra replicas, 320 slots) and the hand arithmetic":
+            "4 5 32 256 320 626 782",
     },
     "notebooks/04_3_placement.md": {
         "small counts, list items": "0 1 2 3 4 8 10",
