@@ -1,5 +1,5 @@
 # TEMPO book. `make book` and `make test` set everything up from scratch (Python 3.11).
-#   make book                  run every notebook (PROFILE=full) and build _build/html
+#   make book                  run every notebook (PROFILE=full; two at a time, JOBS=1: one) and build _build/html
 #   make book PROFILE=smoke    the same with tiny grids (minutes), into build/smoke-book/
 #   make notebook NB=05_calibration PROFILE=gpu    run one notebook (uses an activated conda env, see TEMPO_PYTHON)
 #   make book TRACE=trace.npz  the claims the paper computes on recorded routing, on your recorded trace
@@ -102,7 +102,14 @@ $(MATHJAX):
 _static/vega-bundle.js: $(STAMP)
 	$(PY) -c "from tempo.book.figures import write_vega_bundle; write_vega_bundle()"
 
-book: $(EXECUTED) _static/vega-bundle.js $(MATHJAX)
+# the notebooks run JOBS at a time (default 2; JOBS=1: one at a time): a chapter's grids already
+# use every core, and its serial parts (the kernel's start, serial studies, tables) overlap another
+# chapter's.  The longest chapters are listed first so they start first.  No chapter reads another's
+# results; only the ledger does, after all of them.
+JOBS ?= 2
+MAKEFLAGS += --jobs=$(JOBS)
+LONGEST := $(addprefix $(EXEC)/,04_simulator.ipynb 03_solver.ipynb 02_theory.ipynb)
+book: $(filter $(EXECUTED),$(LONGEST)) $(EXECUTED) _static/vega-bundle.js $(MATHJAX)
 	@rm -rf book/generated && mkdir -p book/generated
 	@cp $(EXECUTED) book/generated/
 	@cp build/results/$(PROFILE)/ledger_summary.md book/generated/ledger_summary.md

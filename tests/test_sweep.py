@@ -168,3 +168,34 @@ def test_a_grid_bar_is_named_by_its_study_and_reading():
             assert bar.desc == "scale: lemmas"
             bar.close()
     assert sweep._bar(1, "x", False) is None and not sweep._labels
+
+
+def _one_by_one(results, cells):
+    from tempo.studies.sweep import _as_frame
+
+    return pd.concat([_as_frame(r.copy() if isinstance(r, pd.DataFrame) else r, c) for r, c in zip(results, cells)],
+                     ignore_index=True)
+
+
+@pytest.mark.parametrize("case", ["uniform", "int_and_float", "a_key_in_rows", "empty_cell", "numpy_scalar"])
+def test_grid_table_equals_a_column_per_key_and_cell(case):
+    """run_grid's table (keys inserted once over the concatenated rows) equals inserting each
+    cell's keys into its own rows and concatenating: values, dtypes and column order."""
+    from tempo.studies.sweep import _table
+
+    cells = [{"shape": sh, "ep": ep, "skew": s, "on": on, "reading": {"r": 1}, "ks": [1, 2]}
+             for sh in ("DSv3", "Qwen3-30B") for ep in (8, 16) for s, on in ((0.0, True), (1.5, False))]
+    results = [pd.DataFrame({"ms": [float(i), i + 0.5], "winner": ["M", "L"], "tie": [False, True]})
+               for i in range(len(cells))]
+    if case == "int_and_float":
+        cells[1]["skew"] = 1
+    elif case == "a_key_in_rows":
+        results[2]["ep"] = [1, 2]
+    elif case == "empty_cell":
+        results[3] = results[3].iloc[:0]
+    elif case == "numpy_scalar":
+        cells[0]["skew"] = np.float64(0.25)
+    want = _one_by_one(results, cells)
+    got = _table([r.copy() for r in results], cells)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert list(got.columns[:4]) == ["shape", "ep", "skew", "on"] and got.to_csv() == want.to_csv()

@@ -22,6 +22,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Iterable
 
+import numpy as np
 import pandas as pd
 
 from ..policies._fallback import add_count
@@ -64,12 +65,42 @@ def _merge(new: dict) -> None:
         memo_put(key, value)
 
 
+def _cell_keys(df: pd.DataFrame, cell: dict) -> dict:
+    """The keys of ``cell`` that go in front of its rows: scalars its rows do not hold."""
+    return {k: v for k, v in cell.items() if k not in df.columns and not isinstance(v, (list, dict, tuple))}
+
+
 def _as_frame(result, cell: dict) -> pd.DataFrame:
     df = result if isinstance(result, pd.DataFrame) else pd.DataFrame(list(result))
-    keys = {k: v for k, v in cell.items() if k not in df.columns and not isinstance(v, (list, dict, tuple))}
-    for i, (k, v) in enumerate(keys.items()):
+    for i, (k, v) in enumerate(_cell_keys(df, cell).items()):
         df.insert(i, k, v)
     return df
+
+
+#: the column dtype a cell key of each Python type gets when inserted (``DataFrame.insert``)
+_KEY_DTYPES = {int: np.int64, float: np.float64, bool: np.bool_, str: object}
+
+
+def _table(results: list, cells: list) -> pd.DataFrame:
+    """The cells' results concatenated in cell order, each cell's keys (:func:`_cell_keys`)
+    prepended: ``pd.concat([_as_frame(r, c) ...], ignore_index=True)``.  When every cell has
+    rows, the same columns and the same keys, each key's values of one Python type (int, float,
+    bool or str), the results are concatenated once and each key inserted once as a column
+    (the same table: same values, dtypes and column order), instead of a column per key and
+    cell (seconds on a grid of thousands of cells)."""
+    frames = [r if isinstance(r, pd.DataFrame) else pd.DataFrame(list(r)) for r in results]
+    keys = [_cell_keys(df, c) for df, c in zip(frames, cells)]
+    names, cols = list(keys[0]), list(frames[0].columns)
+    types = {k: type(v) for k, v in keys[0].items()}
+    fast = all(len(df) and list(df.columns) == cols and list(kv) == names
+               and all(type(v) is types[k] for k, v in kv.items()) for df, kv in zip(frames, keys))
+    if not fast or not all(t in _KEY_DTYPES for t in types.values()):
+        return pd.concat([_as_frame(r, c) for r, c in zip(frames, cells)], ignore_index=True)
+    out = pd.concat(frames, ignore_index=True)
+    lengths = [len(df) for df in frames]
+    for i, k in enumerate(names):
+        out.insert(i, k, np.repeat(np.array([kv[k] for kv in keys], dtype=_KEY_DTYPES[types[k]]), lengths))
+    return out
 
 
 def _counted(fn, cell):
@@ -230,5 +261,4 @@ def run_grid(fn: Callable[[dict], pd.DataFrame], cells: Iterable[dict], workers:
         return pd.DataFrame()
     if not callable(fn):
         raise TypeError("fn must be callable")
-    results = map_cells(fn, cells, workers=workers, scheduler=scheduler, progress=progress, desc=desc)
-    return pd.concat([_as_frame(r, c) for r, c in zip(results, cells)], ignore_index=True)
+    return _table(map_cells(fn, cells, workers=workers, scheduler=scheduler, progress=progress, desc=desc), cells)
