@@ -84,7 +84,7 @@ ifeq ($(wildcard $(TRACE)),)
 $(error TRACE=$(TRACE) does not exist: record routing with SGLang and convert it, `python -m tempo import-trace DUMP... -o $(TRACE)` (chapter 04, "A trace-backed build"))
 endif
 endif
-TRACE_NBS := 02_theory 03_solver 04_simulator
+TRACE_NBS := 02_theory 03_solver 04_1_routing 04_3_placement
 TRACE_STAMP := build/trace-$(PROFILE).txt
 _trace_stamp := $(shell mkdir -p build && { test -f $(TRACE_STAMP) && test "$$(cat $(TRACE_STAMP))" = "$(TRACE)" || echo "$(TRACE)" > $(TRACE_STAMP); })
 $(addprefix $(EXEC)/,$(addsuffix .ipynb,$(TRACE_NBS))): $(TRACE_STAMP) $(TRACE)

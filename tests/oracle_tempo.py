@@ -10,10 +10,15 @@ replication), the ensemble (Proposition 1) with the paper preset's output in its
 pool and the exchange pass.  The three-term compound moves (``compound``: the
 whole-then-partial chain and the support polish) have no numpy twin: under a traffic
 term the two may differ there, and tests/test_solver.py checks those moves against the MILP.
+Duplicate slots (``slot_split``): the oracle regroups each expert's pieces on a GPU as the
+compiled solver does (after every move, on every candidate, on the result), but its single
+moves stay pair moves where the compiled solver moves a duplicate-slot group as one; the two may
+differ on such instances, and tests/test_solver_guarantees.py checks them against the MILP.
 Prices come from :mod:`tempo.core.pricing`, the library's single definition of Eq. 1/2/4.
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -24,9 +29,55 @@ from tempo.core.pricing import activation_time, gpu_time, token_time
 from tempo.policies.exact import token_lp_even, token_lp_highs, token_lp_vertex
 from tempo.policies.proxies import round_robin, static, uniform
 from tempo.policies.tempo_fast import TempoOptions, exchange_pass
+from tempo.policies.tempo_fast import slots as _slots
 from tempo.policies.tempo_fast.options import paper_twin
 
 _REL = 1e-9
+
+
+# the cut of a group's tokens into whole-tile pieces, as Python (one definition of where the cuts lie)
+_piece = _slots._piece.py_func
+
+
+def regroup(model: CostModel, x, pe, pgpu) -> bool:
+    """Each (expert, GPU) group of two or more slots put in the split Eq. 2 prices least (m =
+    min(k, tiles) whole-tile pieces when b2 > b, else one piece) where that costs the GPU less;
+    ``x`` (pair shares, pairs by expert then slot) updated in place."""
+    b, b2, tile = model.b, model.b2, float(model.tile)
+
+    def tl(v):
+        if v <= EPS_TOKENS:
+            return 0.0
+        return max(1.0, math.ceil(v / tile - 1e-9)) if b2 != 0 else 1.0
+
+    groups = {}
+    for q in range(x.size):
+        groups.setdefault((int(pe[q]), int(pgpu[q])), []).append(q)
+    changed = False
+    for qs in groups.values():
+        k = len(qs)
+        v = 0.0
+        for q in qs:
+            v += x[q]
+        if k < 2 or v <= EPS_TOKENS:
+            continue
+        g0 = float(sum(1 for q in qs if x[q] > EPS_TOKENS))
+        t0 = sum(tl(x[q]) for q in qs)
+        t = int(tl(v))
+        m = min(k, t) if b2 > b else 1
+        old = b * g0 + b2 * (t0 - g0)
+        for packed in (False, True):
+            ws = [_piece(v, t, m, i, packed, tile) if m > 1 else v for i in range(m)]
+            if not all(w > EPS_TOKENS for w in ws):
+                continue
+            g1 = float(m)
+            t1 = sum(tl(w) for w in ws)
+            if b * g1 + b2 * (t1 - g1) < old:
+                for i, q in enumerate(qs):
+                    x[q] = ws[i] if i < m else 0.0
+                changed = True
+                break
+    return changed
 
 
 class _State:
@@ -54,6 +105,7 @@ class _State:
         self.split_seed = True
         self.chain_depth = None
         self.lb = 0.0
+        self.split = False  # regroup the duplicate-slot groups in the local search
 
     # ---------------------------------------------------------------- pricing helpers
     def tl(self, x):
@@ -270,6 +322,8 @@ class _State:
     def improve(self, whole_only: bool, chains: bool, max_iter: int, fanout: int = 4):
         """Bottleneck local search; returns the number of accepted moves."""
         moves = 0
+        if self.split and regroup(self.model, self.x, self.pe, self.pgpu):
+            self.G, self.N, self.T = self.features()
         for _ in range(max_iter):
             t = self.times()
             gb = int(np.argmax(t))
@@ -288,6 +342,8 @@ class _State:
             m = int(np.argmin(val))
             if val[m] < thresh:
                 self._apply(int(i[m]), int(j[m]), float(dl[m]))
+                if self.split and regroup(self.model, self.x, self.pe, self.pgpu):
+                    self.G, self.N, self.T = self.features()
                 moves += 1
                 continue
             if not chains:
@@ -297,6 +353,8 @@ class _State:
                 found = self._augment(gb, thresh, self.chain_depth)
             if not found:
                 break
+            if self.split and regroup(self.model, self.x, self.pe, self.pgpu):
+                self.G, self.N, self.T = self.features()
             moves += 1
         return moves
 
@@ -568,6 +626,16 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
     st = _State(inst, model)
     st.lb = model.lower_bound(inst)
     st.chain_depth = o.chain_depth
+    dup = st.P > len(set(zip(st.pe.tolist(), st.pgpu.tolist())))  # some expert with two slots on a GPU
+    split = o.slot_split and dup
+    st.split = split
+
+    def regrouped(sh):
+        x = sh[st.pe, st.pr].astype(np.float64)
+        regroup(model, x, st.pe, st.pgpu)
+        out = np.zeros(sh.shape)
+        out[st.pe, st.pr] = x
+        return out
     if o.seed in ("greedy", "whole"):
         st.split_seed = o.seed == "greedy"
         st.seed()
@@ -619,7 +687,7 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
             if start is None:
                 continue
             rs = _State(inst, model)
-            rs.lb, rs.chain_depth = st.lb, st.chain_depth
+            rs.lb, rs.chain_depth, rs.split = st.lb, st.chain_depth, split
             rs.load(start)
             if o.local_search:
                 rs.improve(whole_only=not o.partial, chains=o.chains, max_iter=o.max_iter, fanout=o.fanout)
@@ -630,7 +698,7 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
         # the local search again from an optimal semi-matching, when the best holds more experts
         # on a GPU than it
         bs = _State(inst, model)
-        bs.lb, bs.chain_depth, bs.split_seed = st.lb, st.chain_depth, False
+        bs.lb, bs.chain_depth, bs.split_seed, bs.split = st.lb, st.chain_depth, False, split
         bs.seed()
         k_opt = _semi_matching(bs)
         bs.G, bs.N, bs.T = bs.features()
@@ -657,11 +725,21 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
         cand_best = None
         for name in names:
             ms, sh = candidate(name)
+            if split:  # scored in its cheapest duplicate-slot split
+                sh = regrouped(sh)
+                ms = model.makespan(inst, sh)
             if cand_best is None or ms < cand_best[0]:
                 cand_best = (ms, name, sh)
         if cand_best is not None and cand_best[0] < (1 - o.tau) * best_ms:
             best_ms, chosen, shares = cand_best[0], cand_best[1], cand_best[2].copy()
         stages["ensemble"] = best_ms
+    if split and st.P:
+        x = regrouped(shares)
+        ms = model.makespan(inst, x)
+        if ms < best_ms:
+            shares, best_ms = x, ms
+            if o.ensemble:
+                stages["ensemble"] = ms
     if o.restarts and o.local_search and full and inst.n_experts * inst.n_gpus <= 4096:
         x, ms2 = exchange_pass(inst, model, shares)
         if ms2 < best_ms * (1 - 1e-12):

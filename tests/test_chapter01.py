@@ -65,6 +65,19 @@ def test_chapter_glue_and_config():
     r = ch01.roofline_glue(ch01.roofline_table())
     assert r["p_nstar"] == "nstar_dsv3" and r["roof_eff_lo"] <= r["roof_eff_hi"] < 100
     inst = tempo.Instance.full_replication([54, 297, 54, 27, 54, 27], n_gpus=2)
-    cx = ch01.counterexample_glue(ch01.makespan_table(inst, tempo.CostModel(a=0, b=13.9, c=0, beta=0.156),
-                                                      ["tempo", "metro", "milp"]))
-    assert cx["cx_metro"] == pytest.approx(54.756) and cx["cx_above"] == pytest.approx(0.0, abs=1e-9)
+    cx, words = ch01.counterexample_glue(ch01.counterexample_table(inst, tempo.CostModel(a=0, b=13.9, c=0, beta=0.156)))
+    assert cx["cx_metro"] == pytest.approx(54.756) and cx["cx_default_above"] == pytest.approx(0.0, abs=1e-9)
+    assert words["cx_optimal"] == "is the exact optimum"
+
+
+def test_the_running_example_is_a_mixed_batch():
+    from tempo.book.chapters import ch01_balance_time as ch01
+
+    # n* = b / beta = 15 / 0.1 = 150: the six experts of 30 are flat (6 of 7), the 600-token one
+    # linear (600 of 780 tokens): both shares above 20%, so Fig. 5 calls the toy mixed
+    r, w = ch01.toy_regime()
+    assert r["toy4_ns"] == pytest.approx(150.0) and w == {"toy4_mixed": "mixed"}
+    assert r["toy4_flat_pct"] == pytest.approx(600 / 7) and r["toy4_linear_pct"] == pytest.approx(100 * 600 / 780)
+    # a floor so low that every expert is linear: no flat experts, not mixed
+    low, w = ch01.toy_regime(tempo.CostModel(a=0.0, b=1.0, c=0.0, beta=0.1))
+    assert low["toy4_ns"] == pytest.approx(10.0) and low["toy4_flat_pct"] == 0 and w == {"toy4_mixed": "not mixed"}

@@ -86,11 +86,12 @@ def test_sizes_and_the_numbers_the_prose_glues():
     g = ch02.probe_glue(probe)
     assert g["p_giants"] == "theorem2/rr_over_opt_max" and g["instances"] == 12
     assert g["tempo_opt"] == ch02.thm2_headlines(probe)["tempo_worst_pinned"]
-    wc = ch02.worst_case_glue(ch02.tempo_worst_case(probe, cfg["n"], cfg["max_experts"], cfg["max_gpus"]))
+    wc, words = ch02.worst_case_glue(ch02.tempo_worst_case(probe, cfg["n"], cfg["max_experts"], cfg["max_gpus"]))
     assert wc["wc_opt"] * wc["wc_b_share"] / 100 == pytest.approx(wc["wc_b"])
     from tempo.book import paper
 
     assert set(paper.glue_values(**wc)) == set(wc)      # every value glues (numbers, no stray strings)
+    assert set(words) == {"wc_gap"} and all(isinstance(v, str) for v in words.values())
     eps = pd.DataFrame({"scale": [1, 1, 4], "tokens_per_gpu": [32, 64, 128], "eps": [0.1, 0.3, 0.5]})
     e = ch02.epsilon_glue(eps)
     assert (e["eps_med"], e["eps_med_4x"]) == (pytest.approx(20.0), pytest.approx(50.0)) and e["p_eps_max"] == "thm2_eps_max"
@@ -99,3 +100,13 @@ def test_sizes_and_the_numbers_the_prose_glues():
     e2 = ch02.epsilon_glue(both)
     assert (e2["eps_med"], e2["eps_med_trace"], e2["eps_max_trace"]) == (pytest.approx(20.0), pytest.approx(40.0),
                                                                          pytest.approx(60.0))
+
+
+def test_the_running_example_as_an_instance_of_eq3():
+    table, n = ch02.toy_bounds()
+    # by hand: 780 tokens over two GPUs; the LP's split activates all 7 experts on each GPU (7 x 15 us);
+    # LB = max(15 * ceil(7/2), 0.1 * 780 / 2) = 60 = OPT (chapter 01); round-robin's GPU 1 holds
+    # 600 + 3 x 30 = 690 tokens (69 us); the term max(15, 0.1 x 600) = 60 makes the bound 120
+    assert n == pytest.approx({"toy_lp_tokens": 390.0, "toy_lp_us": 105.0, "toy_lb_us": 60.0, "toy_opt_us": 60.0,
+                               "toy_rr_us": 69.0, "toy_term_us": 60.0, "toy_bound_us": 120.0})
+    assert list(table.value) == pytest.approx([390.0, 105.0, 60.0, 60.0, 69.0, 60.0, 120.0])

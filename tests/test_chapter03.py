@@ -63,3 +63,13 @@ def test_sizes_tables_and_the_numbers_the_prose_glues():
     numbers, regions = ch03.ablation_glue(abl, abl.assign(degradation_pct=[0.0, 2.0]))
     assert numbers["ensemble_max"] == 4.0 and numbers["partial_max_greedy"] == 2.0
     assert regions["ensemble_where"] == "EP64, s=1.2, B=1024" and regions["p_ensemble_where"] != ""
+
+
+def test_the_running_example_stage_by_stage():
+    table, n = ch03.toy_stages()
+    # by hand (the page's arithmetic): whole seed max(45, 66) = 66, no whole move helps, the partial
+    # migration reaches 4 floors a GPU = 60; the water-filling seed pays 5 floors (75), one chain move 60
+    assert n["toy_whole_seed"] == 66.0 and n["toy_whole_chains"] == 66.0 and n["toy_whole_local_search"] == 60.0
+    assert n["toy_greedy_seed"] == 75.0 and n["toy_greedy_chains"] == 60.0
+    assert n["toy_opt"] == pytest.approx(60.0) and (table["exact optimum (MILP)"] == n["toy_opt"]).all()
+    assert list(table.loc["whole", ["1 seed", "2 chain moves", "3 local search (partial moves)"]]) == [66.0, 66.0, 60.0]

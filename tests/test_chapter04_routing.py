@@ -45,8 +45,12 @@ def test_mixed_side_by_side_and_the_text_from_it():
                       "routing": ["synthetic"] * 4 + ["trace"] * 4})
     tab = r.mixed_by_routing(m)
     assert tab.loc[128, "trace"] == 50 and tab.loc[512, "synthetic"] == 100
-    text = r.real_routing_text(r.profiles_on_phase_diagram(_phase()), tab, [0.0, 0.6, 1.2])
-    assert "50% at B = 128" in text and "Zipf-equivalent skews" in text
+    numbers, words = r.real_routing_glue(r.profiles_on_phase_diagram(_phase()), tab, [0.0, 0.6, 1.2])
+    assert words == {"real_grid_skews": "0, 0.6, 1.2", "real_mixed": "B = 128: 50% (synthetic 50%); B = 512: 100% (synthetic 100%)"}
+    assert 0 < numbers["real_skew_lo"] <= numbers["real_skew_hi"] < 1 and numbers["real_zipf12_mm"] > numbers["real_mm_hi"]
+    syn = r.mixed_by_routing(m[m.routing == "synthetic"].drop(columns="routing"))
+    assert r.real_routing_glue(r.profiles_on_phase_diagram(_phase()), syn, [0.0])[1]["real_mixed"] == (
+        "no recorded batches in this build")
     assert list(r.mixed_by_routing(m[m.routing == "synthetic"].drop(columns="routing")).columns) == ["synthetic"]
 
 

@@ -72,14 +72,20 @@ def test_table_and_text():
             for ep in (32, 64) for B, g in zip((16, 1024), gains)]
     t = ch04.scale_s0_table(pd.DataFrame(rows))
     assert t.set_index(["candidate", "ep"]).loc[("fix", 32)].tolist() == [7.0, 12.0, 64, 0]
-    text = ch04.scale_s0_text(t, 6.0, 6.5)
-    assert text.startswith("As built, the mean gain at s = 0 is 0.00-0.00% on EP32-64")
-    assert "GPU: EP32 64 of 64, EP64 64 of 64." in text
-    assert "fix: 7.00-7.00% (EP32 0 of 64, EP64 0 of 64)." in text and "half: 4.00-4.00% (" in text
-    assert text.endswith("At least the low end of the paper's 6-6.5% on every EP size: fix.")
-    t2 = t[t.candidate != "fix"]
-    assert ch04.scale_s0_text(t2, 6.0, 6.5).endswith(
-        "No candidate reaches the paper's 6-6.5% on every EP size; at least half of it somewhere: half.")
+    rows = [{"candidate": c, "ep": ep, "B": B, "gain_pct": g, "replicated": 64, "colocated": col}
+            for c, col, gains in [("as built", 16, (3.0, 1.0)), ("EPLB ties in index order", 64, (0.0, 0.0)),
+                                  ("TEMPO's paper preset (Section 4.2)", 16, (0.5, -0.5)),
+                                  ("the paper's reading (independent draws, paper preset)", 16, (0.2, 0.0)),
+                                  ("fix", 0, (12.0, 2.0))]
+            for ep in (32, 64) for B, g in zip((16, 1024), gains)]
+    numbers, words = ch04.scale_s0_glue(ch04.scale_s0_table(pd.DataFrame(rows)), 6.0)
+    assert (numbers["s0_built_lo"], numbers["s0_built_hi"], numbers["s0_preset_lo"]) == (2.0, 2.0, 0.0)
+    assert (numbers["s0_built_col"], numbers["s0_built_rep"], numbers["s0_ep_hi"]) == (16.0, 64.0, 64.0)
+    # the rows that match the ledger's "no gain" name the cause: here the ties and the preset, not "as built"
+    assert words == {"s0_zero": "EPLB ties in index order, TEMPO's paper preset (Section 4.2), the paper's reading "
+                                "(independent draws, paper preset)", "s0_reach": "fix"}
+    none = ch04.scale_s0_glue(ch04.scale_s0_table(pd.DataFrame([r for r in rows if r["candidate"] == "as built"])), 6.0)
+    assert none[1] == {"s0_zero": "none", "s0_reach": "none"} and "s0_preset_lo" not in none[0]
 
 
 def test_activation_balancer_check_on_two_cells():
@@ -100,12 +106,14 @@ def test_activation_balancer_check_on_two_cells():
         assert cell.ms_tempo.iloc[0] == r.ms_tempo and cell.gain_pct.iloc[0] == r.gain_pct
     t = ch04.activation_balancer_table(cells)
     assert t.cells.tolist() == [2] and t.min_gain_vs_exact_pct.iloc[0] == pytest.approx(cells.gain_vs_exact_pct.min())
-    text = ch04.activation_balancer_text(t)
-    assert text.startswith("Against the fixed policies TEMPO's lowest cell gain on this seed is ")
+    numbers, words = ch04.activation_balancer_glue(t)
+    assert numbers["ab_cells"] == 2 and numbers["ab_lo_exact"] == pytest.approx(cells.gain_vs_exact_pct.min())
     assert (t.max_gain_vs_exact_pct <= t.max_gain_vs_fixed_pct + 1e-9).all()
-    assert f"DSv2-Lite {t.max_gain_vs_fixed_pct.iloc[0]:.2f}% -> " in text
+    assert words["ab_max"].startswith(f"DSv2-Lite {t.max_gain_vs_fixed_pct.iloc[0]:.2f}% -> ")
+    good = t.assign(**{"cells_below_-0.3pct": 0})
+    assert ch04.activation_balancer_glue(good)[1]["ab_bound"] == "holds against the exact balancer too"
     bad = t.assign(**{"cells_below_-0.3pct": 1, "min_gain_vs_exact_pct": -2.0})
-    assert "depends on which activation balancer" in ch04.activation_balancer_text(bad)
+    assert ch04.activation_balancer_glue(bad)[1]["ab_bound"].startswith("depends on which activation balancer")
 
 
 def test_a_candidate_can_run_the_paper_preset():

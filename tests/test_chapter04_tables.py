@@ -28,6 +28,16 @@ def test_phase_scale_landscape_and_staleness_tables():
     assert g.loc[("A", 1.25), "max"] == 3.0 and g.loc[("A", 1.25), "mean"] == 2.0 and g.loc[("B", 1.25), "min"] == -0.5
     scale = pd.DataFrame({"skew": [0.0, 0.0], "ep": [8, 8], "gain_pct": [2.0, 4.0], "gain_comm_pct": [1.0, 5.0]})
     assert ch04.scale_gains(scale).loc[(0.0, 8)].tolist() == [3.0, 4.0, 3.0, 5.0]
+    scale = pd.DataFrame({"skew": [0.0, 0.0, 1.2, 1.2], "ep": [8, 64, 8, 64], "B": [16, 16, 128, 128],
+                          "gain_pct": [1.0, 2.0, 5.0, 15.0], "gain_comm_pct": [1.0, 2.5, 5.0, 15.0]})
+    numbers, words = ch04.scale_glue(scale)
+    assert numbers == {"sc_max": 15.0, "sc_comm": 0.5, "sc_s12_lo": 5.0, "sc_s12_hi": 15.0, "sc_s0_lo": 1.0, "sc_s0_hi": 2.0}
+    assert words == {"sc_max_at": "s = 1.2, EP64, B = 128"}
+    # the cell keys stay whole: 1.25x replication is never printed as 1.2
+    bounds = pd.DataFrame({"seed": [0, 1], "shape": "DSv3", "ep": 8, "skew": [0.6, 0.6], "replication": [1.25, 1.25],
+                           "B_star": [123.456, 1.0], "hit": [True, False]})
+    bt = ch04.boundary_columns(bounds)
+    assert len(bt) == 1 and bt.replication.iloc[0] == 1.25 and bt.B_star.iloc[0] == 123.5
     land = pd.DataFrame([{"redundant": R, "drift": 16, "scale": sc, "policy": p, "ratio_to_static": v}
                          for R in (16, 64) for sc, v in (("0.25x", 0.9), ("1x", 0.8), ("4x", 1.0))
                          for p in ch04.T4_ROWS])
@@ -98,32 +108,42 @@ def test_sizes_and_paper_numbers():
     assert ch04.trace_note(None) == [] and len(ch04.trace_note("some.npz")) == 1
 
 
-def test_the_prose_the_chapter_writes_from_data():
+def test_the_numbers_and_words_the_pages_glue_both_ways():
     from tempo.studies.simulator import routing_statistics
 
     rstats = routing_statistics({"batches": 3})
-    assert "Under top-8 routing" in ch04.routing_text(rstats) and "ShareGPT" in ch04.concentration_text(rstats)
+    numbers, words = ch04.routing_glue(rstats)
+    assert 0 < numbers["rt_hot_share"] <= 1 / 8 + 1e-9 < numbers["rt_hot_weight"]   # distinct top-8: at most 1/8
+    assert numbers["rt_mm"] > 1 and numbers["rt_mm_proxy"] > 1 and words["rt_paper_mm"]
     assert list(ch04.routing_table(rstats).columns)[-2:] == ["paper", "paper setting"]
     mixed = pd.DataFrame({"tokens_per_gpu": [16, 512], "mixed": [False, True], "flat_expert_share": [0.5, 0.5],
                           "linear_token_share": [0.0, 0.5]})
-    text = ch04.mixed_text(mixed, [16, 512])
-    assert text.startswith("Every batch is mixed at every size except B = 16 tokens per GPU, where 0% of the batches are")
-    assert "a batch of 128 tokens" in text
+    numbers, words = ch04.mixed_glue(mixed)
+    assert words["mixed_where"] == "at every size except B = 16 (0% of its batches)"
+    assert numbers == {"mixed_flat_b512": 50.0, "mixed_linear_b512": 50.0}
     partly = pd.concat([mixed, mixed.assign(tokens_per_gpu=32, mixed=[True, True])], ignore_index=True)
     partly.loc[len(partly)] = [32, False, 0.5, 0.1]                      # B = 32: 2 of 3 batches mixed
-    assert ch04.mixed_text(partly, [16, 32, 512]).startswith("Every batch is mixed at every size except B = 16, 32 tokens "
-                                                             "per GPU, where 0%, 67% of the batches are")
-    assert ch04.mixed_text(mixed.assign(mixed=True), [512]).startswith("Every synthetic batch is mixed")
+    assert ch04.mixed_glue(partly)[1]["mixed_where"] == ("at every size except B = 16 (0% of its batches), "
+                                                         "B = 32 (67% of its batches)")
+    assert ch04.mixed_glue(mixed.assign(mixed=True))[1]["mixed_where"] == "at every batch size of the ladder"
+    assert np.isnan(ch04.mixed_glue(mixed[mixed.tokens_per_gpu == 16])[0]["mixed_flat_b512"])
     bt = pd.DataFrame({"skew": [0.0, 1.2], "replication": [1.25, 1.25], "band_lo": [64, 16], "band_hi": [128, 32],
                        "B_star": [100.0, 50.0], "mechanism": ["avg", "hot"], "hit": [True, False]})
-    assert ch04.boundary_text(bt).startswith("The boundary lands inside the observed flip band in 1 of 2 columns here. "
-                                             "Misses: s = 1.2, 1.25x: B* = 50 vs band [16, 32] (above, hot mechanism).")
+    assert ch04.boundary_glue(bt) == ({"bd_hits": 1.0, "bd_columns": 2.0},
+                                      {"bd_misses": "s = 1.2, 1.25x: B* = 50 against the band [16, 32] (above, hot mechanism)"})
+    assert ch04.boundary_glue(bt.assign(hit=True))[1] == {"bd_misses": "none"}
     land = pd.DataFrame({"redundant": [16, 16], "drift": [16, 16], "policy": ["tempo", "uniform"], "ratio_to_static": [0.9, 1.0]})
-    assert ch04.tight_text(land).endswith("0.900 to 1.000, so they do not collapse on our synthetic batches.")
-    assert ch04.tight_text(land.assign(redundant=64)) == "R = 16 is not run in this profile."
+    assert ch04.tight_glue(land) == {"tight_span": "span 0.900 to 1.000, so they do not collapse"}
+    assert ch04.tight_glue(land.assign(ratio_to_static=1.0)) == {"tight_span": "span 1.000 to 1.000, a collapse as well"}
+    assert "not computed in this profile" in ch04.tight_glue(land.assign(redundant=64))["tight_span"]
     st = pd.DataFrame({"exact": [0.8], "stale-1": [1.0], "frozen": [1.1], "uniform": [1.2]}, index=["1x"])
-    text = ch04.staleness_text(st, rstats)
-    assert "Worse than static here: frozen, uniform" in text and "keeps none of the exact gain" in text
+    numbers, words = ch04.staleness_glue(st)
+    assert numbers == {"st_exact": 0.8, "st_stale1": 1.0, "st_frozen": 1.1, "st_uniform": 1.2}
+    assert words == {"st_worse": "frozen, uniform", "st_exact_best": "the best", "st_keeps": "none"}
+    st2 = pd.DataFrame({"exact": [0.9], "stale-1": [0.85], "frozen": [0.95], "uniform": [0.99]}, index=["1x"])
+    assert ch04.staleness_glue(st2)[1] == {"st_worse": "none", "st_exact_best": "not the best", "st_keeps": "all"}
+    st3 = st2.assign(**{"stale-1": 0.95})
+    assert ch04.staleness_glue(st3)[1]["st_keeps"] == "only part"
 
 
 def test_side_by_side_tables_and_their_prose():
@@ -131,16 +151,53 @@ def test_side_by_side_tables_and_their_prose():
                         for B in (128, 512) for w in range(3) for p, r in ch04.T10_LABELS])
     side = ch04.faster_eplb_side_by_side(t10)
     assert set(side.columns.get_level_values(0)) == {"paper", "this artifact"}
-    assert "here the refresh makes it no better" in ch04.faster_eplb_text(t10)
+    numbers, words = ch04.faster_eplb_glue(t10)
+    assert words == {"t10_verdict": "no better"} and numbers["t10_uni_128"] == pytest.approx(1.1)
+    assert numbers["t10p_tempo_512"] == pytest.approx(float(tables.table(10).set_index("policy").loc[
+        "TEMPO, never refresh", "B512_median"]))
+    worse = t10.assign(ratio=np.where((t10.policy == "uniform") & (t10.refresh == "cum16"), 2.0, t10.ratio))
+    assert ch04.faster_eplb_glue(worse)[1] == {"t10_verdict": "worse"}
     moon = pd.DataFrame([{"baseline": "static", "tokens_per_gpu": B, "policy": p, "change_pct": v}
                          for B in (8, 512) for p, v in (("moonep_free", -5.0), ("moonep_charged", 30.0),
                                                         ("token_lp", -5.0), ("tempo", -12.0))])
-    text = ch04.moonep_text(ch04.moonep_table(moon))
-    assert text.startswith("At decode, free prefetch gains 5.0 to 5.0% and TEMPO 12.0 to 12.0%") and "([-5.0] vs [-5.0] %)" in text
+    numbers, words = ch04.moonep_glue(ch04.moonep_table(moon))
+    assert (numbers["moon_free_lo"], numbers["moon_tempo_hi"], numbers["moon_charged_hi"]) == (5.0, 12.0, 30.0)
+    assert words["moon_pre_free"] == words["moon_pre_lp"] == "-5.0" and words["moon_paper_charged"].startswith("+")
     proxy = CostModel.named("proxy-serving")
     a2a = pd.DataFrame({"B": [256, 256], "regime": ["floor", "floor"], "ratio_to_static": [0.9, 0.95], "mean_G": [12.0, 13.0]})
     t3 = ch04.ba2a_side_by_side(a2a, proxy)
     assert t3.loc[256, ("this artifact", "regime")] == "floor" and list(ch04.table3_measured().columns)[0] == "delta_w1_pct"
     cfg = ch04.trace_replay_config(None, ch04.sizes("smoke"))
     assert cfg == {"trace": None, "steps": 6, "layers": 2, "rescale": [64]}
-    assert ch04.trace_source_text(cfg).startswith("Trace source: **synthetic** (no `TRACE` given).")
+    assert ch04.trace_source_glue(cfg) == {"tr_layers": "every layer"}
+    assert ch04.trace_source_glue({**cfg, "max_layers": 2}) == {"tr_layers": "its first 2 layers"}
+
+
+def test_ledger_boxes_paste_what_the_lectures_glue():
+    """Each lecture's folded ledger boxes paste tables its cells glued under the same names."""
+    import re
+
+    from tempo.book.chapters.common import glue_tables
+    from tempo.core import paths
+
+    with pytest.raises(ValueError, match="identifier"):
+        glue_tables(**{"not a name": pd.DataFrame()})
+    for nb in ("04_1_routing", "04_2_phase_diagram", "04_3_placement"):
+        text = (paths.NOTEBOOKS / f"{nb}.md").read_text()
+        pasted = re.findall(r"^```\{glue\} (\w+)$", text, re.M)
+        glued = re.findall(r"(\w+)=claims\.(?:sensitivity_)?view\(", text)
+        assert pasted and sorted(pasted) == sorted(glued), nb
+        assert "claims.view(" not in text.replace("=claims.view(", "")   # every claim view sits in a box
+
+
+def test_staleness_chart_draws_one_bar_per_regime_and_scale():
+    from tempo.book import figures
+
+    stale = pd.DataFrame({"scale": ["1x"] * 8, "regime": ["exact", "stale-1", "frozen", "uniform"] * 2,
+                          "ratio_to_static": [0.9, 0.95, 1.0, 1.1, 0.7, 0.85, 1.0, 1.1]})
+    spec = figures.staleness_regimes(stale).to_dict()
+    rows = [r for d in spec["datasets"].values() for r in d if "regime" in r]
+    got = {r["regime"]: r["median / static"] for r in rows}
+    assert got == pytest.approx({"exact": 0.8, "stale-1": 0.9, "frozen": 1.0, "uniform": 1.1})
+    with pytest.raises(ValueError, match="staleness"):
+        figures.staleness_regimes(stale.drop(columns="regime"))

@@ -34,12 +34,27 @@ def test_the_kernel_walk():
 def test_the_prose():
     live = pd.DataFrame({"t_s": [0.1, 0.2, 4.98, 5.1, 5.2], "tables_published": [0, 0, 1, 2, 2],
                          "invalid_routes": [0, 0, 0, 0, 0], "table_vs_uniform": [1.04, 1.06, 0.9, 0.8, 0.85]})
-    text = ch06.live_text(live, {"published": 2}, 2.0)
-    assert text.startswith("5 batches in 2 s; the refresher published 2 tables")
-    assert "The first table arrived 4.98 s after the start." in text
+    numbers, words = ch06.live_glue(live, {"published": 2}, 2.0)
+    assert (numbers["lv_batches"], numbers["lv_published"], numbers["lv_first"], numbers["lv_before_n"]) == (5, 2, 4.98, 2)
     # the uniform table is not the uniform policy: its median ratio is the data's, never "1"
-    assert "the 2 batches ran under the uniform table at a median 1.050 of the uniform policy's modeled time (1.040-1.060)" in text
-    assert text.endswith("median 0.850 of the uniform policy's modeled time, 0.810 of the uniform table's own median.")
-    none = ch06.live_text(live.assign(tables_published=0), {"published": 0}, 2.0)
-    assert "No table arrived" in none and "first table" not in none
+    assert numbers["lv_before_med"] == pytest.approx(1.05) and (numbers["lv_before_lo"], numbers["lv_before_hi"]) == (1.04, 1.06)
+    assert numbers["lv_after_med"] == pytest.approx(0.85) and numbers["lv_rel"] == pytest.approx(0.85 / 1.05)
+    assert words == {"lv_outcomes": "{'published': 2}", "lv_arrival": "arrived 4.98 s after the start"}
+    none, words = ch06.live_glue(live.assign(tables_published=0), {"published": 0}, 2.0)
+    assert words["lv_arrival"] == "did not arrive within the run"
+    assert none["lv_first"] != none["lv_first"] and none["lv_after_med"] != none["lv_after_med"] and none["lv_before_n"] == 5
     assert ch06.latency_markdown("serving: a\nserving: b") == "- a\n- b"
+
+
+def test_the_running_example_as_a_table():
+    table, n, w = ch06.toy_table()
+    # 7 experts on 2 GPUs: 14 slots, expert e in slots e and 7 + e; tempo splits the hot expert
+    # 300/300 and sends each cold expert whole to one GPU (three on one, three on the other)
+    assert n["toy6_slots"] == 14 and (n["toy6_hot_slot0"], n["toy6_hot_slot1"]) == (0, 7)
+    assert n["toy6_hot_p0"] == n["toy6_hot_p1"] == 0.5
+    cold = table.iloc[1:][["GPU 0: probability", "GPU 1: probability"]].to_numpy()
+    assert sorted(cold.ravel().tolist()) == [0.0] * 6 + [1.0] * 6 and (cold.sum(1) == 1).all() and cold[:, 0].sum() == 3
+    assert n["toy6_tokens_max"] == n["toy6_tokens_min"] == 390 and n["toy6_G_max"] == 4 and n["toy6_makespan"] == 60
+    assert list(table["GPU 1: slot"]) == list(range(7, 14))
+    assert w == {"toy6_tokens": "each GPU receives 390 tokens"}
+    assert n["toy6_hot_mean"] == 300 and n["toy6_hot_sd"] == pytest.approx(150 ** 0.5)   # 600 * 0.5 * 0.5 = 150

@@ -14,27 +14,28 @@ def test_sizes_paper_numbers_and_claims():
     assert "serve_qwen_govreport" in set(t.id)
 
 
-def test_wallclock_text():
-    text = ch07.wallclock_text("4 gloo ranks on this CPU", 3, {"agreement": 0.75, "pairs": 8, "gain_transfer_error_p": 2.5})
-    assert text.startswith("4 gloo ranks on this CPU, 3 steps: model-to-measured pairwise ranking agreement 75% over 8 pairs")
-    assert "mean gain-transfer error 2.5 points" in text
+def test_wallclock_glue():
+    numbers, words = ch07.wallclock_glue("4 gloo ranks on this CPU", 3, {"agreement": 0.75, "pairs": 8, "gain_transfer_error_p": 2.5})
+    assert words == {"eb_where": "4 gloo ranks on this CPU", "eb_ranks": "ranks the policies"}
+    assert (numbers["eb_steps"], numbers["eb_pairs"], numbers["eb_agree"], numbers["eb_agree_pct"], numbers["eb_err"]) == (3, 8, 6, 75, 2.5)
     import pandas as pd
 
     # a model that prices every policy alike ranks nothing: no agreement number
     tied = pd.DataFrame({"expert_us": [100.0, 80.0, 60.0], "model_us": [73.9] * 3}, index=["static", "metro", "tempo"])
-    text = ch07.wallclock_text("cpu", 3, {"agreement": 0.6, "pairs": 3, "gain_transfer_error_p": 9.0}, tied)
-    assert "prices every policy alike (73.9 us each), so it ranks nothing" in text and "60%" not in text
+    numbers, words = ch07.wallclock_glue("cpu", 3, {"agreement": 0.6, "pairs": 3, "gain_transfer_error_p": 9.0}, tied)
+    assert words["eb_ranks"] == "prices every policy alike" and numbers["eb_agree_pct"] != numbers["eb_agree_pct"]
     assert ch07.model_ranking(tied) == {"pairs": 3, "separated": 0, "agree": 0}
     # a model that separates two of three pairs, one ordered as measured
     mixed = tied.assign(model_us=[70.0, 70.0, 75.0])
     assert ch07.model_ranking(mixed) == {"pairs": 3, "separated": 2, "agree": 0}
-    text = ch07.wallclock_text("cpu", 3, {"agreement": 0.0, "pairs": 3, "gain_transfer_error_p": 9.0}, mixed)
-    assert "the model separates 2 and orders 0 of them as measured (0%); it prices the other 1 alike" in text
+    numbers, words = ch07.wallclock_glue("cpu", 3, {"agreement": 0.0, "pairs": 3, "gain_transfer_error_p": 9.0}, mixed)
+    assert (numbers["eb_pairs"], numbers["eb_separated"], numbers["eb_agree"], numbers["eb_agree_pct"]) == (3, 2, 0, 0)
+    assert words["eb_ranks"] == "ranks the policies"
 
 
 def test_serving_status_and_recordings(tmp_path):
     empty = ch07.serving_status(root=tmp_path)
-    assert len(empty) == 1 and empty[0].data.startswith("**No serving measurement has been recorded by this artifact**")
+    assert len(empty) == 1 and empty[0].data.startswith("**No serve-bench recording under `data/measured/`**")
     assert ch07.serving_recordings(8, root=tmp_path) is None and ch07.epbench_recordings(root=tmp_path) is None
     with pytest.raises(ValueError, match="figure must be"):
         ch07.serving_recordings(9, root=tmp_path)
@@ -50,8 +51,6 @@ def test_recordings_agreement_text():
                         "metric": ["off the best fixed policy"] * 4, "value": [0.0, 32.3, 1.0, 3.0],
                         "who": ["a (emulated on one GPU)", "b (emulated on one GPU)"] * 2})
     text = ch07.recordings_agreement_text(pts)
-    assert "The 2 recordings measured the same settings and disagree by up to 32.3 points" in text
-    assert "uniform at B=64" in text and "median difference over the 2 quantities measured twice is 17.1" in text
-    assert "emulated one after another" in text
-    assert "do not say which is right" in ch07.recordings_agreement_text(pts.assign(who=["a", "b"] * 2))
+    assert text == ("2 recordings, up to 32.3 points apart (off the best fixed policy, uniform at B=64); median 17.1 over "
+                    "2 quantities measured twice.")
     assert ch07.recordings_agreement_text(pts.iloc[[0, 2]]) == ""     # nothing measured twice

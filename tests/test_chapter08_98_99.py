@@ -42,3 +42,22 @@ def test_ledger_views(tmp_path):
     assert len(ch99.STATUS_COLORS) == len(claims.STATUSES)
     view = ch99.recordings_view(root=tmp_path)
     assert view[0].data.startswith("No recording has been ingested yet") and view[1].data.startswith("Claims read from")
+
+
+def test_the_running_example_under_a_fit():
+    import tempo
+    from tempo.calib import fit_cost_model
+    from tempo.measured import catalog
+
+    # the toy's own model: chapter 01's numbers (token LP 105, METRO 69, tempo 60 with the hot expert split)
+    table, n, w = ch08.toy_under(tempo.CostModel(a=0.0, b=15.0, c=0.0, beta=0.1))
+    assert (n["toy8_token_lp"], n["toy8_metro"], n["toy8_tempo"], n["toy8_milp"]) == pytest.approx((105, 69, 60, 60))
+    assert w == {"toy8_hot": "still splits the hot expert over 2 GPUs", "toy8_tiles": "has no tile term (Eq. 1)"}
+    # the H200 DSv3 recording's Eq. 1 fit (the page's my_model): no tile cost, so tempo splits the
+    # hot expert 300/300 and each GPU runs it and three cold experts (4 floors, 330 tokens)
+    r = catalog.pick(catalog.recordings("calibration"), "dsv3", "deep_gemm")
+    model = fit_cost_model(catalog.load_recording(r.path)[0], "max_affine").model
+    table, n, w = ch08.toy_under(model)
+    assert w["toy8_hot"] == "still splits the hot expert over 2 GPUs" and n["toy8_tempo"] == pytest.approx(n["toy8_milp"])
+    assert n["toy8_tempo"] == pytest.approx(max(model.a + 4 * model.b, model.c + 330 * model.beta), rel=1e-9)
+    assert n["toy8_tempo"] < n["toy8_metro"] < n["toy8_token_lp"]

@@ -295,7 +295,7 @@ def test_compare_ledgers_lists_moved_verdicts_with_the_reading_that_moved_them(t
 def test_ledger_table_fits_four_columns_and_says_the_trace_recipe_once():
     from tempo.book.chapters import ch99_claims_ledger as ch99
 
-    trace_note = f"needs a recorded routing trace: {claims.RECORD_TRACE}, then `make notebook NB=04_simulator TRACE=trace.npz`"
+    trace_note = f"needs a recorded routing trace: {claims.RECORD_TRACE}, then `make notebook NB=04_3_placement TRACE=trace.npz`"
     df = pd.DataFrame([{"id": "x", "status": "reproduced", "paper_text": "1.2", "ours": 1.25, "unit": "x",
                         "tolerance": "10%", "section": "Section 2", "claim": "B < 64 holds", "evidence": "e",
                         "provenance": "run.csv", "note": "a & b"},
@@ -306,7 +306,7 @@ def test_ledger_table_fits_four_columns_and_says_the_trace_recipe_once():
     assert page.count("<th>") == 4 and "table-layout: fixed" in page
     assert "B &lt; 64 holds<br><small>a &amp; b</small>" in page and "<summary><small>source</small>" in page
     assert claims.RECORD_TRACE not in page and ch99.TRACE_RECIPE_REF in page
-    assert "<code>make notebook NB=04_simulator TRACE=trace.npz</code>" in page
+    assert "<code>make notebook NB=04_3_placement TRACE=trace.npz</code>" in page
     assert claims.RECORD_TRACE[1:] in ch99.trace_recipe()
     # a long note shows its first sentence and folds the rest, whole
     long = "computed cause: the worst instance is a giant. " + "More detail follows here, " * 20 + "end."
@@ -326,7 +326,7 @@ def test_whole_activation_steps_and_the_ablation_cause():
     g = pd.DataFrame({"degradation_pct": [0.0] * 97 + [25.0, 1.0, 2.0], "ep": 32, "skew": 1.2, "tokens_per_gpu": 64})
     cause = _ablation_cause(g)
     assert cause.startswith("removing it changes the makespan in 3.0% of the 100 batches (by 9.33% on average")
-    assert "one whole activation step (100/4: 5 activated experts instead of 4" in cause
+    assert "; the largest, 25.00%, is one whole activation step (100/4) at EP32" in cause
 
 
 def _two_grids(phase, scale):
@@ -370,8 +370,7 @@ def test_table2_cause_names_each_pooling_and_the_weight_that_gives_the_paper():
     assert "judged per pooling of the grids (the open ablation_pooling reading): pooled 0.50 deviates, phase_grid " \
            "0.00 deviates, scale_grid 2.00 deviates, equal_weights 1.00 deviates; the ablation's phase grid runs B = 16 " \
            "(1 of Section 3.2's 8)" in v.note
-    assert v.cause == ("the pooling of the two grids, which Table 2 does not print: the paper's 0.4 is reached with the "
-                       "scale grid weighted 0.18 to 0.22 of the total (pooled, this artifact's grids weight it 0.25)")
+    assert v.cause == "the grids' pooling: the paper's 0.4 at a scale-grid weight of 0.18 to 0.22 (pooled: 0.25)"
 
 
 def test_a_deviation_without_its_own_cause_gets_one_from_the_readings():

@@ -1,4 +1,4 @@
-"""Several ranks with rank-invariant dispatch (``--moe-a2a-backend none``, Issue 15 item 3):
+"""Several ranks with rank-invariant dispatch (``--moe-a2a-backend none``):
 3 gloo processes run the runtime on the same batches while rank 0's refresher publishes
 versioned tables and EPLB rebalances two layers in two chunks; every rank must pick the same
 physical id for the same (token, slot) at every forward step."""
@@ -151,7 +151,7 @@ dist.barrier()
 
 
 def test_stopping_one_rank_never_stalls_the_others(tmp_path):
-    """Review finding 13 / issue 15 item 6: window aggregation runs in rounds that end together,
+    """Window aggregation runs in rounds that end together,
     so a rank whose refresher stops first leaves no peer blocked in an all-reduce (the old
     refresher's stop() then waited 5 s for a thread stuck in gloo)."""
     res = _launch(tmp_path, _AGG, 2, timeout=300)
@@ -244,7 +244,7 @@ dist.barrier()
 @pytest.mark.parametrize("world", [2, 3])
 @pytest.mark.parametrize("mode", ["a2a", "none"])
 def test_tables_keep_refreshing_through_rebalances_on_every_rank(tmp_path, world, mode):
-    """Issue 25 item 1 (review N1): traffic, 5 EPLB rebalances (each in two chunks) and traffic
+    """Traffic, 5 EPLB rebalances (each in two chunks) and traffic
     again on ``world`` gloo ranks; after every rebalance every rank applies new tables
     (a2a backends: each rank publishes its own from the summed windows; a2a none: rank 0's
     versions, applied by every rank at the same step, every pick the same physical id on
@@ -318,7 +318,7 @@ dist.barrier()
 
 @pytest.mark.needs("torch")
 def test_table_sync_survives_an_idle_spell_longer_than_the_gloo_timeout(tmp_path):
-    """Issue 25 item 2 (review N2): with ``--moe-a2a-backend none`` the followers wait for rank
+    """With ``--moe-a2a-backend none`` the followers wait for rank
     0's tables on a gloo group; an idle server (nothing published) longer than the group's
     timeout used to end their receiver, and no rank applied a table again.  Here the timeout
     is 3 s and the idle spell 12 s: new tables are applied on every rank afterwards."""

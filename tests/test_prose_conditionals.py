@@ -17,20 +17,20 @@ def cx_table(default, paper_, single, metro=54.756, milp=54.756, floors=(4, 3, 4
     return df.assign(**{"above the best %": 100 * (df["makespan (us)"] / min(ms) - 1)})
 
 
-def test_counterexample_text_when_metro_beats_the_default():
-    text = ch01.counterexample_text(cx_table(55.6, 54.756, 55.6))
-    assert "**METRO beats tempo on this batch**" in text and "stops 1.5% above METRO, at 55.60 us" in text
-    assert "exact optimum here" in text and "busiest GPU pays 4 floors where METRO's pays 3" in text
-    assert "protects the default" not in text          # the default did not escape: no claim that it did
+def test_counterexample_glue_when_metro_beats_the_default():
+    numbers, words = ch01.counterexample_glue(cx_table(55.6, 54.756, 55.6))
+    assert words == {"cx_optimal": "is the exact optimum", "cx_default_verdict": "stops above it",
+                     "cx_single_verdict": "stops above it"}
+    assert numbers["cx_default_above"] == pytest.approx(100 * (55.6 / 54.756 - 1))
+    assert (numbers["cx_single_floors"], numbers["cx_metro_floors"]) == (4, 3)
 
 
-def test_counterexample_text_when_the_default_reaches_metro():
-    text = ch01.counterexample_text(cx_table(54.756, 54.756, 55.6))
-    assert "METRO beats tempo" not in text and "The library's default tempo reaches it too (54.76 us)" in text
-    assert "One local search from our water-filling seed, with no ensemble and no balancer restart, stops 1.5% above" in text
-    assert "protects the default" in text
-    text = ch01.counterexample_text(cx_table(54.756, 54.756, 54.756))
-    assert "Even one local search from our water-filling seed" in text and "stops" not in text.split("Chapter 03")[0].split("optimum here")[1]
+def test_counterexample_glue_when_the_default_reaches_metro():
+    numbers, words = ch01.counterexample_glue(cx_table(54.756, 54.756, 55.6, milp=54.0))
+    assert words == {"cx_optimal": "is not the optimum", "cx_default_verdict": "reaches it",
+                     "cx_single_verdict": "stops above it"}
+    assert numbers["cx_default_above"] == pytest.approx(0.0) and numbers["cx_milp"] == 54.0
+    assert ch01.counterexample_glue(cx_table(54.756, 54.756, 54.756))[1]["cx_single_verdict"] == "reaches it"
 
 
 def test_counterexample_table_on_the_chapters_batch():
@@ -42,7 +42,8 @@ def test_counterexample_table_on_the_chapters_batch():
     assert t.loc["tempo, one search from our seed", "makespan (us)"] == pytest.approx(55.6)     # stuck: 4 floors each
     assert t.loc["tempo, one search from our seed", "floors on the busiest GPU"] == 4 and t.loc["metro", "floors on the busiest GPU"] == 3
     assert t["makespan (us)"].min() == pytest.approx(t.loc["milp", "makespan (us)"])           # nothing beats the optimum
-    ch01.counterexample_text(t)                                                                  # renders whichever way it lands
+    numbers, words = ch01.counterexample_glue(t)
+    assert words["cx_default_verdict"] == "reaches it" and words["cx_single_verdict"] == "stops above it"
 
 
 def gain(smallest, wins=4, lo=62.5, hi=125.0):
@@ -50,14 +51,13 @@ def gain(smallest, wins=4, lo=62.5, hi=125.0):
                           "to (tokens)": hi, "best proxy / tempo, largest": 1.725, "best proxy / tempo, smallest": smallest}])
 
 
-def test_proxy_gain_text_both_ways():
-    text = ch01.proxy_gain_text(gain(1.0))
-    assert "no point of the map has the best proxy beating the time model" in text
-    assert "on 4 of 12 grid points, all with b/β between 62.5 and 125.0 tokens" in text and "$" not in text
-    assert "390/7 ≈ 55.7" in text and "690/4 = 172.5" in text
-    text = ch01.proxy_gain_text(gain(0.97, wins=0))
-    assert "a proxy beats the time model somewhere" in text and "0.970" in text
-    assert "beats neither proxy by more than 1% anywhere" in text and "grid points" not in text
+def test_proxy_gain_glue_both_ways():
+    numbers, words = ch01.proxy_gain_glue(gain(1.0))
+    assert words == {"gain_proxy": "no proxy beats", "gain_band": "b/β from 62.5 to 125.0 tokens"}
+    assert numbers["gain_wins"] == 4 and numbers["gain_points"] == 12 and numbers["gain_largest"] == 1.725
+    assert numbers["gain_pred_lo"] == pytest.approx(390 / 7) and numbers["gain_pred_hi"] == 172.5
+    numbers, words = ch01.proxy_gain_glue(gain(0.97, wins=0))
+    assert words == {"gain_proxy": "a proxy beats", "gain_band": "nowhere"} and numbers["gain_smallest"] == 0.97
 
 
 def test_proxy_gain_band_lies_inside_the_predicted_band():
@@ -74,27 +74,26 @@ def rec(backend="deep_gemm", device="NVIDIA H200"):
     return pd.Series({"machine": "m", "date": "2026-11-30", "backend": backend, "shape": "dsv3", "device": device, "cells": 58})
 
 
-def test_fit_text_gpu_and_cpu():
+def test_fit_glue_gpu_and_cpu():
     samples = pd.DataFrame({"G": [1, 8], "N": [10, 800], "T": [1, 8], "t_us": [12.0, 100.0]})
     good = tempo.CostModel(a=0, b=12.0, c=0, beta=0.125)           # exact on both cells: 0% error
-    text = ch08.fit_text(rec(), good, samples, bound_us=10.0)
-    assert "NVIDIA H200 recording of the dsv3 expert" in text and "b = 12.00 us, 1.20x the roofline bound" in text
-    assert "mean error is 0.0%" in text and "within the 4-8%" in text and "CPU" not in text
+    numbers, words = ch08.fit_glue(rec(), good, samples, bound_us=10.0)
+    assert (words["ft_device"], words["ft_shape"], words["ft_kind"], words["ft_err_verdict"]) == ("NVIDIA H200", "dsv3", "GPU", "within")
+    assert numbers["ft_b"] == 12.0 and numbers["ft_ratio"] == pytest.approx(1.2) and numbers["ft_err"] == pytest.approx(0.0)
+    assert words["ft_pred_b"] == "none" and words["ft_tile"] == "not checked" and numbers["ft_tile_b"] != numbers["ft_tile_b"]
     bad = tempo.CostModel(a=0, b=6.0, c=0, beta=0.125)             # 50% off on the first cell
-    assert "misses part of this kernel's curve" in ch08.fit_text(rec(), bad, samples, bound_us=10.0)
-    text = ch08.fit_text(rec("cpu", "AMD EPYC"), good, samples, bound_us=10.0)
-    assert "A CPU has no weight-streaming floor" in text and "within the 4-8%" not in text
+    assert ch08.fit_glue(rec(), bad, samples, bound_us=10.0)[1]["ft_err_verdict"] == "above"
+    assert ch08.fit_glue(rec("cpu", "AMD EPYC"), good, samples, bound_us=10.0)[1]["ft_kind"] == "CPU"
     # with chapter 05's check of this recording, the fit is set against the H200 prediction
     check = pd.DataFrame({"recording": ["r"] * 2, "form": ["tile-aware (Eq. 2)", "max-affine (Eq. 1)"],
                           "b (us)": [11.42, 12.65], "n*": [113.0, 77.0], "predicted b (us)": ["10.4-11.4"] * 2,
                           "predicted n*": ["110-120"] * 2, "b held": [True, False], "n* held": [True, False]})
     r = rec().copy()
     r["path"] = "data/measured/m/r"
-    text = ch08.fit_text(r, good, samples, bound_us=10.0, check=check)
-    assert "predicted for this shape on an H200 b = 10.4-11.4 us and n* = 110-120 tokens" in text
-    assert "This fit's b is above that range and its n* below it." in text
-    assert "the tile-aware fit (Eq. 2) of the same samples gives b = 11.42 us and n* ≈ 113, inside both ranges" in text
-    assert ch08.fit_text(rec(), good, samples, bound_us=10.0, check=check) == ch08.fit_text(rec(), good, samples, bound_us=10.0)
+    numbers, words = ch08.fit_glue(r, good, samples, bound_us=10.0, check=check)
+    assert (words["ft_pred_b"], words["ft_pred_n"], words["ft_b_where"], words["ft_n_where"]) == ("10.4-11.4", "110-120", "above", "below")
+    assert words["ft_tile"] == "inside both ranges" and (numbers["ft_tile_b"], numbers["ft_tile_ns"]) == (11.42, 113.0)
+    assert ch08.fit_glue(rec(), good, samples, bound_us=10.0, check=check)[1] == ch08.fit_glue(rec(), good, samples, bound_us=10.0)[1]
 
 
 def test_chart_G_and_dispatch_rows():
@@ -129,7 +128,7 @@ def test_dispatcher_table_and_ties_text():
     assert t.loc["uniform", "its activated experts G"] == 7 and t.loc["uniform", "binding piece"] == "floor"
     assert t.loc["tempo", "makespan (us)"] == 60.0
     text = ch08.ties_text(t.reset_index())
-    assert text.startswith("`uniform`, `token_lp` tie at 105.0 us: on its busiest GPU each activates 7 experts")
+    assert text == "`uniform`, `token_lp` tie at 105.0 us: the floor binds at 7 activations each."
     assert ch08.ties_text(t.reset_index().iloc[1:]) == ""               # no tie, no sentence
     with pytest.raises(ValueError, match="policies"):
         ch08.dispatcher_table(inst, model, [])
@@ -147,7 +146,7 @@ def test_restricted_example_by_hand():
     per_gpu = rows.groupby("GPU replica_gpu[e, r]")["tokens shares[e, r]"].sum().to_numpy()
     assert per_gpu == pytest.approx(model.gpu_features(inst, d)[1])
     text = ch08.hand_check_text(check.reset_index())
-    assert text.startswith("`tempo`, `milp` reach the predicted 68 us") and "`static` ends at 126.0 us, above" in text
+    assert text == "`tempo`, `milp` reach the predicted 68 us. `static` ends at 126.0 us, above."
 
 
 def test_replica_layout_draws_one_box_per_replica():
@@ -168,23 +167,21 @@ def svm(ratios, optimal, to_lb=None):
                          "tempo_ms": [1.0] * n, "milp_s": [0.1] * n})
 
 
-def test_below_one_text_when_the_build_shows_no_such_batch():
+def test_solver_glue_when_the_build_shows_no_batch_below_one():
     from tempo.book.chapters import ch03_solver as ch03
 
-    text = ch03.below_one_text(svm([1.0, 1.002, 1.0], [True, True, True]), 10.0)
-    assert text.startswith("In this build none does: 0 of 3 batches have a ratio below 1")
-    assert "HiGHS proved 3 of the 3 optimal within its 10 s limit" in text and "Were a ratio below 1" in text
-    assert "equals the table's max, 1.0020" in text and "In this build 1" not in text
+    g = ch03.solver_glue(svm([1.0, 1.002, 1.0], [True, True, True]), 10.0)
+    assert (g["svm_below"], g["svm_batches"], g["svm_proven"], g["svm_timed_out"]) == (0, 3, 3, 0)
+    assert g["svm_bound_max"] == g["svm_max"] == pytest.approx(1.002) and g["milp_limit"] == 10.0
 
 
-def test_below_one_text_when_the_build_shows_some():
+def test_solver_glue_when_the_build_shows_some():
     from tempo.book.chapters import ch03_solver as ch03
 
     frame = svm([0.97, 1.0, 1.011], [True, False, False], to_lb=[0.97, 1.0, 1.02])
-    text = ch03.below_one_text(frame, 10.0)
-    assert "In this build 1 of 3 batches have one (the smallest is 0.9700" in text
-    assert "0 where HiGHS stopped at its 10 s limit and 1 on batches it reported optimal" in text
-    assert "none does" not in text and "its maximum, 1.0200, is the table's last row" in text
+    g = ch03.solver_glue(frame, 10.0)
+    assert (g["svm_below"], g["svm_below_to"], g["svm_below_proven"], g["svm_timed_out"]) == (1, 0, 1, 2)
+    assert g["svm_min"] == 0.97 and g["svm_bound_max"] == pytest.approx(1.02) and g["svm_bound_max"] > g["svm_max"]
     t = ch03.milp_summary(frame).set_index("quantity")
     assert t.iloc[-1, -1] == pytest.approx(1.02) and t.loc["tempo / MILP, max"].iloc[-1] == pytest.approx(1.011)
 
@@ -214,39 +211,37 @@ def worst(default, whole, g_default=5, g_opt=4, as_run=None, g_run=5):
                          for label, r, g in rows])
 
 
-def test_worst_case_text_every_outcome():
+def test_worst_case_glue_every_outcome():
     from tempo.book.chapters import ch02_theory as ch02
 
-    text = ch02.worst_case_text(worst(1.0, 1.0, 4, 4))
-    assert "not above the optimum on any instance the MILP pinned" in text and "one floor more" not in text
-    text = ch02.worst_case_text(worst(1.167, 1.0))
-    assert "The library's default ends at 1.167 x OPT (5 activations on its busiest GPU)" in text
-    assert "can pay one floor more than OPT's (5 against 4 here)" in text and "comes from its seed" in text
-    text = ch02.worst_case_text(worst(1.05, 1.05, 4, 4))
-    assert "Both seeds end at the same ratio" in text and "default" in text.split("Both")[0]
-    text = ch02.worst_case_text(worst(1.0, 1.1, 4, 4))
-    assert "whole-expert seed ends further above OPT than the default" in text
-    # the probe's preset stops above OPT, the default reaches it: the gap is the preset's, said so
-    text = ch02.worst_case_text(worst(1.0, 1.0, 4, 4, as_run=1.1005, g_run=3))
-    assert text.startswith("Reading the table: re-run as the probe ran it, tempo ends at 1.101 x OPT")
-    assert "the gap belongs to the preset the probe ran" in text and "no gap to explain" not in text
-    text = ch02.worst_case_text(worst(1.0, 1.0, 4, 4, as_run=1.0, g_run=4))
-    assert "no gap to explain" in text and "belongs to the preset" not in text
+    def gap(*args, **kw):
+        return ch02.worst_case_glue(worst(*args, **kw))[1]["wc_gap"]
+
+    assert gap(1.0, 1.0, 4, 4) == "none: either seed reaches OPT"
+    assert gap(1.167, 1.0) == "the default's seed (one floor more)" and gap(1.167, 1.0, 4, 4) == "the default's seed"
+    assert gap(1.05, 1.05, 4, 4) == "the later stages (both seeds end alike)"
+    assert gap(1.0, 1.1, 4, 4) == "the whole-expert seed (the default does better)"
+    assert gap(1.02, 1.1, 4, 4) == "the whole-expert seed (the default does better)"
+    # the probe's preset stops above OPT, the default reaches it: the gap is the preset's
+    assert gap(1.0, 1.0, 4, 4, as_run=1.1005, g_run=3) == "the preset the probe ran"
+    assert gap(1.0, 1.0, 4, 4, as_run=1.0, g_run=4) == "none: either seed reaches OPT"
+    numbers = ch02.worst_case_glue(worst(1.167, 1.0, as_run=1.1005, g_run=3))[0]
+    assert numbers["wc_probe"] == 1.1005 and numbers["wc_g_default"] == 5 and numbers["wc_g_opt"] == 4
+    assert numbers["wc_b_share"] == pytest.approx(100 * 5.0 / 30.0) and numbers["wc_opt"] == 30.0
+    assert ch02.worst_case_glue(worst(1.0, 1.0))[0]["wc_probe"] != ch02.worst_case_glue(worst(1.0, 1.0))[0]["wc_probe"]
 
 
-def test_stages_text_and_the_forced_time():
+def test_stages_glue_and_the_forced_time():
     from tempo.book.chapters import ch03_solver as ch03
 
     same = pd.DataFrame({128: [0.85, 0.85], 512: [0.95, 0.95], "solve ms (B=512)": [0.2, 2.0]}, index=["a", "b"])
     differ = same.assign(**{"512": [0.95, 0.90]}).drop(columns=512)
     forced_all = pd.DataFrame({"batches": [2, 2], "every stage the same makespan": [2, 2], "... forced": [2, 2]})
-    forced_none = forced_all.assign(**{"... forced": [0, 0]})
-    text = ch03.stages_text(same, forced_all)
-    assert text.startswith("In this build every row of the table is identical") and "on 4 of 4 drift-16" in text
-    text = ch03.stages_text(differ, forced_none)
-    assert "differ by at most 0.050" in text and "On none of the 4" in text and "identical" not in text
-    text = ch03.stages_text(same, forced_all.assign(**{"... forced": [2, 1]}))
-    assert "on 3 of 4" in text and "On the other 1" in text
+    numbers, words = ch03.stages_glue(same, forced_all)
+    assert words == {"st_rows": "identical"} and numbers == {"st_spread": 0.0, "st_batches": 4, "st_forced": 4, "st_free": 0}
+    numbers, words = ch03.stages_glue(differ, forced_all.assign(**{"... forced": [2, 1]}))
+    assert words == {"st_rows": "not identical"} and numbers["st_spread"] == pytest.approx(0.05)
+    assert (numbers["st_forced"], numbers["st_free"]) == (3, 1)
 
 
 def test_forced_time_bounds_every_dispatch():

@@ -57,8 +57,35 @@ ALLOWED = {
         "the activated experts per GPU the paper observes near B = 300 (Section 5.13)": "13",
         "the solver's iteration cap and the server's refresh period (ms), fixed settings": "200 300",
     },
+    "notebooks/04_1_routing.md": {
+        "small counts, list items": "1 8",
+        "the workloads' inputs (Zipf skews, experts, tokens and pairs per GPU, the Dirichlet kappa, the recording's "
+        "1,024-token steps, the redundant slots)": "1.0 1.2 16 64 128 256 512 1024 024 2000",
+        "the mixed-batch thresholds (20%) and the calibration's inputs (G = 13 near B = 300, at B = 304; Section 5.13)":
+            "20 13 300 304",
+        "the drift's correlation time (300 windows), a setting of the timeline": "300",
+        "Exercise 1: its inputs and hand arithmetic (n* of the paper's DSv3 fit)": "156",
+    },
+    "notebooks/04_2_phase_diagram.md": {
+        "small counts, list items": "0 1 2 8",
+        "grid inputs (Zipf skews, the communication term's k_r in us per token, EP sizes up to 64, the s = 0 "
+        "candidate's 64 measured batches)": "1.2 0.0037 64",
+        "Exercise 1: its batch (600 and 15 x 20 tokens on 8 GPUs, 16 experts) and the hand arithmetic":
+            "11 15 16 20 59 112.5 600 620 900",
+        "Exercise 2: DSv3's shape (256 experts, 64 extra replicas, 320 slots) and the hand arithmetic":
+            "4 5 32 256 320 626 782",
+    },
+    "notebooks/04_3_placement.md": {
+        "small counts, list items": "0 1 2 3 4 8 10",
+        "scenario inputs (drift and redundancy, scales in pairs per GPU, the 1.25x placement as R = 64 of 256, "
+        "Zipf(1.0), the recorder's 16 hottest experts)": "1.0 16 64 128 256 512 1024",
+        "the claims the paper computes on recorded routing (a count of claims.yaml, Section 5.4)": "28",
+        "Exercise 1: the toy model (b = 15, beta = 0.1), its batches and the hand arithmetic":
+            "0.1 15 30 34.5 45 60 64.5 345 600 645",
+    },
     "notebooks/08_your_model.md": {
         "small counts, list items, chapter numbers": "0 1 2 3 4 5 8 05",
+        "the grouped GEMM's 128-token tile (a kernel constant)": "128",
         "the batch's inputs (replication 1.25, 40 slots per GPU, 320 slots, 256 experts), HBM TB/s": "1.25 40 256 320 4.8",
         "the duplicate-slot exercise: its batch (100 and 10 tokens, beta = 0.1) and the hand arithmetic": "0.1 10 100",
         "Appendix B's calibration grid size": "149",

@@ -53,7 +53,7 @@ def test_html_links_every_row():
     df = repro.load_map()
     page = repro.to_html(df)
     assert page.count("<tr>") == len(df) + 1
-    assert 'href="04_simulator.html#the-phase-diagram-fig-6"' in page
+    assert 'href="04_2_phase_diagram.html#the-phase-diagram-fig-6"' in page
     assert "<script" not in page
 
 

@@ -175,7 +175,7 @@ def test_kernel_input_errors():
 
 @pytest.mark.needs("torch")
 def test_kernel_edges_fail_clearly():
-    """Issue 17, serving edges: out-of-range uniforms, ids >= E, empty tables and wrong types
+    """Serving edges: out-of-range uniforms, ids >= E, empty tables and wrong types
     raise errors naming the argument instead of routing to a zero-probability column or
     dropping ids silently."""
     phys = torch.tensor([[0, 1], [2, -1]], dtype=torch.int32)
@@ -406,7 +406,7 @@ def test_killed_worker_keeps_last_table_and_restarts(setup):
 
 
 def test_dead_worker_is_confirmed_before_it_is_reported(setup):
-    """D9: ``died`` means reaped (joined); ``ensure_alive`` then really restarts, and a worker
+    """``died`` means reaped (joined); ``ensure_alive`` then really restarts, and a worker
     killed while idle is caught by the next request instead of a raw broken pipe."""
     from tempo.serving.solver import SolverProcess
 
@@ -441,7 +441,7 @@ def _resume(pid) -> None:
 
 
 def test_stopped_worker_is_killed_and_replaced(setup):
-    """D8: a worker stopped with SIGSTOP (as if wedged in native code) misses its deadlines;
+    """A worker stopped with SIGSTOP (as if wedged in native code) misses its deadlines;
     after ``max_misses`` in a row it is killed, reaped and replaced."""
     import signal
 
@@ -471,7 +471,7 @@ def test_stopped_worker_is_killed_and_replaced(setup):
 
 
 def test_closed_solver_refuses_work_and_restarts_nothing(setup):
-    """D10: after close(), submit/result raise a clear error and ensure_alive restarts nothing;
+    """After close(), submit/result raise a clear error and ensure_alive restarts nothing;
     a bad n_gpus or model fails in the constructor, not on every request."""
     from tempo.serving.solver import SolverClosedError, SolverProcess
 
@@ -523,7 +523,7 @@ print(" ".join(out), f"stop={time.monotonic() - t0:.1f}", flush=True)
 
 
 def test_full_table_pipe_cannot_deadlock(tmp_path):
-    """D1: with a DSv3-sized table and solves slower than the deadline, the old pipe protocol
+    """With a DSv3-sized table and solves slower than the deadline, the old pipe protocol
     blocked forever in ``step()`` and ``stop()`` (both processes sending into full pipes).
     Run in a subprocess so a hang fails the test within a bounded time."""
     import subprocess
@@ -536,7 +536,7 @@ def test_full_table_pipe_cannot_deadlock(tmp_path):
     try:
         done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=400, env=env)
     except subprocess.TimeoutExpired:
-        pytest.fail("Refresher.step()/stop() hung with a full-size table and overrunning solves (D1)")
+        pytest.fail("Refresher.step()/stop() hung with a full-size table and overrunning solves")
     assert done.returncode == 0, done.stderr[-3000:]
     words = done.stdout.split()
     assert words[:6] == ["dropped"] * 6 and words[6] == "published", done.stdout
@@ -556,7 +556,7 @@ if __name__ == "__main__":
 
 
 def test_worker_does_not_reimport_the_launchers_main(tmp_path):
-    """Issue 15 item 6: the spawned solver never runs the launcher's ``__main__`` module."""
+    """The spawned solver never runs the launcher's ``__main__`` module."""
     import subprocess
     import sys
 
@@ -571,7 +571,7 @@ def test_worker_does_not_reimport_the_launchers_main(tmp_path):
 
 
 def test_stop_cancels_a_waiting_refresh_without_stalling(setup):
-    """Issue 15 item 6: stop() does not wait out a refresh in progress (the refresher passes
+    """stop() does not wait out a refresh in progress (the refresher passes
     its stop event to the solver's wait), and the busy worker is killed, not awaited."""
     p2l, pop, table, state = setup
     r = Refresher(table, lambda: state["cum"], p2l, 4, S())
@@ -659,7 +659,7 @@ def test_sharded_workers_give_the_same_table(setup):
         SolverProcess(p2l, 4, workers=4)
 
 
-def test_in_thread_variant_publishes_without_a_process(setup):
+def test_thread_solver_publishes_without_a_process(setup):
     p2l, pop, table, state = setup
     r = Refresher(table, lambda: state["cum"], p2l, 4, S(solver="thread"))
     try:
@@ -703,9 +703,9 @@ def test_calibrate_shapes_measures_each_shape_with_its_command(monkeypatch):
             record.calibrate_shapes("cpu", bad)
 
 
-# ------------------------------------------------------------------ process edges (issue 25 item 5)
+# ------------------------------------------------------------------ process edges
 def test_counts_never_pass_through_float():
-    """D10: integer windows are taken exactly (2^63 - 1 stays 2^63 - 1), a uint64 beyond int64
+    """Integer windows are taken exactly (2^63 - 1 stays 2^63 - 1), a uint64 beyond int64
     and a float window (2.5, or an integral 1e30) are refused with a clear error, not rounded."""
     big = np.array([[2**63 - 1, 0]], np.int64)
     assert check_counts(big, 1, 2).tolist() == [[2**63 - 1, 0]]
@@ -720,7 +720,7 @@ def test_counts_never_pass_through_float():
 
 
 def test_solver_process_answers_unknown_ids_and_waits_without_a_limit(setup):
-    """D18: an id never issued, already answered, or abandoned for a newer request is answered
+    """An id never issued, already answered, or abandoned for a newer request is answered
     ("unknown",), not ("died",); ``timeout=None`` waits for the reply."""
     from tempo.serving.solver import SolverProcess
 
@@ -758,7 +758,7 @@ def _fd_targets() -> dict:
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open fds through /proc")
 def test_dropped_solver_process_stops_its_workers(setup):
-    """D18: a SolverProcess dropped without close() stops its workers when it is collected (a
+    """A SolverProcess dropped without close() stops its workers when it is collected (a
     finalizer), and leaves no file descriptor behind."""
     import gc
 
@@ -786,7 +786,7 @@ def test_dropped_solver_process_stops_its_workers(setup):
 
 
 def test_worker_never_ready_is_replaced_after_the_startup_timeout(setup):
-    """D11: ``startup_timeout_s`` (ServingSettings, TEMPO_STARTUP_TIMEOUT_S) bounds how long a
+    """``startup_timeout_s`` (ServingSettings, TEMPO_STARTUP_TIMEOUT_S) bounds how long a
     worker may take to come up; one stopped during start-up is killed and replaced after it."""
     import signal
 
@@ -815,7 +815,7 @@ def test_worker_never_ready_is_replaced_after_the_startup_timeout(setup):
 
 
 def test_no_table_for_n_windows_is_warned_and_counted(setup, caplog):
-    """D11: when every solve misses its deadline nothing is ever published; after
+    """When every solve misses its deadline nothing is ever published; after
     ``stale_windows`` windows with traffic in a row the refresher says so (and again every as
     many windows), counting ``stale_warnings``; idle windows do not count."""
     p2l, pop, table, state = setup

@@ -55,7 +55,7 @@ def _wait_published(rt, n=1, layer=0, timeout=60):
 
 @pytest.mark.needs("torch")
 def test_rebalance_updates_every_kernel_tensor_in_place_chunk_by_chunk():
-    """Issue 15 item 1: a rebalance keeps every tensor the kernel reads or writes (phys, prob,
+    """A rebalance keeps every tensor the kernel reads or writes (phys, prob,
     counts) at the same address with the new contents, one chunk of layers at a time."""
     rt = TempoRuntime(P2L, 2, settings=FAST)
     try:
@@ -94,7 +94,7 @@ def test_rebalance_updates_every_kernel_tensor_in_place_chunk_by_chunk():
 
 @pytest.mark.needs("torch")
 def test_window_priced_per_forward_step(monkeypatch):
-    """Issue 15 item 5: the refresher divides a window by the forward steps it spans."""
+    """The refresher divides a window by the forward steps it spans."""
     from tempo.serving.solver import TableSolver
 
     seen = []
@@ -120,8 +120,8 @@ def test_window_priced_per_forward_step(monkeypatch):
 
 def test_settings_parse_once_and_name_the_variable():
     s = ServingSettings.from_env({"TEMPO_REFRESH_MS": "100", "TEMPO_TOPOLOGY": "hier", "TEMPO_GPUS_PER_NODE": "2",
-                                  "TEMPO_IN_THREAD": "1"})
-    assert (s.interval_s, s.topology, s.gpus_per_node, s.in_thread, s.pricing) == (0.1, "hier", 2, True, "step")
+                                  "TEMPO_SOLVER": "thread"})
+    assert (s.interval_s, s.topology, s.gpus_per_node, s.solver, s.pricing) == (0.1, "hier", 2, "thread", "step")
     with pytest.raises(Exception):
         s.refresh_ms = 5  # frozen
     with pytest.raises(ValueError, match="TEMPO_GPUS_PER_NODE"):
@@ -134,8 +134,8 @@ def test_settings_parse_once_and_name_the_variable():
         ServingSettings.from_env({"TEMPO_POLICY": "milp"})
     with pytest.raises(ValueError, match="TEMPO_BATCH_TOKENS"):
         ServingSettings.from_env({"TEMPO_BATCH_TOKENS": "4096"})  # only with TEMPO_PRICING=fixed
-    with pytest.raises(ValueError, match="TEMPO_IN_THREAD"):
-        ServingSettings.from_env({"TEMPO_IN_THREAD": "yes"})
+    with pytest.raises(ValueError, match="TEMPO_SGLANG_ANY_VERSION"):
+        ServingSettings.from_env({"TEMPO_SGLANG_ANY_VERSION": "yes"})
     with pytest.raises(ValueError, match="does not divide"):
         ServingSettings(topology="hier", gpus_per_node=3).n_nodes(8)
     assert ServingSettings(topology="hier", gpus_per_node=4).n_nodes(8) == 2
@@ -234,7 +234,7 @@ def test_dp_padding_mask_layouts():
 
 @pytest.mark.needs("torch")
 def test_dp_gathered_padding_rows_are_not_counted(monkeypatch):
-    """Issue 15 item 6 (padding with attention DP and a2a none): a stubbed forward batch of 3
+    """Padding with attention DP and a2a none: a stubbed forward batch of 3
     attention-DP ranks with 2, 0 and 3 real tokens, gathered MAX_LEN into slots of 4 rows.  The
     padding rows route to expert 0 (the degenerate routing of a zero hidden state); the
     counters see only the 5 real tokens (the real-SGLang paths are in tests/sglang)."""
@@ -277,7 +277,7 @@ def test_dp_gathered_padding_rows_are_not_counted(monkeypatch):
 
 @pytest.mark.needs("torch")
 def test_tempo_params_takes_a_calibration_fit(tmp_path, monkeypatch):
-    """Issue 18 item 5: TEMPO_PARAMS names a paper set or a fit.json of `python -m tempo
+    """TEMPO_PARAMS names a paper set or a fit.json of `python -m tempo
     calibrate` (file or recording folder, optional #form); a bad path or file fails at start-up
     naming TEMPO_PARAMS."""
     import json
@@ -326,7 +326,7 @@ def test_tempo_params_takes_a_calibration_fit(tmp_path, monkeypatch):
 
 @pytest.mark.needs("torch")
 def test_graph_capture_hooks_hold_the_lock_from_begin_to_end(monkeypatch):
-    """Issue 25 item 4: the torch-level capture hooks (every CUDAGraph capture, whatever SGLang
+    """The torch-level capture hooks (every CUDAGraph capture, whatever SGLang
     code starts it) hold the runtime's device lock from capture_begin to capture_end, release
     it when capture_begin fails and when capture_end fails, and do nothing without a runtime."""
     rt = TempoRuntime(P2L, 2, start=False)
@@ -356,7 +356,7 @@ def test_graph_capture_hooks_hold_the_lock_from_begin_to_end(monkeypatch):
 
 @pytest.mark.needs("torch")
 def test_invalid_pairs_are_counted_logged_and_reported(caplog):
-    """Issue 25 item 4 (review N8): the runtime always passes the invalid-pair counter; a logical
+    """The runtime always passes the invalid-pair counter; a logical
     id >= E routes as a masked slot (-1), is not counted, never raises in the forward pass, and
     the snapshot reads the counter into the stats with a log line."""
     import logging
@@ -373,7 +373,7 @@ def test_invalid_pairs_are_counted_logged_and_reported(caplog):
 
 @pytest.mark.needs("torch")
 def test_update_layers_keeps_the_refresher_and_refuses_stale_tables():
-    """Issue 25 items 1 and 3: a rebalance chunk neither stops the refresher thread nor restarts
+    """A rebalance chunk neither stops the refresher thread nor restarts
     its solver; a table published for the old placement afterwards is refused; the stats count
     the chunks and the placements."""
     rt = TempoRuntime(P2L, 2, settings=ServingSettings(solver="thread", refresh_ms=20, deadline_ms=20000))
@@ -397,17 +397,12 @@ def test_update_layers_keeps_the_refresher_and_refuses_stale_tables():
 
 
 def test_solver_kind_settings():
-    """Issue 25 item 6: the solver backend is one setting (TEMPO_SOLVER), not flags;
-    TEMPO_IN_THREAD=1 still means the thread backend."""
+    """The solver backend is one setting, TEMPO_SOLVER (one spelling per backend)."""
     assert ServingSettings().solver == "process"
     assert ServingSettings.from_env({"TEMPO_SOLVER": "noop"}).solver == "noop"
-    assert ServingSettings.from_env({"TEMPO_IN_THREAD": "1"}).solver == "thread"
-    assert ServingSettings.from_env({"TEMPO_IN_THREAD": "0"}).solver == "process"
+    assert ServingSettings.from_env({"TEMPO_SOLVER": "thread"}).solver == "thread"
     with pytest.raises(ValueError, match="TEMPO_SOLVER"):
         ServingSettings.from_env({"TEMPO_SOLVER": "gpu"})
-    with pytest.raises(ValueError, match="contradicts"):
-        ServingSettings.from_env({"TEMPO_SOLVER": "noop", "TEMPO_IN_THREAD": "1"})
-    assert ServingSettings(in_thread=True).solver == "thread"
     assert ServingSettings.from_env({"TEMPO_STALE_WINDOWS": "5"}).stale_windows == 5
     with pytest.raises(ValueError, match="TEMPO_STALE_WINDOWS"):
         ServingSettings.from_env({"TEMPO_STALE_WINDOWS": "0"})

@@ -153,7 +153,7 @@ def test_results_on_a_trace_name_it_and_its_claims_get_a_verdict(build):
         assert row.provenance.startswith(f"recorded routing trace (trace.npz, sha256 {sha12}, test recording, model test-model")
     # a claim whose inputs this build did not compute on a trace still waits for one
     assert led.loc["t4_tempo_mixed"].status == "needs a recorded trace"
-    assert "make notebook NB=04_simulator TRACE=trace.npz" in led.loc["t4_tempo_mixed"].note
+    assert "make notebook NB=04_3_placement TRACE=trace.npz" in led.loc["t4_tempo_mixed"].note
 
 
 def test_table8_evidence_draws_table8s_batches_from_the_trace(build, monkeypatch):

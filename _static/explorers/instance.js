@@ -1,7 +1,8 @@
 // The instance explorer of chapter 01: the reader types or drags per-expert token counts (up to
 // 8 experts on up to 4 GPUs), picks full or restricted replication and a cost model, and sees
 // every policy of policies.js dispatch the batch: GPUs drawn as boxes with their replicas and
-// loads, the makespans side by side.  Everything runs in the page (no kernel, no network); the
+// loads, the makespans side by side; a step control replays TEMPO's paper preset
+// (tempo_fast.js) on the GPU boxes, one seed placement, move or chain at a time.  Everything runs in the page (no kernel, no network); the
 // data the build embeds (the named parameter sets, presets, colours) is the JSON in the
 // explorer's <script type="application/json">.
 (function () {
@@ -47,6 +48,8 @@
       st.params = p.params || "own";
       st.model = Object.assign({a: 0, b: 0, c: 0, beta: 0, c2: null, gamma: null}, p.model || paramModel(st.params));
     }
+    // the reader changed the batch, the placement or the model: the preset menu says so
+    function edited() { st.preset = ""; if (ui.preset) ui.preset.value = ""; }
     function paramModel(name) {
       var s = data.params.filter(function (q) { return q.name === name; })[0];
       return {a: s.a, b: s.b, c: s.c, beta: s.beta, c2: s.c2, gamma: s.gamma};
@@ -89,6 +92,8 @@
       Object.keys(data.presets).forEach(function (k) {
         presetSel.appendChild(el("option", {value: k, text: data.presets[k].label}));
       });
+      // shown once the reader edits the batch, the placement or the model
+      presetSel.appendChild(el("option", {value: "", text: "your own batch (edited)", disabled: "disabled"}));
       presetSel.addEventListener("change", function () { loadPreset(presetSel.value); rebuild(); });
       ui.preset = presetSel;
       ui.nE = numberInput("n-experts", st.counts.length, {min: 1, max: MAX_E, step: 1});
@@ -98,7 +103,7 @@
       ui.mode = el("select", {"data-role": "replication"}, [
         el("option", {value: "full", text: "full: every GPU holds every expert"}),
         el("option", {value: "restricted", text: "restricted: you say which GPU holds which replica"})]);
-      ui.mode.addEventListener("change", function () { st.mode = ui.mode.value; rebuild(); });
+      ui.mode.addEventListener("change", function () { st.mode = ui.mode.value; st.preset = ""; rebuild(); });
       var batch = el("fieldset", {"class": "te-box"}, [el("legend", {text: "Batch and placement"}),
         el("div", {"class": "te-row"}, [field("start from", presetSel, "te-wide"), field("experts (1-8)", ui.nE),
                                          field("GPUs (1-4)", ui.nG), field("replication", ui.mode, "te-wide")])]);
@@ -118,7 +123,7 @@
         st.params = ui.params.value;
         if (st.params !== "own") st.model = paramModel(st.params);
         else { st.model.c2 = null; st.model.gamma = null; }
-        syncModel(); update();
+        edited(); syncModel(); update();
       });
       ui.m = {};
       var row = el("div", {"class": "te-row"}, [field("parameter set", ui.params, "te-wide")]);
@@ -130,7 +135,7 @@
           inp.classList.remove("te-bad");
           st.model[kv[0]] = v;
           if (st.params !== "own") { st.params = "own"; st.model.c2 = null; st.model.gamma = null; ui.params.value = "own"; }
-          syncModelNote(); update();
+          edited(); syncModelNote(); update();
         });
         ui.m[kv[0]] = inp;
         row.appendChild(field(kv[1], inp));
@@ -145,6 +150,7 @@
       root.appendChild(el("h4", {"class": "te-h", text: "Makespan of each policy (us): the slowest GPU"}));
       root.appendChild(ui.table);
       root.appendChild(ui.status);
+      buildSteps();
       root.appendChild(el("h4", {"class": "te-h", text: "Each policy's dispatch: GPUs, the replicas they hold, and their loads"}));
       root.appendChild(ui.dispatch);
     }
@@ -166,6 +172,7 @@
       while (st.counts.length < E) st.counts.push(30);
       st.counts.length = E;
       st.g = g;
+      st.preset = "";
       st.reps = st.counts.map(function (n, e) {
         var r = (st.reps[e] || []).filter(function (h) { return h < g; });
         return r.length ? r : [e % g];
@@ -181,7 +188,7 @@
           if (!(v >= 0) || Math.floor(v) !== v || v > 1e7) { inp.classList.add("te-bad"); return; }
           inp.classList.remove("te-bad");
           st.counts[e] = v;
-          drawCounts(); update();
+          edited(); drawCounts(); update();
         });
         var chip = el("span", {"class": "te-chip", style: "background:" + EXPERT_COLORS[e], text: "e" + e});
         return ui.counts.appendChild(el("label", {"class": "te-count"}, [chip, inp])).querySelector("input");
@@ -206,7 +213,7 @@
               if (cb.checked) s.push(h);
               if (!s.length) { cb.checked = true; return; }   // every expert keeps one replica
               st.reps[e] = s.sort(function (x, y) { return x - y; });
-              update();
+              edited(); update();
             });
             tr.appendChild(el("td", {}, [cb]));
           })(h);
@@ -248,7 +255,7 @@
         st.counts[e] = v;
         ui.countInputs[e].value = String(v);
         ui.countInputs[e].classList.remove("te-bad");
-        drawCounts(); update();
+        edited(); drawCounts(); update();
       }
       return fx;
     }
@@ -268,6 +275,209 @@
       ui.chart.addEventListener("pointercancel", end);
     }
 
+    // ---------------------------------------------------------------- TEMPO step by step
+    // tempo_fast.js records each step of the paper preset: every expert the seed places, every
+    // move and chain the search accepts, what the ensemble did.  The panel replays them on
+    // persistent GPU boxes (the bars slide from one step to the next).
+    function buildSteps() {
+      ui.steps = el("div", {"class": "te-steps", "data-role": "steps"});
+      function button(role, text, label) {
+        var b = el("button", {type: "button", "class": "te-step-btn", "data-role": role, "aria-label": label, text: text});
+        ui.steps.appendChild(b);
+        return b;
+      }
+      var bar = el("div", {"class": "te-step-bar"});
+      ui.steps.appendChild(bar);
+      ui.stepFirst = button("step-first", "\u00ab start", "first step");
+      ui.stepPrev = button("step-prev", "\u25c0 previous", "previous step");
+      ui.stepCount = el("span", {"class": "te-step-count", "data-role": "step-count"});
+      ui.stepNext = button("step-next", "next move \u25b6", "next step");
+      ui.stepLast = button("step-last", "end \u00bb", "last step");
+      [ui.stepFirst, ui.stepPrev, ui.stepCount, ui.stepNext, ui.stepLast].forEach(function (n) { bar.appendChild(n); });
+      ui.stepFirst.addEventListener("click", function () { showStep(0); });
+      ui.stepPrev.addEventListener("click", function () { showStep(st.step - 1); });
+      ui.stepNext.addEventListener("click", function () { showStep(st.step + 1); });
+      ui.stepLast.addEventListener("click", function () { showStep(st.steps.length - 1); });
+      ui.stepText = el("p", {"class": "te-step-text", "data-role": "step-text"});
+      ui.stepMs = el("p", {"class": "te-step-ms", "data-role": "step-makespan"});
+      ui.stepGpus = el("div", {"class": "te-gpus te-step-gpus", "data-role": "step-gpus"});
+      ui.stepTrace = svg("svg", {"class": "te-step-trace", "data-role": "step-trace", role: "img",
+                                 "aria-label": "the makespan after each step; click a point to go to that step"});
+      ui.steps.appendChild(ui.stepText);
+      ui.steps.appendChild(ui.stepMs);
+      ui.steps.appendChild(ui.stepTrace);
+      ui.steps.appendChild(ui.stepGpus);
+      root.appendChild(el("h4", {"class": "te-h", text: "TEMPO step by step (paper preset): the seed, each chain move and " +
+                                                      "each partial migration on the GPUs"}));
+      root.appendChild(ui.steps);
+    }
+    function tokens(v) { return fmtTok(v) + " token" + (Math.abs(v - 1) < 1e-9 ? "" : "s"); }
+    function movedText(m, first) {
+      var what = m.whole ? "e" + m.expert + " whole (" + tokens(m.tokens) + ")" : tokens(m.tokens) + " of e" + m.expert;
+      return what + " from GPU " + m.from + (first ? " (the slowest)" : "") + " to GPU " + m.to;
+    }
+    var NAMES = {local_search: "the search's dispatch", token_lp_vertex: "the token-LP vertex (max-flow, Lemma 1)",
+                 token_lp_even: "the even token split", round_robin: "round robin A3"};
+    function describe(s) {
+      if (s.stage === "seed") {
+        if (s.kind === "forced") return "Stage 1, the seed: expert" + (s.experts.length > 1 ? "s " : " ") +
+          s.experts.map(function (e) { return "e" + e; }).join(", ") + " can go to one GPU only: placed there first.";
+        return "Stage 1, the seed (experts by tokens, largest first): e" + s.expert + " (" + tokens(s.tokens) +
+          ") whole on GPU " + s.to + ", the replica GPU whose time after it is least.";
+      }
+      if (s.stage === "chains" || s.stage === "partial") {
+        var head = s.stage === "chains" ? "Stage 2, whole-expert moves off the slowest GPU: " :
+                                          "Stage 3, moves off the slowest GPU that may split an expert: ";
+        if (s.kind === "none") {
+          return head + (s.atBound ? "the makespan is at the lower bound (provably optimal): nothing to move." :
+            "no " + (s.stage === "chains" ? "whole-expert move or 2-step chain" : "move or chain") + " off GPU " +
+            s.bottleneck + " lowers its time without making another GPU as slow: the stage ends with no move.");
+        }
+        if (s.kind === "chain") {
+          return head + "no single move helps, so a 2-step chain: " + movedText(s.moved[0], true) + ", then " +
+                 movedText(s.moved[1], false) + ".";
+        }
+        return head + movedText(s.moved[0], true) + (s.moved[0].whole ? "." : " (a partial migration: the share " +
+          "that minimises the larger of the two GPUs' times, found exactly).");
+      }
+      if (s.stage === "shortcut") {
+        return "The slowest GPU is token-bound and the token-LP vertex attains the lower bound: it is optimal, and the solve " +
+               "returns it at once.";
+      }
+      var cands = s.scored.map(function (c) { return NAMES[c[0]] + " " + fmt(c[1], 2) + " us"; }).join(", ");
+      if (s.pruned) return "Stage 4, the ensemble (Proposition 1): the lower bound is within " + (100 * s.tau) +
+        "% of the search's " + fmt(s.heuristic, 2) + " us, so no candidate can replace it: kept.";
+      if (s.kind === "switched") return "Stage 4, the ensemble (Proposition 1): " + cands + " against the search's " +
+        fmt(s.heuristic, 2) + " us; " + NAMES[s.chosen] + " is more than " + (100 * s.tau) + "% faster: it replaces the search's dispatch.";
+      return "Stage 4, the ensemble (Proposition 1): " + cands + " against the search's " + fmt(s.heuristic, 2) +
+        " us; none is more than " + (100 * s.tau) + "% faster: the search's dispatch stays.";
+    }
+    // the GPU boxes of the step panel, built once per batch; showStep only moves their bars
+    function buildStepGpus(inst, m, scale) {
+      ui.stepGpus.innerHTML = "";
+      ui.stepBoxes = [];
+      var maxShare = Math.max.apply(null, inst.counts.concat([1]));
+      for (var h = 0; h < inst.nGpus; h++) {
+        var box = el("div", {"class": "te-gpu", "data-gpu": h}), rows = {};
+        box.appendChild(el("div", {"class": "te-gpu-h"}));
+        inst.replicas.forEach(function (reps, e) {
+          var rr = reps.indexOf(h);
+          if (rr < 0) return;
+          var fill = el("span", {style: "width:0%;background:" + EXPERT_COLORS[e]}), n = el("span", {"class": "te-rep-n"});
+          var row = el("div", {"class": "te-rep", "data-expert": e}, [
+            el("span", {"class": "te-chip", style: "background:" + EXPERT_COLORS[e], text: "e" + e}),
+            el("span", {"class": "te-rep-bar"}, [fill]), n]);
+          rows[e] = {row: row, fill: fill, n: n, slot: rr};
+          box.appendChild(row);
+        });
+        var f = el("div", {"class": "te-gpu-f"});
+        box.appendChild(f);
+        var pieces = [["floor a+bG", "#9aa"], ["tokens c+\u03b2N", "#c87"]].concat(
+          typeof m.c2 === "number" ? [["traffic c2+\u03b3N", "#a8c"]] : []).map(function (p) {
+          var fillp = el("span", {style: "width:0%;background:" + p[1]}), np = el("span", {"class": "te-rep-n"});
+          box.appendChild(el("div", {"class": "te-piece"}, [el("span", {"class": "te-piece-l", text: p[0], title: p[0]}),
+            el("span", {"class": "te-rep-bar"}, [fillp]), np]));
+          return {fill: fillp, n: np};
+        });
+        var t = el("div", {"class": "te-gpu-t"});
+        box.appendChild(t);
+        ui.stepGpus.appendChild(box);
+        ui.stepBoxes.push({box: box, head: box.firstChild, rows: rows, f: f, pieces: pieces, t: t, maxShare: maxShare, scale: scale});
+      }
+    }
+    // the makespan after each step, one point per step, coloured by stage; the current step ringed
+    var STAGE_COLORS = {seed: "#4c78a8", chains: "#f58518", partial: "#54a24b", shortcut: "#b279a2", ensemble: "#b279a2"};
+    function drawTrace() {
+      var c = ui.stepTrace, steps = st.steps || [], W = 520, H = 92, L = 46, R = 8, T = 8, B = 22;
+      c.setAttribute("viewBox", "0 0 " + W + " " + H);
+      while (c.firstChild) c.removeChild(c.firstChild);
+      if (!steps.length) return;
+      var ms = steps.map(function (q) { return q.makespan; });
+      var lo = Math.min.apply(null, ms.concat([st.optimum])), hi = Math.max.apply(null, ms);
+      if (!(hi > lo)) { lo -= 1; hi += 1; }
+      var X = function (k) { return L + (W - L - R) * (steps.length > 1 ? k / (steps.length - 1) : 0.5); };
+      var Y = function (v) { return T + (H - T - B) * (1 - (v - lo) / (hi - lo)); };
+      c.appendChild(svg("line", {x1: L, y1: H - B, x2: W - R, y2: H - B, "class": "te-axis"}));
+      [lo, hi].forEach(function (v) {
+        var t = svg("text", {x: L - 4, y: Y(v) + 4, "text-anchor": "end", "class": "te-svg-lab"});
+        t.textContent = fmt(v, 1);
+        c.appendChild(t);
+      });
+      if (isFinite(st.optimum)) {
+        c.appendChild(svg("line", {x1: L, y1: Y(st.optimum), x2: W - R, y2: Y(st.optimum), stroke: "#999",
+                                   "stroke-dasharray": "4 3", "data-role": "optimum-line"}));
+      }
+      var ax = svg("text", {x: L + (W - L - R) / 2, y: H - 4, "text-anchor": "middle", "class": "te-svg-lab"});
+      [["makespan (us) after each step: ", "#333"], ["seed", STAGE_COLORS.seed], [", stage 2", STAGE_COLORS.chains],
+       [", stage 3", STAGE_COLORS.partial], [", stage 4", STAGE_COLORS.ensemble], ["; dashed: the exact optimum", "#333"]].forEach(function (p) {
+        var ts = svg("tspan", {fill: p[1]});
+        ts.textContent = p[0];
+        ax.appendChild(ts);
+      });
+      c.appendChild(ax);
+      c.appendChild(svg("polyline", {points: steps.map(function (q, k) { return X(k).toFixed(1) + "," + Y(q.makespan).toFixed(1); }).join(" "),
+                                     fill: "none", stroke: "#888", "stroke-width": 1.2}));
+      ui.tracePts = steps.map(function (q, k) {
+        var pt = svg("circle", {cx: X(k), cy: Y(q.makespan), r: 3.5, fill: STAGE_COLORS[q.stage] || "#888",
+                                "class": "te-trace-pt", "data-step": k});
+        var tt = svg("title", {});
+        tt.textContent = "step " + (k + 1) + " (" + q.stage + "): " + fmt(q.makespan, 2) + " us";
+        pt.appendChild(tt);
+        pt.addEventListener("click", function () { showStep(k); });
+        c.appendChild(pt);
+        return pt;
+      });
+    }
+    function showStep(k) {
+      var steps = st.steps || [];
+      if (!steps.length) {
+        ui.stepText.textContent = "No tokens: nothing to place.";
+        ui.stepMs.textContent = "";
+        ui.stepCount.textContent = "";
+        [ui.stepFirst, ui.stepPrev, ui.stepNext, ui.stepLast].forEach(function (b) { b.disabled = true; });
+        return;
+      }
+      k = Math.max(0, Math.min(steps.length - 1, k));
+      st.step = k;
+      var s = steps[k], m = model(), inst = instance();
+      var touched = {};
+      (s.moved || []).forEach(function (mv) { touched[mv.from + ":" + mv.expert] = touched[mv.to + ":" + mv.expert] = true; });
+      if (s.stage === "seed" && s.kind === "place") touched[s.to + ":" + s.expert] = true;
+      ui.stepBoxes.forEach(function (b, h) {
+        var slow = h === s.bottleneck || s.times[h] >= s.makespan - 1e-9 * Math.max(s.makespan, 1);
+        b.box.className = "te-gpu" + (slow ? " te-slow" : "");
+        b.head.textContent = "GPU " + h + (slow ? " (slowest)" : "");
+        Object.keys(b.rows).forEach(function (e) {
+          var r = b.rows[e], x = s.shares[e][r.slot], on = x > P.EPS_TOKENS;
+          r.fill.style.width = (100 * x / b.maxShare).toFixed(1) + "%";
+          r.n.textContent = on ? fmtTok(x) : "-";
+          r.row.className = "te-rep" + (on ? "" : " te-idle") + (touched[h + ":" + e] ? " te-moved" : "");
+        });
+        var vals = [m.a + m.b * s.G[h], m.c + m.beta * s.N[h]];
+        if (typeof m.c2 === "number") vals.push(m.c2 + m.gamma * s.N[h]);
+        b.pieces.forEach(function (p, i) {
+          p.fill.style.width = (b.scale > 0 ? Math.min(100, 100 * vals[i] / b.scale) : 0).toFixed(1) + "%";
+          p.n.textContent = fmt(vals[i], 1);
+        });
+        b.f.textContent = "G = " + s.G[h] + " activated, N = " + fmtTok(s.N[h]) + " tokens";
+        b.t.textContent = "time " + fmt(s.times[h], 2) + " us";
+      });
+      ui.stepText.textContent = describe(s);
+      var last = k === steps.length - 1;
+      ui.stepMs.textContent = "Makespan after this step: " + fmt(s.makespan, 2) + " us (the slowest GPU: " + s.bottleneck + ")" +
+        (last ? "; the paper preset's answer, as in its row above (exact optimum: " + fmt(st.optimum, 2) + " us)." : ".");
+      ui.stepMs.setAttribute("data-value", String(s.makespan));
+      ui.stepCount.textContent = "step " + (k + 1) + " of " + steps.length;
+      (ui.tracePts || []).forEach(function (pt, j) {
+        pt.setAttribute("r", j === k ? 6 : 3.5);
+        pt.setAttribute("stroke", j === k ? "#000" : "none");
+        pt.setAttribute("stroke-width", j === k ? 2 : 0);
+      });
+      ui.stepFirst.disabled = ui.stepPrev.disabled = k === 0;
+      ui.stepNext.disabled = ui.stepLast.disabled = last;
+      ui.steps.setAttribute("data-step", String(k));
+    }
+
     // ---------------------------------------------------------------- results
     function update() {
       var inst = instance(), m = model();
@@ -280,6 +490,13 @@
       self.results = res;
       drawTable(res, best, scale);
       drawDispatch(inst, m, res, scale);
+      st.steps = res.tempo_paper ? res.tempo_paper.run.steps : [];
+      st.optimum = res.optimum ? res.optimum.makespan : NaN;
+      var stepScale = scale;
+      st.steps.forEach(function (q) { stepScale = Math.max(stepScale, q.makespan); });
+      buildStepGpus(inst, m, stepScale);
+      drawTrace();
+      showStep(0);
       var tot = st.counts.reduce(function (a, b) { return a + b; }, 0);
       ui.status.textContent = st.counts.length + " experts, " + tot + " tokens on " + st.g + " GPU" + (st.g > 1 ? "s" : "") +
         ", " + (P.isFull(inst) ? "full replication" : "restricted replication") + ".";
@@ -344,8 +561,8 @@
           var floor = m.a + m.b * r.G[h], comp = m.c + m.beta * r.N[h];
           var traffic = typeof m.c2 === "number" ? m.c2 + m.gamma * r.N[h] : -Infinity;
           box.appendChild(el("div", {"class": "te-gpu-f", text: "G = " + r.G[h] + " activated, N = " + fmtTok(r.N[h]) + " tokens"}));
-          [["floor a + bG", floor, "#9aa"], ["compute c + beta N", comp, "#c87"]].concat(
-            isFinite(traffic) ? [["traffic c2 + gamma N", traffic, "#a8c"]] : []).forEach(function (p) {
+          [["floor a+bG", floor, "#9aa"], ["tokens c+\u03b2N", comp, "#c87"]].concat(
+            isFinite(traffic) ? [["traffic c2+\u03b3N", traffic, "#a8c"]] : []).forEach(function (p) {
             box.appendChild(el("div", {"class": "te-piece"}, [el("span", {"class": "te-piece-l", text: p[0]}),
               el("span", {"class": "te-rep-bar"}, [el("span", {style: "width:" + (scale > 0 ? 100 * p[1] / scale : 0).toFixed(1) + "%;background:" + p[2]})]),
               el("span", {"class": "te-rep-n", text: fmt(p[1], 1)})]));

@@ -36,12 +36,15 @@
     return [B, avg, hot];
   }
 
+  // TEMPO's rows in the grid: the reading's preset ("tempo") and, when the build ran it, the
+  // library's default ("tempo_default")
+  function tempoKeys(data) { return data.presets ? data.presets.map(function (p) { return p.key; }) : ["tempo"]; }
   // Each policy's mean modelled time over the batches, per batch size, in one column of the grid:
   // the build's numbers (model null), or re-priced at model {b, beta} (a = c = 0) from each
-  // batch's busiest GPU, max(b G, beta N); TEMPO then takes, per batch, the best of its
-  // dispatches solved at the shape's n* and at the n* ladder.
+  // batch's busiest GPU, max(b G, beta N); each TEMPO preset then takes, per batch, the best of
+  // its dispatch solved at the shape's n* and the reading's preset's ("tempo") at the n* ladder.
   function columnTimes(data, c, model) {
-    var pols = data.fixed.concat(["tempo"]), out = {};
+    var keys = tempoKeys(data), pols = data.fixed.concat(keys), out = {};
     if (!model) { pols.forEach(function (p) { out[p] = c.ms[p].slice(); }); return out; }
     function t(G, N) { return Math.max(model.b * G, model.beta * N); }
     pols.forEach(function (p) {
@@ -49,7 +52,7 @@
         var tot = 0, nb = c.G[p][i].length;
         for (var b = 0; b < nb; b++) {
           var v = t(c.G[p][i][b], c.N[p][i][b]);
-          if (p === "tempo") {
+          if (keys.indexOf(p) >= 0) {
             for (var k = 0; k < data.n_stars.length; k++) v = Math.min(v, t(c.G.tempo_nstar[i][k][b], c.N.tempo_nstar[i][k][b]));
           }
           tot += v;
@@ -60,7 +63,7 @@
     return out;
   }
 
-  var api = {zipfByRank: zipfByRank, unrle: unrle, flipBoundary: flipBoundary, columnTimes: columnTimes};
+  var api = {zipfByRank: zipfByRank, unrle: unrle, flipBoundary: flipBoundary, columnTimes: columnTimes, tempoKeys: tempoKeys};
   if (typeof module !== "undefined" && module.exports) { module.exports = api; return; }
   root.TempoPhase = api;
   if (typeof document === "undefined") return;
@@ -85,7 +88,10 @@
 
   function PhaseExplorer(host, data) {
     var self = this, st = {}, ui = {};
-    var POL = data.fixed.concat(["tempo"]);
+    var KEYS = tempoKeys(data), POL = data.fixed.concat(KEYS);
+    var presetOf = {};
+    (data.presets || [{key: "tempo", name: data.tempo_preset, label: data.tempo_preset}]).forEach(function (p) { presetOf[p.key] = p; });
+    var profiles = data.profiles || [];
     var shapeOf = {};
     data.shapes.forEach(function (s) { shapeOf[s.label] = s; });
 
@@ -150,8 +156,23 @@
         el("label", {"class": "te-field te-wide"}, [el("span", {}, [document.createTextNode("tokens per GPU B = "), ui.batchLab]), ui.batch])]);
       var row3 = el("div", {"class": "te-row"}, [el("label", {"class": "te-check"}, [ui.own, document.createTextNode(" your own b and beta (a = c = 0):")]),
                                                  field("b (us)", ui.b), field("beta (us per token)", ui.beta)]);
+      ui.preset = el("select", {"data-role": "tempo-preset"});
+      KEYS.forEach(function (k) {
+        ui.preset.appendChild(el("option", {value: k, text: presetOf[k].name === "default" ? "the library's default preset" :
+                                                          presetOf[k].name + " preset (the chapter's reading)"}));
+      });
+      ui.routing = el("select", {"data-role": "routing"});
+      ui.routing.appendChild(el("option", {value: "", text: "Zipf skews (the grid's rows)"}));
+      profiles.forEach(function (p, i) {
+        ui.routing.appendChild(el("option", {value: String(i), text: "recorded profile " + p.name + " (" + p.shape +
+                                                                   ", Zipf-equivalent s = " + fmt(p.skew, 2) + ")"}));
+      });
+      var row0 = el("div", {"class": "te-row"}, [field("TEMPO preset", ui.preset, "te-wide")].concat(
+        profiles.length ? [field("routing", ui.routing, "te-wide")] : []));
+      ui.routingNote = el("p", {"class": "te-hint", "data-role": "routing-note"});
       ui.modelNote = el("p", {"class": "te-hint", "data-role": "model-note"});
-      host.appendChild(el("fieldset", {"class": "te-box"}, [el("legend", {text: "Model, group and routing"}), row1, row2, row3, ui.modelNote]));
+      host.appendChild(el("fieldset", {"class": "te-box"}, [el("legend", {text: "Model, group and routing"}), row0, row1, row2, row3,
+                                                           ui.routingNote, ui.modelNote]));
       ui.size = el("p", {"class": "te-hint", "data-role": "grid-size"});
       host.appendChild(ui.size);
       ui.map = svg("svg", {"class": "te-map", "data-role": "winner-map", role: "img"});
@@ -162,7 +183,18 @@
       ui.values = el("div", {"class": "te-table", "data-role": "cell-values"});
       host.appendChild(ui.values);
 
-      [ui.shape, ui.ep, ui.rep].forEach(function (s) { s.addEventListener("change", read); });
+      [ui.shape, ui.ep, ui.rep, ui.preset].forEach(function (s) { s.addEventListener("change", read); });
+      ui.routing.addEventListener("change", function () {
+        var p = profiles[+ui.routing.value];
+        if (ui.routing.value !== "" && p) {   // the profile's shape, EP8 when the grid has it, its nearest column
+          var si = -1;
+          data.shapes.forEach(function (q, i) { if (q.label === p.shape) si = i; });
+          ui.shape.value = String(si);
+          ui.ep.value = String(Math.max(0, data.eps.indexOf(8)));
+          ui.skew.value = String(Math.max(0, data.skews.indexOf(p.column)));
+        }
+        read();
+      });
       [ui.skew, ui.batch].forEach(function (s) { s.addEventListener("input", read); });
       ui.own.addEventListener("change", function () {
         if (ui.own.checked) { var s = shapeOf[data.shapes[+ui.shape.value].label]; if (!ui.b.value) ui.b.value = String(s.b); if (!ui.beta.value) ui.beta.value = String(s.beta); }
@@ -174,11 +206,21 @@
           document.createTextNode(data.codes[p] + ": " + p)]));
       });
       ui.legend.appendChild(el("span", {"class": "te-leg"}, [el("span", {"class": "te-swatch", style: "background:" + data.colors.tempo}),
-        document.createTextNode("tempo (right chart)")]));
+        document.createTextNode(KEYS.length > 1 ? "tempo (in the chart of times: solid the chosen preset, dashed the other)" : "tempo")]));
       ui.legend.appendChild(el("span", {"class": "te-leg"}, [el("span", {"class": "te-swatch te-bstar-sw"}), document.createTextNode("B*: analytic flip boundary (hollow: beyond the grid)")]));
+    }
+    function profileLegend() {
+      if (!ui.profLeg) {
+        ui.profLeg = el("span", {"class": "te-leg", "data-role": "profile-legend"});
+        ui.legend.appendChild(ui.profLeg);
+      }
+      ui.profLeg.textContent = st.profile ? "\u00b7\u00b7\u00b7 " + st.profile.name + ": Zipf-equivalent s = " + fmt(st.profile.skew, 2) : "";
     }
     function read() {
       st.shape = data.shapes[+ui.shape.value].label;
+      st.tkey = ui.preset.value || "tempo";
+      st.profile = ui.routing.value !== "" ? profiles[+ui.routing.value] : null;
+      if (st.profile && st.profile.shape !== st.shape) { ui.routing.value = ""; st.profile = null; }
       st.ep = data.eps[+ui.ep.value];
       st.rep = data.replications[+ui.rep.value];
       st.si = +ui.skew.value;
@@ -189,6 +231,7 @@
       ui.beta.classList.toggle("te-bad", ui.own.checked && !(beta > 0));
       st.own = ui.own.checked && okOwn;
       st.b = b; st.beta = beta;
+      profileLegend();
       update();
     }
 
@@ -200,13 +243,21 @@
       ui.modelNote.textContent = st.own
         ? "Your model: b = " + st.b + " us, beta = " + st.beta + " us/token, n* = " + fmt(nStar(), 0) + " tokens, with " + st.shape +
           "'s routing. The fixed policies' dispatches do not depend on the model and are re-priced exactly (from each batch's " +
-          "busiest GPU: activated replicas and tokens, to 0.1 token); TEMPO's value is the best of its dispatches solved at n* = " +
-          list(data.n_stars) + " and " + fmt(s.n_star, 0) + " tokens, priced with your model: an upper bound on the best dispatch, not a TEMPO run at your n*."
+          "busiest GPU: activated replicas and tokens, to 0.1 token); TEMPO's value is the best of the " + presetOf[st.tkey].name +
+          " preset's dispatch solved at n* = " + fmt(s.n_star, 0) + " tokens and the " + presetOf.tempo.name + " preset's solved at n* = " + list(data.n_stars) +
+          ", priced with your model: an upper bound on the best dispatch, not a TEMPO run at your n*."
         : st.shape + ": the " + s.params + " fit of Table 6, b = " + s.b + " us, beta = " + s.beta + " us/token, n* = " + fmt(s.n_star, 0) +
           " tokens. Values are this build's results (tempo.studies.phase_grid), not re-computed in the page." +
-          " TEMPO here is tempo.solve(..., options=\"" + data.tempo_preset + "\")" +
-          (data.tempo_preset === "paper" ? " (Section 4.2 as written, the paper's reading); the library's default preset can gain more." : ".") +
+          " TEMPO here is " + presetOf[st.tkey].label + (KEYS.length > 1 ? " (the menu above switches preset)" : "") + "." +
           " A cell whose fixed policies tie is labelled with all of them (M+L), as Fig. 6 labels it.";
+      var p = st.profile;
+      ui.routingNote.textContent = p
+        ? p.name + (p.about ? " (" + p.about + ")" : "") + ": its median layer's max/mean pair share is " + fmt(p.max_mean, 1) +
+          ", the same statistic as Zipf(s = " + fmt(p.skew, 2) + ") over " + shapeOf[p.shape].E + " experts, top-" + shapeOf[p.shape].K +
+          " (chapter 04's table of real profiles). The grid has no column at that skew: shown is its nearest, s = " + p.column +
+          ", and the dotted line marks where the profile sits. Section 3.2's rule puts its flip boundary at B* = " + fmt(p.bstar, 0) +
+          " tokens per GPU (median layer): METRO-like dispatch below it, token balancing above, TEMPO's room around it."
+        : "";
       var cols = data.skews.map(function (sk) { return column(st.shape, st.ep, st.rep, sk); });
       var tms = cols.map(function (c) { return c ? times(c) : null; });
       var bs = cols.map(function (c) { return c ? bstar(c) : NaN; });
@@ -237,7 +288,7 @@
         for (var bi = 0; bi < nB; bi++) {
           var x = L + cw * bi, tm = tms[si];
           if (!tm) { m.appendChild(svg("rect", {x: x, y: y(si), width: cw, height: ch, fill: "#eee"})); continue; }
-          var w = winner(tm, bi), best = tm[w][bi], gain = 100 * (1 - tm.tempo[bi] / best);
+          var w = winner(tm, bi), best = tm[w][bi], gain = 100 * (1 - tm[st.tkey][bi] / best);
           var r = svg("rect", {x: x + 0.5, y: y(si) + 0.5, width: cw - 1, height: ch - 1, fill: data.colors[w],
                                "fill-opacity": (0.35 + 0.65 * Math.min(Math.max(gain, 0) / 30, 1)).toFixed(3),
                                "data-skew": data.skews[si], "data-b": data.tokens[bi], "data-winner": winnerLabel(tm, bi),
@@ -253,6 +304,17 @@
       // the selected cell
       m.appendChild(svg("rect", {x: L + cw * st.bi + 1, y: y(st.si) + 1, width: cw - 2, height: ch - 2, fill: "none",
                                  stroke: "#000", "stroke-width": 2.5, "data-role": "selected"}));
+      // the chosen routing profile's Zipf-equivalent skew, between the rows it falls between
+      if (st.profile) {
+        var sk = data.skews, yp = NaN, pv = st.profile.skew;
+        if (pv <= sk[0]) yp = y(0) + ch / 2;
+        else if (pv >= sk[nS - 1]) yp = y(nS - 1) + ch / 2;
+        else for (var q = 0; q < nS - 1; q++) {
+          if (pv <= sk[q + 1]) { yp = y(q) + ch / 2 - ch * (pv - sk[q]) / (sk[q + 1] - sk[q]); break; }
+        }
+        m.appendChild(svg("line", {x1: L, y1: yp, x2: L + cw * nB, y2: yp, stroke: "#333", "stroke-width": 1.5,
+                                   "stroke-dasharray": "1 3", "data-role": "profile-line"}));
+      }
       // B* per skew row, joined across rows
       var pts = [];
       for (si = 0; si < nS; si++) {
@@ -313,8 +375,10 @@
       c.appendChild(svg("line", {x1: X(T[st.bi]), y1: Tp, x2: X(T[st.bi]), y2: H - Bt, "class": "te-sel"}));
       POL.forEach(function (p) {
         var pts = T.map(function (B, i) { return X(B).toFixed(1) + "," + Y(Math.max(tm[p][i], Math.pow(10, lo))).toFixed(1); });
-        c.appendChild(svg("polyline", {points: pts.join(" "), fill: "none", stroke: data.colors[p], "stroke-width": p === "tempo" ? 2.5 : 1.6,
-                                       "data-policy": p}));
+        var attrs = {points: pts.join(" "), fill: "none", stroke: data.colors[p],
+                     "stroke-width": p === st.tkey ? 2.5 : 1.6, "data-policy": p};
+        if (KEYS.indexOf(p) >= 0 && p !== st.tkey) attrs["stroke-dasharray"] = "5 3";
+        c.appendChild(svg("polyline", attrs));
       });
     }
     function drawValues(tm, b) {
@@ -323,18 +387,21 @@
       if (!tm) { ui.values.appendChild(el("p", {text: "This build has no results for this column."})); return; }
       var i = st.bi, w = winner(tm, i);
       var tbl = el("table", {"class": "te-ms"});
-      tbl.appendChild(el("tr", {}, [el("th", {text: "policy"}), el("th", {text: "modelled time (us)"}), el("th", {text: "/ TEMPO"})]));
+      tbl.appendChild(el("tr", {}, [el("th", {text: "policy"}), el("th", {text: "modelled time (us)"}),
+                                    el("th", {text: "/ TEMPO (" + presetOf[st.tkey].name + ")"})]));
       POL.forEach(function (p) {
         tbl.appendChild(el("tr", {"data-policy": p}, [
-          el("td", {}, [el("span", {"class": "te-swatch", style: "background:" + data.colors[p]}), el("code", {text: p}),
+          el("td", {}, [el("span", {"class": "te-swatch", style: "background:" + data.colors[p]}),
+                        el("code", {text: KEYS.indexOf(p) >= 0 ? "tempo (" + presetOf[p].name + ")" : p}),
                         document.createTextNode(data.fixed.indexOf(p) >= 0 && tm[p][i] <= tm[w][i] + data.tie_rel * Math.abs(tm[w][i])
                                                 ? " (best fixed, " + winnerLabel(tm, i) + ")" : "")]),
           el("td", {"class": "te-num", "data-value": String(tm[p][i]), text: fmt(tm[p][i], 2)}),
-          el("td", {"class": "te-num", text: fmt(tm[p][i] / tm.tempo[i], 3)})]));
+          el("td", {"class": "te-num", text: fmt(tm[p][i] / tm[st.tkey][i], 3)})]));
       });
       ui.values.appendChild(el("p", {"class": "te-cell-h", "data-role": "cell-title",
         text: st.shape + ", EP" + st.ep + ", " + st.rep + "x, s = " + data.skews[st.si] + ", B = " + data.tokens[i] + " tokens per GPU: " +
-              "TEMPO gains " + fmt(100 * (1 - tm.tempo[i] / tm[w][i]), 1) + "% over the best fixed policy (" + tiedNames(tm, i) + "); B* = " + fmt(b, 0) +
+              "TEMPO (" + presetOf[st.tkey].name + " preset) gains " + fmt(100 * (1 - tm[st.tkey][i] / tm[w][i]), 1) +
+              "% over the best fixed policy (" + tiedNames(tm, i) + "); B* = " + fmt(b, 0) +
               " tokens per GPU (" + (data.tokens[i] < b ? "below" : "at or above") + " it the analysis predicts " + (data.tokens[i] < b ? "activation balancing (M)" : "token balancing (L)") + ")."}));
       ui.values.appendChild(tbl);
       var c0 = data.shapes.length, nc = data.columns.length;

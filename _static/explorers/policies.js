@@ -9,17 +9,23 @@
 // its r-th replica.  A model is {a, b, c, beta, c2?, gamma?}: Eq. 1, and Eq. 4's traffic piece
 // when c2 and gamma are numbers (the tile term b2 of Eq. 2 is not modelled here).
 //
-// Each routine below is the library's algorithm, step for step, except `tempo`: the library's
-// tempo is tempo_fast, a heuristic (Section 4.2); the page's `tempo` is an exact search for the
-// optimum of Eq. 3 (what the library's `milp` computes), which tempo_fast never beats.  Its
-// makespan is therefore at most the library's, and TEMPO_FAST_TOLERANCE says how far above it
-// the library's tempo may land (the parity test holds it to that).
+// Each routine below is the library's algorithm, step for step.  Two rows are TEMPO's:
+// `tempo_paper` is tempo_fast.js, the library's tempo_fast under its "paper" preset
+// (tempo.solve(inst, model, "tempo", options="paper"), Section 4.2 as written), and `optimum` is
+// an exact search for the optimum of Eq. 3 (what the library's `milp` computes), which no
+// heuristic beats.  The library's default preset (tempo.solve(inst, model, "tempo")) is never
+// worse than the paper preset and never better than the optimum; TEMPO_FAST_TOLERANCE says how
+// far above the optimum the parity test lets it land.
 (function (root) {
   "use strict";
 
   var EPS_TOKENS = 1e-9;   // tempo.core.instance.EPS_TOKENS: a smaller share activates nothing
+  // tempo_fast.js (loaded before this file in the page; required under node)
+  function tempoFast() {
+    return typeof module !== "undefined" && module.exports ? require("./tempo_fast.js") : root.TempoFast;
+  }
 
-  // How far above the page's exact optimum tempo.solve(inst, model, "tempo") may land, as a
+  // How far above the page's exact optimum tempo.solve(inst, model, "tempo") (the default preset) may land, as a
   // fraction: tempo_fast is a local search with no approximation guarantee against the optimum
   // (Proposition 1 bounds it against token-LP only), and on instances of the explorer's size (up
   // to 8 experts on up to 4 GPUs) it usually lands on the optimum but can miss by one activation
@@ -427,8 +433,8 @@
     return projectEven(inst, Wk[0] / Wk[1]);
   }
 
-  // ------------------------------------------------------------------ tempo: the exact optimum of Eq. 3
-  // NOT the library's tempo_fast.  For an activation pattern (each live expert's set of GPUs
+  // ------------------------------------------------------------------ optimum: the exact optimum of Eq. 3
+  // NOT the library's tempo_fast (that is tempo_fast.js).  For an activation pattern (each live expert's set of GPUs
   // S_e) the best dispatch has makespan max(a + b max_h G_h, c + beta z, c2 + gamma z) with z
   // the Hall density of the pattern (pieces of Eq. 1 are monotone in G and in N, so they
   // separate).  Branch and bound over patterns, experts by tokens descending; bounds: the Hall
@@ -436,7 +442,7 @@
   // A basic optimal split of a fixed pattern has at most g - 1 extra pieces (L + g constraints),
   // so patterns with more are skipped; under full replication GPUs are interchangeable and new
   // GPUs are taken lowest-first.
-  function tempo(inst, model) {
+  function optimum(inst, model) {
     var g = inst.nGpus, full = g, sets = masks(inst);
     var L = live(inst).sort(function (x, y) { return inst.counts[y] - inst.counts[x] || x - y; });
     if (!L.length) return {shares: zeros(inst), exact: true, nodes: 0};
@@ -531,29 +537,38 @@
     "token_lp": {fn: token_lp, label: "token-LP: even token loads (LPLB)",
                  noteRestricted: "the token-LP optimum nearest the even split, as in the library; found here by exact " +
                                  "dual steps instead of the library's HiGHS QP solve (the same point)"},
-    "tempo": {fn: function (inst, model) { return tempo(inst, model).shares; }, needsModel: true,
-              label: "optimum of the time model (the library's milp)",
-              note: "the exact optimum of Eq. 3, found by search: what tempo.solve(..., \"milp\") computes, not the " +
-                    "library's heuristic tempo_fast (tempo.solve(..., \"tempo\")), which never lands below it, usually on it, " +
-                    "and can stop above it (chapter 01, exercise 4; the book's tests allow " +
-                    Math.round(100 * TEMPO_FAST_TOLERANCE) + "%)"}
+    "tempo_paper": {fn: function (inst, model) { return tempoFast().solve(inst, model); }, needsModel: true,
+                    library: {policy: "tempo", options: {options: "paper"}},
+                    label: "TEMPO, paper preset: tempo.solve(..., \"tempo\", options=\"paper\"), Section 4.2 as written",
+                    note: "the library's tempo_fast under its paper preset, run in the page step for step (seed, 1- and " +
+                          "2-step chains, partial moves, the token-LP ensemble); step through it below.  The library's " +
+                          "default preset adds restarts and an activation balancer: never worse than this row, never " +
+                          "better than the exact optimum"},
+    "optimum": {fn: function (inst, model) { return optimum(inst, model).shares; }, needsModel: true,
+                library: {policy: "milp", options: {}},
+                label: "exact optimum (Eq. 3): what tempo.solve(..., \"milp\") computes",
+                note: "the optimum of the time model, found by exhaustive search (not a heuristic): no dispatch of " +
+                      "this batch is faster under this model; TEMPO's row lands on it or above it"}
   };
-  var ORDER = ["static", "static_sglang", "uniform", "metro", "llep", "round_robin", "token_lp", "tempo"];
+  var ORDER = ["static", "static_sglang", "uniform", "metro", "llep", "round_robin", "token_lp", "tempo_paper", "optimum"];
 
   // Run one policy by name: {shares, G, N, times, makespan}, or null where it does not apply
-  // (round_robin without full replication).
+  // (round_robin without full replication); tempo_paper adds `run`, tempo_fast.js's whole result
+  // (its stages and recorded steps).
   function solve(inst, model, name) {
     var p = POLICIES[name];
     if (!p) throw new Error("unknown policy " + name);
-    var shares = p.fn(inst, model);
-    if (!shares) return null;
+    var out = p.fn(inst, model);
+    if (!out) return null;
+    var shares = Array.isArray(out) ? out : out.shares;
     var priced = price(inst, model, shares);
     priced.shares = shares;
+    if (!Array.isArray(out)) priced.run = out;
     return priced;
   }
 
   var api = {EPS_TOKENS: EPS_TOKENS, TEMPO_FAST_TOLERANCE: TEMPO_FAST_TOLERANCE, POLICIES: POLICIES, ORDER: ORDER,
-             solve: solve, price: price, isFull: isFull, tempoSearch: tempo, hall: densest,
+             solve: solve, price: price, isFull: isFull, optimumSearch: optimum, hall: densest,
              static: static_, static_sglang: static_sglang, uniform: uniform, metro: metro, llep: llep,
              round_robin: round_robin, token_lp: token_lp};
   if (typeof module !== "undefined" && module.exports) module.exports = api;

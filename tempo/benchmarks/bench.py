@@ -304,6 +304,300 @@ def family_grid(n: int = 6, milp_limit: float = 20.0, seed: int = 0, tau: float 
     return pd.DataFrame(rows)
 
 
+def _random_tile_model(rng) -> CostModel:
+    """A tile-aware model (Eq. 2) with random coefficients, the tile cost b2 on either side of
+    the activation cost b (b2 > b: pieces of one tile beat one piece of many)."""
+    return CostModel(a=float(rng.uniform(0, 20)), b=float(rng.uniform(0.5, 12)), c=float(rng.uniform(0, 20)),
+                     beta=float(rng.uniform(0.005, 0.1)), b2=float(rng.uniform(0.5, 40)))
+
+
+def _random_layout(rng, E: int, g: int, max_slots: int, duplicates: bool) -> np.ndarray:
+    """int64[E, max_slots]: each expert on 1..max_slots slots (-1 unused), their GPUs drawn
+    with replacement (``duplicates``: an expert may hold two slots on one GPU) or without."""
+    rep = np.full((E, max_slots), -1, np.int64)
+    for e in range(E):
+        k = int(rng.integers(1, (max_slots if duplicates else min(max_slots, g)) + 1))
+        rep[e, :k] = rng.choice(g, size=k, replace=duplicates)
+    return rep
+
+
+def quality_families(n: int = 6, seed: int = 0) -> dict:
+    """The instances of the quality table (:func:`quality_vs_base`), each family a list of
+    (Instance, CostModel): :func:`families`, and random instances small enough for the MILP to
+    prove its optimum in seconds (E 3-16, g 2-8, lognormal counts of median ~ 200 tokens, so tiles
+    matter): random tile models (:func:`_random_tile_model`) on duplicate-slot and on restricted
+    (no duplicate) layouts, the named parameter sets on duplicate-slot layouts, and the named sets
+    on EPLB placements (E 8-24, g 4 or 8, 1.25x-1.5x)."""
+    from ..core.params import names
+
+    out = dict(families(n, seed))
+    rng = np.random.default_rng(seed + 7)
+    named = names()
+
+    def rand(layout_dups, model_of):
+        rows = []
+        for _ in range(n):
+            E, g = int(rng.integers(3, 17)), int(rng.integers(2, 9))
+            counts = np.maximum(0, rng.lognormal(5.3, 1.0, E)).astype(np.int64)
+            rows.append((Instance(counts, _random_layout(rng, E, g, 4, layout_dups), g), model_of()))
+        return rows
+
+    out["tile models, duplicate slots"] = rand(True, lambda: _random_tile_model(rng))
+    out["tile models, restricted"] = rand(False, lambda: _random_tile_model(rng))
+    out["named sets, duplicate slots"] = rand(True, lambda: CostModel.named(str(rng.choice(named))))
+    eplb_rows = []
+    for i in range(n):
+        E, g = int(rng.integers(8, 25)), int(rng.choice([4, 8]))
+        pop = zipf_popularity(E, 1.0, seed=seed + 100 + i)
+        pl = eplb_placement(expected_loads(pop, 8), g, float(rng.choice([1.25, 1.5])))
+        c = sample_counts(pop, int(rng.choice([32, 128, 512])), 8, g, seed=seed + 100 + i)[0]
+        eplb_rows.append((Instance.from_placement(c, pl, g), CostModel.named(str(rng.choice(named)))))
+    out["named sets, EPLB placements"] = eplb_rows
+    return out
+
+
+_BASELINE_SHARES = r"""
+import sys
+import numpy as np
+from tempo import CostModel, Instance, solve
+data = np.load(sys.argv[1])
+out = {}
+for i in range(int(data["n"])):
+    m = data[f"model_{i}"]
+    model = CostModel(a=m[0], b=m[1], c=m[2], beta=m[3], b2=m[4], tile=int(m[5]),
+                      c2=None if np.isnan(m[6]) else m[6], gamma=None if np.isnan(m[7]) else m[7])
+    out[f"shares_{i}"] = solve(Instance(data[f"counts_{i}"], data[f"rep_{i}"], int(data[f"g_{i}"])), model, "tempo").shares
+np.savez(sys.argv[2], **out)
+"""
+
+
+def baseline_shares(cases, rev: str):
+    """tempo's dispatch (float64[E, R] each) of every (Instance, CostModel) in ``cases`` with the
+    code of commit ``rev`` (:func:`_tree`, a subprocess), or None (a note on stderr) when it
+    cannot run."""
+    import os
+    import subprocess
+    import tempfile
+
+    tree = _tree(rev)
+    if tree is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        arrays = {"n": len(cases)}
+        for i, (inst, m) in enumerate(cases):
+            arrays[f"counts_{i}"], arrays[f"rep_{i}"], arrays[f"g_{i}"] = inst.counts, inst.replica_gpu, inst.n_gpus
+            arrays[f"model_{i}"] = np.array([m.a, m.b, m.c, m.beta, m.b2, m.tile, np.nan if m.c2 is None else m.c2,
+                                             np.nan if m.gamma is None else m.gamma])
+        src, dst = os.path.join(tmp, "cases.npz"), os.path.join(tmp, "shares.npz")
+        np.savez(src, **arrays)
+        env = {**os.environ, "PYTHONPATH": str(tree), "TEMPO_ROOT": str(tree)}
+        r = subprocess.run([sys.executable, "-c", _BASELINE_SHARES, src, dst], env=env, cwd=str(tree),
+                           capture_output=True, text=True)
+        if r.returncode:
+            print(f"bench: baseline {rev} failed: {r.stderr[-500:]}", file=sys.stderr)
+            return None
+        with np.load(dst) as z:
+            return [z[f"shares_{i}"] for i in range(len(cases))]
+
+
+def quality_vs_base(n: int = 6, milp_limit: float = 20.0, base: str | None = None, seed: int = 0,
+                    progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """tempo / MILP-proven optimum on :func:`quality_families`, this tree and (``base``, a
+    commit) that commit's tempo on the very same instances in the same run.
+
+    Returns:
+        (table, cases): one row per family (``n``, ``proven``: the MILP proved optimal, then
+        ``mean``/``max`` of tempo / optimum over the proven ones, ``base mean``/``base max``
+        with ``base``), and one row per proven instance (family, E, g, model, ratio, base
+        ratio), the worst first
+    """
+    fams = quality_families(n, seed)
+    cases = [(f, inst, m) for f, rows in fams.items() for inst, m in rows]
+    old = baseline_shares([(inst, m) for _, inst, m in cases], base) if base else None
+    bar = _bar(len(cases), "quality", progress)
+    recs = []
+    for k, (fam, inst, m) in enumerate(cases):
+        mi = solve(inst, m, "milp", time_limit=milp_limit)
+        t = m.makespan(inst, solve(inst, m, "tempo"))
+        if mi.meta["optimal"] and mi.meta["objective"] > 0:
+            opt = mi.meta["objective"]
+            recs.append({"family": fam, "E": inst.n_experts, "g": inst.n_gpus, "model": m.name or f"b={m.b:.3g} b2={m.b2:.3g}",
+                         "ratio": t / opt, "base ratio": m.makespan(inst, old[k]) / opt if old is not None else np.nan,
+                         "case": k})
+        else:
+            recs.append({"family": fam, "case": k, "ratio": np.nan, "base ratio": np.nan})
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    per = pd.DataFrame(recs)
+    rows = []
+    for fam, grp in list(per.groupby("family", sort=False)) + [("all families", per)]:
+        ok = grp.dropna(subset=["ratio"])
+        row = {"family": fam, "n": len(grp), "proven": len(ok), "mean": ok.ratio.mean(), "max": ok.ratio.max()}
+        if old is not None:
+            row["base mean"], row["base max"] = ok["base ratio"].mean(), ok["base ratio"].max()
+        rows.append(row)
+    worst = per.dropna(subset=["ratio"]).sort_values("ratio", ascending=False)
+    return pd.DataFrame(rows), worst
+
+
+_SPEED_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+from tempo import CostModel, Instance, solve
+from tempo.policies.tempo_fast import solve_layers, tempo_fast
+data = np.load(sys.argv[1])
+reps = int(sys.argv[2])
+def model(m):
+    return CostModel(a=m[0], b=m[1], c=m[2], beta=m[3], b2=m[4], tile=int(m[5]))
+insts = [(Instance(data[f"counts_{i}"], data[f"rep_{i}"], int(data[f"g_{i}"])), model(data[f"model_{i}"]))
+         for i in range(int(data["n"]))]
+for inst, m in insts[:3]:
+    solve(inst, m, "tempo")  # warm-up: imports, the numba cache
+out = {"wall": [], "cpu": [], "fallback": [], "direct_wall": [], "direct_cpu": []}
+for inst, m in insts:
+    w, c, dw, dc = [], [], [], []
+    for _ in range(reps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        d = solve(inst, m, "tempo")
+        w.append(time.perf_counter() - t0)
+        c.append(time.process_time() - c0)
+        t0, c0 = time.perf_counter(), time.process_time()
+        tempo_fast(inst, m)
+        dw.append(time.perf_counter() - t0)
+        dc.append(time.process_time() - c0)
+    out["wall"].append(w)
+    out["cpu"].append(c)
+    out["direct_wall"].append(dw)
+    out["direct_cpu"].append(dc)
+    out["fallback"].append("fallback" in d.meta)
+lm = model(data["layers_model"])
+solve_layers(data["layers_counts"][0], data["layers_rep"], int(data["layers_g"]), lm)
+out["layers_wall"], out["layers_cpu"] = [], []
+for w in data["layers_counts"]:
+    t0, c0 = time.perf_counter(), time.process_time()
+    solve_layers(w, data["layers_rep"], int(data["layers_g"]), lm)
+    out["layers_wall"].append(time.perf_counter() - t0)
+    out["layers_cpu"].append(time.process_time() - c0)
+print(json.dumps(out))
+"""
+
+
+def speed_cases(seed: int = 0, batches: int = 20) -> dict:
+    """The speed targets' instances, each a list of (Instance, CostModel): ``"ep8"``, EP8 at
+    32-256 tokens per GPU (E = 128 and 256, EPLB 1.25x, dsv3-offline, ``batches`` Dirichlet
+    batches per cell: the serving path); ``"big"``, E = 512 on g = 64 at 256 tokens per GPU:
+    EPLB 1.25x and 2x, random replica sets with duplicate slots, full replication, each under
+    dsv3-offline, the tile model dsv3-testbedb-tile, and that model with one-token tiles
+    (tile = 1: every token a tile, the most tile boundaries); and ``"layers"``: a whole model
+    (94 layers x 128 experts, EP8, 32 tokens per GPU, each layer its EPLB placement at 1.25x)
+    as ``(counts int64[w, 94, 128], replica_gpu int64[94, 128, R], g, model)`` for ``w = 6``
+    windows."""
+    dsv3 = CostModel.named("dsv3-offline")
+    ep8 = []
+    for E in (128, 256):
+        pop = zipf_popularity(E, 1.0, seed=seed)
+        pl = eplb_placement(expected_loads(pop, 8), 8, 1.25)
+        for B in (32, 64, 128, 256):
+            ep8 += [(Instance.from_placement(c, pl, 8), dsv3)
+                    for c in sample_counts(pop, B, 8, 8, n_batches=batches, seed=seed + B + E)]
+    big = []
+    E, g = 512, 64
+    rng = np.random.default_rng(seed)
+    pop = zipf_popularity(E, 1.0, seed=seed + 1)
+    counts = sample_counts(pop, 256 * g, 8, 1, seed=seed + 2)[0]
+    tile = CostModel.named("dsv3-testbedb-tile")
+    tile1 = CostModel(a=tile.a, b=tile.b, c=tile.c, beta=tile.beta, b2=tile.b2, tile=1)
+    layouts = [Instance.from_placement(counts, eplb_placement(pop, g, 1.25), g),
+               Instance.from_placement(counts, eplb_placement(pop, g, 2.0), g),
+               Instance(counts, rng.integers(0, g, (E, g // 2)), g), Instance.full_replication(counts, g)]
+    big = [(inst, m) for inst in layouts for m in (dsv3, tile.without("traffic"), tile1)]
+    L, Em = 94, 128
+    popm = zipf_popularity(Em, 1.0, seed=seed)
+    loads = expected_loads(popm, 8)
+    p2l = np.stack([eplb_placement(np.roll(loads, l), 8, 1.25) for l in range(L)])
+    reps = [Instance.from_placement(np.ones(Em, np.int64), p2l[l], 8).replica_gpu for l in range(L)]
+    R = max(r.shape[1] for r in reps)
+    rep = np.full((L, Em, R), -1, np.int64)
+    for l, r in enumerate(reps):
+        rep[l, :, :r.shape[1]] = r
+    windows = np.stack([np.stack([sample_counts(np.roll(popm, l), 32, 8, 8, seed=seed + 100 * i + l)[0]
+                                  for l in range(L)]) for i in range(6)])
+    return {"ep8": ep8, "big": big, "layers": (windows, rep, 8, dsv3)}
+
+
+def speed_run(tree, cases: dict, reps: int = 3) -> dict | None:
+    """:data:`_SPEED_SCRIPT` on ``cases`` (:func:`speed_cases`) with the code under ``tree``,
+    in a subprocess: per case the wall and CPU seconds (``time.process_time``) of each of
+    ``reps`` tempo solves and whether it fell back; per whole-model window (the first a
+    warm-up, untimed) those of ``solve_layers``; None (a note on stderr) when it fails."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    flat = cases["ep8"] + cases["big"]
+    windows, rep, g, lm = cases["layers"]
+    arrays = {"n": len(flat), "layers_counts": windows, "layers_rep": rep, "layers_g": g,
+              "layers_model": np.array([lm.a, lm.b, lm.c, lm.beta, lm.b2, lm.tile])}
+    for i, (inst, m) in enumerate(flat):
+        arrays[f"counts_{i}"], arrays[f"rep_{i}"], arrays[f"g_{i}"] = inst.counts, inst.replica_gpu, inst.n_gpus
+        arrays[f"model_{i}"] = np.array([m.a, m.b, m.c, m.beta, m.b2, m.tile])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cases.npz")
+        np.savez(path, **arrays)
+        env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
+        if tree != ROOT:
+            env["TEMPO_ROOT"] = str(tree)
+        r = subprocess.run([sys.executable, "-c", _SPEED_SCRIPT, path, str(reps)], env=env, cwd=str(tree),
+                           capture_output=True, text=True)
+    if r.returncode:
+        print(f"bench: speed run in {tree} failed: {r.stderr[-800:]}", file=sys.stderr)
+        return None
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out["n_ep8"], out["load"] = len(cases["ep8"]), os.getloadavg()[0]
+    return out
+
+
+def speed_summary(runs: dict) -> tuple[pd.DataFrame, list[tuple]]:
+    """``runs``: {name: :func:`speed_run` output}.  A table, one row per (run, figure): EP8
+    <= 256 tokens per GPU, median and max over every solve; E = 512, g = 64, the slowest solve
+    and the fallbacks; the whole model (solve_layers), median over its windows; each in wall
+    ms and CPU ms, with the 1-minute load average when the run ended (EP8 also timed calling
+    tempo_fast directly, without :func:`tempo.solve`'s argument checks and validation); and the
+    targets of the first run."""
+    rows, goals = [], []
+    for name, o in runs.items():
+        k = o["n_ep8"]
+        ew, ec = 1e3 * np.array(o["wall"][:k]).ravel(), 1e3 * np.array(o["cpu"][:k]).ravel()
+        dw, dc = 1e3 * np.array(o["direct_wall"][:k]).ravel(), 1e3 * np.array(o["direct_cpu"][:k]).ravel()
+        bw, bc = 1e3 * np.array(o["wall"][k:]), 1e3 * np.array(o["cpu"][k:])
+        lw, lc = 1e3 * np.array(o["layers_wall"][1:]), 1e3 * np.array(o["layers_cpu"][1:])
+        fb = int(np.sum(o["fallback"][k:]))
+        load = o.get("load", float("nan"))
+        rows += [{"run": name, "figure": "EP8 <= 256 tok/GPU, median ms", "wall": np.median(ew), "cpu": np.median(ec),
+                  "load": load},
+                 {"run": name, "figure": "EP8 <= 256 tok/GPU, 99th percentile ms", "wall": np.percentile(ew, 99),
+                  "cpu": np.percentile(ec, 99), "load": load},
+                 {"run": name, "figure": "EP8 <= 256 tok/GPU, max ms", "wall": ew.max(), "cpu": ec.max(), "load": load},
+                 {"run": name, "figure": "  the same, tempo_fast without solve()'s checks, median ms", "wall": np.median(dw),
+                  "cpu": np.median(dc), "load": load},
+                 {"run": name, "figure": "  the same, tempo_fast without solve()'s checks, max ms", "wall": dw.max(),
+                  "cpu": dc.max(), "load": load},
+                 {"run": name, "figure": f"E=512 g=64, slowest ms ({fb} of {len(bw)} fell back)",
+                  "wall": bw.min(axis=1).max(), "cpu": bc.min(axis=1).max(), "load": load},
+                 {"run": name, "figure": "whole model 94 x 128 (solve_layers), median ms", "wall": np.median(lw),
+                  "cpu": np.median(lc), "load": load}]
+        if not goals:
+            goals = [("tempo solve, EP8 <= 256 tok/GPU, median (CPU)", np.median(ec), 0.1, "<=", "ms"),
+                     ("tempo solve, EP8 <= 256 tok/GPU, max (CPU)", ec.max(), 0.25, "<=", "ms"),
+                     ("tempo solve, E = 512, g = 64, slowest without a marked fallback (CPU)",
+                      max([1e-3 * c for c, f in zip(bc.min(axis=1), o["fallback"][k:]) if not f] or [0.0]), 1.0, "<=", "s"),
+                     ("whole-model solve_layers (94 x 128, EP8), median (CPU)", np.median(lc), 10.0, "<=", "ms")]
+    return pd.DataFrame(rows), goals
+
+
 #: the goal: every policy but the MILP under this many seconds on every instance up to E = 512, g = 64
 POLICY_TIME_GOAL_S = 2.0
 
@@ -758,8 +1052,15 @@ def main(argv=None):
     ap.add_argument("--csv", type=output_file, help="also write the grid here")
     ap.add_argument("--families", type=int_range(0, 1000), default=None,
                     help="instances per quality family (default 3, 6 with --full; 0 skips the family grid)")
+    ap.add_argument("--quality", type=int_range(0, 1000), default=None,
+                    help="instances per family of the tempo / MILP-optimum table (default 4, 10 with --full; 0 skips "
+                         "it); with --compare also the commit's tempo on the same instances")
     ap.add_argument("--solver-only", action="store_true", help="only the solver figures (no serving runtime)")
     ap.add_argument("--serving-only", action="store_true", help="only the serving-runtime figures")
+    ap.add_argument("--quality-only", action="store_true",
+                    help="only the tempo / MILP-proven optimum table (with --compare, against that commit too)")
+    ap.add_argument("--speed-only", action="store_true",
+                    help="only tempo's speed figures (with --compare, that commit's in the same run)")
     ap.add_argument("--policy-times-only", action="store_true",
                     help="only the per-policy solve times up to E = 512, g = 64 (goal: under 2 s, the MILP aside)")
     args = ap.parse_args(argv)
@@ -772,8 +1073,47 @@ def main(argv=None):
     def section(title):
         print(f"\n== {title}  ({time.perf_counter() - t_start:.0f} s in)", flush=True)
 
+    def quality_section():
+        n_q = args.quality if args.quality is not None else (10 if args.full else 4)
+        if n_q:
+            section(f"tempo / MILP-proven optimum per family ({n_q} instances each"
+                    + (f"; {args.compare}'s tempo on the same instances)" if args.compare else ")"))
+            qt, worst = quality_vs_base(n_q, milp_limit=max(milp_limit, 1.0) * 2, base=args.compare or None)
+            with pd.option_context("display.width", 250, "display.max_columns", 50,
+                                   "display.float_format", "{:.4f}".format):
+                print(qt.to_string(index=False))
+                print("worst instances (this tree):")
+                print(worst.head(5).to_string(index=False))
+            tot = qt.iloc[-1]
+            goals.append(("tempo / MILP-proven optimum, mean over the quality families", tot["mean"], 1.002, "<=", ""))
+            goals.append(("tempo / MILP-proven optimum, max over the quality families", tot["max"], 1.02, "<=", ""))
+
+    def speed_section():
+        section("tempo's speed: EP8 serving batches, E = 512 on 64 GPUs, the whole model (wall and CPU ms, "
+                "each run in its own process" + (f"; {args.compare} in the same run)" if args.compare else ")"))
+        sc = speed_cases()
+        runs = {"this tree": speed_run(ROOT, sc)}
+        if args.compare:
+            tree = _tree(args.compare)
+            runs[args.compare] = speed_run(tree, sc) if tree is not None else None
+        runs = {k: v for k, v in runs.items() if v is not None}
+        if runs:
+            st, sg = speed_summary(runs)
+            with pd.option_context("display.width", 250, "display.float_format", "{:.4g}".format):
+                print(st.to_string(index=False))
+            if "this tree" in runs:
+                goals.extend(sg)
+
     if args.policy_times_only:
         print(policy_time_summary(policy_time_grid()))
+        return
+    if args.quality_only or args.speed_only:
+        if args.quality_only:
+            quality_section()
+        if args.speed_only:
+            speed_section()
+        section("targets")
+        print(target_table(goals))
         return
     if not args.serving_only:
         section("solve time per policy (ms, median of the batches) and tempo / MILP")
@@ -793,12 +1133,14 @@ def main(argv=None):
                 print(fam.to_string(index=False))
             goals.append(("tempo / MILP on the families, max", fam.tempo_vs_milp_max.max(), 1.02, "<=", ""))
             goals.append(("tempo / best proxy on the families, max", fam.tempo_vs_best_proxy_max.max(), 1.01, "<=", ""))
+        quality_section()
         if n_fam and args.full:
             section("presets against the cold MILP (default, paper, and without the paper candidate and compound moves)")
             pg = preset_grid(n_fam, milp_limit=max(milp_limit, 1.0) * 2)
             with pd.option_context("display.width", 250, "display.max_columns", 50,
                                    "display.float_format", "{:.4f}".format):
                 print(pg.to_string(index=False))
+        speed_section()
         section("slowest solve of every policy but the MILP, up to E = 512, g = 64")
         pt = policy_time_grid(progress=True)
         print(policy_time_summary(pt))

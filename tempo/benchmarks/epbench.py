@@ -1,36 +1,18 @@
-"""Wall-clock EP microbenchmark (paper Section 5.1, 5.2): ``python -m tempo epbench``.
+"""Wall-clock EP microbenchmark (paper Sections 5.1, 5.2): ``python -m tempo epbench``.
 
-One process per EP rank (``torch.distributed``: NCCL on GPUs, gloo on CPU processes).  Every
-step, all ranks draw the same routed batch (same seed), every policy dispatches it, and each
-policy runs back-to-back on that batch, in an order shuffled per step (seeded, the same on
-every rank, recorded in the rows) so no policy always runs first: dispatch all-to-all of the
-hidden states, the rank's expert region for the tokens its replicas received, combine
-all-to-all.  The layer time is the wall clock of the three phases (after a barrier and a device
-synchronise; nothing else in between: no spin, no events).  The expert time is the rank's
-expert region timed alone, right after, as the calibration timer times a cell: by default
-(``--timing graph``) the region captured in a CUDA graph once per weight copy and replayed
-behind a spin kernel, between CUDA events -- device time only, the host's launches outside
-(``--timing eager --spin-us S`` launches it eagerly behind a spin of S us instead; a
-30 us spin leaves the host's launch time inside, :func:`time_three_ways` measures it); ``perf_counter``
-on CPU.  Each is the all-reduce MAX over ranks (device tensors on NCCL); the table reports
-medians over the steps.
+One process per EP rank (``torch.distributed``: NCCL on GPUs, gloo on CPU).  Each step every rank
+draws the same routed batch (``tokens`` per rank, top-k, seeded) and every policy runs on it, in
+an order shuffled per step (seeded, recorded): dispatch all-to-all, the rank's expert region,
+combine all-to-all.  Rows (one per step and policy): ``layer_us`` (wall clock of the three
+phases after a barrier and a synchronise), ``expert_us`` (the expert region timed alone:
+``--timing graph`` a CUDA graph behind a spin between events, ``--timing eager --spin-us S``
+eagerly, ``perf_counter`` on CPU), ``model_us``; each the all-reduce MAX over ranks.
 
-Tokens originate evenly from all ranks (each rank routes ``tokens`` tokens, top-k), so the
-all-to-all sends rank i's share of every replica's tokens to the replica's rank.  The expert
-region is a calibration backend's (:mod:`tempo.calib.backends`, the same interface and code the
-calibration grid times): ``--expert-kernel auto`` (the default) is DeepGEMM's fp8 masked grouped
-GEMM on a GPU where it runs -- one group per local physical slot with ``masked_m`` = its tokens
-(idle slots 0), gate/up GEMM, SiLU-and-mul with fp8 quantisation over the real rows only, down
-GEMM, and ``expected_m`` fixed for the run as SGLang sets it (:func:`sglang_expected_m`);
-activation quantisation of the input is not timed (SGLang fuses it into the dispatch) -- and
-otherwise a loop over the active local experts, bf16 on GPU and float32 on CPU (``loop``).
-
-``--emulate`` runs the EP ranks one after another on one device (no collectives): each rank's
-expert region is timed alone, on its own weight copy (so no rank finds another's weights in
-L2), and the makespan is the max -- what one GPU can say about whether the model's ranking of
-policies transfers to measured time (Section 5.2: pairwise ranking agreement and gain-transfer
-error against the model's prediction).  :func:`compare_with_fit` sets the measured expert time
-beside a calibrated fit's prediction for the same loads (gpu-check does, with its own grid).
+The expert region is a calibration backend's (:mod:`tempo.calib.backends`; ``--expert-kernel
+auto``: DeepGEMM fp8 masked, one group per local slot, ``expected_m`` as SGLang sets it,
+:func:`sglang_expected_m`; else a loop over active experts).  ``--emulate`` runs the ranks one
+after another on one device, each on its own weight copy, the makespan their max (no
+collectives).  :func:`compare_with_fit` sets the expert time beside a calibrated fit's prediction.
 """
 from __future__ import annotations
 

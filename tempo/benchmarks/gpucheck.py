@@ -1,61 +1,21 @@
 """``python -m tempo gpu-check`` (``make gpu-check``): the first thing to run on a GPU node.
 
-One command, about seven minutes on one H200 (the default budget is 420 s), that needs only
-the GPU environment -- or a node image's own torch and Triton -- and writes everything to one
-folder.  Each section runs under its own time budget and its own ``try``: a section that fails
-is reported with its error and the others still run.  A section **fails** when it raises or
-when one of its checks does not hold (counts not exact, numerics past a backend's tolerance, a
-backend that is there but breaks); the command then exits 1 and names every failed section
-and why.  A backend that cannot run here (not installed, another architecture) is reported as
-skipped with the reason, not as a failure.  A *flag* (printed, exit status unchanged) marks a
-measurement that disagrees with another one: epbench's expert time more than 15% away from the
-same node's calibrated fit for the same loads.
+About seven minutes on one H200 (default budget 420 s), written to one folder.
 
-1. ``env``      driver, clocks, versions, compute capability, L2 size, the CUDA home and nvcc
-                DeepGEMM's JIT will use (set up in this process, see
-                :func:`tempo.calib.backends.import_deep_gemm`), which calibration backends can
-                run and why not, and the device-to-device copy bandwidth.
-2. ``triton``   the Triton dispatch-and-count kernel against the torch reference on CUDA
-                (padding, zero rows, negative and out-of-range ids, int32/int64 counters),
-                then one captured CUDA graph replayed while the ids, uniforms, table and
-                padding bound change underneath it; a speed line.
-3. ``rowmask``  the same kernel with the DP-gathered padding mask (:class:`DpPadding`): masks
-                of equal and unequal slot widths against the reference, then a captured graph
-                that builds the mask inside and reads new real counts at each replay.
-4. ``serving``  :class:`tempo.serving.runtime.TempoRuntime` on CUDA through its public API:
-                32 dispatch graphs captured under ``capture_guard`` while the refresher runs,
-                2,000 replays with new ids and DP token counts (every pick a replica of its
-                expert, the counters exactly the real rows), ``update_layers`` midway (the
-                tensors' pointers unchanged, the picks following the new map).
-5. ``nccl``     a one-rank NCCL smoke of the collectives epbench uses (all_gather, barrier,
-                all_to_all_single, all_reduce MAX on device tensors), then epbench's rank
-                worker for two steps.
-6. ``numerics`` each GPU backend against a float32 reference (DeepGEMM: both GEMMs against
-                the dequantised fp8 operands, and the masked SiLU-and-mul's fp8 output;
-                every group's real rows, ``n`` not a multiple of the tile).
-7. ``timer``    the timer's launch bias: the same graphs timed on an idle stream, with a spin
-                ahead of the start event, and back to back; the L2 effect of rotating one
-                weight copy against copies spanning 2x L2; and the largest graphs (DSv3,
-                G = 40, n = 4096 on every GPU backend) with a 50 us and a 500 us spin.
-8. ``grids``    short calibration grids (each GPU backend's ``checks``: DSv3 and Qwen3-30B on
-                DeepGEMM fp8, Qwen3-30B on torch bf16) fitted with Eq. 1 (the zero-intercept
-                form of Table 6 and the full form), ``b`` beside the weight-streaming roofline
-                (Section 2.2: DSv3 fp8 on an H200 at 4.8 TB/s is 9.2 us; also at the measured
-                copy bandwidth).
-9. ``epbench``  ``epbench --emulate`` for a few steps on one GPU with graph-timed expert
-                regions; the same regions timed three ways (eager behind a 30 us spin, eager
-                behind a 2 ms spin, graph); the expert time beside the grid section's fit for
-                the same backend, shape and loads, flagged beyond 15%.
+Each section runs under its own budget and ``try``.  A section *fails* when it raises or a check
+does not hold (the command then exits 1 naming each); a backend that cannot run here is
+*skipped* with its reason; a *flag* (exit status unchanged) marks two measurements that disagree
+by more than 15% (epbench's expert time against the node's calibrated fit).
 
-Output folder (``--out``, default ``build/gpu-check``): ``<date>-gpu-check/`` with
-``results.json``, ``summary.md`` (also printed: paste it into a note), ``manifest.json`` and the
-per-section CSVs, and one calibration recording per grid, ``<date>-<backend>-<shape>-gpucheck/``
-(a second run the same day adds ``-2``), in the format
-:func:`tempo.measured.catalog.load_recording` reads.  ``--record`` writes into
-``data/measured/<machine>/`` instead (with ``--out ROOT``: ``ROOT/<machine>/``), where the
-calibration chapter and the ledger find it.  Each folder is written through
-:mod:`tempo.measured.store`: it appears when the run ends, whole; a run stopped by Ctrl-C keeps
-what it wrote in a hidden temporary folder beside it, named in the message.
+Sections, in order (each ``section_<name>(ctx) -> dict``): ``env``, ``triton``, ``rowmask``,
+``serving``, ``nccl``, ``numerics``, ``timer``, ``grids``, ``epbench``.
+
+Output (``--out``, default ``build/gpu-check``): ``<date>-gpu-check/`` with ``results.json``,
+``summary.md`` (also printed), ``manifest.json``, the per-section CSVs, and one calibration
+recording per grid, ``<date>-<backend>-<shape>-gpucheck/`` (``-2`` for a second run that day),
+readable by :func:`tempo.measured.catalog.load_recording`.  ``--record`` writes into
+``data/measured/<machine>/`` instead.  Folders are written through :mod:`tempo.measured.store`:
+whole when the run ends; an interrupted run leaves a hidden temporary folder, named in the message.
 """
 from __future__ import annotations
 
@@ -146,6 +106,9 @@ def _left(ctx) -> float:
 
 # ------------------------------------------------------------------------------------ sections
 def section_env(ctx) -> dict:
+    """Driver, clocks, versions, compute capability, L2 size, DeepGEMM's CUDA home and nvcc
+    (:func:`tempo.calib.backends.import_deep_gemm`), which calibration backends can run and
+    why not, and the device-to-device copy bandwidth."""
     import torch
 
     from ..calib.backends import backend_status, cuda_home_setup, gpu_driver
@@ -218,6 +181,9 @@ def _triton_case(rng, T, K, E, R, holes, counts_dtype, ids_dtype, nv_kind):
 
 
 def section_triton(ctx) -> dict:
+    """The Triton dispatch-and-count kernel against the torch reference on CUDA (padding,
+    zero rows, bad ids, int32/int64 counters), then one captured graph replayed while ids,
+    uniforms, table and padding bound change underneath it; a speed line."""
     import torch
 
     from ..calib.backends import GraphTimer
@@ -422,6 +388,9 @@ def rowmask_check(device: str = "cuda", graph_replays: int = 8, seed: int = 0) -
 
 
 def section_rowmask(ctx) -> dict:
+    """The kernel with the DP-gathered padding mask (:class:`DpPadding`): equal and unequal
+    slot widths against the reference, then a captured graph that builds the mask inside and
+    reads new real counts at each replay."""
     r = rowmask_check("cuda")
     ctx["files"]["rowmask.csv"] = r.pop("table")
     n = r["eager_cases"]
@@ -471,7 +440,7 @@ def _random_map(rng, L: int, E: int, P: int) -> np.ndarray:
 
 def serving_check(device: str = "cuda", replays: int = 2000, seed: int = 0, buckets=(1, 2, 4, 8, 16, 32, 48, 64),
                   refresh_ms: float = 5.0, graphs: bool | None = None, deadline: float | None = None) -> dict:
-    """TempoRuntime as SGLang drives it, checked pick by pick (the module docstring, section 4).
+    """TempoRuntime as SGLang drives it, checked pick by pick (:func:`section_serving`).
 
     4 layers, 32 logical experts on 64 physical slots (4 GPUs; table width R = P - E + 1 = 33,
     as DSv3 on EP8 with 32 redundant experts), top-4, attention DP 4 with
@@ -577,6 +546,9 @@ def serving_check(device: str = "cuda", replays: int = 2000, seed: int = 0, buck
 
 
 def section_serving(ctx) -> dict:
+    """:class:`tempo.serving.runtime.TempoRuntime` on CUDA: 32 dispatch graphs captured while
+    the refresher runs, 2,000 replays with new ids and DP token counts (every pick a replica of
+    its expert, counters exact), ``update_layers`` midway (pointers unchanged, picks follow)."""
     r = serving_check("cuda", deadline=ctx["deadline"] + 30)
     _expect(ctx, r["graphs"] == 32, f"{r['graphs']} of 32 graphs captured")
     _expect(ctx, r["bad_picks"] == 0, f"{r['bad_picks']} picks are not a replica of their expert")
@@ -636,6 +608,8 @@ def collectives_check(backend: str = "nccl", device: str = "cuda", steps: int = 
 
 
 def section_nccl(ctx) -> dict:
+    """A one-rank NCCL smoke of epbench's collectives (all_gather, barrier,
+    all_to_all_single, all_reduce MAX), then epbench's rank worker for two steps."""
     r = collectives_check("nccl", "cuda")
     for k in ("all_gather", "barrier", "all_to_all_single", "all_reduce_max"):
         _expect(ctx, r[k] is True, f"{k} on one NCCL rank returned a wrong answer")
@@ -664,6 +638,8 @@ def deep_gemm_broken() -> str | None:
 
 
 def section_numerics(ctx) -> dict:
+    """Each GPU backend against a float32 reference (DeepGEMM: both GEMMs against the
+    dequantised fp8 operands and the fp8 SiLU-and-mul output, ``n`` not a multiple of the tile)."""
     from ..calib.backends import backend_class, backend_status, gpu_backends
 
     out = {}
@@ -778,6 +754,9 @@ def _grid_cells(Gs, budget_order=N_ORDER):
 
 
 def section_grids(ctx) -> dict:
+    """Short calibration grids (each GPU backend's ``checks``) fitted with Eq. 1 (Table 6's
+    zero-intercept form and the full form), ``b`` beside the weight-streaming roofline at the
+    datasheet and at the measured copy bandwidth."""
     from ..calib.backends import backend_class, backend_status, make_backend
 
     st = backend_status()
@@ -854,6 +833,9 @@ def fit_comparison(df: pd.DataFrame, fits: dict | None, tol: float = FIT_TOL) ->
 
 
 def section_epbench(ctx) -> dict:
+    """``epbench --emulate`` for a few steps on one GPU with graph-timed expert regions; the
+    regions timed three ways (eager behind a 30 us and a 2 ms spin, graph); the expert time
+    beside the grid section's fit for the same loads, flagged beyond 15%."""
     from ..calib.shapes import shape as get_shape
     from .epbench import (DEFAULT_POLICIES, make_expert_backend, plan_steps, run_emulated, sglang_expected_m,
                           summarize, time_three_ways, transfer)

@@ -1,33 +1,18 @@
 """Serving benchmark driver (paper Sections 5.8-5.15): ``python -m tempo serve-bench``.
 
-For every window and every policy, an SGLang server is launched with that policy's
-``--ep-dispatch-algorithm`` (and environment), a ``sglang.benchmark.serving`` workload is run
-against it, and the server is stopped; each policy is paired with ``static`` back-to-back in
-the same window (the order alternates between windows), because cross-window drift on shared
-machines exceeds the effects measured (Section 5.11).
+For every window and policy: launch an SGLang server with the policy's
+``--ep-dispatch-algorithm``, run a ``sglang.benchmark.serving`` workload, stop it; each policy is
+paired with ``static`` back-to-back in the same window (order alternating), since drift between
+windows exceeds the effects measured (Section 5.11).  :func:`apply_window_rule` excludes a pair
+only for an infrastructure failure read from the run records (Section 5.10), never by outcome.
 
-The pre-declared window rule (Section 5.10's protocol): a window's pair is excluded only for
-an infrastructure failure identified from the run records alone -- the server never became
-healthy or died, the benchmark exited non-zero or wrote no result, or fewer requests completed
-than were sent -- never by looking at which policy won.  :func:`apply_window_rule` implements
-it and records the reason.
-
-Results: one tidy row per run (``runs.csv``: throughput, TTFT / TPOT / ITL medians and p99,
-status) and one per kept pair (``pairs.csv``: deltas against same-window static), plus a
-``manifest.json`` (commands, versions, GPU, times), in ``--out`` (a work folder, default
-``build/serve-bench``; never under ``data/measured/``): ``python -m tempo ingest OUT`` stores the
-finished run as a recording the ledger and chapter 07 read.  ``--dry-run`` prints the commands.
-
-Two nodes (Section 5.15, Tables 5 and 11, Fig. 13: EP16 over 2 x 8 GPUs): ``--nnodes 2
---dist-init-addr NODE0:PORT`` passes SGLang 0.5.23's ``--nnodes``, ``--node-rank`` and
-``--dist-init-addr`` to every ``sglang.launch_server``.  Node 0 runs the driver (its server
-listens on ``0.0.0.0``, the benchmark client and the window rule run there); node 1 runs the
-same command with ``--node-rank 1`` (node 0 prints it), which follows the same schedule and
-runs only the servers: for each run it launches the node-1 half of that run's server and stops
-it when node 0's ``/health`` has gone down after being up (node 0 stopped that run), so both
-nodes step through the runs together.  Start both with the same arguments; a resumed node 0
-(runs already in ``records.jsonl``) needs node 1 started with ``--skip-runs`` set to the
-number of runs node 0 will skip.
+Writes to ``--out`` (default ``build/serve-bench``): ``runs.csv`` (one row per run),
+``pairs.csv`` (one per kept pair: deltas against same-window static), ``records.jsonl`` and
+``manifest.json``; ``python -m tempo ingest OUT`` stores it.  ``--dry-run`` prints the commands.
+Two nodes (Section 5.15, EP16): ``--nnodes 2 --dist-init-addr NODE0:PORT``; node 0 runs the
+driver and the client, node 1 the same command with ``--node-rank 1`` (node 0 prints it), which
+launches its half of each server and stops it when node 0's ``/health`` goes down; a resumed
+node 0 needs node 1 started with ``--skip-runs``.
 """
 from __future__ import annotations
 

@@ -3,14 +3,17 @@
 
 * The **instance explorer** (chapter 01, :func:`instance_explorer`): the reader's own small batch
   (up to 8 experts on up to 4 GPUs) dispatched by every policy of
-  ``_static/explorers/policies.js``, one routine per library policy of the same name (tested
-  against the library in ``tests/test_explorers.py``).  The page gets the named parameter sets
+  ``_static/explorers/policies.js``, one routine per library policy (tested against the library
+  in ``tests/test_explorers.py``), TEMPO's paper preset among them (``tempo_fast.js``, which the
+  page steps through move by move) and the exact optimum of Eq. 3.  The page gets the named parameter sets
   of ``data/params/cost_params.csv``, a few starting batches and the policies' colours.
 * The **phase explorer** (chapter 04, :func:`phase_explorer`): the ``phase_grid`` study's
   results (:mod:`tempo.studies.phase_grid`) as compact columns, one per (shape, EP size,
   replication, skew), with each column's analytic flip boundary B*
   (:func:`tempo.theory.bounds.flip_boundary`) and its replicas per popularity rank, from which
-  the page recomputes B* for a reader's own n*.
+  the page recomputes B* for a reader's own n*; TEMPO under the chapter reading's preset and
+  under the library's default, each named; the recorded routing profiles as presets, placed at
+  their Zipf-equivalent skew.
 
 Each explorer is one ``<div class="tempo-explorer">`` holding its data as JSON in a
 ``<script type="application/json">``; the scripts (``_config.yml``: ``html_js_files``) find it
@@ -35,8 +38,12 @@ from ..studies.simulator import FIXED, SHAPES, TIE_REL
 from ..theory.bounds import flip_boundary
 from ..world.workloads import zipf_popularity
 
-#: the policies the instance explorer runs in the page, in its order (policies.js ``ORDER``)
-INSTANCE_POLICIES = ("static", "static_sglang", "uniform", "metro", "llep", "round_robin", "token_lp", "tempo")
+#: the rows of the instance explorer, in its order (policies.js ``ORDER``), and the library policy
+#: each runs: ``tempo_paper`` is tempo_fast's paper preset (``_static/explorers/tempo_fast.js``),
+#: ``optimum`` the exact optimum of Eq. 3 (what ``milp`` computes)
+INSTANCE_POLICIES = {"static": "static", "static_sglang": "static_sglang", "uniform": "uniform", "metro": "metro",
+                     "llep": "llep", "round_robin": "round_robin", "token_lp": "token_lp", "tempo_paper": "tempo",
+                     "optimum": "milp"}
 
 #: the instance explorer's starting batches: counts, GPUs, replica sets (None: full replication)
 #: and a model (own a, b, c, beta) or a named parameter set
@@ -47,6 +54,8 @@ INSTANCE_PRESETS = {
                    "n_gpus": 2, "replicas": None, "params": "own", "model": {"a": 0.0, "b": 13.9, "c": 0.0, "beta": 0.156}},
     "restricted": {"label": "A restricted placement, DSv3 fit", "counts": [400, 150, 90, 60, 40, 30, 20, 10], "n_gpus": 4,
                    "replicas": [[0, 1, 2, 3], [1, 2], [0], [1], [2], [3], [3], [0]], "params": "dsv3-offline"},
+    "above_optimum": {"label": "A batch where TEMPO's paper preset stops above the optimum", "counts": [37, 11, 35, 555, 123],
+                      "n_gpus": 2, "replicas": None, "params": "own", "model": {"a": 0.0, "b": 5.0, "c": 0.0, "beta": 0.05}},
 }
 
 
@@ -99,7 +108,7 @@ def instance_explorer_data(default_preset: str = "toy") -> dict:
         if p["params"] != "own" and p["params"] not in names:
             raise ValueError(f"preset {key!r} names an unknown parameter set {p['params']!r}")
     return {"params": sets, "presets": INSTANCE_PRESETS, "default_preset": default_preset,
-            "colors": {p: spec(p).color for p in INSTANCE_POLICIES}}
+            "colors": {row: spec(p).color for row, p in INSTANCE_POLICIES.items()}}
 
 
 def instance_explorer(default_preset: str = "toy") -> ExplorerHTML:
@@ -152,7 +161,8 @@ def _sig(v: float, digits: int = 12) -> float:
     return float(f"{v:.{digits}g}")
 
 
-def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = None) -> dict:
+def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = None,
+                        profiles: pd.DataFrame | None = None) -> dict:
     """The phase explorer's data from a ``phase_grid`` result: the grid's axes (read from the
     result, so the page shows whatever grid the build computed), per shape its routing (experts,
     top-k) and Table 6 fit, and per (shape, EP size, replication, skew) column: each policy's
@@ -160,7 +170,11 @@ def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = 
     :func:`tempo.studies.phase_grid.phase_grid_means`), the busiest GPU's activated replicas
     (``G``) and tokens (``N``, to 0.1 token) per batch size and batch, also for TEMPO's n* ladder
     (``tempo_nstar``: per batch size, n* and batch), and the column's B* and replicas per rank
-    (:func:`column_boundary`, under ``config["reading"]``, default the paper's: the grid's)."""
+    (:func:`column_boundary`, under ``config["reading"]``, default the paper's: the grid's).
+    TEMPO's presets: ``tempo`` (the reading's) and, when the grid holds them, ``tempo_default``
+    (the library's), each named in ``presets``.  ``profiles`` (chapter 04's table of the named
+    routing profiles on the phase diagram) become the page's routing presets, each placed on its
+    Zipf-equivalent skew."""
 
     need = {"shape", "ep", "replication", "skew", "B", "batch", "policy", "n_star_solved", "max_G", "max_N", "makespan_us"}
     if not isinstance(grid, pd.DataFrame) or not need <= set(grid.columns) or grid.empty:
@@ -172,7 +186,8 @@ def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = 
     batches = int(grid.batch.max()) + 1
     lad = grid[grid.policy == "tempo_nstar"]
     n_stars = sorted(float(v) for v in lad.n_star_solved.unique())
-    fixed, pols = list(FIXED), list(FIXED) + ["tempo"]
+    fixed = list(FIXED)
+    pols = fixed + ["tempo"] + (["tempo_default"] if (grid.policy == "tempo_default").any() else [])
     means = {k: g for k, g in phase_grid_means(grid).groupby(keys, sort=True)}
     main = {k: g for k, g in grid[grid.policy.isin(pols)].groupby(keys, sort=True)}
     ladder = {k: g for k, g in lad.groupby(keys, sort=True)}
@@ -201,18 +216,55 @@ def phase_explorer_data(grid: pd.DataFrame, profile: str, config: dict | None = 
         E, K, params = SHAPES[sh]
         m = CostModel.named(params)
         shape_rows.append({"label": sh, "E": E, "K": K, "params": params, "b": m.b, "beta": m.beta, "n_star": m.n_star})
+    preset = tempo_options(Reading.of(reading) if reading is not None else Reading.paper())
+    presets = [{"key": "tempo", "name": preset["options"], "label": _preset_label(preset)}]
+    if "tempo_default" in pols:
+        presets.append({"key": "tempo_default", "name": "default",
+                        "label": 'the library\'s default: tempo.solve(inst, model, "tempo")'})
     return {"profile": profile, "seed": seed, "batches": batches, "tokens": tokens, "n_stars": n_stars,
             "eps": sorted(int(v) for v in grid.ep.unique()), "replications": sorted(float(v) for v in grid.replication.unique()),
             "skews": sorted(float(v) for v in grid["skew"].unique()), "shapes": shape_rows, "fixed": fixed,
-            "codes": dict(FIXED), "colors": {p: spec(p).color for p in pols}, "columns": columns,
-            # the preset TEMPO ran with (the tempo_preset reading) and Fig. 6's tie tolerance, for the page's labels
-            "tempo_preset": tempo_options(Reading.of(reading) if reading is not None else Reading.paper())["options"],
-            "tie_rel": TIE_REL}
+            "codes": dict(FIXED), "colors": {p: spec(p if p in FIXED else "tempo").color for p in pols},
+            "columns": columns,
+            # the presets TEMPO ran with (the tempo_preset reading's, the library default) and Fig. 6's tie
+            # tolerance, for the page's labels
+            "tempo_preset": preset["options"], "presets": presets, "tie_rel": TIE_REL,
+            "profiles": _profile_rows(profiles, set(grid["shape"]))}
 
 
-def phase_explorer(grid: pd.DataFrame, profile: str, config: dict | None = None) -> ExplorerHTML:
+def _preset_label(options: dict) -> str:
+    """The ``tempo.solve`` call of the reading's TEMPO (:func:`tempo.studies.readings.tempo_options`)."""
+    args = ", ".join(f"{k}={v!r}".replace("'", '"') for k, v in options.items())
+    name = {"paper": "the paper's preset (Section 4.2 as written)", "default": "the library's default preset"}
+    return f'{name.get(options["options"], options["options"])}: tempo.solve(inst, model, "tempo", {args})'
+
+
+def _profile_rows(profiles: pd.DataFrame | None, shapes: set) -> list[dict]:
+    """The named routing profiles placed on the grid (chapter 04's table,
+    :func:`tempo.book.chapters.ch04_routing.profiles_on_phase_diagram`): per profile its shape,
+    max/mean pair share (median layer), Zipf-equivalent skew, the grid's nearest skew column and
+    its analytic B*; only the profiles whose shape the grid holds."""
+    if profiles is None:
+        return []
+    from ..world.profiles import PROFILES
+
+    need = {"shape", "max/mean (median)", "Zipf-equivalent skew", "grid column", "B* (paper's rule, median layer)"}
+    if not need <= set(profiles.columns):
+        raise ValueError(f"profiles must be chapter 04's profiles table (columns {sorted(need)})")
+    out = []
+    for name, r in profiles.iterrows():
+        if r["shape"] in shapes:
+            out.append({"name": str(name), "about": PROFILES[name].about if name in PROFILES else "",
+                        "shape": r["shape"], "max_mean": _sig(float(r["max/mean (median)"]), 4),
+                        "skew": _sig(float(r["Zipf-equivalent skew"]), 4), "column": float(r["grid column"]),
+                        "bstar": _sig(float(r["B* (paper's rule, median layer)"]), 6)})
+    return out
+
+
+def phase_explorer(grid: pd.DataFrame, profile: str, config: dict | None = None,
+                   profiles: pd.DataFrame | None = None) -> ExplorerHTML:
     """Chapter 04's phase explorer over a ``phase_grid`` result (:func:`phase_explorer_data`)."""
-    data = phase_explorer_data(grid, profile, config)
+    data = phase_explorer_data(grid, profile, config, profiles)
     if not all(math.isfinite(c["bstar"]) for c in data["columns"]):
         raise ValueError("a column's flip boundary is not finite")
     return ExplorerHTML(_html("phase", data, "Phase explorer"), data)

@@ -730,3 +730,21 @@ def ledger_by_chapter(ledger: pd.DataFrame):
         color=alt.Color("status:N", scale=alt.Scale(domain=STATUSES, range=LEDGER_COLORS),
                         legend=alt.Legend(orient="bottom", columns=3, labelLimit=300)),
         tooltip=["chapter", "status", "claims"]).properties(width=520, height=220, title="Claims by chapter and verdict")
+
+
+def staleness_regimes(stale: pd.DataFrame):
+    """Section 5.5: per information regime (exact, stale-1, frozen, uniform) and scale, the
+    median makespan over static of the batches (a point each; the axis spans the data, not 0),
+    with static's 1 as a rule.
+    ``stale`` is the ``staleness`` result (scale, regime, ratio_to_static per batch)."""
+    _need(stale, {"scale", "regime", "ratio_to_static"}, "stale (the staleness experiment)")
+    alt = _alt()
+    order = ["exact", "stale-1", "frozen", "uniform"]
+    med = stale.groupby(["scale", "regime"]).ratio_to_static.median().rename("median / static").reset_index()
+    bars = alt.Chart(med).mark_point(filled=True, size=90).encode(
+        x=alt.X("regime:N", sort=order, title=None), xOffset=alt.XOffset("scale:N"),
+        y=alt.Y("median / static:Q", scale=alt.Scale(zero=False), title="makespan / static (median)"),
+        color=alt.Color("scale:N", title="scale", legend=alt.Legend(orient="bottom")),
+        tooltip=["regime", "scale", alt.Tooltip("median / static:Q", format=".3f")])
+    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 3], color="#444").encode(y="y:Q")
+    return (bars + one).properties(width=420, height=240, title="What a table solved on other counts costs")

@@ -1,36 +1,20 @@
 """Turn a measurement into a ledger entry: ``python -m tempo ingest PATH [PATH ...]``.
 
-A recording made on a GPU node or a cluster becomes evidence for the claims ledger once it is
-stored under ``data/measured/<machine>/<date>-<kind>[-<label>]/`` with a ``manifest.json``
-that says what it is.  Four kinds are recognised from the path (the producers' output formats
-are read, never imported):
+Stores a recording under ``data/measured/<machine>/<date>-<kind>[-<label>]/`` with a
+``manifest.json`` (kind, machine, date, command when known, sha256 of every file, tempo
+version, the source's basename), through :func:`tempo.measured.store.write` (atomic, deduplicated
+by ``source_sha256``, files over 5 MiB refused), then prints the claims it now decides.  Kinds,
+recognised from the path (formats read, producers never imported):
 
-* ``epbench``: a CSV from ``python -m tempo epbench --csv`` (columns step, policy, order,
-  layer_us, expert_us, model_us, kernel; Sections 5.1, 5.2).  The CSV does not say how it was
-  run, so ``--command`` passes the epbench command line: device, world size, tokens per GPU,
-  shape, cost parameters and ``--emulate`` are read from it.  A CSV whose layer time equals
-  its expert time on every row is an ``--emulate`` run whatever the command says (the
-  emulated mode has no all-to-all).
-* ``serve-bench``: the output folder of ``python -m tempo serve-bench`` (``pairs.csv``, and
-  ``runs.csv``, ``records.jsonl``, ``manifest.json`` when present; Sections 5.8-5.15).  Server
-  and benchmark logs are not stored.
-* ``calibration``: a folder written by ``python -m tempo calibrate --out`` (already a
-  recording: validated and copied; its folder keeps calibrate's name
-  ``<date>-<backend>-<shape>``).
+* ``epbench``: ``python -m tempo epbench --csv`` output; ``--command`` gives the run's
+  arguments (a CSV with layer time = expert time on every row is an ``--emulate`` run);
+* ``serve-bench``: a ``python -m tempo serve-bench`` folder (``pairs.csv``, ``runs.csv``,
+  ``records.jsonl``, ``manifest.json``);
+* ``calibration``: a ``python -m tempo calibrate --out`` folder (validated, copied);
 * ``trace``: a routing trace ``.npz`` (:func:`tempo.world.traces.read_trace`).
 
-Each stored file is gzip-compressed (deterministically: no name, mtime 0), except a
-calibration's ``fit.json`` and a trace's ``.npz`` (already compressed), which their readers
-load as they are.  The manifest records the kind, machine, date, the command when known, the
-sha256 of every stored file, the tempo version and the source's basename (never an absolute
-path: every absolute path inside the stored text is cut to its basename).  A stored file over
-5 MiB is refused; the same content ingested twice is found by its ``source_sha256`` and not
-stored again; a recording appears atomically (:func:`tempo.measured.store.write`: a temporary
-folder, then one rename).
-
-After storing, the command prints the ledger claims the recording now decides, with their
-verdicts (a CPU or ``--emulate`` run decides no cluster claim: it appears in the note as a
-stand-in only; see :mod:`tempo.book.claims.functions`).  The stored recordings are read back by
+Files are gzip-compressed deterministically (no name, mtime 0) except ``fit.json`` and
+``.npz``; absolute paths in stored text are cut to their basename.  Read back by
 :mod:`tempo.measured.catalog`.
 """
 from __future__ import annotations

@@ -2,63 +2,24 @@
 activated experts with ``n`` tokens each -- for the calibration grid, and the same work for any
 per-expert token counts for the EP microbenchmark.
 
-**The backend interface** (:class:`ExpertBackend`; ARCHITECTURE.md, "A GPU backend"), used by
-calibration (:mod:`tempo.calib.record`), ``gpu-check`` and ``epbench`` alike:
+The interface (:class:`ExpertBackend`; ARCHITECTURE.md, "A GPU backend"):
 
-* class attributes: ``name``, ``preference`` (``auto`` picks the highest that can run),
-  ``gpu``, ``bytes_per_param`` (weight bytes per parameter: roofline, L2 rotation),
-  ``dtype``, ``kernel`` (the label epbench rows carry), ``numerics_tol`` and ``checks`` (the
-  shapes and ``G`` values of gpu-check's short grids);
-* ``status()`` (classmethod): ``(ok, reason)`` -- can it run here; never raises;
-* construction with ``(shape, max_G, max_n, **options)``; every backend takes ``copies``, the
-  least number of weight copies to hold (epbench: one per emulated rank);
-* ``region(loads, expected_m=None)``: a function ``fn(c)`` that enqueues the expert work for
-  per-slot token counts ``loads`` on weight copy ``c`` -- the one thing a new backend writes;
-* ``measure(G, n)``: a calibration cell (median device time, us);
-* ``time_loads(loads, copy, expected_m, mode, spin_us)``: epbench's timed call -- one sample
-  of the region, graph-captured (``mode="graph"``) or launched eagerly (``"eager"``) behind a
-  spin kernel; ``prepare(...)`` returns the callable untimed (epbench's layer pass runs it with
-  no spin and no events) and ``time_prepared(run)`` times it;
-* ``check_numerics(G, n)``: relative error against a float32 reference; ``info()``.
+* class attributes ``name``, ``preference`` (``auto`` picks the highest that can run), ``gpu``,
+  ``bytes_per_param``, ``dtype``, ``kernel``, ``numerics_tol``, ``checks`` (gpu-check's grids);
+* ``status() -> (ok, reason)``, never raises; construction ``(shape, max_G, max_n, copies=...)``;
+* ``region(loads, expected_m=None) -> fn(c)``: enqueues the work for per-slot token counts
+  ``loads: int[G]`` on weight copy ``c`` (the one method a new backend writes);
+* ``measure(G, n) -> us`` (median device time of a calibration cell);
+  ``time_loads(loads, copy, expected_m, mode, spin_us) -> us`` (one epbench sample);
+  ``prepare(...) -> run`` and ``time_prepared(run) -> us``;
+* ``check_numerics(G, n) -> relative error`` against float32; ``info() -> dict``.
 
-A backend registers itself with :func:`register_backend`; :func:`backend_status`,
-:func:`require`, :func:`make_backend`, gpu-check's sections and epbench's ``--expert-kernel``
-enumerate the registry, so adding one is one class plus its test.
-
-The backends:
-
-* ``deep_gemm``: DeepGEMM's fp8 masked grouped GEMM (``sgl-deep-gemm``), the kernel SGLang
-  runs for decode with DeepEP's low-latency layout: gate/up ``[G, cap, d] x [G, 2f, d]``, the
-  masked SiLU-and-mul with the fp8 quantisation of its output over the real rows only
-  (:mod:`tempo.calib.act`), and down ``[G, cap, f] x [G, d, f]``; per-token 1x128 activation
-  scales and 128x128 weight block scales.  The layout is SGLang's capacity layout: every group
-  holds ``cap`` rows, a multiple of DeepGEMM's 128-row M tile, of which ``masked_m[g]`` are
-  real, so the kernel's full-tile stores never reach the next group's rows; outputs are whole
-  ``[G, cap, N]`` tensors (contiguous along the group dimension, as DeepGEMM asserts); the
-  activation scales are put in the MN-major TMA-aligned layout once, outside every timed graph
-  (otherwise DeepGEMM transposes them inside each call); ``masked_m`` lives on the device and a
-  captured region reads it at replay; ``expected_m`` (the tuner's key) is ``n`` per
-  calibration cell and fixed per epbench run, and a warm-up call precedes every capture, so
-  DeepGEMM's JIT compiler never runs inside a timed region.  SM90 only: on SM100 DeepGEMM
-  packs float scales to UE8M0 by truncation inside every call, so :meth:`DeepGemmBackend.status`
-  refuses it, naming why (see GPU.md).
-* ``torch_bf16``: bf16 on GPU, a loop over the experts (Table 6's "bf16 loop").
-* ``cpu``: the same expert FFN (gate/up, SiLU-and-mul, down) in float32 torch on CPU, so the
-  whole pipeline runs and is tested on a machine without a GPU.
-
-``import deep_gemm`` happens only in :func:`import_deep_gemm`, which first points DeepGEMM's
-JIT at an nvcc >= 12.9 in this process (:func:`tempo.calib.cuda_env.ensure_cuda_home`: the
-pip-installed toolkit when nothing better is found) -- every entry that uses DeepGEMM
-(calibrate, gpu-check, epbench, ``require`` for notebook 05) goes through it.
-
-GPU timing (:class:`GraphTimer`): each cell is captured in CUDA graphs, one per weight copy,
-and replayed round-robin; each sample is bracketed by CUDA events, with a spin kernel queued
-ahead of the start event so that the host has finished launching the graph before the device
-reaches the start event (otherwise the host's launch latency, a few microseconds, is inside
-every sample -- see :meth:`GraphTimer.time`; ``python -m tempo gpu-check`` measures the
-difference).  The weight copies rotated through are sized in bytes: at least twice the
-device's L2 cache for the cell's ``G`` experts, so consecutive replays never find their
-weights in L2.  CPU timing: wall-clock median of ``reps`` calls, rotating two weight copies.
+:func:`register_backend` adds one to the registry that :func:`backend_status`, :func:`require`,
+:func:`make_backend`, gpu-check and epbench's ``--expert-kernel`` enumerate.  Backends:
+``deep_gemm`` (:class:`DeepGemmBackend`, SM90 only), ``torch_bf16`` (a loop over the experts,
+Table 6's "bf16 loop") and ``cpu`` (float32 torch).  GPU cells are timed by :class:`GraphTimer`,
+over weight copies sized to at least twice the L2 cache; CPU cells by the wall-clock median of
+``reps`` calls over two weight copies.
 """
 from __future__ import annotations
 
@@ -637,7 +598,8 @@ class ExpertBackend:
 
 @register_backend
 class CpuBackend(ExpertBackend):
-    """float32 expert FFN on CPU with torch (see module docstring)."""
+    """The expert FFN (gate/up, SiLU-and-mul, down) in float32 torch on CPU, so the whole
+    pipeline runs and is tested without a GPU."""
 
     name = "cpu"
     preference = 0
@@ -805,7 +767,16 @@ class TorchBf16Backend(ExpertBackend):
 
 @register_backend
 class DeepGemmBackend(ExpertBackend):
-    """DeepGEMM fp8 masked grouped GEMM (see module docstring)."""
+    """DeepGEMM's fp8 masked grouped GEMM (``sgl-deep-gemm``) in SGLang's decode layout:
+    gate/up ``[G, cap, d] x [G, 2f, d] -> [G, cap, 2f]``, masked SiLU-and-mul with fp8
+    quantisation of the real rows (:mod:`tempo.calib.act`), down ``[G, cap, f] x [G, d, f] ->
+    [G, cap, d]``; 1x128 activation and 128x128 weight block scales; ``masked_m: int[G]`` on the
+    device (real rows per group), ``cap`` a multiple of the 128-row M tile.  SM90 only
+    (:meth:`status` says why not on SM100, see GPU.md)."""
+    # cap a multiple of the M tile: the kernel's full-tile stores never reach the next group's rows.
+    # Activation scales are put in the MN-major TMA layout once, outside every timed graph (else
+    # DeepGEMM transposes them in each call); a warm-up call precedes every capture, so DeepGEMM's
+    # JIT never runs inside a timed region.  On SM100 DeepGEMM packs scales to UE8M0 by truncation.
 
     name = "deep_gemm"
     preference = 2

@@ -1,22 +1,13 @@
 """Fitting the cost models to measured per-GPU times (paper Section 2.2, Appendix B).
 
-``fit_cost_model(samples, form)`` with ``samples`` columns ``G`` (activated experts), ``N``
-(tokens), ``T`` (128-token tiles) and ``t_us`` (measured time):
+``fit_cost_model(samples, form) -> Fit(model, error)``; ``samples`` columns ``G`` (activated
+experts), ``N`` (tokens), ``T`` (128-token tiles, tile form only), ``t_us``:
 
 * ``"max_affine"`` -- Eq. 1, ``max(a + b*G, c + beta*N)``;
 * ``"tile"`` -- Eq. 2, ``max(a + b*G + b2*(T - G), c + beta*N)``;
 * ``"three_term"`` -- Eq. 4, ``max(a + b*G, c + beta*N, c2 + gamma*N)``.
 
-Method (Appendix B): alternating assignment -- give every sample to the piece that predicts
-the largest time, refit each piece by least squares on its samples, repeat (at most 50
-iterations, or until the assignment stops changing) -- from several initial splits, keeping
-the best.  Two choices the paper leaves open, made here: the least squares are weighted by
-``1/t`` (relative error; the grid spans three decades of time, and unweighted squares would
-fit only the largest cells) and non-negative (``scipy.optimize.nnls``; every parameter of the
-model is a cost).  A final polish minimises the same relative squares over the max model
-directly (``polish=False`` keeps the plain alternating fit).  ``intercept=False`` fits
-``a = c = 0`` as in Table 6.  The fit error is the
-mean relative error ``|model - t| / t`` over the samples.
+``intercept=False`` fits ``a = c = 0`` (Table 6).  ``error``: mean ``|model - t| / t``.
 """
 from __future__ import annotations
 
@@ -89,7 +80,13 @@ def _initial_splits(df: pd.DataFrame, form: str, k: int) -> list[np.ndarray]:
 def fit_cost_model(samples: pd.DataFrame, form: str = "max_affine", intercept: bool = True,
                    max_iter: int = 50, name: str = "", polish: bool = True) -> Fit:
     """Fit a cost model to measured per-GPU times; returns :class:`Fit` (unpacks as
-    ``model, error``).  See the module docstring for the method."""
+    ``model, error``).  ``polish=False`` keeps the plain alternating fit."""
+    # Appendix B's alternating assignment: each sample to the piece predicting the largest time,
+    # each piece refit by least squares on its samples, until the assignment stops (max_iter),
+    # from several initial splits, the best kept; then a polish of the same objective over the max
+    # model.  Two choices the paper leaves open: squares weighted by 1/t (relative error: the grid
+    # spans three decades of time, unweighted squares fit only the largest cells) and
+    # non-negative (nnls: every parameter is a cost).
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, got {form!r}")
     need = {"G", "N", "t_us"} | ({"T"} if form == "tile" else set())

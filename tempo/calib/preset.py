@@ -1,30 +1,18 @@
-"""Appendix B's calibration grid as a preset, measured in parts; and what grid a recording covers.
+"""Appendix B's calibration grid as a preset measured in parts, and what grid a recording covers.
 
-**The preset** (``python -m tempo calibrate --preset appendix-b --part K``).  Appendix B: "Grid:
-G in 1..40 x tokens-per-expert in 1..4096 (log ladder), three shapes, fp8 masked grouped GEMM
-and bf16 loop."  Here: ``G`` on :data:`tempo.calib.grid.G_LADDER` (1, 2, 4, 6, 8, 13, 20, 28, 40)
-x ``n`` on the doubling ladder 1..4096 (13 values) = 117 grid cells, plus the tile sweep of
-Fig. 4 at ``G`` in {1, 8} (32 cells; Eq. 2 needs it), per shape of Table 6 (DSv3, DSv2-Lite,
-Qwen3-30B) and per kernel (``deep_gemm``: the fp8 masked grouped GEMM; ``torch_bf16``: the bf16
-loop) -- six recordings of 149 cells.
+The preset (``python -m tempo calibrate --preset appendix-b --part K``): ``G`` on
+:data:`tempo.calib.grid.G_LADDER` x ``n`` on the doubling ladder 1..4096 (117 cells) plus Fig. 4's
+tile sweep at ``G`` in {1, 8} (32 cells), per Table 6 shape (DSv3, DSv2-Lite, Qwen3-30B) and per
+kernel (``deep_gemm``, ``torch_bf16``): six recordings of 149 cells.  :func:`plan_parts` splits
+the cells into parts of at most :data:`PART_S` seconds on one H200, estimated from the H200
+recordings' timings (:func:`cell_costs`).  Part ``K`` measures the cells of parts 1..K its
+recordings lack, in plan order, until its time is up, into the same six folders
+(``<date>-<backend>-<shape>``, :func:`segment_date`), resuming ``samples.partial.csv``; a
+recording's manifest says ``complete: true`` once every planned cell is in it.
 
-A GPU lease may be short, so the cells are split into **parts** of at most :data:`PART_S`
-seconds (6 minutes) on one H200, estimated before anything runs (:func:`plan_parts`) from the
-H200 recordings' own timings (:func:`cell_costs`: each recording's ``duration_s`` over its
-cells, less the device time its timed launches spent).  Part ``K`` measures every cell of parts
-1..K that its recordings do not hold yet, in plan order, and stops starting cells when its time
-is up: run after part K-1 it measures its own cells; run after an interrupted part it first
-finishes that part's cells.  Every part writes into the same six recording folders
-(``<date>-<backend>-<shape>``, the date of the first part: :func:`segment_date`), resuming their
-``samples.partial.csv`` (:mod:`tempo.calib.record`), so parts run in separate sessions resume
-one another and rerunning a part is harmless.  A recording is ``complete`` once every planned
-cell is in it; until then its manifest says ``complete: false`` and the partial file is kept.
-
-**Coverage** (:func:`coverage`, :func:`recording_coverage`): which of Appendix B's grid cells a
-recording holds, its ``G`` values and token range, and the GPU generation it ran on beside the
-paper's two testbeds (:data:`TESTBEDS`), for the ledger's rule that a hardware claim measured on
-another generation or on a partial grid is a stand-in (``data/paper/readings.yaml``,
-``hardware_grid``).
+Coverage (:func:`coverage`, :func:`recording_coverage`): the Appendix B cells a recording holds,
+its ``G`` values, token range and GPU generation beside the paper's testbeds (:data:`TESTBEDS`),
+for the ``hardware_grid`` reading's stand-in rule.
 """
 from __future__ import annotations
 

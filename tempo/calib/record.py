@@ -1,25 +1,18 @@
 """Calibration runs and their recordings.
 
 A run measures a planned grid with one backend and shape, fits the three model forms and
-writes ``data/measured/<machine>/<date>-<backend>-<shape>/`` through :mod:`tempo.measured.store`:
+writes ``data/measured/<machine>/<date>-<backend>-<shape>/`` through :mod:`tempo.measured.store`
+(one rename: a killed run leaves the recording before it or the one after it):
 
 * ``samples.csv.gz`` -- one row per cell: G, n, N, T, kind, t_us;
 * ``fit.json`` -- each form's parameters and fit error;
 * ``manifest.json`` -- machine, device, library versions, command, start, duration, grid size
   and the sha256 of each file.
 
-The three appear together in one rename, so a killed run leaves the recording before it or
-the one after it.  Cells are appended to ``samples.partial.csv`` (in the recording's folder)
-as they are measured, so an interrupted run resumes where it stopped (``resume=True``) and
-loses nothing.  Each cell is one ``write`` of a whole line, flushed and fsynced, so a crash
-can at worst tear the last line.  On resume :func:`read_partial` keeps every complete,
-well-formed line (dtypes checked field by field), drops a torn last line (no newline),
-malformed lines (NUL bytes, wrong field count, bad numbers, repeated headers) and duplicate
-cells (the first is kept), logs what it dropped, and the partial file is rewritten atomically
-before measuring goes on.  The partial file stays with an incomplete recording and goes in the
-same rename that writes the complete one.  A recording that already holds every cell of the
-grid is left as it is (the run says so); ``resume=False`` (CLI ``--fresh``) deletes the partial
-file and measures every cell again.
+Cells are appended to ``samples.partial.csv`` as they are measured (one fsynced ``write`` per
+line) and an interrupted run resumes from it (``resume=True``, :func:`read_partial`); a
+recording that already holds every cell is left as it is; ``resume=False`` (CLI ``--fresh``)
+measures every cell again.
 """
 from __future__ import annotations
 

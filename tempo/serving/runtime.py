@@ -90,6 +90,83 @@ def group_timeout_s(group, default: float = 1800.0) -> float:
         return float(default)
 
 
+#: seconds a rebuilt group's rendezvous may wait for the slowest rank
+REJOIN_S = 60.0
+
+
+class GroupRejoin:
+    """Rebuild a gloo group on every rank after a failure, one generation at a time.
+
+    A failed collective leaves a gloo group unusable on every rank (gloo closes the pairs), so
+    each rank calls :meth:`step` until it returns the next generation's group: a step marks
+    this rank ready for generation ``generation + 1`` under ``name`` in ``store`` (default: the
+    default process group's) and, once every rank is ready (a non-blocking check), builds the
+    group under that generation's prefix (the rendezvous waits up to :data:`REJOIN_S` for the
+    slowest rank's next step; the group's operations time out after ``timeout_s``).  A build that
+    fails moves every rank to the next generation and waits twice as many steps before the next
+    try (at most 32).  ``stats``: ``rebuilt``, ``rebuild_failed``."""
+
+    def __init__(self, name: str, rank: int, world_size: int, timeout_s: float, store=None):
+        self.name, self.rank, self.world_size = name, int(rank), int(world_size)
+        self.timeout_s = float(timeout_s)
+        self.generation = 0
+        self.stats: Counter = Counter()
+        self._store = store
+        self._wait, self._skip = 1, 0
+
+    def _base_store(self):
+        if self._store is None:
+            from torch.distributed import distributed_c10d
+
+            self._store = distributed_c10d._get_default_store()
+        if not getattr(self, "_cloned", False):
+            # a client of its own: a store client serialises its calls, and building a group
+            # blocks on it (the rendezvous); other threads' store calls must not wait behind it
+            clone = getattr(self._store, "clone", None)
+            if clone is not None:
+                try:
+                    self._store = clone()
+                except Exception:  # noqa: BLE001 -- a store that cannot clone: shared
+                    pass
+            self._cloned = True
+        return self._store
+
+    def step(self):
+        """One non-blocking step towards the next generation's group: the group once built, else None."""
+        if self._skip > 0:
+            self._skip -= 1
+            return None
+        import datetime
+
+        import torch.distributed as dist
+
+        gen = self.generation + 1
+        prefix = f"{self.name}/{gen}"
+        store = self._base_store()
+        store.set(f"{prefix}/ready/{self.rank}", "1")
+        if not store.check([f"{prefix}/ready/{r}" for r in range(self.world_size)]):
+            return None
+        try:
+            # the peers build theirs at their next step (a refresh period, a solve's deadline
+            # later): the rendezvous may wait up to REJOIN_S; the group's operations then time
+            # out after timeout_s, as the group it replaces
+            group = dist.ProcessGroupGloo(dist.PrefixStore(f"{prefix}/pg", store), self.rank, self.world_size,
+                                          datetime.timedelta(seconds=max(self.timeout_s, REJOIN_S)))
+            group.set_timeout(datetime.timedelta(seconds=self.timeout_s))
+        except RuntimeError as exc:
+            self.generation = gen  # every rank failed this generation: all move to the next
+            self.stats["rebuild_failed"] += 1
+            self._skip, self._wait = self._wait, min(2 * self._wait, 32)
+            log.warning("tempo %s: rebuilding the group failed (%s); next try in %d steps", self.name, exc,
+                        self._skip)
+            return None
+        self.generation = gen
+        self._wait = 1
+        self.stats["rebuilt"] += 1
+        log.warning("tempo %s: group rebuilt (generation %d)", self.name, gen)
+        return group
+
+
 class GlooAggregator:
     """Sum window counts over ranks (a2a backends: disjoint token shards) on a dedicated gloo
     group, in rounds that end together: each round carries a "continuing" flag, and a
@@ -117,17 +194,21 @@ class GlooAggregator:
     def __init__(self, group, world_size: int, *, store=None, name: str | None = None):
         self.group, self.world_size = group, int(world_size)
         self.done = False
-        self.generation = 0
         self.broken = False
         self.stats: Counter = Counter()
         self._store = store
         self.name = name or f"tempo-agg/{getattr(group, 'group_name', 'default')}"
         self.timeout_s = group_timeout_s(group)
-        self._wait, self._skip = 1, 0
+        self._rejoin = None
 
     @property
     def rank(self) -> int:
         return int(self.group.rank())
+
+    @property
+    def generation(self) -> int:
+        """The group's generation (0: the group given; +1 per rebuild or failed rebuild)."""
+        return 0 if self._rejoin is None else self._rejoin.generation
 
     def _round(self, flag: int, window) -> np.ndarray:
         import torch
@@ -136,43 +217,18 @@ class GlooAggregator:
         self.group.allreduce([t]).wait()
         return t.numpy()
 
-    def _base_store(self):
-        if self._store is None:
-            from torch.distributed import distributed_c10d
-
-            self._store = distributed_c10d._get_default_store()
-        return self._store
-
     def _rebuild(self) -> bool:
         """One non-blocking step towards the next generation's group; True once it is built."""
-        if self._skip > 0:
-            self._skip -= 1
+        if self._rejoin is None:
+            self._rejoin = GroupRejoin(self.name, self.rank, self.world_size, self.timeout_s, self._store)
+        group = self._rejoin.step()
+        if self._rejoin.stats["rebuild_failed"]:
+            self.stats["rebuild_failed"] = self._rejoin.stats["rebuild_failed"]
+        if group is None:
             return False
-        import datetime
-
-        import torch.distributed as dist
-
-        gen = self.generation + 1
-        prefix = f"{self.name}/{gen}"
-        store = self._base_store()
-        rank = self.rank
-        store.set(f"{prefix}/ready/{rank}", "1")
-        if not store.check([f"{prefix}/ready/{r}" for r in range(self.world_size)]):
-            return False
-        try:  # every rank is ready: the rendezvous completes within a refresh period
-            group = dist.ProcessGroupGloo(dist.PrefixStore(f"{prefix}/pg", store), rank, self.world_size,
-                                          datetime.timedelta(seconds=self.timeout_s))
-        except RuntimeError as exc:
-            self.generation = gen  # every rank failed this generation: all move to the next
-            self.stats["rebuild_failed"] += 1
-            self._skip, self._wait = self._wait, min(2 * self._wait, 32)
-            log.warning("tempo aggregation: rebuilding the group failed (%s); next try in %d periods", exc,
-                        self._skip)
-            return False
-        self.group, self.generation, self.broken = group, gen, False
-        self._wait = 1
+        self.group, self.broken = group, False
         self.stats["rebuilt"] += 1
-        log.warning("tempo aggregation: group rebuilt (generation %d); summed windows resume", gen)
+        log.warning("tempo aggregation: summed windows resume (generation %d)", self.generation)
         return True
 
     def __call__(self, window):
@@ -225,12 +281,26 @@ class TableSync:
     Versions are received in order, and a version is dropped only when older than the applied
     one or of an older placement (``epoch``), so the agreed version is held by every rank.
 
+    Recovery: a rank that lags its peers by more than a group's timeout (a late start, a
+    stopped or swapped-out process) makes that group's collectives fail on every rank; each
+    failure is counted (``send_failed``, ``receive_failed``, ``agree_failed``), never fatal,
+    and the group is rebuilt on every rank (:class:`GroupRejoin`: ``broadcast_rebuilt``,
+    ``agree_rebuilt``).  Meanwhile no table is applied anywhere (an agreement that failed
+    decides nothing) and rank 0 keeps staging the tables it publishes; once the table group is
+    rebuilt it sends its newest one again.  Each generation of the agreement group starts with an
+    alignment round (the ranks' newest agreement step and newest applied version): rounds of
+    that generation are for the steps after it, and a rank that missed a table another rank
+    applied (a round that failed on one rank only, at the timeout's edge) applies it at its next
+    agreement point (``agree_caught_up``).  Every round carries its step; a round whose ranks
+    are at different steps decides nothing and rebuilds the group.
+
     ``prepare``, when set (the runtime sets it), turns each table into what :meth:`agree`
-    returns, off the forward path (a pinned host tensor on CUDA).
+    returns, off the forward path (a pinned host tensor on CUDA).  ``store``: where rebuilt
+    groups meet (default: the default process group's store); ``name``: the keys' prefix there.
     """
 
     def __init__(self, rank: int, world_size: int, shape: tuple, broadcast_group=None, agree_group=None,
-                 agree_every: int = 8, heartbeat_s: float | None = None):
+                 agree_every: int = 8, heartbeat_s: float | None = None, *, store=None, name: str | None = None):
         self.rank, self.world_size, self.shape = int(rank), int(world_size), tuple(shape)
         if len(self.shape) != 4:
             raise ValueError(f"shape must be the tables' [N, L, E, R], got {self.shape}")
@@ -251,13 +321,22 @@ class TableSync:
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._last_send = time.monotonic()
+        self._latest = None     # (epoch, version, table) last published (leader): sent again after a rebuild
         self._closing = threading.Event()
         self._thread = self._heartbeat = self._agreer = None
         self._offers: queue.SimpleQueue = queue.SimpleQueue()
-        self._answer = None     # (threading.Event, [value]) of the agreement in flight
-        self._failed = False
+        self._answer = None     # (threading.Event, [value, step]) of the agreement in flight
+        self._bgroup = self._agroup = None
+        self._bbroken = self._abroken = False
+        self._aligned = None    # the step of this agreement generation's alignment round
         self.closed = False
         if world_size > 1:
+            base = name or f"tempo-sync/{getattr(broadcast_group, 'group_name', 'default')}"
+            self._brejoin = GroupRejoin(f"{base}/tables", self.rank, self.world_size,
+                                        group_timeout_s(broadcast_group), store)
+            self._arejoin = GroupRejoin(f"{base}/agree", self.rank, self.world_size,
+                                        group_timeout_s(agree_group), store)
+            self._bgroup, self._agroup = _group_or_default(broadcast_group), _group_or_default(agree_group)
             if not self.leader:
                 self._thread = threading.Thread(target=self._receive_loop, name="tempo-table-sync", daemon=True)
                 self._thread.start()
@@ -271,43 +350,72 @@ class TableSync:
     # ------------------------------------------------------------------ transport
     def _bcast(self, header, table=None):
         import torch
-        import torch.distributed as dist
 
         h = torch.as_tensor(header, dtype=torch.int64)
-        dist.broadcast(h, src=0, group=self.broadcast_group)
+        self._bgroup.broadcast(h, 0).wait()
         if int(h[0]) == 1:
             t = torch.from_numpy(np.ascontiguousarray(table, np.float32)) if table is not None else \
                 torch.empty(self.shape, dtype=torch.float32)
-            dist.broadcast(t, src=0, group=self.broadcast_group)
+            self._bgroup.broadcast(t, 0).wait()
             return h.tolist(), t.numpy()
         return h.tolist(), None
 
-    def _send(self, header, table=None) -> None:
+    def _send(self, header, table=None) -> bool:
+        """Rank 0: send one message; False (counted, the group marked for a rebuild) when it failed."""
         with self._send_lock:
-            self._bcast(header, table)
+            if self._bbroken:
+                return False
+            try:
+                self._bcast(header, table)
+            except Exception as exc:
+                if self._closing.is_set():
+                    return False
+                self._bbroken = True
+                self.stats["send_failed"] += 1
+                log.warning("tempo table sync: sending failed (%s); tables are staged until every rank has rebuilt "
+                            "the table group", str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
+                return False
             self._last_send = time.monotonic()
+            return True
 
     def _heartbeat_loop(self) -> None:
-        while not self._closing.wait(min(self.heartbeat_s / 4, 1.0)):
+        """Rank 0: a heartbeat when nothing was sent for ``heartbeat_s``; the table group's
+        rebuild after a failed send (then the newest table again)."""
+        while not self._closing.wait(0.1 if self._bbroken else min(self.heartbeat_s / 4, 1.0)):
+            if self._bbroken:
+                group = self._brejoin.step()
+                if group is None:
+                    continue
+                with self._send_lock:
+                    self._bgroup, self._bbroken = group, False
+                self.stats["broadcast_rebuilt"] += 1
+                latest = self._latest
+                if latest is not None and latest[0] == self.epoch:
+                    self._send([1, latest[0], latest[1]], latest[2])
+                continue
             if time.monotonic() - self._last_send < self.heartbeat_s:
                 continue
-            try:
-                self._send([2, 0, 0])
+            if self._send([2, 0, 0]):
                 self.stats["heartbeats"] += 1
-            except Exception as exc:  # a peer is gone: the server is shutting down
-                if not self._closing.is_set():
-                    log.warning("tempo table sync: heartbeat not sent (%s); stopping heartbeats", exc)
-                return
 
     def _receive_loop(self) -> None:
-        while True:
+        while not self._closing.is_set():
             try:
                 (kind, epoch, version), table = self._bcast([0, 0, 0])
-            except Exception as exc:  # rank 0 is gone (no heartbeat either): the server is shutting down
-                if not self._closing.is_set():
-                    self.stats["receiver_failed"] += 1
-                    log.warning("tempo table sync: receiver stopped (%s); this rank applies no new table", exc)
-                return
+            except Exception as exc:  # rank 0 (or this rank) lagged past the timeout, or rank 0 is gone
+                if self._closing.is_set():
+                    return
+                self.stats["receive_failed"] += 1
+                log.warning("tempo table sync: receiving failed (%s); rebuilding the table group",
+                            str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
+                while not self._closing.is_set():
+                    group = self._brejoin.step()
+                    if group is not None:
+                        self._bgroup = group
+                        self.stats["broadcast_rebuilt"] += 1
+                        break
+                    self._closing.wait(0.1)
+                continue
             if kind == 0:
                 return
             if kind == 2:
@@ -324,7 +432,8 @@ class TableSync:
     # ------------------------------------------------------------------ leader
     def publish(self, table: np.ndarray, epoch: int | None = None) -> bool:
         """Rank 0's refresher: stage a new table and send it to every rank; False (nothing
-        sent) when ``epoch`` is not the current placement's (a rebalance came in meanwhile)."""
+        staged) when ``epoch`` is not the current placement's (a rebalance came in meanwhile).
+        A table that could not be sent stays staged and is sent once the group is rebuilt."""
         if not self.leader:
             raise RuntimeError("only rank 0 publishes tables")
         table = np.ascontiguousarray(table, np.float32)
@@ -337,8 +446,9 @@ class TableSync:
             self.version += 1
             version, epoch = self.version, self.epoch
             self._store[version] = (epoch, item)
-        if self.world_size > 1:
-            self._send([1, epoch, version], table)
+            self._latest = (epoch, version, table)
+        if self.world_size > 1 and not self._send([1, epoch, version], table):
+            self.stats["unsent"] += 1
         self.stats["published"] += 1
         return True
 
@@ -349,26 +459,51 @@ class TableSync:
             return max(mine) if mine else self.applied
 
     def _agree_loop(self) -> None:
-        import torch
-        import torch.distributed as dist
-
         while True:
             item = self._offers.get()
             if item is None:
                 return
             done, box = item
-            try:
-                t = torch.tensor([box[0]], dtype=torch.int64)
-                dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.agree_group)
-                box[0] = int(t[0])
-            except Exception as exc:  # a peer is gone: never apply anything again (the same on every rank)
-                if not self._closing.is_set():
-                    self.stats["agree_failed"] += 1
-                    log.warning("tempo table sync: agreement failed (%s); no table is applied from now on", exc)
-                box[0] = -1
-                done.set()
-                return
+            box[0] = self._agree_round(box[0], box[1])
             done.set()
+
+    def _agree_round(self, offer: int, step: int) -> int:
+        """One agreement (the agreement thread): the version to apply at the next agreement
+        point, or -1 (nothing)."""
+        import torch
+        import torch.distributed as dist
+
+        if self._abroken:
+            group = self._arejoin.step()
+            if group is None:
+                return -1
+            self._agroup, self._abroken, self._aligned = group, False, None
+            self.stats["agree_rebuilt"] += 1
+        try:
+            if self._aligned is None:  # a generation's first round: the newest step and applied version
+                t = torch.tensor([-step, -self.applied], dtype=torch.int64)
+                self._agroup.allreduce(t, dist.ReduceOp.MIN).wait()
+                self._aligned = -int(t[0])
+                newest = -int(t[1])
+                if newest > self.applied:  # another rank applied a table this one has not
+                    self.stats["agree_caught_up"] += 1
+                    return newest
+                return -1
+            if step <= self._aligned:  # before this generation's rounds: the peers did no round for it
+                return -1
+            t = torch.tensor([offer, step, -step], dtype=torch.int64)
+            self._agroup.allreduce(t, dist.ReduceOp.MIN).wait()
+            if int(t[1]) != -int(t[2]):
+                raise RuntimeError(f"ranks at different agreement steps ({int(t[1])} to {-int(t[2])})")
+            return int(t[0])
+        except Exception as exc:  # a rank lagged past the timeout (or a peer is gone): nothing decided
+            if not self._closing.is_set():
+                self._abroken = True
+                self.stats["agree_failed"] += 1
+                log.warning("tempo table sync: an agreement round failed (%s); no table is applied until every "
+                            "rank has rebuilt the agreement group",
+                            str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
+            return -1
 
     def agree(self, step: int):
         """At a forward step: the table to apply before it, or None (same answer on every rank)."""
@@ -388,11 +523,8 @@ class TableSync:
                 self.stats["agree_wait_max_us"] = max(self.stats["agree_wait_max_us"], waited)
             decided = box[0]
         self._answer = None
-        if decided == -1:
-            self._failed = True
-        if not self._failed and not self.closed:
-            box = [self._offer()]
-            self._answer = (threading.Event(), box)
+        if not self.closed:
+            self._answer = (threading.Event(), [self._offer(), int(step)])
             self._offers.put(self._answer)
         return None if decided is None or decided < 0 else self._take(decided)
 
@@ -424,15 +556,25 @@ class TableSync:
             return
         self.closed = True
         self._closing.set()
-        if self.leader and self.world_size > 1:
+        if self.leader and self.world_size > 1 and not self._bbroken:
             try:
-                self._send([0, 0, 0])
+                with self._send_lock:
+                    self._bcast([0, 0, 0])
             except Exception as exc:
                 log.warning("tempo table sync: stop message not sent (%s)", exc)
         self._offers.put(None)
         for th in (self._thread, self._heartbeat, self._agreer):
             if th is not None:
                 th.join(timeout=2)
+
+
+def _group_or_default(group):
+    """``group``, or the default process group when None."""
+    if group is not None:
+        return group
+    from torch.distributed import distributed_c10d
+
+    return distributed_c10d._get_default_group()
 
 
 class DpPadding:
@@ -807,7 +949,10 @@ class TempoRuntime:
         * with a :class:`TableSync`: ``tables_applied`` (agreed tables applied on this rank),
           ``sync_published``, ``sync_heartbeats``, ``sync_agree_waits`` (the forward path had to
           wait for an agreement) with ``sync_agree_wait_us`` (their total) and
-          ``sync_agree_wait_max_us``, ``sync_receiver_failed``, ``sync_agree_failed``.
+          ``sync_agree_wait_max_us``; the sync's recoveries: ``sync_send_failed``,
+          ``sync_receive_failed``, ``sync_agree_failed`` (rounds that failed), ``sync_unsent``
+          (tables staged while the table group was down), ``sync_broadcast_rebuilt``,
+          ``sync_agree_rebuilt``, ``sync_agree_caught_up``.
         """
         out = Counter()
         r = self.refresher

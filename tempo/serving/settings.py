@@ -29,8 +29,7 @@ variable                    meaning                                             
                             Section 4.4), ``thread`` (in the refresher thread: Section
                             5.11's control), ``noop`` (count and snapshot, never solve:
                             the table stays uniform; ``--ep-dispatch-algorithm
-                            tempo_noop`` sets it); ``TEMPO_IN_THREAD=1`` is read as
-                            ``thread``
+                            tempo_noop`` sets it)
 ``TEMPO_MAX_MISSES``        deadlines a worker may miss in a row before it is replaced   3
 ``TEMPO_STARTUP_TIMEOUT_S`` seconds the solver's compiled code may take to build       900
                             before serving starts (a cold numba compile; also the bound
@@ -150,7 +149,6 @@ class ServingSettings:
     startup_timeout_s: float = STARTUP_TIMEOUT_S
     warmup_timeout_s: float = WARMUP_TIMEOUT_S
     stale_windows: int = 25
-    in_thread: bool = False  # True: the older spelling of solver="thread" (``solver`` is what is read)
 
     def __post_init__(self):
         def bad(name, msg):
@@ -164,12 +162,6 @@ class ServingSettings:
             bad("pricing", f"must be one of {PRICINGS}, got {self.pricing!r}")
         if self.solver not in SOLVERS:
             bad("solver", f"must be one of {SOLVERS}, got {self.solver!r}")
-        if self.in_thread not in (False, True):
-            bad("in_thread", f"must be True or False, got {self.in_thread!r}")
-        if self.in_thread:
-            if self.solver == "noop":
-                bad("in_thread", "contradicts solver 'noop' (TEMPO_SOLVER=noop)")
-            object.__setattr__(self, "solver", "thread")
         for name in ("refresh_ms", "deadline_ms", "startup_timeout_s", "warmup_timeout_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and v < float("inf")):
@@ -232,12 +224,12 @@ _ENV = {
     "solver_workers": "TEMPO_SOLVER_WORKERS", "pricing": "TEMPO_PRICING", "batch_tokens": "TEMPO_BATCH_TOKENS",
     "solver": "TEMPO_SOLVER", "max_misses": "TEMPO_MAX_MISSES", "agree_every": "TEMPO_AGREE_EVERY",
     "recorder_buffer_cap": "TEMPO_RECORDER_BUFFER_CAP", "any_version": "TEMPO_SGLANG_ANY_VERSION",
-    "startup_timeout_s": "TEMPO_STARTUP_TIMEOUT_S", "warmup_timeout_s": "TEMPO_WARMUP_TIMEOUT_S", "stale_windows": "TEMPO_STALE_WINDOWS",
-    "in_thread": "TEMPO_IN_THREAD",
+    "startup_timeout_s": "TEMPO_STARTUP_TIMEOUT_S", "warmup_timeout_s": "TEMPO_WARMUP_TIMEOUT_S",
+    "stale_windows": "TEMPO_STALE_WINDOWS",
 }
 _KIND = {"refresh_ms": float, "deadline_ms": float, "gpus_per_node": int, "solver_workers": int,
          "batch_tokens": int, "max_misses": int, "agree_every": int, "recorder_buffer_cap": int,
-         "any_version": bool, "startup_timeout_s": float, "warmup_timeout_s": float, "stale_windows": int, "in_thread": bool}
+         "any_version": bool, "startup_timeout_s": float, "warmup_timeout_s": float, "stale_windows": int}
 
 
 def _parse(var: str, raw: str, kind):

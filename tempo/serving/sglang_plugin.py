@@ -282,7 +282,7 @@ def _install(model_runner, algo: str):
     settings = ServingSettings.from_env()  # every TEMPO_* variable, validated once, named in errors
     _warn_bypassing_runner(model_runner)
     if algo == "tempo_noop":
-        settings = dataclasses.replace(settings, solver="noop", in_thread=False)
+        settings = dataclasses.replace(settings, solver="noop")
     if os.environ.get("SGLANG_OPT_DEEPGEMM_MEGA_GATE", "").lower() in ("1", "true", "yes"):
         # SGLang's mega gate picks replicas itself for every algorithm but lp/fake: tempo would be bypassed
         raise RuntimeError("--ep-dispatch-algorithm tempo cannot run with SGLANG_OPT_DEEPGEMM_MEGA_GATE=1: "

@@ -5,7 +5,8 @@ Each cell draws the phase diagram's batches under the same reading (:mod:`tempo.
 router and placement; the same seed, so a cell on the phase diagram's grid has the same instances
 as :func:`tempo.studies.simulator.phase_cell`) and dispatches them with the phase diagram's fixed
 policies (:data:`tempo.studies.simulator.FIXED`, with the reading's token-LP face and METRO
-order) and TEMPO (the reading's preset and ensemble candidates) under the shape's Table 6 model.  A
+order), TEMPO (the reading's preset and ensemble candidates) and, as rows ``tempo_default``, the
+library's default ``tempo.solve(inst, model, "tempo")``, under the shape's Table 6 model.  A
 row keeps, per dispatch, the busiest GPU's activated replicas ``max_G`` and tokens ``max_N``:
 under Eq. 1 (no tile or traffic term) a GPU's time is ``max(a + b G, c + beta N)``, so the
 makespan is ``max(a + b max_G, c + beta max_N)`` and any other (a, b, c, beta) re-prices a
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.cost import CostModel
+from ..policies import solve
 from . import readings
 from .registry import experiment
 from .simulator import DISPATCH_READINGS, FIXED, SHAPES
@@ -40,12 +42,16 @@ def phase_grid_cell(cell: dict) -> pd.DataFrame:
         insts = readings.batches(reading, E, cell["ep"], B, cell["skew"], cell["replication"], cell["batches"],
                            seed=cell["seed"], top_k=K)
         for b, inst in enumerate(insts):
-            runs = [(p, np.nan, model) for p in list(FIXED) + ["tempo"]] + [("tempo_nstar", ns, m) for ns, m in ladder]
+            runs = [(p, np.nan, model) for p in list(FIXED) + ["tempo", "tempo_default"]] + \
+                   [("tempo_nstar", ns, m) for ns, m in ladder]
             for policy, ns, m in runs:
-                G, N, T = model.gpu_features(inst, readings.dispatch(inst, m, "tempo" if policy == "tempo_nstar" else policy,
-                                                               reading))
+                if policy == "tempo_default":  # the library's default preset, whatever the reading
+                    d = solve(inst, m, "tempo")
+                else:
+                    d = readings.dispatch(inst, m, "tempo" if policy == "tempo_nstar" else policy, reading)
+                G, N, T = model.gpu_features(inst, d)
                 rows.append({"B": int(B), "batch": b, "policy": policy,
-                             "n_star_solved": model.n_star if policy == "tempo" else ns,
+                             "n_star_solved": model.n_star if policy in ("tempo", "tempo_default") else ns,
                              "max_G": int(G.max()), "max_N": float(N.max()),
                              "makespan_us": float(model.time(G, N, T).max())})
     return pd.DataFrame(rows)
@@ -54,7 +60,9 @@ def phase_grid_cell(cell: dict) -> pd.DataFrame:
 @experiment("phase_grid", readings=DISPATCH_READINGS)
 def phase_grid(config: dict) -> pd.DataFrame:
     """The phase explorer's grid: one row per (shape, ep, replication, skew, B, batch, policy
-    [, n*]) with ``max_G``, ``max_N`` and ``makespan_us`` (module docstring).  Config: ``shapes``,
+    [, n*]) with ``max_G``, ``max_N`` and ``makespan_us`` (module docstring); policies: the fixed
+    ones, ``tempo`` (the reading's preset), ``tempo_default`` (the library's default) and
+    ``tempo_nstar``.  Config: ``shapes``,
     ``eps``, ``replications``, ``skews``, ``tokens`` (tokens per GPU), ``batches``, ``n_stars``
     (the n* ladder of TEMPO's extra solves), ``seed`` (0, the phase diagram's), ``workers`` and
     ``reading`` (written by :func:`tempo.studies.run`; missing: the paper's)."""
@@ -76,16 +84,18 @@ def phase_grid(config: dict) -> pd.DataFrame:
 
 def phase_grid_means(df: pd.DataFrame) -> pd.DataFrame:
     """Per (shape, ep, replication, skew, B): each policy's mean makespan over the batches
-    (``ms_<policy>``), the winning fixed policy's code (ties go to the first of
-    :data:`~tempo.studies.simulator.FIXED`, as in the phase diagram) and TEMPO's gain over it (%):
-    the numbers :func:`tempo.studies.simulator.phase_cell` computes for the same cell."""
+    (``ms_<policy>``, with ``ms_tempo_default`` when ``df`` holds the library default's rows), the
+    winning fixed policy's code (ties go to the first of :data:`~tempo.studies.simulator.FIXED`, as
+    in the phase diagram) and TEMPO's gain over it (%): the numbers
+    :func:`tempo.studies.simulator.phase_cell` computes for the same cell."""
     need = {"shape", "ep", "replication", "skew", "B", "policy", "makespan_us"}
     if not need <= set(df.columns):
         raise ValueError(f"df must be a phase_grid result (columns {sorted(need)})")
     keys = ["shape", "ep", "replication", "skew", "B"]
-    sub = df[df.policy.isin(list(FIXED) + ["tempo"])]
+    pols = list(FIXED) + ["tempo"] + (["tempo_default"] if (df.policy == "tempo_default").any() else [])
+    sub = df[df.policy.isin(pols)]
     wide = sub.groupby(keys + ["policy"], sort=False).makespan_us.mean().unstack("policy")
-    out = pd.DataFrame({f"ms_{p}": wide[p] for p in list(FIXED) + ["tempo"]})
+    out = pd.DataFrame({f"ms_{p}": wide[p] for p in pols})
     fixed = out[[f"ms_{p}" for p in FIXED]].to_numpy()
     first = fixed.argmin(axis=1)  # numpy's argmin takes the first of equal minima
     codes = np.array(list(FIXED.values()))

@@ -94,31 +94,19 @@ def drift_batches(pairs_per_gpu: int, n_batches: int, seed: int = 0, drift: int 
                   n_gpus: int = 8, redundant: int = 64, skew: float = 1.0, top_k: int = 8, tau: float = 300.0,
                   sigma: float | None = None, trace: "TraceRouting | None" = None,
                   order: str = "layers") -> list[Instance]:
-    """The drift-K scenario (Sections 4.2, 5.12): a DSv3-shape proxy (256 experts, top-8,
-    EP8, 64 redundant slots) whose EPLB placement is built from a corrupted history (the
-    top-K hot experts' statistics swapped with random cold ones; the statistics are the
-    long-run per-expert loads of the true routing, :func:`tempo.world.workloads.expected_loads`)
-    while the batches follow the true Zipf-skewed routing.
-
-    The batches are consecutive windows of a drifting timeline around the true popularity
-    (:func:`tempo.world.workloads.popularity_timeline`: mean-reverting log-popularity drift with
-    correlation time ``tau`` windows, plus the per-batch Dirichlet fluctuation), each routed
-    top-``top_k`` to distinct experts (:func:`tempo.world.workloads.route_tokens`).
-
-    ``B`` here is the serving concurrency, which at EP8 with top-8 routes about ``B``
-    token-expert pairs to each GPU (Section 5.13), so a batch has ``B / top_k`` tokens per
-    GPU.  The paper does not print the proxy router's skew (Section 5.11: "Zipf-skewed
-    router"); ``skew`` defaults to 1.0 here, and the studies of Tables 1, 3, 4, 8-10 and
-    Section 5.5 run at the ``proxy_skew`` reading's skew (:func:`proxy_skew_of`: by default
-    calibrated to Section 5.13's printed statistic, :func:`calibrate_proxy_skew`).
-
-    With ``trace`` (a :class:`TraceRouting`) the same scenario runs on recorded routing: the
-    placement is built from the trace's history window with its ``drift`` hottest experts'
-    statistics swapped with random cold ones (the paper's corrupted recording, Section 5.12),
-    the batches are later steps of the trace (``order``, see :meth:`TraceRouting.windows`)
-    with ``pairs_per_gpu // top_k`` tokens per GPU (the trace's top-k); the replication
-    ``(n_experts + redundant) / n_experts`` is kept as a factor of the trace's experts.
+    """The drift-K scenario (Sections 4.2, 5.12): ``n_batches`` Instances of a DSv3-shape proxy
+    (256 experts, top-8, EP8, 64 redundant slots) whose EPLB placement is built from a corrupted
+    history (the ``drift`` hottest experts' long-run loads,
+    :func:`tempo.world.workloads.expected_loads`, swapped with random cold ones) while the
+    batches follow the true Zipf(``skew``) routing: consecutive windows of
+    :func:`tempo.world.workloads.popularity_timeline` (correlation time ``tau``, plus the
+    per-batch Dirichlet), routed top-``top_k`` to distinct experts, ``pairs_per_gpu / top_k``
+    tokens per GPU.  With ``trace`` (:class:`TraceRouting`): the same on recorded routing, the
+    replication ``(n_experts + redundant) / n_experts`` kept as a factor of the trace's experts.
     """
+    # B (pairs_per_gpu) is the serving concurrency: at EP8 with top-8 about B pairs reach each GPU
+    # (Section 5.13).  The paper does not print the proxy router's skew ("Zipf-skewed router",
+    # Section 5.11): 1.0 here; the studies run at the proxy_skew reading's (proxy_skew_of).
     if trace is not None:
         k = trace.top_k(top_k)
         return trace.batches(max(1, pairs_per_gpu // k), n_batches, n_gpus, (n_experts + redundant) / n_experts,
@@ -229,39 +217,24 @@ class TraceRouting:
     """The scenarios above on a recorded routing trace (``counts`` int[steps, layers, experts]
     and metadata, :func:`tempo.world.traces.read_trace`), for a build given ``TRACE=trace.npz``.
 
-    **History and placement.**  Per layer, the first ``history`` share of the steps (one half
-    by default) is the recording the EPLB placement is built from, as in the Section 5.4
-    replay (:func:`tempo.studies.replay.replay_trace`) and the paper's serving runs
-    ("placement initialized from a recorded expert distribution"); batches are drawn only
-    from the later steps, so no batch is priced on a placement built from itself.  A drift-K
-    scenario (Section 5.12, Tables 3, 4, 8-10, Section 5.5) corrupts that history first: the
-    per-layer ``K`` hottest experts' statistics swapped with random cold ones
-    (:func:`tempo.world.placement.drift_corrupt`), the paper's "corrupted recording"; ``drift = 0``
-    is the fresh placement of Table 1, Fig. 5, Theorem 2, Appendix H and Section 2.2.
+    * placement: per layer, built from the first ``history`` share of the steps (half by
+      default), corrupted first for a drift-K scenario (:func:`tempo.world.placement.drift_corrupt`;
+      ``drift = 0``: fresh); batches come only from the later steps;
+    * batch size: a step's per-expert pair shares become router weights and ``B * g`` tokens
+      are routed top-``k`` (:func:`tempo.world.workloads.route_counts`), no Dirichlet noise;
+      ``k`` is the trace's ``top_k`` metadata, else 8;
+    * steps (:meth:`windows`): ``order="layers"`` cycles layers for independent batches,
+      ``order="time"`` takes consecutive steps of one layer for timelines.  A timeline longer
+      than the usable windows raises; independent batches past them reuse windows with a
+      :class:`tempo.world.traces.TraceWarning`; a step with fewer than ``k`` experts is skipped.
 
-    **Batch size.**  A recorded step was served at the recording's batch size; a claim needs
-    ``B`` tokens per GPU on ``g`` GPUs.  The step's per-expert pair shares become the router
-    weights and ``B * g`` tokens are routed top-``k`` to distinct experts
-    (:func:`tempo.world.workloads.route_counts`), exactly as ``replay_trace`` rescales.  No Dirichlet
-    noise is added: the recorded step's own fluctuation is the batch-to-batch fluctuation.  An
-    expert the step routed nothing to gets no tokens at any ``B``, and a hot expert's share
-    saturates below ``k`` times its weight (the router's inclusion probability); record at a
-    concurrency near the ``B`` the claim needs.  ``k`` is the trace's ``top_k`` metadata
-    (``import-trace`` does not know it: pass ``--top-k``), else the study's default (8).
-
-    **Which steps** (:meth:`windows`): ``order="layers"`` for studies of independent batches
-    (batch ``i`` is layer ``i mod L`` at the ``i div L``-th evaluation step: layers cycled, so
-    a few batches already span the model's layers, as the paper's "over windows and layers");
-    ``order="time"`` for timelines (Section 5.5's stale-1 table, Table 10's refreshes):
-    consecutive evaluation steps of layer 0, then of layer 1, and so on.  A timeline longer
-    than the trace's usable windows is an error; independent batches past them reuse windows
-    from the start (a new routing draw of the same step) with a
-    :class:`tempo.world.traces.TraceWarning`.  A step with fewer than ``k`` experts routed to is
-    skipped.  Rescaling a step to more tokens than it recorded warns when the step keeps empty
-    experts (:func:`tempo.world.traces.rescale_effect`).
-
-    Everything is seeded: the same trace, sizes and seed give the same batches.
+    Seeded: the same trace, sizes and seed give the same batches.
     """
+    # History before batches, as the Section 5.4 replay and the paper's serving runs do: no batch
+    # is priced on a placement built from itself.  The recorded step's own fluctuation is the
+    # batch-to-batch fluctuation (hence no Dirichlet); an expert the step never routed to gets no
+    # tokens at any B, and a hot one saturates below k times its weight, so a trace should be
+    # recorded near the B a claim needs (rescale_effect warns when a step keeps empty experts).
 
     def __init__(self, path, history: float = 0.5):
         from ..world.traces import read_trace

@@ -1,49 +1,7 @@
-"""Synthetic routing (paper Sections 2.4, 3.2, 5.5, 5.12): Zipf popularity, a top-K router,
-popularity timelines that drift, and routing statistics for any workload or trace.
-
-The router (:func:`route_tokens`)
----------------------------------
-An MoE router sends every token to ``top_k`` *distinct* experts.  We model a token's choice
-as Gumbel-top-k over the log-popularity: token ``t`` picks the ``top_k`` largest of
-``log p_e + G_te`` with ``G_te`` i.i.d. standard Gumbel (per-token noise standing in for
-the token-dependent router logits).  This is exactly sampling ``top_k`` experts *without
-replacement* with probabilities proportional to ``p`` (successive sampling, the
-Plackett-Luce model): the first choice is ``e`` with probability ``p_e``, the next from the
-rest renormalised, and so on.  We draw it that way (sequentially, redrawing a repeat), which
-needs ``n_tokens * top_k`` draws instead of ``n_tokens * E`` Gumbels; the result has the same
-distribution.
-
-The marginal it implies: expert ``e`` is in a token's set with the Plackett-Luce inclusion
-probability ``pi_e(p, K)`` (``sum_e pi_e = K``), so its expected share of the batch's
-token-expert pairs is ``pi_e / K``.  For a cold expert ``pi_e ~ K p_e`` (the independent-pair
-model of the paper's ``E_eff`` formula, Section 3.2); a hot expert saturates, ``pi_e <= 1``,
-so no expert ever holds more than ``1/K`` of the pairs or more pairs than there are tokens.
-``popularity`` is thus the router's per-choice weight (a token's first-choice distribution),
-not the pair share; with Zipf(1.0) over 256 experts and top-8 the hottest expert's weight is
-16.3% and its pair share about 9.8% (:func:`inclusion_probabilities`).
-
-The timeline (:func:`popularity_timeline`)
-------------------------------------------
-Serving routing is persistent: the paper's placement layer rebuilds on a minutes-scale
-horizon from long-run averages (Section 1), and "popularity drifts far slower than 200 ms"
-(Section 5.8), the refresher period that is one dispatch window.  A batch's popularity is
-
-    log w_t(e) = mu_t(e) + z_t(e),   z_t = phi z_{t-1} + sigma sqrt(1 - phi^2) eps_t,
-    q_t ~ Dirichlet(kappa * w_t / sum w_t)      (per-batch fluctuation, Section 3.2)
-
-``mu`` is the long-run log-Zipf popularity; ``z`` a stationary mean-reverting (AR(1))
-drift with ``corr(z_t, z_{t+l}) = phi**l``, ``phi = exp(-1 / tau)``; the hot set rotates by
-``swap_rate`` swaps per window (each exchanges the long-run weight of one of the ``hot``
-hottest experts with a random colder one: the gradual version of the drift-K corruption of
-Section 5.12).  Defaults and their sources: ``kappa = 2000`` (Section 3.2, the phase
-diagram's Dirichlet batch-to-batch fluctuation); ``tau = 300`` windows (one minute of the
-paper's 200 ms refresher windows, Sections 1, 5.8: drift far slower than a window,
-placement rebuilt on a minutes horizon); ``sigma`` defaults to the relative per-expert
-fluctuation the same Dirichlet gives an expert of mean popularity ``1/E``,
-``sqrt((E - 1) / (kappa + 1))`` (0.357 at E = 256), so that the persistent drift and the
-per-batch noise share the one fluctuation scale the paper reports; ``swap_rate = 0`` in the
-drift-K studies, whose hot-set rotation is already the placement's corruption.  None of
-these was tuned against a claim.
+"""Synthetic routing (paper Sections 2.4, 3.2, 5.5, 5.12): Zipf popularity, a top-K router
+(:func:`route_tokens`: ``int64[n_tokens, top_k]``, distinct experts per token), popularity
+timelines that drift (:func:`popularity_timeline`: ``float64[n_steps, E]``), per-batch counts
+(:func:`sample_counts`) and routing statistics for any workload or trace (:func:`routing_stats`).
 """
 from __future__ import annotations
 
@@ -97,10 +55,18 @@ def zipf_popularity(n_experts: int, skew: float, seed: int | np.random.Generator
 _MAX_REDRAWS = 64
 
 
+# The router: a token picks the top_k largest of log p_e + G_te (G i.i.d. Gumbel, standing in for
+# token-dependent logits), which is sampling top_k experts without replacement proportional to p
+# (Plackett-Luce).  Drawn sequentially (redrawing a repeat): n_tokens * top_k draws, not
+# n_tokens * E Gumbels, same distribution.  Expert e is in a token's set with probability
+# pi_e(p, K) (sum pi_e = K): ~K p_e for a cold expert (the independent-pair model of Section
+# 3.2's E_eff), saturating at 1 for a hot one, so no expert holds more than 1/K of the pairs.
+# ``popularity`` is thus a token's first-choice weight, not the pair share (Zipf(1.0), E = 256,
+# top-8: the hottest weighs 16.3%, its pair share is about 9.8%; inclusion_probabilities).
 def route_tokens(popularity, n_tokens: int, top_k: int, rng: int | np.random.Generator = 0) -> np.ndarray:
     """int64[n_tokens, top_k]: the logical experts each token is routed to, distinct within
     a row (ordered by choice).  Gumbel-top-k over ``log popularity``, i.e. successive
-    sampling without replacement proportional to ``popularity`` (module docstring).
+    sampling without replacement proportional to ``popularity``.
 
     Vectorised over tokens: column ``j`` is drawn for all tokens by inverse CDF, rows that
     repeat an earlier choice redraw (rejection; exact), and the few rows still repeating after
@@ -186,28 +152,18 @@ def inclusion_probabilities(popularity, top_k: int, n_tokens: int = 200_000, rng
 
 def expected_loads(popularity, top_k: int) -> np.ndarray:
     """float64[E]: the long-run share of the token-expert pairs each expert carries under the
-    top-``top_k`` router, ``pi_e / top_k`` (the inclusion probabilities of
-    :func:`inclusion_probabilities`; sums to 1, each entry at most ``1 / top_k``).
-
-    This is what an EPLB placement is built from: the paper's placement layer rebuilds "from
-    long-run averages" of load (Sections 1 and 3.2, "EPLB-style placement from long-run
-    averages"), and SGLang's EPLB places from its recorder's per-expert token counts, i.e.
-    pairs.  Under top-K routing of *distinct* experts these shares are not the router weights
-    ``p``: a hot expert saturates at one pair per token (Zipf(1.5) over 256 experts, top-8: the
-    hottest has ``p`` about 0.40 but about 0.124 of the pairs), so a placement built from ``p``
-    over-replicates hot experts.  (The per-batch Dirichlet fluctuation of
-    :func:`sample_counts` moves the long-run mean by a second-order amount at kappa = 2000 and
-    is not modelled here.)
-
-    Computed deterministically, not by sampling (a Monte Carlo estimate's noise reorders
-    experts of near-equal load and so changes the placement from seed to seed): successive
-    sampling is the arrival order of independent exponential clocks ``T_j ~ Exp(p_j)``, so
-    ``pi_e = int_0^inf p_e exp(-p_e t) P(fewer than K of the other clocks before t) dt``; the
-    count of earlier clocks is Poisson-binomial, evaluated by a prefix/suffix recursion over
-    experts on a log-spaced grid of ``t`` (trapezoid rule; agrees with the exact enumeration of
-    :func:`inclusion_probabilities` to about 1e-10).  Experts of equal popularity get
-    bit-identical shares (rounding must not decide EPLB's ties: a uniform ``p`` places as
-    before).  Cached per (popularity, top_k); each call returns a fresh array."""
+    top-``top_k`` router, ``pi_e / top_k`` (sums to 1, each at most ``1 / top_k``): what an EPLB
+    placement is built from (Sections 1, 3.2).  Deterministic (agrees with
+    :func:`inclusion_probabilities` to about 1e-10); equal popularities get bit-identical shares.
+    Cached per (popularity, top_k); each call returns a fresh array."""
+    # Pairs, not router weights p: a hot expert saturates at one pair per token (Zipf(1.5), 256
+    # experts, top-8: p about 0.40, pair share about 0.124), so placing from p over-replicates it;
+    # SGLang's EPLB places from its recorder's per-expert pair counts.  Not sampled: Monte Carlo
+    # noise reorders near-equal experts and so the placement.  Successive sampling is the arrival
+    # order of clocks T_j ~ Exp(p_j): pi_e = int p_e exp(-p_e t) P(< K other clocks before t) dt,
+    # the count Poisson-binomial, by a prefix/suffix recursion on a log grid of t (trapezoid).
+    # Equal shares stay bit-identical so rounding never decides EPLB's ties; the per-batch
+    # Dirichlet noise of sample_counts moves the mean only at second order (kappa = 2000).
     p = _popularity(popularity)
     k = _int_arg("top_k", top_k)
     if k > np.count_nonzero(p):
@@ -425,10 +381,16 @@ def sample_profile(name: str, tokens_per_gpu: int, n_gpus: int, n_batches: int =
 # ---------------------------------------------------------------------------- drifting popularity
 def drift_sigma(n_experts: int, kappa: float = 2000.0) -> float:
     """Default drift amplitude: the relative std that ``Dirichlet(kappa p)`` gives an expert
-    of popularity ``1/E``, ``sqrt((E - 1) / (kappa + 1))`` (module docstring)."""
+    of popularity ``1/E``, ``sqrt((E - 1) / (kappa + 1))`` (the comment above popularity_timeline)."""
     return float(np.sqrt((_int_arg("n_experts", n_experts) - 1) / (float(kappa) + 1)))
 
 
+# The defaults' sources (none tuned against a claim): kappa = 2000 is the phase diagram's Dirichlet
+# batch-to-batch fluctuation (Section 3.2); tau = 300 windows is one minute of 200 ms refresher
+# windows (popularity "drifts far slower than 200 ms", Section 5.8; placement rebuilt on a minutes
+# horizon, Section 1); sigma = drift_sigma, the relative fluctuation that Dirichlet gives an expert
+# of mean popularity 1/E (0.357 at E = 256), so drift and per-batch noise share one scale;
+# swap_rate = 0 in the drift-K studies, whose hot-set rotation is the placement's corruption.
 def popularity_timeline(base, n_steps: int, tau: float = 300.0, sigma: float | None = None,
                         swap_rate: float = 0.0, hot: int = 16, kappa_for_sigma: float = 2000.0,
                         seed: int | np.random.Generator = 0) -> np.ndarray:
@@ -489,32 +451,23 @@ def drift_autocorrelation(tau: float, lag: int = 1) -> float:
 # ---------------------------------------------------------------------------- routing statistics
 def routing_stats(counts, top_k: int, n_star: float | None = None, lag: int = 1, placement=None,
                   n_gpus: int | None = None) -> dict:
-    """Statistics of a routing workload or trace, ``counts`` int[batches, E] (a study's
-    batches) or int[steps, layers, E] (a trace; statistics per layer, then pooled).
+    """Statistics of a routing workload or trace, ``counts`` int[batches, E] or
+    int[steps, layers, E] (per layer, then pooled).  Returns a dict of floats (per-batch values
+    averaged; the hottest share also as its max) plus ``batches`` and ``top_k``:
 
-    Per batch (then the mean over batches, and the max for the hottest share):
-
-    * ``hottest_share``: the hottest expert's share of the batch's pairs; under top-``K``
-      routing at most ``ceiling = 1/K``;
-    * ``hottest_over_tokens``: its pairs over the batch's tokens (``sum / K``); at most 1;
-    * ``max_over_mean``: hottest expert's load over the mean load of the ``E`` experts;
-    * ``effective_experts``: ``exp(H)`` of the pair shares (Shannon perplexity; ``E`` when
-      uniform, 1 when one expert takes all);
-    * ``lag_corr``: Pearson correlation of per-expert load between batches ``lag`` apart
-      (consecutive batches of one layer), mean over pairs; ``lag_corr_dev`` the same for the
-      deviations from each expert's mean load over the batches (what a one-batch-old
-      solution knows about the next batch beyond the long-run popularity; about
-      ``-1/(batches-1)`` for independent batches);
+    * ``hottest_share`` (pairs; at most 1/K), ``hottest_over_tokens`` (at most 1),
+      ``max_over_mean`` (hottest load / mean load), ``effective_experts`` (exp of the pair
+      shares' entropy);
+    * ``lag_corr``: Pearson correlation of per-expert load ``lag`` batches apart;
+      ``lag_corr_dev`` the same on deviations from each expert's mean (about -1/(batches-1) for
+      independent batches);
     * with ``placement`` (``phy2log`` of one layer, GPU-major) and ``n_gpus``:
-      ``gpu_max_over_mean``, the bottleneck GPU's pairs over the mean GPU's when each expert's
-      pairs are split evenly over its replicas (EPLB's default split; Sections 1, 2.1);
-    * with ``n_star`` (the cost model's inflection, Section 2.2), the regime split of Fig. 5
-      (Section 2.4): ``flat_activation_share`` (activated experts with ``0 < n_e < n*``) and
-      ``linear_token_share`` (pairs at experts with ``n_e >= n*``), and ``mixed_share`` (batches
-      with both >= 20%).
-
-    Returns a dict of floats plus ``batches`` and ``top_k``.
+      ``gpu_max_over_mean`` under EPLB's even split over replicas;
+    * with ``n_star`` (Fig. 5's regimes): ``flat_activation_share`` (``0 < n_e < n*``),
+      ``linear_token_share`` (pairs at ``n_e >= n*``), ``mixed_share`` (both >= 20%).
     """
+    # lag_corr_dev is what a one-batch-old solution knows about the next batch beyond the
+    # long-run popularity
     c = np.asarray(counts)
     if c.ndim == 2:
         c = c[:, None, :]

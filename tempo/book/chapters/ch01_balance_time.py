@@ -111,19 +111,6 @@ def dispatcher_makespans(inst: Instance, model: CostModel, policies=("tempo", "m
     return df.assign(**{"above the best %": 100 * (df["makespan (us)"] / df["makespan (us)"].min() - 1)})
 
 
-def makespan_table(inst: Instance, model: CostModel, policies=("tempo", "metro", "token_lp", "milp")) -> pd.DataFrame:
-    """:func:`dispatcher_makespans` indexed by dispatcher."""
-    return dispatcher_makespans(inst, model, policies).set_index("dispatcher")
-
-
-def counterexample_glue(counter: pd.DataFrame) -> dict:
-    """The counterexample's numbers the prose quotes, from :func:`makespan_table` (with the
-    metro, milp and tempo rows): METRO's, the MILP's and tempo's makespans and tempo's excess
-    over the best (%)."""
-    return {"cx_metro": counter.loc["metro", "makespan (us)"], "cx_milp": counter.loc["milp", "makespan (us)"],
-            "cx_tempo": counter.loc["tempo", "makespan (us)"], "cx_above": counter.loc["tempo", "above the best %"]}
-
-
 #: the tempo configurations the counterexample compares: the library's default, the paper's
 #: preset (Section 4.2 as written) and one local search from our water-filling seed with no
 #: ensemble and no restarts (a single stage of the solver on its own)
@@ -154,78 +141,43 @@ def counterexample_table(inst: Instance, model: CostModel) -> pd.DataFrame:
 SAME = 1e-9
 
 
-def counterexample_text(table: pd.DataFrame) -> str:
-    """What the counterexample shows, in Markdown, written from :func:`counterexample_table`:
-    whether the library's default reaches METRO's answer (it does when its ensemble holds the
-    paper's whole-expert preset) and whether one search from our seed stops above it.  Each
-    sentence is written only when the table shows its effect."""
-    ms = table["makespan (us)"]
+def counterexample_glue(table: pd.DataFrame) -> tuple[dict, dict]:
+    """What the counterexample's passage glues, from :func:`counterexample_table`:
+    ``(numbers, words)`` for :func:`tempo.book.paper.glue` and :func:`~tempo.book.paper.glue_text`.
+    numbers: each configuration's makespan (us), its excess over METRO (%) and the floors on its
+    busiest GPU; words: the verdicts (METRO optimal or not, the default and the single search
+    reaching METRO's answer or stopping above it)."""
+    ms, floors = table["makespan (us)"], table["floors on the busiest GPU"]
     metro, milp = ms["metro"], ms["milp"]
     default, single = ms["tempo (library default)"], ms["tempo, one search from our seed"]
-    paper_ = ms["tempo, paper preset (Section 4.2)"]
+    numbers = {"cx_metro": metro, "cx_milp": milp, "cx_default": default, "cx_single": single,
+               "cx_paper": ms["tempo, paper preset (Section 4.2)"],
+               "cx_default_above": 100 * (default / metro - 1), "cx_single_above": 100 * (single / metro - 1),
+               "cx_single_floors": floors["tempo, one search from our seed"], "cx_metro_floors": floors["metro"]}
 
-    def above(v):
-        return 100 * (v / metro - 1)
+    def reaches(v):
+        return "stops above it" if v > metro * (1 + SAME) else "reaches it"
 
-    out = []
-    if metro <= milp * (1 + SAME):
-        out.append(f"METRO's whole-expert answer ({metro:.2f} us) is the exact optimum here (the MILP of the next "
-                   f"chapter agrees: {milp:.2f} us).")
-    else:
-        out.append(f"METRO's whole-expert answer ({metro:.2f} us) is not the optimum here: the MILP of the next "
-                   f"chapter finds {milp:.2f} us.")
-    if default > metro * (1 + SAME):
-        out.append(f"The library's default tempo stops {above(default):.1f}% above METRO, at {default:.2f} us: its "
-                   "search ends in a local optimum, and no candidate of its ensemble is METRO's dispatch, so "
-                   "**METRO beats tempo on this batch**.")
-    else:
-        out.append(f"The library's default tempo reaches it too ({default:.2f} us): its ensemble runs the paper's "
-                   f"whole-expert preset beside our own search, and that preset finds METRO's dispatch "
-                   f"({paper_:.2f} us).")
-    floors = table["floors on the busiest GPU"]
-    if single > metro * (1 + SAME):
-        why = (f" its seed splits experts to balance tokens, so its busiest GPU pays "
-               f"{floors['tempo, one search from our seed']} floors where METRO's pays {floors['metro']}, and no single "
-               "move that keeps every GPU below the bottleneck merges a split back."
-               if floors["tempo, one search from our seed"] > floors["metro"] else
-               " its moves each had to keep every GPU below the bottleneck, and none led to METRO's dispatch.")
-        guard = (" A single search can get stuck; running the paper's preset and an exact activation balancer beside it is "
-                 "what protects the default."
-                 if default <= metro * (1 + SAME) else "")
-        out.append(f"One local search from our water-filling seed, with no ensemble and no balancer restart, stops {above(single):.1f}% above "
-                   f"METRO at {single:.2f} us:{why}{guard}")
-    else:
-        out.append(f"Even one local search from our water-filling seed, with no ensemble, reaches it ({single:.2f} us) "
-                   "on this batch.")
-    return " ".join(out)
+    words = {"cx_optimal": "is the exact optimum" if metro <= milp * (1 + SAME) else "is not the optimum",
+             "cx_default_verdict": reaches(default), "cx_single_verdict": reaches(single)}
+    return numbers, words
 
 
-def proxy_gain_text(gain: pd.DataFrame, b_beta_lo: float = 390 / 7, b_beta_hi: float = 690 / 4) -> str:
-    """What the (b, beta) map shows, in Markdown, from :func:`proxy_gain` on the toy sweep: the
-    smallest best-proxy / tempo ratio (whether a proxy beats the time model anywhere), and the b/beta
-    band where tempo beats both proxies, beside the band the toy's arithmetic predicts: token
-    balancing pays seven floors where a balanced GPU's 390 tokens would cost less
-    (b/beta > 390/7), and METRO's 690-token GPU pays more than four floors (b/beta < 690/4)."""
+def proxy_gain_glue(gain: pd.DataFrame, b_beta_lo: float = 390 / 7, b_beta_hi: float = 690 / 4) -> tuple[dict, dict]:
+    """What the (b, beta) map's passage glues, from :func:`proxy_gain` on the toy sweep:
+    ``(numbers, words)``.  numbers: the grid points, the points where tempo beats both proxies,
+    the largest and smallest best-proxy / tempo ratio and the band the toy's arithmetic predicts
+    (b/beta between 390/7 and 690/4 tokens); words: whether a proxy beats tempo anywhere and the
+    b/beta band of tempo's wins."""
     g = gain.iloc[0]
-    smallest, largest = g["best proxy / tempo, smallest"], g["best proxy / tempo, largest"]
     wins = int(g.filter(like="better than both proxies").iloc[0])
-    out = []
-    if smallest >= 1 - SAME:
-        out.append(f"On this toy no point of the map has the best proxy beating the time model (the smallest ratio is "
-                   f"{smallest:.2f}).")
-    else:
-        out.append(f"On this toy a proxy beats the time model somewhere on the map (the smallest ratio is "
-                   f"{smallest:.3f}).")
-    if wins:
-        out.append(f"The time model beats both proxies by more than 1% on {wins} of {int(g['grid points'])} grid points, "
-                   f"all with b/β between {g['there, b / beta from (tokens)']:.1f} and {g['to (tokens)']:.1f} tokens "
-                   f"(at most {largest:.2f}x). The toy's arithmetic predicts that band: both proxies lose where token "
-                   f"balancing's seven floors cost more than a balanced GPU's 390 tokens, b/β > 390/7 ≈ "
-                   f"{b_beta_lo:.1f}, and METRO's hot GPU's 690 tokens cost more than its four floors, "
-                   f"b/β < 690/4 = {b_beta_hi:.1f}. Outside it one proxy is already right.")
-    else:
-        out.append("The time model beats neither proxy by more than 1% anywhere on this grid.")
-    return " ".join(out)
+    smallest = g["best proxy / tempo, smallest"]
+    numbers = {"gain_points": g["grid points"], "gain_wins": wins, "gain_largest": g["best proxy / tempo, largest"],
+               "gain_smallest": smallest, "gain_pred_lo": b_beta_lo, "gain_pred_hi": b_beta_hi}
+    lo, hi = g["there, b / beta from (tokens)"], g["to (tokens)"]
+    words = {"gain_proxy": "no proxy beats" if smallest >= 1 - SAME else "a proxy beats",
+             "gain_band": f"b/β from {lo:.1f} to {hi:.1f} tokens" if wins else "nowhere"}
+    return numbers, words
 
 
 # ---------------------------------------------------------------------------- the instance explorer
@@ -236,3 +188,26 @@ def instance_explorer():
     from .. import explorers
 
     return explorers.instance_explorer("toy")
+
+
+# ---------------------------------------------------------------------------- the running example's regimes
+def toy_regime(model: CostModel | None = None, share: float = 0.2) -> tuple[dict, dict]:
+    """The toy batch (:func:`.common.toy`) classified as Fig. 5 classifies a batch (the
+    ``mixed_regime`` study's rule): an activated expert is flat below the inflection ``n*`` of
+    ``model`` (the toy's own model when None) and linear from it; the batch is mixed when at
+    least ``share`` of its activated experts are flat and at least ``share`` of its tokens sit in
+    linear experts.  Returns ``(numbers, words)``: ``toy4_ns``, ``toy4_flat_pct`` (% of activated
+    experts flat), ``toy4_linear_pct`` (% of tokens in linear experts), and ``toy4_mixed``
+    ("mixed" or "not mixed"), for a page's glue."""
+    from .common import toy
+
+    inst, own = toy()
+    m = own if model is None else model
+    c = np.asarray(inst.counts, float)
+    act = c > 0
+    flat = act & (c < m.n_star)
+    flat_pct = 100 * flat.sum() / max(act.sum(), 1)
+    lin_pct = 100 * c[c >= m.n_star].sum() / max(c.sum(), 1)
+    mixed = flat_pct >= 100 * share and lin_pct >= 100 * share
+    return ({"toy4_ns": float(m.n_star), "toy4_flat_pct": float(flat_pct), "toy4_linear_pct": float(lin_pct)},
+            {"toy4_mixed": "mixed" if mixed else "not mixed"})

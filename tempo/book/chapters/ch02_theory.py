@@ -143,18 +143,32 @@ def tempo_worst_case(probe: pd.DataFrame, n: int, max_experts: int, max_gpus: in
     return pd.DataFrame(rows)
 
 
-def worst_case_glue(worst_case: pd.DataFrame) -> dict:
-    """What the prose glues about :func:`tempo_worst_case`'s instance: tempo's ratio to OPT as
-    the probe ran it and with each seed of the default, the most activations on a GPU for
-    tempo and for OPT, the floor b, OPT's makespan and b's share of it."""
+def worst_case_glue(worst_case: pd.DataFrame, same: float = 1e-9) -> tuple[dict, dict]:
+    """What the prose glues about :func:`tempo_worst_case`'s instance: ``(numbers, words)``.
+    numbers: tempo's ratio to OPT as the probe ran it (NaN without that row) and with each seed
+    of the default, the most activations on a GPU for tempo and for OPT, the floor b, OPT's
+    makespan and b's share of it; words: ``wc_gap``, where the gap to OPT comes from."""
     wc = worst_case.set_index("dispatch")
     probe_row = next((r for r in wc.index if r.startswith(PROBE_ROW)), None)
-    return {"wc_probe": wc.loc[probe_row, "/ OPT"] if probe_row else float("nan"),
-            "wc_g_probe": wc.loc[probe_row, "most activations on a GPU"] if probe_row else float("nan"),
-            "wc_default": wc.loc["tempo, default seed", "/ OPT"], "wc_whole": wc.loc["tempo, whole-expert seed", "/ OPT"],
-            "wc_g_default": wc.loc["tempo, default seed", "most activations on a GPU"],
-            "wc_g_opt": wc.loc["MILP (OPT)", "most activations on a GPU"], "wc_b": wc["b (us)"].iloc[0],
-            "wc_opt": wc.loc["MILP (OPT)", "makespan (us)"], "wc_b_share": wc.loc["MILP (OPT)", "b / makespan %"]}
+    numbers = {"wc_probe": wc.loc[probe_row, "/ OPT"] if probe_row else float("nan"),
+               "wc_g_probe": wc.loc[probe_row, "most activations on a GPU"] if probe_row else float("nan"),
+               "wc_default": wc.loc["tempo, default seed", "/ OPT"], "wc_whole": wc.loc["tempo, whole-expert seed", "/ OPT"],
+               "wc_g_default": wc.loc["tempo, default seed", "most activations on a GPU"],
+               "wc_g_opt": wc.loc["MILP (OPT)", "most activations on a GPU"], "wc_b": wc["b (us)"].iloc[0],
+               "wc_opt": wc.loc["MILP (OPT)", "makespan (us)"], "wc_b_share": wc.loc["MILP (OPT)", "b / makespan %"]}
+    p, d, w = numbers["wc_probe"], numbers["wc_default"], numbers["wc_whole"]
+    if p == p and p > 1 + same and d <= 1 + same:
+        gap = "the preset the probe ran"
+    elif d <= 1 + same and w <= 1 + same:
+        gap = "none: either seed reaches OPT"
+    elif d > w * (1 + same):
+        # the default's seed: one floor more on the busiest GPU, or a worse local optimum
+        gap = "the default's seed" + (" (one floor more)" if numbers["wc_g_default"] > numbers["wc_g_opt"] else "")
+    elif abs(d - w) <= same * max(d, w):
+        gap = "the later stages (both seeds end alike)"
+    else:
+        gap = "the whole-expert seed (the default does better)"
+    return numbers, {"wc_gap": gap}
 
 
 # ---------------------------------------------------------------------------- the certificate epsilon
@@ -200,41 +214,29 @@ def epsilon_evidence(tokens=(32, 64, 128, 256), params: str = "dsv3-offline", sk
     return pd.DataFrame(rows)
 
 
-def worst_case_text(worst_case: pd.DataFrame, same: float = 1e-9) -> str:
-    """How to read :func:`tempo_worst_case`'s table, in Markdown, written from it: the ratio as
-    the probe ran it (the number the prose quotes), whether the library's default closes the gap
-    on that instance, and if a gap remains whether it comes from the default seed (the paper's
-    whole-expert seed does better, and the default's busiest GPU pays more floors than OPT's) or
-    from the later stages (both seeds end at the same ratio)."""
-    g = worst_case_glue(worst_case)
-    p, d, w = g["wc_probe"], g["wc_default"], g["wc_whole"]
-    out = []
-    if p == p:   # the probe's own configuration was re-run
-        out.append(f"Reading the table: re-run as the probe ran it, tempo ends at {p:.3f} x OPT (the number quoted "
-                   f"above), with {g['wc_g_probe']:.0f} activated experts on its busiest GPU where OPT has "
-                   f"{g['wc_g_opt']:.0f}.")
-    out.append(f"The library's default ends at {d:.3f} x OPT ({g['wc_g_default']:.0f} activations on its busiest GPU), "
-               f"and the default with the paper's whole-expert seed at {w:.3f} x OPT. Each activation costs "
-               f"b = {g['wc_b']:.2f} us, {g['wc_b_share']:.0f}% of this instance's optimum of {g['wc_opt']:.2f} us.")
-    head = " ".join(out)
-    if p == p and p > 1 + same and d <= 1 + same:
-        return head + (" So the gap belongs to the preset the probe ran (Section 4.2 as written, whole experts "
-                       "only): the library's default, whose ensemble adds a seed that may split a hot expert, longer "
-                       "chains and restarts, reaches the optimum on this instance. Chapter 03 takes the two presets "
-                       "apart.")
-    if d <= 1 + same and w <= 1 + same:
-        return head + (" On this build's probe suite tempo is not above the optimum on any instance the MILP pinned: "
-                       "the worst instance is already solved exactly with either seed, so there is no gap to explain.")
-    if d > w * (1 + same):
-        more = (f" When the default seed splits an expert to balance tokens, its busiest GPU can pay one floor more "
-                f"than OPT's ({g['wc_g_default']:.0f} against {g['wc_g_opt']:.0f} here), and no later stage moves the "
-                "share back once every single move raises another GPU; on a small instance that one floor is the "
-                "whole gap." if g["wc_g_default"] > g["wc_g_opt"] else
-                " The default seed's start leads the later stages to a worse local optimum than the whole-expert seed's.")
-        return head + more + (" The default's remaining gap comes from its seed, not from the later stages; "
-                              "chapter 03 runs its ablation with both seeds.")
-    if abs(d - w) <= same * max(d, w):
-        return head + (" Both seeds end at the same ratio, so the default's gap comes from the later stages (chains, "
-                       "local search, ensemble), not from the seed; chapter 03 switches them off one at a time.")
-    return head + (" Here the paper's whole-expert seed ends further above OPT than the default: the default's "
-                   "water-filling start helps on this instance.")
+# ---------------------------------------------------------------------------- the running example
+def toy_bounds() -> tuple[pd.DataFrame, dict]:
+    """Chapter 01's toy (:func:`.common.toy`) as an instance of Eq. 3: the token LP's optimum
+    (tokens on the fuller GPU, Lemma 1) and its Eq. 1 makespan, the lower bound LB, the exact
+    optimum (MILP), round-robin (Theorem 2's A3) and Theorem 2's bound OPT + max(b, beta n_max).
+    Returns ``(table, numbers)``: one row per quantity (value, unit), and the same values keyed
+    ``toy_*`` for the page's glue."""
+    from ...policies import solve
+    from ...theory.bounds import additive_term, round_robin_bound
+    from .common import toy
+
+    inst, model = toy()
+    lp = solve(inst, model, "token_lp")
+    opt = model.makespan(inst, solve(inst, model, "milp"))
+    n = {"toy_lp_tokens": float(model.gpu_features(inst, lp)[1].max()),
+         "toy_lp_us": model.makespan(inst, lp), "toy_lb_us": model.lower_bound(inst), "toy_opt_us": opt,
+         "toy_rr_us": model.makespan(inst, solve(inst, model, "round_robin")),
+         "toy_term_us": additive_term(model, float(inst.counts.max())), "toy_bound_us": round_robin_bound(inst, model, opt)}
+    rows = [("token LP optimum: tokens on the fuller GPU (Lemma 1)", n["toy_lp_tokens"], "tokens"),
+            ("that split's makespan under Eq. 1", n["toy_lp_us"], "us"),
+            ("lower bound LB", n["toy_lb_us"], "us"),
+            ("optimum OPT (MILP)", n["toy_opt_us"], "us"),
+            ("round-robin A3", n["toy_rr_us"], "us"),
+            ("additive term max(b, beta n_max)", n["toy_term_us"], "us"),
+            ("Theorem 2's bound OPT + term", n["toy_bound_us"], "us")]
+    return pd.DataFrame(rows, columns=["quantity", "value", "unit"]), n

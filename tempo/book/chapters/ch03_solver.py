@@ -68,44 +68,6 @@ def conservative_ratio(svm: pd.DataFrame):
     return pd.Series(np.where(svm.milp_optimal, svm.ratio, to_lb), index=svm.index)
 
 
-def below_one_text(svm: pd.DataFrame, milp_limit: float) -> str:
-    """The chapter's answer to "can tempo / MILP fall below 1?", in Markdown, written from this
-    build's ``solver_vs_milp`` rows: the count of such batches, split by whether the MILP proved
-    its optimum, and the two artefacts of the exact method that cause them; when the build has
-    none, it says so and names the artefacts as what to look for.  Also reconciles the table's
-    incumbent max with the ledger's bound-based max."""
-    sh = solver_headlines(svm)
-    n, below = sh["batches"], sh["below_one"]
-    cons = float(conservative_ratio(svm).max())
-    artefacts = ("a time-out, where HiGHS returns its best dispatch so far (its incumbent), not a proven optimum; "
-                 "or HiGHS's numerical tolerances, which let the dispatch it hands back carry shares of a few "
-                 "billionths of a token on replicas whose activation it did not pay, while `tempo` prices every "
-                 "share as an activation, so that dispatch costs a whole floor b more")
-    if below == 0:
-        out = (f"In this build none does: 0 of {n} batches have a ratio below 1 (the smallest is "
-               f"{sh['ratio_min']:.4f}, the largest {sh['ratio_max']:.4f}), and HiGHS proved {sh['proven']} of the {n} "
-               f"optimal within its {milp_limit:.0f} s limit. An exact method that finishes cannot be beaten. Were a "
-               f"ratio below 1 to appear in another build, it would come from one of two artefacts of the exact "
-               f"method, not from tempo beating an optimum: {artefacts}. The table counts both kinds.")
-    else:
-        out = (f"A ratio below 1 means tempo returned a better dispatch than the MILP, which an exact method should "
-               f"never allow. In this build {below} of {n} batches have one (the smallest is {sh['ratio_min']:.4f}, "
-               f"the largest ratio {sh['ratio_max']:.4f}): {sh['below_one_timed_out']} where HiGHS stopped at its "
-               f"{milp_limit:.0f} s limit and {sh['below_one_proven']} on batches it reported optimal. Two artefacts "
-               f"of the exact method cause them, both counted in the table: {artefacts}. So these ratios measure the "
-               f"MILP's time-outs and its numerical cleanup, not a heuristic beating an optimum; the worst ratio above "
-               f"1 is the honest gap.")
-    if sh["timed_out"]:
-        out += (f" Where HiGHS stopped at its limit ({sh['timed_out']} batches), its incumbent is only an upper bound, "
-                f"so the ledger row below scores tempo against the MILP's proven lower bound there instead: its "
-                f"maximum, {cons:.4f}, is the table's last row, and it is why the ledger's number can exceed the "
-                f"table's incumbent max of {sh['ratio_max']:.4f}.")
-    else:
-        out += (f" With every batch proven, the ledger row below (tempo against the MILP's optimum, or its lower "
-                f"bound where it is not proven) equals the table's max, {cons:.4f}.")
-    return out
-
-
 def milp_tables(svm_all: pd.DataFrame) -> list:
     """What the chapter shows of a ``solver_vs_milp`` result: :func:`milp_summary` of the
     synthetic grid and, when the build drew trace batches too (the paper's "real-trace grids"),
@@ -149,10 +111,12 @@ def solver_headlines(svm: pd.DataFrame) -> dict:
 
 def solver_glue(svm: pd.DataFrame, milp_limit: float) -> dict:
     """What the MILP section's prose glues: the MILP's time limit, :func:`solver_headlines` of
-    ``svm``, and the paper's speed-up and two Table 8 entries (paper keys)."""
+    ``svm``, the largest :func:`conservative_ratio`, and the paper's speed-up and two Table 8
+    entries (paper keys)."""
     sh = solver_headlines(svm)
     return {"milp_limit": milp_limit, "svm_batches": sh["batches"], "svm_timed_out": sh["timed_out"],
-            "svm_below": sh["below_one"], "svm_below_to": sh["below_one_timed_out"],
+            "svm_below": sh["below_one"], "svm_below_to": sh["below_one_timed_out"], "svm_proven": sh["proven"],
+            "svm_bound_max": float(conservative_ratio(svm).max()),
             "svm_below_proven": sh["below_one_proven"], "svm_min": sh["ratio_min"], "svm_max": sh["ratio_max"],
             "milp_ms_median": sh["milp_ms_median"], "milp_ms_max": sh["milp_ms_max"],
             "p_speedup": "solver_speedup", "p_time_small_b": "solver_time_small_b", "p_t8_seed": "table8/seed only/B512", "p_t8_chains": "table8/+aug. chains/B512"}
@@ -262,24 +226,37 @@ def forced_table(forced: pd.DataFrame) -> pd.DataFrame:
                                       "... equal to the single-replica experts' forced time": ("at_forced_time", "sum")})
 
 
-def stages_text(table: pd.DataFrame, forced: pd.DataFrame) -> str:
-    """How to read Table 8's rows, in Markdown, from :func:`stage_table` and :func:`forced_table`:
-    whether the rows are identical in this build, and whether the forced time explains it."""
+def stages_glue(table: pd.DataFrame, forced: pd.DataFrame) -> tuple[dict, dict]:
+    """What the passage under Table 8 glues, from :func:`stage_table` and :func:`forced_table`:
+    ``(numbers, words)``.  numbers: the largest spread between the rows (points of static), the
+    drift-16 batches and those where every stage ends at the forced time; words: ``st_rows``,
+    whether the rows are identical."""
     cols = [c for c in table.columns if not str(c).startswith("solve ms")]
     spread = float((table[cols].max() - table[cols].min()).max())
     n, forced_n = int(forced["batches"].sum()), int(forced.iloc[:, -1].sum())
-    if spread <= 1e-9:
-        head = "In this build every row of the table is identical: each stage set lands on the same median makespan."
-    else:
-        head = (f"In this build the rows differ by at most {spread:.3f} of the static makespan: most stages land on "
-                "about the same makespan.")
-    why = (f" The evidence table says why: on {forced_n} of {n} drift-16 batches every stage ends exactly at "
-           "the forced time, the time a GPU needs for the experts the stale placement left with a single replica there. "
-           "No dispatch can move those tokens, so no stage can do better, and our seed already places everything else "
-           "under that GPU's time.")
-    if forced_n == 0:
-        why = (f" On none of the {n} drift-16 batches does every stage end at the forced time of the "
-               "single-replica experts, so the differences between the rows are the stages' own.")
-    elif forced_n < n:
-        why += f" On the other {n - forced_n} the stages differ or sit above that bound, and the table's rows show how much."
-    return head + why
+    numbers = {"st_spread": spread, "st_batches": n, "st_forced": forced_n, "st_free": n - forced_n}
+    return numbers, {"st_rows": "identical" if spread <= 1e-9 else "not identical"}
+
+
+# ---------------------------------------------------------------------------- the running example
+def toy_stages(seeds=("whole", "greedy")) -> tuple[pd.DataFrame, dict]:
+    """tempo_fast's stages on chapter 01's toy (:func:`.common.toy`) against its exact optimum:
+    :func:`stage_trace` (one row per seed: the makespan after the seed, the chains, the local
+    search with its partial migrations and the ensemble, us; columns labelled by
+    :data:`TOY_STAGE_LABELS`) with the MILP's optimum as a last column. Returns ``(table, numbers)``; ``numbers`` holds ``toy_<seed>_<stage>`` for every
+    stage that ran and ``toy_opt``, for the page's glue."""
+    from ...policies import solve
+    from .common import toy
+
+    inst, model = toy()
+    table = stage_trace(inst, model, seeds)
+    table["exact optimum (MILP)"] = model.makespan(inst, solve(inst, model, "milp"))
+    numbers = {f"toy_{s}_{stage}": float(v) for s, row in table.iterrows() for stage, v in row.items()
+               if stage in ("seed", "chains", "local_search", "ensemble") and v == v}
+    numbers["toy_opt"] = float(table["exact optimum (MILP)"].iloc[0])
+    return table.rename(columns=TOY_STAGE_LABELS), numbers
+
+
+#: the stage columns of :func:`toy_stages` as the page labels them (Section 4.2's stages)
+TOY_STAGE_LABELS = {"seed": "1 seed", "chains": "2 chain moves", "local_search": "3 local search (partial moves)",
+                    "ensemble": "4 ensemble", "ensemble_pruned": "ensemble pruned"}

@@ -1,7 +1,7 @@
 """Chapter 04's sections on routing: the proxy router's calibrated skew (Sections 5.11, 5.13)
 and the public recordings of real routing beside the paper's synthetic skews (Section 3.2's
-phase diagram, Section 2.4's mixed batches), as tables the notebook displays and the prose
-it glues."""
+phase diagram, Section 2.4's mixed batches), as tables the routing lecture displays and the
+numbers its prose glues."""
 from __future__ import annotations
 
 import numpy as np
@@ -84,22 +84,19 @@ def mixed_by_routing(mixed_all: pd.DataFrame) -> pd.DataFrame:
     return (mixed_all.groupby(["tokens_per_gpu", "routing"]).mixed.mean() * 100).unstack("routing")
 
 
-def real_routing_text(table: pd.DataFrame, mixed: pd.DataFrame, skews) -> str:
-    """What the real profiles and the recorded batches teach, written from
-    :func:`profiles_on_phase_diagram` and :func:`mixed_by_routing`."""
-    s = table["Zipf-equivalent skew"]
-    parts = [f"Real routing is far flatter than the synthetic skews the paper's grids sweep: the recorded profiles "
-             f"sit at Zipf-equivalent skews {s.min():.2f}-{s.max():.2f} (max/mean pair share "
-             f"{table['max/mean (median)'].min():.1f}-{table['max/mean (median)'].max():.1f}); the phase grid's columns "
-             f"are at {', '.join(f'{x:g}' for x in skews)}, and Zipf(1.2) over 256 experts, top-8, has max/mean "
-             f"{zipf_max_over_mean(1.2, 256, 8):.1f}."]
-    bs = table["B* (paper's rule, median layer)"]
-    parts.append(f"Section 3.2's rule puts their flip boundary at B* of {bs.min():.0f}-{bs.max():.0f} tokens per GPU "
-                 "(median layer): below it the activation floor decides and METRO-like dispatch is the best fixed "
-                 "policy, above it token balancing; TEMPO's room is the mixed band around it.")
+def real_routing_glue(table: pd.DataFrame, mixed: pd.DataFrame, skews) -> tuple[dict, dict]:
+    """What the passage under the real-routing table glues, from :func:`profiles_on_phase_diagram`
+    (``table``), :func:`mixed_by_routing` (``mixed``) and the phase grid's skews: ``(numbers,
+    words)`` for :func:`tempo.book.paper.glue` and :func:`~tempo.book.paper.glue_text`.
+    numbers: the profiles' Zipf-equivalent skews and max/mean (lowest, highest), Zipf(1.2)'s
+    max/mean over 256 experts, top-8, and the range of their B*; words: the grid's skews, and
+    the recorded batches' mixed share per B beside the synthetic."""
+    s, mm, bs = table["Zipf-equivalent skew"], table["max/mean (median)"], table["B* (paper's rule, median layer)"]
+    numbers = {"real_skew_lo": s.min(), "real_skew_hi": s.max(), "real_mm_lo": mm.min(), "real_mm_hi": mm.max(),
+               "real_zipf12_mm": zipf_max_over_mean(1.2, 256, 8), "real_bstar_lo": bs.min(), "real_bstar_hi": bs.max()}
+    words = {"real_grid_skews": ", ".join(f"{x:g}" for x in skews), "real_mixed": "no recorded batches in this build"}
     if "trace" in mixed:
         m = mixed["trace"].dropna()
-        parts.append("On the recorded batches the mixed regime is a narrow band in B: "
-                     + ", ".join(f"{v:.0f}% at B = {int(b)}" for b, v in m.items())
-                     + " (synthetic: " + ", ".join(f"{v:.0f}%" for v in mixed["synthetic"].reindex(m.index)) + ").")
-    return " ".join(parts)
+        syn = mixed["synthetic"].reindex(m.index)
+        words["real_mixed"] = "; ".join(f"B = {int(b)}: {v:.0f}% (synthetic {w:.0f}%)" for (b, v), w in zip(m.items(), syn))
+    return {k: float(v) for k, v in numbers.items()}, words

@@ -1,8 +1,10 @@
-"""Chapter 04, *The simulator* (``notebooks/04_simulator.md``): the experiment sizes per
+"""Chapter 04, *The simulator*, in three lectures (``notebooks/04_1_routing.md``,
+``04_2_phase_diagram.md``, ``04_3_placement.md``): the experiment sizes per
 profile and the page's summaries of the simulator studies (Fig. 5, Table 1, the phase diagram
 of Fig. 6 and its anatomy, Fig. 12, Tables 3, 4 and 10, Section 5.5, MoonEP, tile-aware prefill,
-the trace replay), the routing statistics beside the paper's, and the Markdown the chapter's
-prose writes from them.  The experiments are :mod:`tempo.studies.simulator` and
+the trace replay), the routing statistics beside the paper's, and the numbers and the few
+data-dependent words the lectures' prose glues (``*_glue``: the words around them live on the
+pages).  The experiments are :mod:`tempo.studies.simulator` and
 :mod:`tempo.studies.replay`."""
 from __future__ import annotations
 
@@ -48,6 +50,14 @@ def sizes(profile: str, reading=None) -> dict:
     return out
 
 
+def phase_config(sizes: dict) -> dict:
+    """The ``phase_diagram`` config of Fig. 6 at the chapter's sizes (:func:`sizes`): EP8, the
+    shapes, skews, replications, batch ladder, batches per cell and seeds.  The routing lecture
+    reads the same grid (a cache hit) to place real routing on it."""
+    return {"shapes": sizes["shapes"], "eps": [8], "skews": sizes["skews"], "replications": sizes["replications"],
+            "tokens": sizes["phase_tokens"], "batches": sizes["phase_batches"], "seeds": sizes["seeds"]}
+
+
 #: the phase explorer's grid per profile, beside the phase diagram's shapes, replications and
 #: skews (:func:`explorer_config`): EP sizes, batch sizes (tokens per GPU; full: sqrt(2) steps
 #: from 16 to 2048), batches per cell and the n* ladder of TEMPO's extra solves
@@ -67,10 +77,14 @@ def explorer_config(profile: str) -> dict:
 
 def phase_explorer(grid: pd.DataFrame, profile: str):
     """The page's phase explorer over a ``phase_grid`` result
-    (:func:`tempo.book.explorers.phase_explorer`)."""
+    (:func:`tempo.book.explorers.phase_explorer`), with the named routing profiles placed on it
+    (:func:`.ch04_routing.profiles_on_phase_diagram`) as its routing presets."""
     from .. import explorers
+    from ...studies.phase_grid import phase_grid_means
+    from .ch04_routing import profiles_on_phase_diagram
 
-    return explorers.phase_explorer(grid, profile, explorer_config(profile))
+    return explorers.phase_explorer(grid, profile, explorer_config(profile),
+                                    profiles_on_phase_diagram(phase_grid_means(grid)))
 
 
 def paper_numbers() -> dict:
@@ -91,18 +105,14 @@ def paper_numbers() -> dict:
 
 
 def trace_note(trace_path) -> list:
-    """In a trace-backed build (``trace_path`` given), a note naming the recording and the
-    studies drawn from it; nothing otherwise.  A list of things to display."""
+    """In a trace-backed build (``trace_path`` given), the recording's label
+    (:func:`tempo.studies.routing_label`) to show at the top of a lecture; nothing otherwise.
+    A list of things to display."""
     from IPython.display import Markdown
 
     from ...studies import routing_label
 
-    if not trace_path:
-        return []
-    return [Markdown(f"**{routing_label()}** This build draws the batches of Fig. 5a, Table 1, Table 4, "
-                     "Section 5.5, Table 10, MoonEP, tile-aware prefill, Table 3's regimes and the Section 5.4 replay "
-                     "from it (see the last section); the phase diagram and Fig. 12 stay on synthetic routing, as in "
-                     "the paper. Text below that says \"synthetic\" describes the build without a trace.")]
+    return [Markdown(routing_label())] if trace_path else []
 
 
 # ---------------------------------------------------------------------------- routing statistics
@@ -161,28 +171,22 @@ def routing_table(rstats: pd.DataFrame) -> pd.DataFrame:
     return routing_stats_table(rstats.set_index("stat").to_dict())
 
 
-def routing_text(rstats: pd.DataFrame) -> str:
-    """The prose under the routing table: how concentrated the synthetic routing is against the
-    paper's ShareGPT routing, and how little its drift-16 timeline persists (``routing_stats``)."""
+def routing_glue(rstats: pd.DataFrame) -> tuple[dict, dict]:
+    """What the passage under the routing table glues (``routing_stats``): ``(numbers, words)``.
+    numbers: Zipf(1.0)'s hottest expert's pair share and router weight, its load over the mean
+    expert's, the bottleneck GPU over the mean GPU (fresh and drift-16 placement), the drift-16
+    timeline's lag-1 correlations (loads, and deviations from the mean), the proxy workload's
+    load over the mean; words: the paper's values as it prints them (``routing_stats.csv``)."""
     from ...world.workloads import zipf_popularity
 
-    rs = rstats.set_index("stat")
-    p1 = zipf_popularity(256, 1.0).max()
-    pr = paper_routing_stats()
-    return (
-        f"Under top-8 routing no expert can take more than 1/8 of a batch's pairs; the hottest expert of Zipf(1.0) "
-        f"takes {rs.loc['hottest_share', 'zipf1.0_iid']:.3f} on average, although its router weight is {p1:.3f} (the "
-        f"share an independent-pair sampler would give it). Its load is {rs.loc['max_over_mean', 'zipf1.0_iid']:.0f}x the mean "
-        f"expert's, far above the {pr.loc['max_over_mean', 'paper']} the paper reports for ShareGPT routing "
-        f"(Qwen3-235B, 128 experts): Zipf(1.0) over 256 experts is a much more concentrated workload than that trace. "
-        f"The bottleneck GPU carries {rs.loc['gpu_max_over_mean', 'zipf1.0_iid']:.2f}x the mean GPU's pairs on a fresh "
-        f"placement and {rs.loc['gpu_max_over_mean', 'drift16_timeline']:.2f}x on the drift-16 placement (paper: "
-        f"{pr.loc['gpu_max_over_mean', 'paper']}, routinely). Per-expert loads of consecutive batches correlate at "
-        f"{rs.loc['lag_corr', 'drift16_timeline']:.2f} on the drift-16 timeline, almost all of it the long-run popularity: "
-        f"the deviations from each expert's mean correlate at {rs.loc['lag_corr_dev', 'drift16_timeline']:.3f}, because the "
-        "drift we set from the paper's statements (popularity drifts far slower than a 200 ms window: correlation time "
-        "300 windows) moves little "
-        "between windows compared with the per-batch noise of a few hundred tokens.")
+    rs, pr = rstats.set_index("stat"), paper_routing_stats()
+    numbers = {"rt_hot_share": rs.loc["hottest_share", "zipf1.0_iid"], "rt_hot_weight": zipf_popularity(256, 1.0).max(),
+               "rt_mm": rs.loc["max_over_mean", "zipf1.0_iid"], "rt_mm_proxy": rs.loc["max_over_mean", "proxy_iid"],
+               "rt_gpu_fresh": rs.loc["gpu_max_over_mean", "zipf1.0_iid"],
+               "rt_gpu_drift": rs.loc["gpu_max_over_mean", "drift16_timeline"],
+               "rt_lag": rs.loc["lag_corr", "drift16_timeline"], "rt_lag_dev": rs.loc["lag_corr_dev", "drift16_timeline"]}
+    words = {"rt_paper_mm": str(pr.loc["max_over_mean", "paper"]), "rt_paper_gpu": str(pr.loc["gpu_max_over_mean", "paper"])}
+    return {k: float(v) for k, v in numbers.items()}, words
 
 
 # ---------------------------------------------------------------------------- mixed regimes (Fig. 5)
@@ -209,26 +213,18 @@ def mixed_tables(mixed_all: pd.DataFrame) -> list:
     return out
 
 
-def mixed_text(mixed: pd.DataFrame, tokens) -> str:
-    """The prose under Fig. 5: at which batch sizes ``tokens`` (tokens per GPU, EP8) the
-    synthetic batches are not all mixed and why, and the paper's split at B = 512."""
+def mixed_glue(mixed: pd.DataFrame) -> tuple[dict, dict]:
+    """What the passage under Fig. 5 glues (the synthetic ``mixed_regime`` rows): ``(numbers,
+    words)``.  numbers: the split at B = 512 (% of activated experts flat, % of tokens linear;
+    NaN when the ladder has no 512); words: where the batches are all mixed ("at every batch
+    size of the ladder", or the sizes where they are not and their share)."""
     fig5 = mixed_summary(mixed)
-    n_star_dsv3 = CostModel.named("dsv3-offline").n_star
-    too_few = [B for B in tokens if B * 8 < n_star_dsv3]  # a batch's tokens (EP8) below n*: no expert can be linear
     never = fig5.index[fig5.mixed_pct < 100].tolist()
-    return (
-        ("Every synthetic batch is mixed, as the paper finds for Zipf(1.2) routing." if not never else
-         f"Every batch is mixed at every size except B = {', '.join(map(str, never))} tokens per GPU, where "
-         f"{', '.join(f'{fig5.mixed_pct[B]:.0f}%' for B in never)} of the batches are, unlike the paper's 100% across the ladder"
-         + (f": with B = {', '.join(map(str, too_few))} a batch of {8 * too_few[0]} tokens cannot give any expert {n_star_dsv3:.0f} pairs when each "
-            "token picks 8 distinct experts, so no expert is linear. The paper's own synthetic routing draws pairs "
-            "independently (its E_eff formula, Section 3.2), where one expert may take more pairs than there are tokens."
-            if too_few else ".")) +
-        f" The split at B = 512 differs from the paper's ({tables.text_number('fig5', 'flat_share_of_activations_B512'):.0f}% "
-        f"of activations flat, {tables.text_number('fig5', 'linear_share_of_tokens_B512'):.0f}% of tokens linear): the paper "
-        "measured that pair on recorded routing of Qwen3-30B and DSv2-Lite. The rows of a recorded trace above (the "
-        "public ESFT recording, the DSv2-Lite architecture, unless the build was given `TRACE=`) are real routing of a "
-        "trained model; the ledger shows the ESFT values as stand-ins, apart from the verdicts.")
+    where = ("at every batch size of the ladder" if not never else
+             "at every size except " + ", ".join(f"B = {B} ({fig5.mixed_pct[B]:.0f}% of its batches)" for B in never))
+    at = fig5.loc[512] if 512 in fig5.index else pd.Series({"flat_experts_pct": np.nan, "linear_tokens_pct": np.nan})
+    return ({"mixed_flat_b512": float(at.flat_experts_pct), "mixed_linear_b512": float(at.linear_tokens_pct)},
+            {"mixed_where": where})
 
 
 # ---------------------------------------------------------------------------- proxy mispricing (Table 1)
@@ -268,20 +264,6 @@ def mispricing_ordering(t1: pd.DataFrame, table1: pd.DataFrame) -> pd.DataFrame:
 def mispricing_paper(table1: pd.DataFrame) -> pd.DataFrame:
     """Table 1 as the paper prints it (medians, one row per B), from ``tempo.paper.tables.table(1)``."""
     return table1.pivot(index="B", columns="policy", values="median")[T1_POLICIES]
-
-
-def concentration_text(rstats: pd.DataFrame) -> str:
-    """Why Table 1's magnitudes differ: the hottest expert's load over the mean in our Zipf(1.0)
-    workload (``routing_stats``) against the paper's ShareGPT routing."""
-    rs = rstats.set_index("stat")
-    pr = paper_routing_stats()
-    col, name = ("proxy_iid", "proxy") if "proxy_iid" in rs else ("zipf1.0_iid", "Zipf(1.0)")
-    return (f"One reason magnitudes differ from real routing: our {name} workload is far more concentrated than any "
-            f"routing the paper characterizes. Its hottest expert carries {rs.loc['max_over_mean', col]:.0f}x the mean "
-            f"expert's load (routing statistics above) against {pr.loc['max_over_mean', 'paper']} for the paper's "
-            "ShareGPT routing. The paper's proxy router was synthetic too, and its skew is calibrated here to the one "
-            "statistic the paper prints of it (Section 5.13), so Table 1's magnitudes are compared on the paper's own "
-            "input; the paper does not report this statistic for its proxy.")
 
 
 # ---------------------------------------------------------------------------- the phase diagram (Fig. 6, Fig. 12)
@@ -392,6 +374,23 @@ def scale_gains(scale: pd.DataFrame) -> pd.DataFrame:
                                              max_gain_comm=("gain_comm_pct", "max"))
 
 
+def scale_glue(scale: pd.DataFrame) -> tuple[dict, dict]:
+    """What the reading of Fig. 12 glues, from the seed-mean scale grid (:func:`seed_mean` of the
+    ``phase_diagram`` result with ``comm_kr``): ``(numbers, words)``.  numbers: the mean gain
+    over the batch ladder at s = 1.2 and at s = 0 (lowest and highest over the EP sizes), the
+    largest cell gain, and the largest change of a mean gain when the all-to-all is priced
+    (points); words: where the largest gain sits (skew, EP, B)."""
+    g = scale_gains(scale)
+    top = scale.loc[scale.gain_pct.idxmax()]
+    numbers = {"sc_max": top.gain_pct, "sc_comm": (g.mean_gain_comm - g.mean_gain).abs().max()}
+    for s, k in ((1.2, "s12"), (0.0, "s0")):
+        if s in g.index.get_level_values("skew"):
+            m = g.xs(s, level="skew").mean_gain
+            numbers.update({f"sc_{k}_lo": m.min(), f"sc_{k}_hi": m.max()})
+    words = {"sc_max_at": f"s = {top['skew']:g}, EP{int(top['ep'])}, B = {int(top['B'])}"}
+    return {k: float(v) for k, v in numbers.items()}, words
+
+
 def max_gain_cells(phase: pd.DataFrame) -> list[dict]:
     """Each shape's phase-diagram cell of TEMPO's largest gain over the best fixed policy, as
     ``phase_anatomy`` cells (shape, skew, replication, B)."""
@@ -423,8 +422,9 @@ def anatomy_gains(anatomy: pd.DataFrame) -> pd.DataFrame:
 def anatomy_table(anat: pd.DataFrame) -> pd.DataFrame:
     """The ``phase_anatomy`` rows under the phase diagram's own placement (long-run loads): per
     cell and dispatch, the makespan, the busiest GPU's activations and tokens, the lower bound."""
-    return anat[anat.placement == "long-run loads"][["shape", "skew", "replication", "B", "policy", "makespan_us",
-                                                      "max_G", "max_N", "lower_bound_us"]]
+    t = anat[anat.placement == "long-run loads"][["shape", "skew", "replication", "B", "policy", "makespan_us",
+                                                   "max_G", "max_N", "lower_bound_us"]]
+    return t.round({"makespan_us": 1, "max_N": 1, "lower_bound_us": 1})  # the cell's keys (1.25x) stay whole
 
 
 #: the anatomy's shapes by the short names the chapter's prose glues them under
@@ -461,21 +461,22 @@ def anatomy_numbers(anat: pd.DataFrame, why: pd.DataFrame) -> dict:
 
 def boundary_columns(bounds: pd.DataFrame) -> pd.DataFrame:
     """The first seed's rows of a ``phase_boundary`` result (:func:`tempo.studies.simulator.boundary_hits`
-    per (skew, replication) column), without the seed, shape and EP columns."""
-    return first_seed(bounds).drop(columns=["seed", "shape", "ep"]).reset_index(drop=True)
+    per (skew, replication) column), without the seed, shape and EP columns, its measures
+    rounded to 0.1 (the column's skew and replication whole: 1.25x stays 1.25x)."""
+    t = first_seed(bounds).drop(columns=["seed", "shape", "ep"]).reset_index(drop=True)
+    return t.round({c: 1 for c in t.select_dtypes("float").columns if c not in ("skew", "replication")})
 
 
-def boundary_text(bt: pd.DataFrame) -> str:
-    """The prose under the flip-boundary table (:func:`boundary_columns`): in how many columns
-    the analytic B* lands in the observed band, and each miss."""
+def boundary_glue(bt: pd.DataFrame) -> tuple[dict, dict]:
+    """What the passage under the flip-boundary table glues (:func:`boundary_columns`):
+    ``(numbers, words)``.  numbers: the columns where the analytic B* lands in the observed band,
+    and the columns; words: each miss (skew, replication, B* against the band, the mechanism),
+    or "none"."""
     miss = bt[~bt.hit]
-    hits = int(bt.hit.sum())
-    desc = "; ".join(f"s = {r.skew}, {r.replication}x: B* = {r.B_star:.0f} vs band [{r.band_lo:.0f}, {r.band_hi:.0f}] "
-                     f"({'above' if r.B_star > r.band_hi else 'below'}, {r.mechanism} mechanism)" for r in miss.itertuples())
-    return (f"The boundary lands inside the observed flip band in {hits} of {len(bt)} columns here."
-            + (f" Misses: {desc}. A column where token-LP never wins alone above METRO's last win has no band to "
-               "hit (its top cells may tie, M+L: a tie is won by neither policy and ends no band, the ties reading); "
-               "it counts as a miss, and this deviation is reported, not tuned away." if len(miss) else ""))
+    desc = "; ".join(f"s = {r.skew:g}, {r.replication:g}x: B* = {r.B_star:.0f} against the band [{r.band_lo:.0f}, "
+                     f"{r.band_hi:.0f}] ({'above' if r.B_star > r.band_hi else 'below'}, {r.mechanism} mechanism)"
+                     for r in miss.itertuples())
+    return {"bd_hits": float(bt.hit.sum()), "bd_columns": float(len(bt))}, {"bd_misses": desc or "none"}
 
 
 # ---------------------------------------------------------------------------- policy landscape (Table 4)
@@ -497,14 +498,15 @@ def landscape_grid(land: pd.DataFrame) -> pd.DataFrame:
     return land.groupby(["redundant", "drift", "policy"]).ratio_to_static.median().unstack("policy")
 
 
-def tight_text(land: pd.DataFrame) -> str:
-    """What the tight redundancy R = 16 shows (``policy_landscape``): the span of its kernels'
-    medians, against the paper's collapse to static."""
+def tight_glue(land: pd.DataFrame) -> dict:
+    """What the sentence on the tight redundancy R = 16 glues (``policy_landscape``): words
+    ``tight_span``, the span of its kernels' medians and whether they collapse to static, or
+    that this profile does not run R = 16."""
     tight = land[land.redundant == 16].groupby(["drift", "policy"]).ratio_to_static.median()
-    return ("R = 16 is not run in this profile." if tight.empty else
-            f"At R = 16 the paper finds every kernel collapsing to static (ratio 1); here the medians span "
-            f"{tight.min():.3f} to {tight.max():.3f}"
-            + (", so they do not collapse on our synthetic batches." if (tight - 1).abs().max() > 0.005 else ", a collapse as well."))
+    if tight.empty:
+        return {"tight_span": "are not computed in this profile (it runs R = 64 only)"}
+    verdict = "so they do not collapse" if (tight - 1).abs().max() > 0.005 else "a collapse as well"
+    return {"tight_span": f"span {tight.min():.3f} to {tight.max():.3f}, {verdict}"}
 
 
 # ---------------------------------------------------------------------------- staleness (Section 5.5)
@@ -513,21 +515,16 @@ def staleness_table(stale: pd.DataFrame) -> pd.DataFrame:
     return stale.groupby(["scale", "regime"]).ratio_to_static.median().unstack()[["exact", "stale-1", "frozen", "uniform"]]
 
 
-def staleness_text(st: pd.DataFrame, rstats: pd.DataFrame) -> str:
-    """The prose under the staleness table (:func:`staleness_table`, ``st``): the four regimes
-    at 1x against static and the paper, and the drift's persistence (``routing_stats``)."""
-    rs = rstats.set_index("stat")
+def staleness_glue(st: pd.DataFrame) -> tuple[dict, dict]:
+    """What the passage under the staleness table glues (:func:`staleness_table`, ``st``):
+    ``(numbers, words)``.  numbers: each regime's median ratio to static at 1x; words: the regimes
+    worse than static (or "none"), whether exact solving is the best, and how much of the exact
+    gain a one-batch-old table keeps ("none", "only part", "all")."""
     r = st.loc["1x"]
-    return (
-        f"At 1x, exact solving reaches {r['exact']:.3f} of static, stale-1 {r['stale-1']:.3f}, frozen {r['frozen']:.3f} and "
-        f"uniform {r['uniform']:.3f}. Worse than static here: {', '.join(r.index[r > 1 + 1e-9]) or 'none'} (in the paper only "
-        f"uniform); exact solving is {'best, as in the paper' if r.idxmin() == 'exact' else 'not the best'}. Unlike the paper, "
-        "a one-batch-old table keeps "
-        f"{'none' if r['stale-1'] >= 1 - 1e-9 else 'only part'} of the exact gain here. Our timeline drifts, but slowly "
-        "against the per-batch noise: consecutive batches' deviations from each expert's mean load correlate at "
-        f"{rs.loc['lag_corr_dev', 'drift16_timeline']:.3f} (routing statistics above), so the previous batch carries "
-        "little information about the next one beyond the long-run popularity. The paper does not report this "
-        "statistic for its routing, so we cannot say whether its windows are more persistent.")
+    keeps = ("none" if r["stale-1"] >= 1 - 1e-9 else "all" if r["stale-1"] <= r["exact"] + 1e-9 else "only part")
+    return ({f"st_{k.replace('-', '')}": float(r[k]) for k in ("exact", "stale-1", "frozen", "uniform")},
+            {"st_worse": ", ".join(r.index[r > 1 + 1e-9]) or "none",
+             "st_exact_best": "the best" if r.idxmin() == "exact" else "not the best", "st_keeps": keeps})
 
 
 # ---------------------------------------------------------------------------- faster EPLB (Table 10)
@@ -554,28 +551,21 @@ def faster_eplb_side_by_side(t10: pd.DataFrame) -> pd.DataFrame:
                      axis=1)
 
 
-def faster_eplb_text(t10: pd.DataFrame) -> str:
-    """The prose under Table 10: its rows read the way the paper reads them, ours beside the
-    paper's."""
-    o = faster_eplb_table(t10)
-    p10 = tables.table(10).set_index("policy")
-    uni, uni16 = o.loc['uni, never refresh', 'B128_median'], o.loc['uni + cum16 refresh', 'B128_median']
-    verdict = 'worse' if uni16 > uni + 0.005 else 'no better' if uni16 > uni - 0.005 else 'better'
-    return (
-        f"Read the rows the way the paper does. In the floor regime (B = 128) the uniform split costs "
-        f"{o.loc['uni, never refresh', 'B128_median']:.2f} of static never refreshed and {o.loc['uni + cum16 refresh', 'B128_median']:.2f} "
-        f"with cum16 (paper {p10.loc['uni, never refresh', 'B128_median']:.2f} and {p10.loc['uni + cum16 refresh', 'B128_median']:.2f}: "
-        "in the paper a more balanced replica spread fragments more experts over GPUs and "
-        f"manufactures more activation floors; here the refresh makes it "
-        f"{verdict}). "
-        f"TEMPO on the stale placement reaches "
-        f"{o.loc['TEMPO, never refresh', 'B128_median']:.2f} (paper {p10.loc['TEMPO, never refresh', 'B128_median']:.2f}). "
-        f"In the compute regime (B = 512) TEMPO without any refresh reaches {o.loc['TEMPO, never refresh', 'B512_median']:.2f} "
-        f"(paper {p10.loc['TEMPO, never refresh', 'B512_median']:.2f}) and composing it with a refresh is best, "
-        f"{o.loc['TEMPO + W4 refresh', 'B512_median']:.2f} with W4 (paper {p10.loc['TEMPO + W4 refresh', 'B512_median']:.2f}). "
-        f"Static dispatch on a refreshed placement: {o.loc['static + cum16 refresh', 'B512_median']:.2f} at B = 512 "
-        f"(paper {p10.loc['static + cum16 refresh', 'B512_median']:.2f}); static here is SGLang's static dispatch, as everywhere "
-        "in this book.")
+def faster_eplb_glue(t10: pd.DataFrame) -> tuple[dict, dict]:
+    """What the passage under Table 10 glues: ``(numbers, words)``.  numbers: the rows the paper
+    reads (medians, ours ``t10_<row>_<B>`` and the paper's ``t10p_<row>_<B>``); words: whether a
+    cum16 refresh makes the uniform split at B = 128 worse, no better or better here."""
+    o, p10 = faster_eplb_table(t10), tables.table(10).set_index("policy")
+    rows = {"uni": "uni, never refresh", "uni16": "uni + cum16 refresh", "tempo": "TEMPO, never refresh",
+            "tempow4": "TEMPO + W4 refresh", "static16": "static + cum16 refresh"}
+    numbers = {}
+    for k, row in rows.items():
+        for B in (128, 512):
+            numbers[f"t10_{k}_{B}"] = float(o.loc[row, f"B{B}_median"])
+            numbers[f"t10p_{k}_{B}"] = float(p10.loc[row, f"B{B}_median"])
+    uni, uni16 = numbers["t10_uni_128"], numbers["t10_uni16_128"]
+    verdict = "worse" if uni16 > uni + 0.005 else "no better" if uni16 > uni - 0.005 else "better"
+    return numbers, {"t10_verdict": verdict}
 
 
 # ---------------------------------------------------------------------------- MoonEP (Appendix H)
@@ -586,24 +576,20 @@ def moonep_table(moon: pd.DataFrame) -> pd.DataFrame:
     return mt[["moonep_free", "moonep_charged", "token_lp", "tempo"]]
 
 
-def moonep_text(mt: pd.DataFrame) -> str:
-    """The prose under the MoonEP table (:func:`moonep_table`): decode (B <= 64) and prefill
-    (B >= 512) against static, beside the paper's charged-prefetch range."""
+def moonep_glue(mt: pd.DataFrame) -> tuple[dict, dict]:
+    """What the passage under the MoonEP table glues (:func:`moonep_table`): ``(numbers,
+    words)``.  numbers: at decode (B <= 64, against static) the gains of free prefetch and of
+    TEMPO (%, lowest and highest) and charged prefetch's slowdown (%); words: the paper's charged
+    range as printed, and the prefill (B >= 512) changes of free MoonEP and token-LP."""
     dec = mt.loc["static"].loc[lambda d: d.index <= 64]
     pre = mt.loc["static"].loc[lambda d: d.index >= 512]
-    return (
-        f"At decode, free prefetch gains {-dec.moonep_free.max():.1f} to {-dec.moonep_free.min():.1f}% and TEMPO "
-        f"{-dec.tempo.max():.1f} to {-dec.tempo.min():.1f}% on the same batches: perfect token balance does nothing for the "
-        "activation floor. Charged prefetch turns MoonEP slower than static, as in the paper, but by "
-        f"{dec.moonep_charged.min():.0f} to {dec.moonep_charged.max():.0f}% instead of the paper's "
-        f"{' to '.join(f'+{v:g}' for v in claims_file.claim_row('moonep_charged_decode')['paper'])}%: the replay copies "
-        "few experts per batch, even from MoonEP's own layout (it fills a receiver's quota from the donor's largest "
-        "expert first, so one copy carries many tokens), and charges each copy 4 b, about 16 us for this shape; the "
-        "ledger's note on moonep_charged_decode counts the copies against what the paper's range would take. The "
-        "paper's accounting of a copy is not "
-        "specified beyond the 4x ratio (its measured MoonEP prefetch on the real library is for the DSv3 shape, "
-        "a different expert size, so it does not calibrate this replay). At prefill the free variant and token-LP coincide "
-        f"({pre.moonep_free.round(1).tolist()} vs {pre.token_lp.round(1).tolist()} %), as the paper reports.")
+    numbers = {"moon_free_lo": -dec.moonep_free.max(), "moon_free_hi": -dec.moonep_free.min(),
+               "moon_tempo_lo": -dec.tempo.max(), "moon_tempo_hi": -dec.tempo.min(),
+               "moon_charged_lo": dec.moonep_charged.min(), "moon_charged_hi": dec.moonep_charged.max()}
+    words = {"moon_paper_charged": " to ".join(f"+{v:g}" for v in claims_file.claim_row("moonep_charged_decode")["paper"]),
+             "moon_pre_free": ", ".join(f"{v:.1f}" for v in pre.moonep_free),
+             "moon_pre_lp": ", ".join(f"{v:.1f}" for v in pre.token_lp)}
+    return {k: float(v) for k, v in numbers.items()}, words
 
 
 # ---------------------------------------------------------------------------- tile-aware prefill (Section 2.2)
@@ -666,14 +652,10 @@ def trace_replay_config(trace_path, sizes: dict, public: str | None = None) -> d
     return cfg
 
 
-def trace_source_text(tr_cfg: dict) -> str:
-    """The line above the oracle-gap table: where the replayed trace came from, and the model."""
-    from ...studies import routing_label
-
-    return (f"{routing_label(tr_cfg) if tr_cfg.get('trace') else 'Trace source: **synthetic** (no `TRACE` given).'} "
-            + (f"Its first {tr_cfg['max_layers']} layers. " if tr_cfg.get("max_layers") else "")
-            + "Priced with the Table 6 offline model of the trace's shape (Qwen3-30B for 128 experts, top-8; "
-            "DSv2-Lite for 64, top-6), EP8, EPLB 1.25x from the first half of the steps.")
+def trace_source_glue(tr_cfg: dict) -> dict:
+    """Words for the line above the oracle-gap table: which layers of the replayed trace
+    (``tr_layers``: "its first n layers" for the shipped public trace, else "every layer")."""
+    return {"tr_layers": f"its first {tr_cfg['max_layers']} layers" if tr_cfg.get("max_layers") else "every layer"}
 
 
 # ---------------------------------------------------------------------------- Fig. 12 at s = 0: computed candidates
@@ -691,28 +673,28 @@ def scale_s0_table(cand: pd.DataFrame) -> pd.DataFrame:
                  replicated=("replicated", "first"), colocated=("colocated", "first")).reset_index()
 
 
-def scale_s0_text(table: pd.DataFrame, paper_lo: float, paper_hi: float) -> str:
-    """Which candidates of :func:`scale_s0_table` reach the paper's mean gain at s = 0
-    (``paper_lo``-``paper_hi`` %, on every EP size of the table), written from the table."""
+#: the candidates of :func:`scale_s0_table` the page names, by their glue names
+S0_NAMED = {"built": "as built", "index": "EPLB ties in index order", "preset": "TEMPO's paper preset (Section 4.2)",
+            "reading": "the paper's reading (independent draws, paper preset)"}
+
+
+def scale_s0_glue(table: pd.DataFrame, paper_lo: float) -> tuple[dict, dict]:
+    """What the passage under :func:`scale_s0_table` glues: ``(numbers, words)``.  numbers: the
+    lowest and highest mean gain over the EP sizes of the candidates of :data:`S0_NAMED`
+    (``s0_<name>_lo`` / ``_hi``) and, as built, the replicated experts and those whose every
+    replica sits on one GPU on the largest EP size; words: the candidates whose mean gain stays
+    within one point of zero on every EP size (the ledger's "no gain") and those that reach
+    ``paper_lo`` (%) on every EP size, each "none" when empty."""
     m = table.groupby("candidate", sort=False).mean_gain_pct.agg(["min", "max"])
+    numbers = {}
+    for k, c in S0_NAMED.items():
+        if c in m.index:
+            numbers[f"s0_{k}_lo"], numbers[f"s0_{k}_hi"] = float(m.loc[c, "min"]), float(m.loc[c, "max"])
+    big = table[(table.candidate == S0_NAMED["built"]) & (table.ep == table.ep.max())].iloc[0]
+    numbers.update(s0_built_rep=float(big.replicated), s0_built_col=float(big.colocated), s0_ep_hi=float(big.ep))
+    near_zero = [c for c, r in m.iterrows() if r["min"] > -1 and r["max"] < 1]
     reach = [c for c, r in m.iterrows() if r["min"] >= paper_lo]
-    near = [c for c, r in m.iterrows() if c not in reach and r["max"] >= paper_lo / 2]
-
-    def col(c):
-        return ", ".join(f"EP{r.ep} {r.colocated} of {r.replicated}" for r in table[table.candidate == c].itertuples())
-
-    first = m.index[0]
-    parts = [f"As built, the mean gain at s = 0 is {m.iloc[0]['min']:.2f}-{m.iloc[0]['max']:.2f}% on "
-             f"EP{int(table.ep.min())}-{int(table.ep.max())}; replicated experts whose every replica sits on one "
-             f"GPU: {col(first)}. Each other candidate changes one thing (mean gain over the ladder, lowest-highest "
-             "over the EP sizes; co-located replicated experts):"]
-    for c, r in m.iloc[1:].iterrows():
-        parts.append(f"{c}: {r['min']:.2f}-{r['max']:.2f}% ({col(c)}).")
-    parts.append((f"At least the low end of the paper's {paper_lo:g}-{paper_hi:g}% on every EP size: "
-                  + ", ".join(reach) + ".")
-                 if reach else f"No candidate reaches the paper's {paper_lo:g}-{paper_hi:g}% on every EP size" +
-                 (f"; at least half of it somewhere: {', '.join(near)}." if near else "."))
-    return " ".join(parts)
+    return numbers, {"s0_zero": ", ".join(near_zero) or "none", "s0_reach": ", ".join(reach) or "none"}
 
 
 # ---------------------------------------------------------------------------- phase_min_gain vs an exact activation balancer
@@ -739,17 +721,21 @@ def activation_balancer_table(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def activation_balancer_text(table: pd.DataFrame) -> str:
-    """The sentence under :func:`activation_balancer_table`, written from it."""
-    lo_f, lo_x = table.min_gain_vs_fixed_pct.min(), table.min_gain_vs_exact_pct.min()
+def activation_balancer_glue(table: pd.DataFrame) -> tuple[dict, dict]:
+    """What the passage under :func:`activation_balancer_table` glues: ``(numbers, words)``.
+    numbers: TEMPO's lowest cell gain against the fixed policies and against those and the exact
+    balancer, the cells below the paper's -0.3% and the cells; words: where the lowest sits,
+    each shape's largest gain against both baselines, and whether the paper's bound holds
+    against the exact balancer too."""
     n_bad = int(table["cells_below_-0.3pct"].sum())
     worst = table.loc[table.min_gain_vs_exact_pct.idxmin()]
-    return (f"Against the fixed policies TEMPO's lowest cell gain on this seed is {lo_f:.2f}%; with the exact "
-            f"activation balancer added to them it is {lo_x:.2f}% ({worst['shape']}, {worst['lowest_at']}), and "
-            f"{n_bad} of {int(table.cells.sum())} cells fall below the paper's -0.3% bound. The largest gains move "
-            "with the stronger baseline too (" + ", ".join(f"{r['shape']} {r.max_gain_vs_fixed_pct:.2f}% -> "
-                                                             f"{r.max_gain_vs_exact_pct:.2f}%" for _, r in table.iterrows())
-            + "). "
-            + ("The paper's bound therefore depends on which activation balancer it is read against: METRO's greedy "
-               "(the baseline the paper names) or the exact one, which TEMPO's search does not always match." if n_bad else
-               "The paper's bound holds against the exact balancer too."))
+    numbers = {"ab_lo_fixed": table.min_gain_vs_fixed_pct.min(), "ab_lo_exact": table.min_gain_vs_exact_pct.min(),
+               "ab_below": n_bad, "ab_cells": int(table.cells.sum())}
+    words = {"ab_where": f"{worst['shape']}, {worst['lowest_at']}",
+             "ab_max": ", ".join(f"{r['shape']} {r.max_gain_vs_fixed_pct:.2f}% -> {r.max_gain_vs_exact_pct:.2f}%"
+                                 for _, r in table.iterrows()),
+             "ab_bound": ("depends on which activation balancer it is read against: TEMPO's search does not always "
+                          "match the exact one" if n_bad else "holds against the exact balancer too")}
+    return {k: float(v) for k, v in numbers.items()}, words
+
+

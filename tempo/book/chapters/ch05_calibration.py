@@ -69,21 +69,18 @@ def measure(sizes: dict) -> list:
     return calibrate_shapes("deep_gemm", ["dsv3", "qwen3-30b"], command="notebook 05_calibration profile=gpu")
 
 
-def recordings_view(recs: pd.DataFrame) -> list:
-    """What the chapter shows of the recordings (``tempo.measured.catalog.recordings("calibration")``): their
-    listing (or that there is none) and whether any comes from a GPU.  A list to display."""
+def recordings_view(recs: pd.DataFrame):
+    """The listing of the recordings (``tempo.measured.catalog.recordings("calibration")``), or
+    that there is none."""
     from IPython.display import Markdown
 
-    out = [Markdown("No recordings under `data/measured/` yet.") if recs.empty else recordings_table(recs)]
-    gpu_recs = recs[recs.backend != "cpu"]
-    out.append(Markdown(
-        ("GPU recordings are present; the GPU figures below use the newest one of each shape."
-         if len(gpu_recs) else
-         "**No GPU recording exists yet**: every measured number in this chapter comes from the CPU recording listed "
-         "above (float32 torch, the Qwen3-30B expert shape), and the paper's GPU claims stay marked as needing hardware "
-         "in the ledger. The GPU backends are complete code (`tempo/calib/backends.py`); their fp8 layouts and the "
-         "recording format are tested on CPU.")))
-    return out
+    return Markdown("No recordings under `data/measured/` yet.") if recs.empty else recordings_table(recs)
+
+
+def recordings_glue(recs: pd.DataFrame) -> dict:
+    """How many recordings the listing holds and how many come from a GPU (``recs``:
+    ``tempo.measured.catalog.recordings("calibration")``), for :func:`tempo.book.paper.glue`."""
+    return {"recs_n": len(recs), "recs_gpu": int((recs.backend != "cpu").sum()) if len(recs) else 0}
 
 
 def gpu_check_view(chk: pd.DataFrame, newest) -> list:
@@ -148,30 +145,21 @@ def main_recording(recs: pd.DataFrame) -> Recording:
                      fit_cost_model(S, "max_affine", intercept=False).model, fit_cost_model(S, "tile").model)
 
 
-def regime_text(rec: Recording) -> str:
-    """The prose under Fig. 2a: the Table 6 form's fit (and the one with intercepts), and
-    model-free evidence of the two regimes on the recording's one-expert column."""
+def regime_glue(rec: Recording) -> dict:
+    """The numbers under Fig. 2a: the Table 6 form's fit (``rg_b0``, ``rg_beta0``, ``rg_ns0``,
+    ``rg_err0``), the fit with intercepts (``rg_a1``, ``rg_b1``, ``rg_c1``, ``rg_beta1``,
+    ``rg_err1``) and the model-free regime evidence on the one-expert column
+    (:func:`tempo.calib.fit.regime_evidence`: flat up to ``rg_flat_hi`` tokens varying by
+    ``rg_flat_var`` % over a ``rg_flat_fold``-fold token range, slope ``rg_slope`` us per token
+    from ``rg_lin_lo`` tokens)."""
     from ...calib.fit import regime_evidence
 
     S, m0, m1, FITS = rec.samples, rec.m0, rec.m1, rec.fits
-    one = S[(S.G == 1) & (S.kind == "grid")]
-    ns0 = m0.n_star
-    ev = regime_evidence(one, ns0)
-    return (
-        f"Fitted on the whole grid in the paper's Table 6 form (a = c = 0): b = {m0.b:.4g} us per activated expert, "
-        f"beta = {m0.beta:.4g} us per token, inflection n* = b / beta = {ns0:.0f} tokens, fit error "
-        f"{100 * FITS['max_affine_no_intercept']['error']:.1f}% (with intercepts: a = {m1.a:.3g}, b = {m1.b:.4g}, "
-        f"c = {m1.c:.4g}, beta = {m1.beta:.4g}, error {100 * FITS['max_affine']['error']:.1f}%). "
-        f"Regime evidence on the measured points of one expert: from 2 to {ev['flat_hi_n']:.0f} tokens the time varies by "
-        f"{100 * ev['flat_variation']:.0f}% while the token count grows {ev['flat_hi_n'] / 2:.0f}-fold (flat), and from "
-        f"{ev['lin_lo_n']:.0f} tokens on it grows by {ev['linear_slope']:.4g} us per token (linear; the fitted beta is "
-        f"{m0.beta:.4g}). "
-        + (f"On this CPU a single token (n = 1, {ev['t_one']:.0f} us) is cheaper than the flat level: a one-row product "
-           "takes a matrix-vector path that streams the weights faster than the matrix-matrix one; the GPU kernels pad "
-           "every expert to a 128-row tile and show no such step. The flat region is short on a CPU because it computes "
-           "far fewer flops per byte of memory bandwidth than a GPU, so compute overtakes weight streaming after a few "
-           "tokens. The CPU's timings are also noisy (a shared 2-core virtual machine), which is most of the fit error."
-           if rec.manifest["backend"] == "cpu" and np.isfinite(ev["t_one"]) else ""))
+    ev = regime_evidence(S[(S.G == 1) & (S.kind == "grid")], m0.n_star)
+    return {"rg_b0": m0.b, "rg_beta0": m0.beta, "rg_ns0": m0.n_star, "rg_err0": 100 * FITS["max_affine_no_intercept"]["error"],
+            "rg_a1": m1.a, "rg_b1": m1.b, "rg_c1": m1.c, "rg_beta1": m1.beta, "rg_err1": 100 * FITS["max_affine"]["error"],
+            "rg_flat_hi": ev["flat_hi_n"], "rg_flat_var": 100 * ev["flat_variation"], "rg_flat_fold": ev["flat_hi_n"] / 2,
+            "rg_lin_lo": ev["lin_lo_n"], "rg_slope": ev["linear_slope"]}
 
 
 def table6_paper() -> pd.DataFrame:
@@ -189,8 +177,8 @@ def recording_fits_view(ours: pd.DataFrame):
 
 
 def cpu_roofline_note(rec: Recording) -> list:
-    """On a CPU recording, the roofline check on this machine: the float32 expert's bytes, a
-    copy loop's bandwidth measured now, the streaming bound and the fitted b against it.
+    """On a CPU recording, the roofline check on this machine: the float32 expert's MB, a copy
+    loop's bandwidth measured now (GB/s), the streaming bound and the fitted b against it.
     Nothing for a GPU recording.  A list to display."""
     from IPython.display import Markdown
 
@@ -200,13 +188,10 @@ def cpu_roofline_note(rec: Recording) -> list:
     if MAN["backend"] != "cpu":
         return []
     bw = host_copy_bandwidth()  # bytes/s, read + write, a 64 MB buffer past the caches
-    sh = shape(MAN["shape"])
-    roof = sh.bytes(4.0) / bw * 1e6
-    return [Markdown(
-        f"The same check on this recording's CPU: the float32 expert of shape {MAN['shape']} holds "
-        f"{sh.bytes(4.0) / 1e6:.1f} MB; a copy loop on this machine moves about {bw / 1e9:.1f} GB/s, so streaming the "
-        f"expert costs at least {roof:.0f} us. The fitted b is {m0.b:.0f} us, {m0.b / roof:.2f}x that bound "
-        "(measured now, on whatever machine builds the book, while the recording may come from another one).")]
+    mb = shape(MAN["shape"]).bytes(4.0) / 1e6
+    roof = mb / bw * 1e12
+    return [Markdown(f"This CPU, {MAN['shape']} at float32: {mb:.1f} MB, copy {bw / 1e9:.1f} GB/s, bound {roof:.0f} us; "
+                     f"fitted b = {m0.b:.0f} us ({m0.b / roof:.2f}x).")]
 
 
 def tile_sweep_view(rec: Recording, profile: str) -> list:
@@ -226,10 +211,8 @@ def tile_sweep_view(rec: Recording, profile: str) -> list:
     chart = figures.fig4_tile_staircase(fine, m1, mt)
     steps = tile_steps(fine)
     err_blind, err_tile = fit_error(m1, fine), fit_error(mt, fine)
-    text = Markdown(f"Tile sweep: tile-blind model error {100 * err_blind:.1f}%, tile-aware {100 * err_tile:.1f}%; fitted "
-                    f"b2 = {mt.b2:.3g} us ({mt.b2 / max(mt.b, 1e-12):.2f} b)."
-                    + (" A CPU matrix product has no 128-row tiles, so no step is expected here, and the fitted b2 only "
-                       "absorbs noise." if rec.manifest["backend"] == "cpu" else ""))
+    text = Markdown(f"Tile sweep: tile-blind model error {100 * err_blind:.1f}%, tile-aware {100 * err_tile:.1f}%; "
+                    f"b2 = {mt.b2:.3g} us ({mt.b2 / max(mt.b, 1e-12):.2f} b).")
     return [chart, text, steps.round(1), claims.view(profile, ["tile_err", "b2_over_b", "tile_step"])]
 
 
@@ -248,27 +231,33 @@ def spread_summary(sp: pd.DataFrame) -> pd.DataFrame:
     return sp.groupby("set").spread.agg(["count", "median", "max"])
 
 
-def bootstrap_view(rec: Recording, n_boot: int) -> list:
-    """The cluster bootstrap of the recording's grid (Section 5.2): 95% intervals and medians of
-    a, b, c, beta and n*, and, when the grid spans G = 9-20 (the paper's operating range), the
-    correlation of a and b and the intervals of b and beta there.  A list to display."""
-    from IPython.display import Markdown
-
+def bootstrap_glue(rec: Recording, n_boot: int) -> tuple[pd.DataFrame, dict, dict]:
+    """The cluster bootstrap of the recording's grid (Section 5.2): ``(ci, numbers, words)``.
+    ci: 95% intervals and medians of a, b, c, beta and n* (rows; columns 2.5%, median, 97.5%);
+    numbers: the b, beta and n* intervals, corr(a, b) on all G and, on the cells with G in
+    9-20 (the paper's operating range; NaN with fewer than two such G), corr(a, b) and the b
+    and beta intervals; words: the grid's G values and which of b, beta it identifies (an
+    interval narrower than :data:`IDENTIFIED_WIDTH` of its median)."""
     from ...calib import bootstrap
 
     S = rec.samples
-    bs = bootstrap(S[S.kind == "grid"], n_boot=n_boot, seed=0)
+    grid = S[S.kind == "grid"]
+    bs = bootstrap(grid, n_boot=n_boot, seed=0)
     ci = bs[["a", "b", "c", "beta", "n_star"]].quantile([0.025, 0.5, 0.975]).T
     ci.columns = ["2.5%", "median", "97.5%"]
-    narrow = S[(S.kind == "grid") & S.G.between(9, 20)]
-    out = [ci.round(4), Markdown(identified_text(ci, sorted(S[S.kind == "grid"].G.unique())))]
-    if narrow.G.nunique() >= 2:
-        bn = bootstrap(narrow, n_boot=n_boot, seed=1)
-        out.append(Markdown(
-            f"All G: corr(a, b) = {bs.a.corr(bs.b):.3f}. Only the cells with G in 9-20 (the paper's operating range): "
-            f"corr(a, b) = {bn.a.corr(bn.b):.3f}, b in [{bn.b.quantile(0.025):.1f}, {bn.b.quantile(0.975):.1f}] us, "
-            f"beta in [{bn.beta.quantile(0.025):.4f}, {bn.beta.quantile(0.975):.4f}]."))
-    return out
+    narrow = grid[grid.G.between(9, 20)]
+    bn = bootstrap(narrow, n_boot=n_boot, seed=1) if narrow.G.nunique() >= 2 else None
+    nan = float("nan")
+    numbers = {"bt_b_lo": ci.loc["b", "2.5%"], "bt_b_hi": ci.loc["b", "97.5%"],
+               "bt_beta_lo": ci.loc["beta", "2.5%"], "bt_beta_hi": ci.loc["beta", "97.5%"],
+               "bt_ns_lo": ci.loc["n_star", "2.5%"], "bt_ns_hi": ci.loc["n_star", "97.5%"], "bt_corr": bs.a.corr(bs.b),
+               "bt_corr_op": nan if bn is None else bn.a.corr(bn.b),
+               "bt_b_op_lo": nan if bn is None else bn.b.quantile(0.025),
+               "bt_b_op_hi": nan if bn is None else bn.b.quantile(0.975),
+               "bt_beta_op_lo": nan if bn is None else bn.beta.quantile(0.025),
+               "bt_beta_op_hi": nan if bn is None else bn.beta.quantile(0.975)}
+    words = {"bt_G": ", ".join(str(int(g)) for g in sorted(grid.G.unique())), "bt_identifies": identified(ci)}
+    return ci, numbers, words
 
 
 #: a parameter is identified by the grid when its 95% bootstrap interval is narrower than this
@@ -276,26 +265,15 @@ def bootstrap_view(rec: Recording, n_boot: int) -> list:
 IDENTIFIED_WIDTH = 0.5
 
 
-def identified_text(ci: pd.DataFrame, G_values) -> str:
-    """Whether this recording's grid (its ``G_values``) pins the floor b and the slope beta, from
-    the bootstrap intervals ``ci`` (rows a, b, c, beta, n_star; columns 2.5%, median, 97.5%): a
-    parameter is identified when its interval is narrower than :data:`IDENTIFIED_WIDTH` of its
-    median."""
+def identified(ci: pd.DataFrame) -> str:
+    """Which of b and beta the bootstrap intervals ``ci`` (rows a, b, c, beta, n_star; columns
+    2.5%, median, 97.5%) identify: "both b and beta", "beta, not b", "b, not beta" or "neither"."""
     def ok(p):
         lo, med, hi = ci.loc[p, "2.5%"], ci.loc[p, "median"], ci.loc[p, "97.5%"]
         return med > 0 and (hi - lo) <= IDENTIFIED_WIDTH * med
 
-    Gs = ", ".join(str(int(g)) for g in G_values)
-    b, beta = ci.loc["b"], ci.loc["beta"]
-    rng = f"b anywhere in {b['2.5%']:.2f}-{b['97.5%']:.2f} us, n* in {ci.loc['n_star', '2.5%']:.0f}-{ci.loc['n_star', '97.5%']:.0f}"
-    if ok("b") and ok("beta"):
-        return (f"This recording's grid (G = {Gs}) identifies both: b within {b['2.5%']:.2f}-{b['97.5%']:.2f} us and "
-                f"beta within {beta['2.5%']:.4f}-{beta['97.5%']:.4f} us/token.")
-    if ok("beta"):
-        return (f"This recording's grid has only G = {Gs}, and it does not identify b ({rng}); beta is pinned "
-                f"({beta['2.5%']:.4f}-{beta['97.5%']:.4f} us/token). A grid over a wider range of G would pin b too.")
-    return (f"This recording's grid (G = {Gs}) identifies neither b ({rng}) nor beta "
-            f"({beta['2.5%']:.4f}-{beta['97.5%']:.4f} us/token).")
+    return {(True, True): "both b and beta", (False, True): "beta, not b", (True, False): "b, not beta",
+            (False, False): "neither"}[(ok("b"), ok("beta"))]
 
 
 def fits_table(rec: Recording) -> pd.DataFrame:
@@ -374,27 +352,10 @@ def _verdict(x) -> str:
 
 
 def _prediction_sentence(table: pd.DataFrame, pred: pd.DataFrame) -> str:
-    from ...calib.shapes import shape as get_shape
-
     if table.empty:
-        return ("No fp8 GPU recording of a predicted shape exists yet, so the prediction is unchecked "
-                "(run `python -m tempo calibrate --preset appendix-b` on an H200).")
-    out, held_all = [], []
-    for shape_name, t in table.groupby("shape", sort=False):
-        p = pred.loc[shape_name]
-        label = get_shape(shape_name).label
-        parts = [f"For {label} the chapter predicted, before measuring, b = {p.b_lo_us:.1f}-{p.b_hi_us:.1f} us and "
-                 f"n* = {p.nstar_lo:.0f}-{p.nstar_hi:.0f} tokens on one H200."]
-        for rec_name, r in t.groupby("recording", sort=False):
-            nums = "; ".join(f"{x.form} b = {x['b (us)']:.2f} us, n* = {x['n*']:.0f}, error {x['fit err %']:.1f}% "
-                             f"({_verdict(x)})" for _, x in r.iterrows())
-            parts.append(f"On {rec_name} ({int(r.cells.iloc[0])} cells, {int(r['grid cells (of 117)'].iloc[0])} of "
-                         f"Appendix B's 117 grid cells): {nums}.")
-            held_all += [f"the {x.form} fit of {rec_name}" for _, x in r.iterrows() if _verdict(x) == "held"]
-        out.append(" ".join(parts))
-    lead = ("The prediction held for " + (", ".join(held_all) if held_all else "no fit of any recording") +
-            f", and for none of the {len(table) - len(held_all)} other fits. ")
-    return lead + " ".join(out)
+        return "No fp8 GPU recording of a predicted shape exists yet: the prediction is unchecked."
+    held = [f"{x.form} of {x.recording}" for _, x in table.iterrows() if _verdict(x) == "held"]
+    return f"Held: {', '.join(held) if held else 'no fit'}; {len(table) - len(held)} of {len(table)} fits missed."
 
 
 def coverage_table(recs: pd.DataFrame) -> pd.DataFrame:
@@ -417,38 +378,113 @@ def coverage_table(recs: pd.DataFrame) -> pd.DataFrame:
                                        "tokens per expert", "tile cells", "device", "generation", "Appendix B grid"])
 
 
-def coverage_text(cov: pd.DataFrame) -> str:
-    """One sentence on :func:`coverage_table`: how many recordings hold Appendix B's whole grid,
-    and the most any holds."""
+def coverage_glue(cov: pd.DataFrame) -> tuple[dict, dict]:
+    """What the sentence under :func:`coverage_table` glues: ``(numbers, words)``.  numbers:
+    Appendix B's grid size per shape and kernel and its token range, the recordings and how many
+    hold all of it, the most grid cells any holds (NaN without recordings); words: its G ladder
+    and the recording holding the most."""
     from ...calib.preset import PRESETS
 
     g = PRESETS["appendix-b"].grid(tile_sweep=False)
-    ladder = f"G in {{{', '.join(map(str, sorted(g.G.unique())))}}} x tokens per expert {g.n.min()}-{g.n.max()}"
-    if cov.empty:
-        return f"No calibration recording exists; Appendix B's grid is {len(g)} cells ({ladder})."
-    full = int((cov["Appendix B grid"] == "complete").sum())
-    top = cov.loc[cov["grid cells (of 117)"].idxmax()]
-    return (f"Appendix B's grid, as the preset measures it, is {len(g)} cells per shape and kernel ({ladder}). "
-            f"{full} of the {len(cov)} recordings hold all of it; the most any holds is {int(top['grid cells (of 117)'])} "
-            f"({top.recording}, G {top.G}, tokens {top['tokens per expert']}). A fit on a partial grid, or on another "
-            "GPU generation than the paper's testbed, is a stand-in for the paper's number, not a check of it.")
+    top = None if cov.empty else cov.loc[cov["grid cells (of 117)"].idxmax()]
+    numbers = {"cov_grid": len(g), "cov_n_lo": g.n.min(), "cov_n_hi": g.n.max(), "cov_recs": len(cov),
+               "cov_full": int((cov["Appendix B grid"] == "complete").sum()),
+               "cov_top_cells": float("nan") if top is None else top["grid cells (of 117)"]}
+    words = {"cov_G": ", ".join(map(str, sorted(g.G.unique()))),
+             "cov_top": "no recording" if top is None else f"{top.recording}, G {top.G}, tokens {top['tokens per expert']}"}
+    return numbers, words
 
 
-def preset_plan() -> tuple[pd.DataFrame, str]:
+def preset_plan() -> tuple[pd.DataFrame, dict, dict]:
     """The Appendix B preset's part plan (:func:`tempo.calib.preset.plan_parts`, estimated from
-    the H200 recordings' timings): per part its recordings, cells and expected seconds, and the
-    command a GPU node runs."""
+    the H200 recordings' timings): ``(table, numbers, words)``.  table: per part its recordings,
+    cells and expected seconds; numbers: the cells, the parts, a part's limit and the expected
+    total (minutes); words: ``plan_sources``, where each backend's per-cell estimate comes from."""
     from ...calib import preset as P
 
     pre = P.PRESETS["appendix-b"]
     costs = P.cost_models(P.cell_costs(backends=pre.backends), pre.backends)
     summ = P.plan_summary(P.plan_parts("appendix-b", costs))
-    n = len(summ)
-    text = (f"Appendix B's grid for all three shapes on both kernels is {int(summ.cells.sum())} cells, planned as {n} "
-            f"parts of at most {P.PART_S / 60:.0f} minutes on one H200 ({summ.est_s.sum() / 60:.0f} minutes expected in "
-            f"all, estimated from the H200 recordings' own timings: "
-            + "; ".join(c.source for c in costs.values()) +
-            f"). A GPU node runs `python -m tempo calibrate --preset appendix-b --part K/{n}` for K = 1 to {n}, in one "
-            "session or several: each part measures what the parts before it left, and resumes the same recordings "
-            "(`scripts/gpu-node-all.sh` runs the parts that fit after its checks).")
-    return summ.round(0), text
+    numbers = {"plan_cells": int(summ.cells.sum()), "plan_parts": len(summ), "plan_part_min": P.PART_S / 60,
+               "plan_total_min": summ.est_s.sum() / 60}
+    return summ.round(0), numbers, {"plan_sources": "; ".join(c.source for c in costs.values())}
+
+
+# ---------------------------------------------------------------------------- the running example
+#: the dispatchers the running example compares (chapter 01's three and the exact optimum)
+TOY_POLICIES = ("token_lp", "metro", "tempo", "milp")
+
+
+def toy_repriced(model: CostModel, label: str) -> tuple[pd.DataFrame, dict]:
+    """Chapter 01's toy batch (:func:`.common.toy`) solved and priced twice: under the toy's own
+    model and under ``model`` (a calibrated fit, named ``label`` in the columns).  Returns
+    ``(table, numbers)``: per policy of :data:`TOY_POLICIES` the makespan (us) under each model and,
+    under ``model``, the busiest GPU's activated experts and how many GPUs run the hot expert;
+    ``numbers`` (``toy5_*``) holds the fit's b, beta and n*, each makespan, the token-LP / tempo
+    ratio under both models and the GPUs tempo spreads the hot expert over, for the page's glue."""
+    from ...policies import solve
+    from .common import toy
+
+    inst, own = toy()
+    hot = int(np.argmax(inst.counts))
+    rows, n = [], {"toy5_b": model.b, "toy5_beta": model.beta, "toy5_ns": model.n_star}
+    for p in TOY_POLICIES:
+        d_own, d = solve(inst, own, p), solve(inst, model, p)
+        G = model.gpu_features(inst, d)[0]
+        t = model.gpu_times(inst, d)
+        row = {"policy": p, "toy model (us)": own.makespan(inst, d_own), f"{label} (us)": float(t.max()),
+               "busiest GPU's experts": int(G[int(np.argmax(t))]), "GPUs running the hot expert": int((d.shares[hot] > 0).sum())}
+        rows.append(row)
+        n[f"toy5_{p}_own"], n[f"toy5_{p}"] = row["toy model (us)"], row[f"{label} (us)"]
+        n[f"toy5_{p}_hot_gpus"] = row["GPUs running the hot expert"]
+    n["toy5_ratio_own"] = n["toy5_token_lp_own"] / n["toy5_tempo_own"]
+    n["toy5_ratio"] = n["toy5_token_lp"] / n["toy5_tempo"]
+    return pd.DataFrame(rows).set_index("policy"), n
+
+
+def toy_repriced_words(numbers: dict) -> dict:
+    """What the page says about tempo's hot expert under the fit, from :func:`toy_repriced`'s
+    numbers: ``toy5_hot`` (whole on one GPU, or split over how many)."""
+    k = int(numbers["toy5_tempo_hot_gpus"])
+    return {"toy5_hot": "keeps the hot expert whole on one GPU" if k == 1 else f"still splits the hot expert over {k} GPUs"}
+
+
+def toy_tile_effect(model: CostModel) -> tuple[dict, dict]:
+    """Whether the tile term decides how tempo treats the toy's hot expert: the toy solved under
+    ``model`` and under ``model`` without its tile cost (``b2 = 0``).  Returns ``(numbers, words)``:
+    ``toy5_notile_tempo`` (tempo's makespan without tiles, us), ``toy5_notile_hot_gpus``, and
+    ``toy5_tile_effect``, a phrase saying whether dropping the tiles changes the hot expert's GPUs."""
+    import dataclasses
+
+    from ...policies import solve
+    from .common import toy
+
+    inst, _ = toy()
+    hot = int(np.argmax(inst.counts))
+    flat = dataclasses.replace(model, b2=0.0)
+    k_with = int((solve(inst, model, "tempo").shares[hot] > 0).sum())
+    d = solve(inst, flat, "tempo")
+    k = int((d.shares[hot] > 0).sum())
+    n = {"toy5_notile_tempo": flat.makespan(inst, d), "toy5_notile_hot_gpus": k}
+    gpus = f"{k} GPU{'s' if k > 1 else ''}"
+    if k == k_with:
+        words = (f"priced without the tile cost (b2 = 0), tempo also runs it on {gpus} "
+                 f"({n['toy5_notile_tempo']:.1f} us): the tiles do not decide this split")
+    else:
+        words = (f"priced without the tile cost (b2 = 0), tempo runs it on {gpus} instead "
+                 f"({n['toy5_notile_tempo']:.1f} us): the tiles decide this split")
+    return n, {"toy5_tile_effect": words}
+
+
+def calibrated_h200(recs: pd.DataFrame, shape: str = "dsv3") -> tuple[CostModel, str]:
+    """The tile-aware fit (Eq. 2) of the fp8 H200 recording of ``shape``
+    (:func:`tempo.measured.catalog.pick` with backend ``deep_gemm``) and a label naming it.
+    Raises ValueError when ``recs`` holds no such recording."""
+    from ...calib import fit_cost_model
+    from ...measured import catalog
+
+    r = catalog.pick(recs, shape, "deep_gemm")
+    if r is None:
+        raise ValueError(f"recs holds no deep_gemm recording of shape {shape!r}")
+    samples, _, man = catalog.load_recording(r.path)
+    return fit_cost_model(samples, "tile").model, f"{man['device']} {shape} fit"

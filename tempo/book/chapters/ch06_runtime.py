@@ -43,33 +43,80 @@ def routed_pairs(ids, out, slots_per_gpu: int, real_rows: int) -> pd.DataFrame:
                          "padding row": [t >= real_rows for t in range(n_rows) for _ in range(k)]}).T
 
 
-def live_text(live_df: pd.DataFrame, stats: dict, seconds: float) -> str:
-    """The prose under the live demo (:func:`tempo.benchmarks.live.live_run`), written from its
-    rows: batches run, tables published and when the first arrived, invalid routes, and the
-    median modeled cost against the uniform policy before the first table (the kernel's uniform
-    table) and once tables arrive, and the second over the first."""
+def live_glue(live_df: pd.DataFrame, stats: dict, seconds: float) -> tuple[dict, dict]:
+    """What the prose under the live demo (:func:`tempo.benchmarks.live.live_run`) glues, from
+    its rows: ``(numbers, words)``.  numbers: batches, seconds, tables published, the first
+    table's arrival (s), invalid routes, and the median (min, max) modeled cost against the
+    uniform policy of the batches before the first table (under the kernel's uniform table)
+    and after it, and the second median over the first (NaN where a side has no batch);
+    words: ``lv_outcomes``, the refresher's outcome counts, and ``lv_arrival``, when the first
+    table arrived."""
+    nan = float("nan")
     before = live_df[live_df.tables_published == 0].table_vs_uniform
     after_rows = live_df[live_df.tables_published > 0]
     after = after_rows.table_vs_uniform
-    out = [f"{len(live_df)} batches in {seconds:.0f} s; the refresher published {stats.get('published', 0)} tables "
-           f"(outcomes: {stats}); {int(live_df.invalid_routes.sum())} routed pairs landed on a slot without their expert."]
-    if len(after_rows):
-        out.append(f"The first table arrived {after_rows.t_s.min():.2f} s after the start.")
-    if len(before):
-        out.append(f"Before it, the {len(before)} batches ran under the uniform table at a median {before.median():.3f} "
-                   f"of the uniform policy's modeled time ({before.min():.3f}-{before.max():.3f}): the table's "
-                   "fractional shares activate every replica of an expert, while the policy gives an expert with "
-                   "fewer tokens than replicas only as many replicas as it has tokens.")
-    if len(after):
-        rel = (f", {after.median() / before.median():.3f} of the uniform table's own median" if len(before) else "")
-        out.append(f"Once tables arrive the batches run at a median {after.median():.3f} of the uniform policy's "
-                   f"modeled time{rel}.")
-    else:
-        out.append("No table arrived within the run, so every batch ran under the uniform table.")
-    return " ".join(out)
+    numbers = {"lv_batches": len(live_df), "lv_seconds": seconds, "lv_published": stats.get("published", 0),
+               "lv_invalid": int(live_df.invalid_routes.sum()), "lv_first": after_rows.t_s.min() if len(after_rows) else nan,
+               "lv_before_n": len(before), "lv_before_med": before.median() if len(before) else nan,
+               "lv_before_lo": before.min() if len(before) else nan, "lv_before_hi": before.max() if len(before) else nan,
+               "lv_after_med": after.median() if len(after) else nan,
+               "lv_rel": after.median() / before.median() if len(after) and len(before) else nan}
+    arrival = f"arrived {numbers['lv_first']:.2f} s after the start" if len(after_rows) else "did not arrive within the run"
+    return numbers, {"lv_outcomes": str(stats), "lv_arrival": arrival}
 
 
 def latency_markdown(report: str) -> str:
     """The refresh-latency benchmark's report (:func:`tempo.benchmarks.bench.serving`) as a
     Markdown list, one line per item, without the ``serving:`` prefix."""
     return "\n".join(f"- {line.removeprefix('serving: ')}" for line in report.splitlines())
+
+
+# ---------------------------------------------------------------------------- the running example
+def toy_table() -> tuple[pd.DataFrame, dict, dict]:
+    """Chapter 01's toy (:func:`.common.toy`) as the runtime would publish it: the placement as a
+    ``physical_to_logical_map`` (GPU-major, every expert on both GPUs: slot s on GPU s // E holds
+    expert s % E), tempo's dispatch of the batch turned into the table by
+    :func:`tempo.serving.solver.solve_tables` (one probability per replica), and the tokens each
+    GPU receives in expectation.  Returns ``(table, numbers, words)``: one row per logical expert (its
+    tokens, and per GPU the physical slot and the probability), and ``toy6_*`` for the page's
+    glue (the hot expert's two probabilities, the slots, each GPU's expected tokens and
+    activated experts, the makespan of the expected split under the toy's model, and the mean and
+    standard deviation of the hot expert's tokens on GPU 0 when the kernel samples per token);
+    ``words["toy6_tokens"]`` says the expected tokens per GPU in a phrase."""
+    import numpy as np
+
+    from ...serving import replica_map
+    from ...serving.solver import solve_tables
+    from .common import toy
+
+    inst, model = toy()
+    E, P = inst.n_experts, inst.n_gpus
+    p2l = np.tile(np.arange(E), P)[None]                     # [1 layer, P*E slots], GPU-major
+    phys = replica_map(p2l)[0]                               # [E, R]: expert e's physical slots
+    prob = solve_tables(inst.counts[None], p2l, P, model)[0, 0]   # [E, R]: the flat table's layer 0
+    counts = np.asarray(inst.counts, float)
+    rows = []
+    for e in range(E):
+        row = {"expert": e, "tokens": int(counts[e])}
+        for r in range(phys.shape[1]):
+            row[f"GPU {phys[e, r] // E}: slot"] = int(phys[e, r])
+            row[f"GPU {phys[e, r] // E}: probability"] = float(prob[e, r])
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index("expert")
+    gpu_of = phys // E                                       # every replica's GPU
+    expected = np.zeros((E, P))
+    np.add.at(expected, (np.arange(E)[:, None].repeat(phys.shape[1], 1), gpu_of), prob * counts[:, None])
+    G, N = (expected > 0).sum(0), expected.sum(0)
+    hot = int(np.argmax(counts))
+    n = {"toy6_slots": float(P * E), "toy6_hot_p0": float(prob[hot, 0]), "toy6_hot_p1": float(prob[hot, 1]),
+         "toy6_hot_slot0": float(phys[hot, 0]), "toy6_hot_slot1": float(phys[hot, 1]),
+         "toy6_tokens_max": float(N.max()), "toy6_tokens_min": float(N.min()), "toy6_G_max": float(G.max()),
+         "toy6_makespan": float(np.maximum(model.a + model.b * G, model.c + model.beta * N).max())}
+    # each of the hot expert's tokens picks GPU 0 with probability p: a binomial share
+    p0 = n["toy6_hot_p0"]
+    n["toy6_hot_mean"] = counts[hot] * p0
+    n["toy6_hot_sd"] = float(np.sqrt(counts[hot] * p0 * (1 - p0)))
+    n["toy6_hot_sd_pct"] = 100 * n["toy6_hot_sd"] / n["toy6_hot_mean"] if n["toy6_hot_mean"] > 0 else 0.0
+    lo, hi = round(n["toy6_tokens_min"]), round(n["toy6_tokens_max"])
+    words = {"toy6_tokens": f"each GPU receives {lo} tokens" if lo == hi else f"a GPU receives between {lo} and {hi} tokens"}
+    return table, n, words

@@ -71,35 +71,26 @@ def model_ranking(summary: pd.DataFrame, noise: float = 0.03, same: float = 1e-9
     return {"pairs": pairs, "separated": separated, "agree": agree}
 
 
-def wallclock_text(where: str, steps: int, transfer: dict, summary: pd.DataFrame | None = None) -> str:
-    """The line under the microbenchmark's chart: where it ran (``where``, from
-    :func:`tempo.benchmarks.epbench.run_here`), whether the model ranks the policies at all
-    (``summary``, :func:`tempo.benchmarks.epbench.summarize`: a model that prices every policy
-    alike ranks nothing, so no agreement is reported), the model-to-measured ranking agreement
-    over the pairs it separates and the gain-transfer error of the run (``transfer``,
-    :func:`tempo.benchmarks.epbench.transfer`), beside the paper's (which refits the model on
-    the log)."""
-    tr = transfer
-    paper_ = (f"(paper, Testbed A, with the model refit on the benchmark's log: "
-              f"{claims_file.claim_row('calib_rank_agreement')['paper']:.0f}%, "
-              f"{tables.text_number('calib', 'gain_transfer_error'):.1f} p; here the fixed model on expert time only, "
-              "no refit)")
-    head = f"{where}, {steps} steps: "
-    err = f"mean gain-transfer error {tr['gain_transfer_error_p']:.1f} points"
+def wallclock_glue(where: str, steps: int, transfer: dict, summary: pd.DataFrame | None = None) -> tuple[dict, dict]:
+    """What the lines under the microbenchmark's chart glue: ``(numbers, words)``.  numbers:
+    the steps, the policy pairs outside the 3% noise band, how many the model separates and
+    orders as measured (:func:`model_ranking` of ``summary``, :func:`tempo.benchmarks.epbench.summarize`;
+    without one, ``transfer``'s agreement over its pairs), the agreement in % (NaN when the
+    model separates no pair) and the mean gain-transfer error in points (``transfer``,
+    :func:`tempo.benchmarks.epbench.transfer`); words: ``eb_where`` (from
+    :func:`tempo.benchmarks.epbench.run_here`) and ``eb_ranks``, whether the model ranks the
+    policies or prices them all alike."""
     if summary is None:
-        return (head + f"model-to-measured pairwise ranking agreement {tr['agreement']:.0%} over {tr['pairs']} pairs "
-                f"outside a 3% noise band, {err} {paper_}.")
-    r = model_ranking(summary)
-    m = summary["model_us"]
-    if m.max() - m.min() <= 1e-9 * max(abs(m.max()), 1.0):
-        return (head + f"the model prices every policy alike ({m.iloc[0]:.1f} us each), so it ranks nothing and no "
-                f"ranking agreement is reported; the measured medians alone separate {r['pairs']} pairs outside a 3% "
-                f"noise band. The {err} is then just each policy's measured gain over static {paper_}.")
-    tied = r["pairs"] - r["separated"]
-    return (head + f"of {r['pairs']} policy pairs outside a 3% noise band, the model separates {r['separated']} "
-            + (f"and orders {r['agree']} of them as measured ({r['agree'] / r['separated']:.0%})" if r["separated"] else "")
-            + (f"; it prices the other {tied} alike" if tied else "")
-            + f"; {err} {paper_}.")
+        r = {"pairs": transfer["pairs"], "separated": transfer["pairs"], "agree": transfer["agreement"] * transfer["pairs"]}
+        flat = False
+    else:
+        r = model_ranking(summary)
+        m = summary["model_us"]
+        flat = m.max() - m.min() <= 1e-9 * max(abs(m.max()), 1.0)
+    numbers = {"eb_steps": steps, "eb_pairs": r["pairs"], "eb_separated": r["separated"], "eb_agree": r["agree"],
+               "eb_agree_pct": 100 * r["agree"] / r["separated"] if r["separated"] else float("nan"),
+               "eb_err": transfer["gain_transfer_error_p"]}
+    return numbers, {"eb_where": where, "eb_ranks": "prices every policy alike" if flat else "ranks the policies"}
 
 
 # ---------------------------------------------------------------------------- this artifact's recordings
@@ -159,8 +150,8 @@ def epbench_recordings(root=None) -> pd.DataFrame | None:
 
 def recordings_agreement_text(points: pd.DataFrame | None) -> str:
     """Whether this artifact's recordings of the same setting agree (``points`` from
-    :func:`epbench_recordings`): per (setting, policy, quantity) measured by more than one
-    recording, the largest difference between them in points, and where it is; empty when no
+    :func:`epbench_recordings`): over the (setting, policy, quantity) measured by more than one
+    recording, the largest difference in points and where, and the median; empty when no
     setting was measured twice."""
     if points is None or points.empty:
         return ""
@@ -169,33 +160,20 @@ def recordings_agreement_text(points: pd.DataFrame | None) -> str:
     if spread.empty:
         return ""
     (setting, policy, metric), worst = spread.idxmax(), float(spread.max())
-    n = points.who.nunique()
-    return (f"The {n} recordings measured the same settings and disagree by up to {worst:.1f} points ({metric}, "
-            f"{policy} at {setting}; the median difference over the {len(spread)} quantities measured twice is "
-            f"{float(spread.median()):.1f} points)."
-            + (" Each ran its ranks emulated one after another on one GPU, so noise of this size between runs is not "
-               "excluded: read these points as a check that the pipeline runs, not as repeated measurements of one "
-               "number." if points.who.str.contains("emulated").all() else
-               " The recordings alone do not say which is right; a repeat of each run would."))
+    return (f"{points.who.nunique()} recordings, up to {worst:.1f} points apart ({metric}, {policy} at {setting}); "
+            f"median {float(spread.median()):.1f} over {len(spread)} quantities measured twice.")
 
 
 def serving_status(root=None) -> list:
     """What this artifact has measured of serving: every serve-bench recording
-    (:func:`serving_recordings`) under a heading, or what was and was not exercised without
-    one.  A list to display."""
+    (:func:`serving_recordings`) under a heading, or that there is none.  A list to display."""
     from IPython.display import Markdown
 
     recorded = serving_recordings(None, root=root)
     if recorded is not None:
         return [Markdown("**Recorded by this artifact** (median over kept windows, % against the same window's static):"),
                 recorded]
-    return [Markdown("**No serving measurement has been recorded by this artifact** (no serve-bench recording "
-                     "under `data/measured/`): every serving number on this page is the paper's. On CPU, the plugin's hook "
-                     "targets resolve in sglang 0.5.23 and its CPU dispatch path runs there (`make sglang-test`, "
-                     "hand-built dispatch infos); the runtime's rebalance, multi-rank agreement and solver faults "
-                     "are tested without SGLang; the driver's window rule and result parsing against sample "
-                     "outputs written in SGLang's result format. Nothing here ran the Triton kernel under graph "
-                     "capture, DeepEP or a GPU server.")]
+    return [Markdown("**No serve-bench recording under `data/measured/`**: every serving number on this page is the paper's.")]
 
 
 def claims_table() -> pd.DataFrame:

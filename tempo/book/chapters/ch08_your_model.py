@@ -67,54 +67,44 @@ def chart_G(samples: pd.DataFrame, most: int = 4) -> list[int]:
     return [have[i] for i in idx]
 
 
-def fit_text(rec: pd.Series, model: CostModel, samples: pd.DataFrame, bound_us: float,
-             check: pd.DataFrame | None = None) -> str:
-    """What step 3's fit says, in Markdown, written from the recording and the fit: the device,
-    the fitted floor against step 1's roofline bound, and the mean error; a CPU recording is
-    called what it is.  ``check`` (chapter 05's
-    :func:`~tempo.book.chapters.ch05_calibration.prediction_check` table): when it holds this
-    recording, the fit is set against the H200 prediction and the recording's other fits."""
+def fit_glue(rec: pd.Series, model: CostModel, samples: pd.DataFrame, bound_us: float,
+             check: pd.DataFrame | None = None) -> tuple[dict, dict]:
+    """What step 3's paragraph glues, from the recording and the fit: ``(numbers, words)``.
+    numbers: the cells, the fitted b, b over step 1's roofline bound ``bound_us``, n*, the mean
+    error %, and the tile-aware fit's b and n* from ``check`` (chapter 05's
+    :func:`~tempo.book.chapters.ch05_calibration.prediction_check` table; NaN when it does not
+    hold this recording); words: the recording's device, shape, backend and date, ``ft_kind``
+    (GPU or CPU), ``ft_err_verdict`` against the paper's 4-8%, the predicted b and n* ranges
+    (``none`` without a check), where this fit lies against them and whether the tile-aware
+    fit lies inside both."""
     from ...calib import fit_error
 
     err = 100 * fit_error(model, samples)
-    head = (f"This is the {rec['device']} recording of the {rec['shape']} expert ({rec['backend']}, "
-            f"{int(rec['cells'])} cells, {rec['date']}): the fitted floor is b = {model.b:.2f} us, "
-            f"{model.b / bound_us:.2f}x the roofline bound of step 1 ({bound_us:.2f} us), the inflection "
-            f"(where one expert's two pieces cross) n* ≈ {model.n_star:.0f} tokens, and the fit's mean error is {err:.1f}%.")
-    if not is_gpu(rec):
-        return head + (" A CPU has no weight-streaming floor worth the name (chapter 05), so these numbers say "
-                       "nothing about a GPU; on a GPU expect b just above the bound of step 1.")
-    tail = (" The paper's offline fits (Table 6) have errors of 4-8%; a larger error says the two-piece model "
-            "misses part of this kernel's curve (the recording's `fit.json` also holds the tile-aware and "
-            "three-term fits)." if err > 8 else
-            " That is within the 4-8% of the paper's offline fits (Table 6).")
     mine = (check[check.recording == Path(str(rec["path"])).name] if check is not None and len(check) and "path" in rec
-            else None)
-    if mine is None or mine.empty:
-        return head + tail
-    p = mine.iloc[0]
-    b_lo, b_hi = (float(v) for v in p["predicted b (us)"].split("-"))
-    n_lo, n_hi = (float(v) for v in p["predicted n*"].split("-"))
+            else pd.DataFrame())
+    tile = mine[mine.form.str.startswith("tile-aware")] if len(mine) else mine
+    t = tile.iloc[0] if len(tile) else None
+    nan = float("nan")
+    numbers = {"ft_cells": int(rec["cells"]), "ft_b": model.b, "ft_ratio": model.b / bound_us, "ft_bound": bound_us,
+               "ft_ns": model.n_star, "ft_err": err, "ft_tile_b": nan if t is None else t["b (us)"],
+               "ft_tile_ns": nan if t is None else t["n*"]}
+    words = {"ft_device": str(rec["device"]), "ft_shape": str(rec["shape"]), "ft_backend": str(rec["backend"]),
+             "ft_date": str(rec["date"]), "ft_kind": "GPU" if is_gpu(rec) else "CPU",
+             "ft_err_verdict": "within" if err <= 8 else "above",
+             "ft_pred_b": "none", "ft_pred_n": "none", "ft_b_where": "not compared with", "ft_n_where": "not compared with",
+             "ft_tile": "not checked" if t is None else
+             ("inside both ranges" if t["b held"] and t["n* held"] else "not inside both ranges")}
+    if len(mine):
+        p = mine.iloc[0]
+        b_lo, b_hi = (float(v) for v in p["predicted b (us)"].split("-"))
+        n_lo, n_hi = (float(v) for v in p["predicted n*"].split("-"))
 
-    def where(x, lo, hi, digits):
-        return ("inside" if round(lo, digits) <= round(x, digits) <= round(hi, digits) else
-                "below" if x < lo else "above")
+        def where(x, lo, hi, digits):   # against the range as chapter 05 printed it
+            return "inside" if round(lo, digits) <= round(x, digits) <= round(hi, digits) else "below" if x < lo else "above"
 
-    out = [head + tail,
-           f"Before measuring, chapter 05 predicted for this shape on an H200 b = {p['predicted b (us)']} us and "
-           f"n* = {p['predicted n*']} tokens (chapter 01's exercise 3 scales the paper's n* by bandwidth the same "
-           f"way). This fit's b is {where(model.b, b_lo, b_hi, 1)} that range and its n* "
-           f"{where(model.n_star, n_lo, n_hi, 0)} it."]
-    tile = mine[mine.form.str.startswith("tile-aware")]
-    if len(tile):
-        t = tile.iloc[0]
-        held = bool(t["b held"] and t["n* held"])
-        out.append(f"Eq. 1 has no term for the 128-token tiles of the grouped GEMM; the tile-aware fit (Eq. 2) of the "
-                   f"same samples gives b = {t['b (us)']:.2f} us and n* ≈ {t['n*']:.0f}, "
-                   + ("inside both ranges: the prediction held for the model that prices tiles"
-                      if held else "not inside both ranges either")
-                   + " (chapter 05, \"The H200 prediction, checked\").")
-    return " ".join(out)
+        words.update(ft_pred_b=p["predicted b (us)"], ft_pred_n=p["predicted n*"],
+                     ft_b_where=where(model.b, b_lo, b_hi, 1), ft_n_where=where(model.n_star, n_lo, n_hi, 0))
+    return numbers, words
 
 
 def dispatch_rows(batch: Instance, dispatch, n: int = 4) -> pd.DataFrame:
@@ -157,25 +147,21 @@ def dispatcher_table(inst: Instance, model: CostModel, policies) -> pd.DataFrame
 
 
 def ties_text(table: pd.DataFrame) -> str:
-    """Markdown naming the dispatchers of :func:`dispatcher_table` that tie (the same makespan to
-    1e-9) and why, from the table: the same busiest-GPU activations when the floor binds, the same
-    busiest-GPU tokens when the tokens do.  Empty when no two tie."""
+    """The dispatchers of :func:`dispatcher_table` that tie (the same makespan to 1e-9), each
+    group with the piece that binds on their busiest GPUs; empty when no two tie."""
     out = []
     ms = table["makespan (us)"]
     for _, group in table.groupby(ms.round(6), sort=True):
         if len(group) < 2:
             continue
-        names = ", ".join(f"`{p}`" for p in group.dispatcher)
         r = group.iloc[0]
         if (group["binding piece"] == "floor").all() and group["its activated experts G"].nunique() == 1:
-            why = (f"on its busiest GPU each activates {int(r['its activated experts G'])} experts and the floor piece "
-                   "binds, so the tokens it moved do not show in the makespan: these dispatchers differ in how they "
-                   "split tokens, not in which replicas they use")
+            why = f"the floor binds at {int(r['its activated experts G'])} activations each"
         elif (group["binding piece"] == "tokens").all() and group["its tokens N"].round(6).nunique() == 1:
-            why = f"on its busiest GPU each holds {r['its tokens N']:.0f} tokens and the token piece binds"
+            why = f"the tokens bind at {r['its tokens N']:.0f} each"
         else:
-            why = "their busiest GPUs differ but cost the same"
-        out.append(f"{names} tie at {r['makespan (us)']:.1f} us: {why}.")
+            why = "different busiest GPUs, same cost"
+        out.append(f"{', '.join(f'`{p}`' for p in group.dispatcher)} tie at {r['makespan (us)']:.1f} us: {why}.")
     return " ".join(out)
 
 
@@ -216,17 +202,27 @@ def hand_check(inst: Instance, model: CostModel, predicted_us: float, policies=(
 
 
 def hand_check_text(check: pd.DataFrame, tol_us: float = 1e-6) -> str:
-    """Markdown from :func:`hand_check`: which dispatchers reach the hand prediction and which do
-    not (with their makespans)."""
+    """From :func:`hand_check`: which dispatchers reach the hand prediction, and the makespan of
+    each that does not."""
     diff = check["library - predicted (us)"]
     hit = check[diff.abs() <= tol_us]
-    miss = check[diff.abs() > tol_us]
-    pred = float(check["predicted (us)"].iloc[0])
-    out = []
-    if len(hit):
-        out.append(", ".join(f"`{p}`" for p in hit.dispatcher) + f" reach the predicted {pred:.0f} us (a split may differ "
-                   "from ours: any split that gives every GPU the same tokens within its floors is optimal).")
-    for _, r in miss.iterrows():
-        out.append(f"`{r.dispatcher}` ends at {r['makespan (us)']:.1f} us, "
-                   f"{'above' if r['library - predicted (us)'] > 0 else 'below'} the prediction.")
+    out = [", ".join(f"`{p}`" for p in hit.dispatcher) + f" reach the predicted {check['predicted (us)'].iloc[0]:.0f} us."
+           ] if len(hit) else []
+    out += [f"`{r.dispatcher}` ends at {r['makespan (us)']:.1f} us, {'above' if r['library - predicted (us)'] > 0 else 'below'}."
+            for _, r in check[diff.abs() > tol_us].iterrows()]
     return " ".join(out)
+
+
+# ---------------------------------------------------------------------------- the running example
+def toy_under(model: CostModel, label: str = "your fit") -> tuple[pd.DataFrame, dict, dict]:
+    """Chapter 01's toy priced and solved under ``model`` (chapter 05's
+    :func:`~tempo.book.chapters.ch05_calibration.toy_repriced`, the column named ``label``).
+    Returns ``(table, numbers, words)`` with the keys renamed ``toy8_*`` for this page's glue;
+    ``toy8_tiles`` says whether ``model`` prices M-tiles (Eq. 2) or not (Eq. 1)."""
+    from .ch05_calibration import toy_repriced, toy_repriced_words
+
+    table, n = toy_repriced(model, label)
+    words = toy_repriced_words(n)
+    words["toy5_tiles"] = "prices every 128-token M-tile (Eq. 2)" if model.has_tiles else "has no tile term (Eq. 1)"
+    rename = lambda d: {k.replace("toy5_", "toy8_", 1): v for k, v in d.items()}  # noqa: E731
+    return table, rename(n), rename(words)

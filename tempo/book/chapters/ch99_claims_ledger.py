@@ -45,13 +45,11 @@ TRACE_RECIPE_REF = "record one as the box above the table says"
 
 
 def trace_recipe() -> str:
-    """The recipe for recording the routing trace every "needs a recorded trace" claim waits
-    for, in Markdown, said once above the ledger table."""
+    """The recipe for recording a routing trace (:data:`tempo.book.claims.RECORD_TRACE`) as a
+    Markdown sentence, said once above the ledger table."""
     from .. import claims
 
-    return ("**Recording a routing trace** (what every claim marked \"needs a recorded trace\" waits for): "
-            + claims.RECORD_TRACE[0].upper() + claims.RECORD_TRACE[1:] + ". Then rebuild the claim's chapter "
-            "with `TRACE=trace.npz` (each such note names it) and the ledger with `python -m tempo ledger`.")
+    return claims.RECORD_TRACE[0].upper() + claims.RECORD_TRACE[1:] + "."
 
 
 def _inline_code(text: str) -> str:
@@ -251,8 +249,7 @@ def recordings_view(root=None) -> list:
     rec = catalog.recordings(root=root)
     rec = rec[rec.ingested != ""]
     if rec.empty:
-        out = [Markdown("No recording has been ingested yet (`python -m tempo ingest`): every cluster claim "
-                        "above reads *needs a cluster*.")]
+        out = [Markdown("No recording has been ingested yet (`python -m tempo ingest`).")]
     else:
         out = [rec.assign(folder=rec.path.map(lambda p: p.name))[["kind", "machine", "date", "folder"]]]
     out.append(Markdown("Claims read from ingested recordings: " + "; ".join(

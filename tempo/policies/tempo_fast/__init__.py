@@ -10,6 +10,8 @@ in this order by :func:`.solver.solve`:
   Lemma 2) and ``polish.py`` (the support polish under Eq. 4);
 * ``structured.py``: the restart seeds and round robin A3;
 * ``balancer.py``: the exact activation balancer (the optimal semi-matching of Lemma 2), a restart seed;
+* ``slots.py``: duplicate replica slots under Eq. 2, an expert's tokens on a GPU split over its
+  slots there as the tile term prices least, and the local search's moves of such a group;
 * ``heuristic.py``: stages 1-3 and the restarts of one preset;
 * ``ensemble.py``: stage 4 (Proposition 1), with ``maxflow.py``'s token LP (Lemma 1);
 * ``solver.py``: the whole, with the paper preset's output (under the caller's overrides) in the

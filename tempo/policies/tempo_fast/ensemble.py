@@ -7,6 +7,7 @@ from .jit import njit
 from .maxflow import token_lp
 from .pricing import makespan
 from .records import LOCAL_SEARCH, ROUND_ROBIN, TOKEN_LP_EVEN, TOKEN_LP_HIGHS, TOKEN_LP_VERTEX, UNIFORM, Candidate
+from .slots import regrouped
 from .structured import round_robin
 
 
@@ -55,9 +56,15 @@ def ensemble(p, counts, pairs, problem, o, heuristic, even, highs, uniform, vert
     cbest = np.inf
     cwho = LOCAL_SEARCH
     xc = np.zeros(P)
+    # with o.slot_split each candidate is scored in its cheapest duplicate-slot split (.slots)
+    split = o.slot_split and problem.dup
     if o.lp_vertex:
-        if build_vertex(p, counts, pairs, problem, vertex) and vertex.makespan[0] < cbest:
-            cbest, cwho = vertex.makespan[0], TOKEN_LP_VERTEX
+        if build_vertex(p, counts, pairs, problem, vertex):
+            xv = regrouped(p, vertex.shares, pairs) if split else vertex.shares
+            ms = makespan(p, xv, pgpu, g) if split else vertex.makespan[0]
+            if ms < cbest:
+                cbest, cwho = ms, TOKEN_LP_VERTEX
+                xc[:] = xv
     if (o.lp_even and problem.full) or even.given:
         xe = even.shares
         if not even.given:  # the closed form under full replication: total/g per GPU
@@ -65,28 +72,32 @@ def ensemble(p, counts, pairs, problem, o, heuristic, even, highs, uniform, vert
             for q in range(P):
                 if first[q]:
                     xe[q] = counts[pairs.pe[q]] / g
+        if split:
+            xe = regrouped(p, xe, pairs)
         ms = makespan(p, xe, pgpu, g)
         if ms < cbest:
             cbest, cwho = ms, TOKEN_LP_EVEN
             xc[:] = xe
     if problem.full:
         xr = round_robin(counts, pairs, g)
+        if split:
+            xr = regrouped(p, xr, pairs)
         ms = makespan(p, xr, pgpu, g)
         if ms < cbest:
             cbest, cwho = ms, ROUND_ROBIN
             xc[:] = xr
     if highs.given:
-        ms = makespan(p, highs.shares, pgpu, g)
+        xh = regrouped(p, highs.shares, pairs) if split else highs.shares
+        ms = makespan(p, xh, pgpu, g)
         if ms < cbest:
             cbest, cwho = ms, TOKEN_LP_HIGHS
-            xc[:] = highs.shares
+            xc[:] = xh
     if uniform.given:
-        ms = makespan(p, uniform.shares, pgpu, g)
+        xu = regrouped(p, uniform.shares, pairs) if split else uniform.shares
+        ms = makespan(p, xu, pgpu, g)
         if ms < cbest:
             cbest, cwho = ms, UNIFORM
-            xc[:] = uniform.shares
-    if cwho == TOKEN_LP_VERTEX:
-        xc[:] = vertex.shares
+            xc[:] = xu
     if cwho != LOCAL_SEARCH and cbest < (1 - o.tau) * best:
         return Candidate(xc, cbest, cwho), False
     return heuristic, False

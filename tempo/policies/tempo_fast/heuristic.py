@@ -40,6 +40,7 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
     L = new_loads(g)
     # the move evaluations this preset may spend (the same on every machine: a work bound, not a clock)
     budget = np.full(1, o.work if o.work > 0 else 1 << 62, np.int64)
+    split = o.slot_split and problem.dup
     # Step 1: the seed
     if o.seed == SEED_STATIC:  # every expert on its first replica slot
         ptr = pairs.ptr
@@ -54,7 +55,7 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
     s_seed, s_chains, s_local = t[bottleneck], nan, nan
     # Step 2: whole-expert chains and augmenting paths
     if o.chains:
-        improve(p, x, pairs, L, lb, True, True, o, budget)
+        improve(p, x, pairs, L, lb, True, True, o, budget, split)
         bottleneck = gpu_times(p, L, t)
         s_chains = t[bottleneck]
     # the compute-regime shortcut: a token-bound bottleneck, and the first token-LP candidate
@@ -75,9 +76,9 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
                     return Heuristic(Candidate(even.shares.copy(), ms, TOKEN_LP_EVEN), shortcut, checked)
     # Step 3: the local search with partial moves, and the support polish (mixed regime)
     if o.local_search:
-        improve(p, x, pairs, L, lb, not o.partial, o.chains, o, budget)
+        improve(p, x, pairs, L, lb, not o.partial, o.chains, o, budget, split)
         if o.compound and p.has_traffic and o.partial and polish(p, counts, pairs, problem, x, L, o):
-            improve(p, x, pairs, L, lb, False, o.chains, o, budget)
+            improve(p, x, pairs, L, lb, False, o.chains, o, budget, split)
         bottleneck = gpu_times(p, L, t)
         s_local = t[bottleneck]
     best = makespan(p, x, pgpu, g)
@@ -95,7 +96,7 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
             L2 = new_loads(g)
             features(p, xs, pgpu, L2)
             if o.local_search:
-                improve(p, xs, pairs, L2, lb, not o.partial, o.chains, o, budget)
+                improve(p, xs, pairs, L2, lb, not o.partial, o.chains, o, budget, split)
             ms = makespan(p, xs, pgpu, g)
             if ms < best * (1 - 1e-12):
                 best, chosen = ms, RESTART_WRAP_AROUND + kind
@@ -117,7 +118,7 @@ def heuristic(p, counts, pairs, problem, o, even, vertex):
             most = max(most, L2.G[h])
         if ms < best or most > k_opt:
             features(p, xs, pgpu, L2)
-            improve(p, xs, pairs, L2, lb, not o.partial, o.chains, o, budget)
+            improve(p, xs, pairs, L2, lb, not o.partial, o.chains, o, budget, split)
             ms = makespan(p, xs, pgpu, g)
             if ms < best * (1 - 1e-12):
                 best, chosen = ms, SEMI_MATCHING

@@ -24,8 +24,6 @@ def evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, i2, j2):
         (value, delta): the largest time among the GPUs the move touches, and the share moved
     """
     G, N, T = L
-    a, b, c, beta, b2, tile = p.a, p.b, p.c, p.beta, p.b2, p.tile
-    c2, gamma, traffic = p.c2, p.gamma, p.has_traffic
     h = pgpu[j]
     x1 = x[i]
     xj = x[j]
@@ -49,11 +47,39 @@ def evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, i2, j2):
             Tg0 += dT
         else:
             third = gpu_time(p, G[k] + addk, N[k] + x2, T[k] + dT)
+    cand = np.empty(40)
+    nc = line_candidates(p, x1, xj, Gg0, Ng0, Tg0, Gh0, Nh0, Th0, third, whole_only, cand)
+    bval = np.inf
+    bdel = cand[0]
+    tolw = EPS * max(1.0, x1)
+    for q in range(nc):
+        d = cand[q]
+        if not d > EPS:
+            continue
+        rem = x1 - d
+        whole = rem <= tolw
+        tg = gpu_time(p, Gg0 - (1.0 if whole else 0.0), Ng0 - d, Tg0 + tiles(p, 0.0 if whole else rem))
+        th = gpu_time(p, Gh0, Nh0 + d, Th0 + tiles(p, xj + d))
+        v = max(max(tg, th), third)
+        if v < bval:
+            bval = v
+            bdel = d
+    return bval, bdel
+
+
+@njit(cache=True)
+def line_candidates(p, x1, xj, Gg0, Ng0, Tg0, Gh0, Nh0, Th0, third, whole_only, cand):
+    """The shares ``delta`` in (0, x1] worth pricing when ``x1`` tokens on the bottleneck
+    (features ``Gg0, Ng0, Tg0`` without them but for one activation) may move to a GPU holding
+    ``xj`` of them (``Gh0, Nh0, Th0`` likewise, its activation counted), a third GPU at time
+    ``third``; written into ``cand : float64[>= 40]``, their count returned.
+    """
+    c, beta, b2, tile = p.c, p.beta, p.b2, p.tile
+    c2, gamma, traffic = p.c2, p.gamma, p.has_traffic
     # The objective restricted to delta is a max of affine pieces of Eq. 1/4, so its minimum
     # lies where two pieces cross: every crossing is a candidate (with a tile term each is also
     # snapped to the neighbouring tile boundaries, Eq. 2), plus half the token gap and the
     # whole share.  This finds the optimum the paper's ternary search looks for in one step.
-    cand = np.empty(40)
     nc = 0
     if whole_only:
         cand[0] = x1
@@ -96,22 +122,7 @@ def evaluate_move(p, x, L, pgpu, bottleneck, i, j, whole_only, i2, j2):
                     nc += 1
             for q in range(nc):
                 cand[q] = min(max(cand[q], 0.0), x1)
-    bval = np.inf
-    bdel = cand[0]
-    tolw = EPS * max(1.0, x1)
-    for q in range(nc):
-        d = cand[q]
-        if not d > EPS:
-            continue
-        rem = x1 - d
-        whole = rem <= tolw
-        tg = gpu_time(p, Gg0 - (1.0 if whole else 0.0), Ng0 - d, Tg0 + tiles(p, 0.0 if whole else rem))
-        th = gpu_time(p, Gh0, Nh0 + d, Th0 + tiles(p, xj + d))
-        v = max(max(tg, th), third)
-        if v < bval:
-            bval = v
-            bdel = d
-    return bval, bdel
+    return nc
 
 
 @njit(cache=True)

@@ -20,7 +20,7 @@ class TempoOptions:
 
     ``"default"`` is the library's solver; ``"paper"`` is Section 4.2 as written: whole-expert
     seed, chains of depth 2, no restarts, no compound moves, no activation balancer, no paper
-    candidate.  Every field is
+    candidate, no slot split.  Every field is
     checked on construction (``TypeError`` / ``ValueError`` naming it).
 
     Fields
@@ -46,6 +46,9 @@ class TempoOptions:
     work : int >= 0: move evaluations stages 1-3 and the restarts may spend per preset (0: no
         limit); a solve that reaches it returns its best dispatch so far, marked
         ``meta["fallback"]``.  A count, not a clock: the same answer on any machine
+    slot_split : bool: an expert with two or more slots on one GPU has its tokens there split over
+        them as Eq. 2 prices least (pieces of whole tiles when ``b2 > b``, else one piece), in the
+        local search after every move and on every candidate of stage 4 (:mod:`.slots`)
     """
 
     seed: str = "greedy"
@@ -64,13 +67,14 @@ class TempoOptions:
     balancer: bool = True
     uniform: bool = True
     work: int = WORK
+    slot_split: bool = True
 
     def __post_init__(self):
         """Check every field (``TypeError`` / ``ValueError`` naming it): :func:`tempo.solve`
         and :meth:`resolve` build this, so the checks hold for every way in."""
         check.choice("tempo", "seed", self.seed, ("greedy", "whole", "static"))
         for name in ("chains", "local_search", "partial", "ensemble", "restarts", "paper_candidate", "compound",
-                     "balancer", "uniform"):
+                     "balancer", "uniform", "slot_split"):
             check.flag("tempo", name, getattr(self, name))
         # the 1- and 2-step chains always run (with chains): a depth below 2 would mean 2
         check.integer("tempo", "chain_depth", self.chain_depth, lambda v: v >= 2, ">= 2", optional=True)
@@ -117,7 +121,7 @@ class TempoOptions:
 
 PRESETS = {"default": TempoOptions(),
            "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False, paper_candidate=False,
-                                  compound=False, balancer=False, uniform=False)}
+                                  compound=False, balancer=False, uniform=False, slot_split=False)}
 
 
 def lp_candidates(lp_variants) -> tuple[bool, bool]:
@@ -140,7 +144,7 @@ def solver_options(o: TempoOptions, vertex: bool, even: bool) -> Options:
                    tau=float(o.tau), max_iter=int(o.max_iter), fanout=int(o.fanout or 0), lp_vertex=bool(vertex),
                    lp_even=bool(even), restarts=bool(o.restarts), chain_cap=64,
                    paper_pool=bool(o.paper_candidate), compound=bool(o.compound), balancer=bool(o.balancer),
-                   work=int(o.work))
+                   work=int(o.work), slot_split=bool(o.slot_split))
 
 
 def paper_twin(o: TempoOptions, overrides: dict | None = None) -> TempoOptions:

@@ -49,6 +49,7 @@ class Problem(NamedTuple):
     n_slots: int         # R
     lower_bound: float   # no dispatch is below it (.bounds.lower_bound): a stage stops there
     full: bool           # every live expert has a replica on every GPU
+    dup: bool            # some live expert has two slots on one GPU (.slots)
 
 
 class Loads(NamedTuple):
@@ -80,6 +81,7 @@ class Options(NamedTuple):
     compound: bool       # stage 3 under Eq. 4: the whole-then-partial chain and the support polish
     balancer: bool       # the local search again from an optimal semi-matching (Lemma 2), into the pool
     work: int            # move evaluations a preset's stages 1-3 and restarts may spend (a deterministic bound)
+    slot_split: bool     # duplicate slots: each expert's tokens on a GPU split over its slots there as Eq. 2 prices least
 
 
 # ---- the stages' state and results ----

@@ -24,8 +24,7 @@ def _toy(frames):
 for _cid, _pol in [("toy_metro", "metro"), ("toy_tempo", "tempo")]:
     claim(_cid, ["toy_dispatch"], "model", _TOY)(lambda f, p=_pol: float(_toy(f)[p]))
 _TOY_LP = _TOY + "; b was inferred from this 105 us, so the value is arithmetic on the paper's inputs"
-_CIRCULAR = ("b = 15 us was solved from the paper's 105 us (105 / 7) and every toy expert has at least 2 tokens, so the "
-             "spread pays 7 floors per GPU whatever the solver does: arithmetic on the paper's inputs, not a check")
+_CIRCULAR = "b = 15 us was solved from the paper's 105 us (105 / 7): arithmetic on the paper's inputs, not a check"
 
 
 @claim("toy_token_lp", ["toy_dispatch"], "paper-parameters", _TOY_LP)

@@ -58,11 +58,9 @@ def _thm2_cause(p, w, lo: float) -> str:
     row = claim_row("thm2_worst_ratio")
     need = float(row["paper"]) - precision(row["paper_text"])
     k_need = int(np.ceil(need / (1 - need) - 1e-9))  # k / (k + 1) >= need
-    return (f"the suite's sizes cap the ratio: round-robin puts at most k = {k} experts on a GPU ({where}), where an "
-            f"all-floor instance gives k/(k+1) = {ceil:.5f}; the worst observed, {lo:.5f} ({w['kind']}, "
-            f"{int(w['experts'])} experts, {int(w['n_gpus'])} GPUs, {w['params']}), is {lo / ceil:.5f} of that ceiling; "
-            f"the paper's {row['paper_text']} needs k >= {k_need} (512/513 = {512 / 513:.5f}: 512 experts' share on one "
-            f"GPU, g = 1 or E = 1024 on 2 GPUs), which the suite does not hold (the thm2_suite reading)")
+    return (f"the suite's sizes cap the ratio: k <= {k} experts on a GPU ({where}), ceiling k/(k+1) = {ceil:.5f}; "
+            f"worst {lo:.5f} ({w['kind']}, E = {int(w['experts'])}, g = {int(w['n_gpus'])}, {w['params']}), "
+            f"{lo / ceil:.5f} of the ceiling; the paper's {row['paper_text']} needs k >= {k_need}")
 
 
 @claim("thm2_worst_ratio", ["thm2_probe"], "synthetic", _PROBE)

@@ -47,11 +47,9 @@ RECIPES = {cid: QWEN235_RECIPE for cid in QWEN235_CLAIMS}
 #: how far each shipped public trace is from the paper's traces (the stand-in's note)
 PUBLIC_ABOUT = {
     "esft-dsv2lite": (
-        "ESFT-vanilla-lite (DeepSeek-V2-Lite architecture: 26 MoE layers x 64 routed experts, top-6) on the prompts "
-        "of four ESFT tasks (intent, law, summary, translation), steps of about {tokens} shuffled prompt tokens; the "
-        "paper's traces are Qwen3-30B-A3B (48 layers x 128 experts, top-8) and DeepSeek-V2-Lite decode batches on "
-        "wikitext and GSM8K: the DSv2-Lite architecture, another checkpoint and other text, prompt tokens rather "
-        "than decode steps; per-layer max/mean pair share {mm:.2f} (median over layers)"),
+        "ESFT-vanilla-lite (DeepSeek-V2-Lite: 26 MoE layers x 64 routed experts, top-6) on four ESFT tasks' prompts, "
+        "about {tokens} prompt tokens a step, per-layer max/mean pair share {mm:.2f} (median over layers); the "
+        "paper's: Qwen3-30B-A3B and DeepSeek-V2-Lite decode batches on wikitext and GSM8K"),
     "dsv3-sglang": (
         "DeepSeek-V3 (58 MoE layers x 256 experts, top-8) on SGLang's benchmark workloads, whole-run aggregates"),
 }
