@@ -104,11 +104,14 @@ _static/vega-bundle.js: $(STAMP)
 
 # the notebooks run JOBS at a time (default 2; JOBS=1: one at a time): a chapter's grids already
 # use every core, and its serial parts (the kernel's start, serial studies, tables) overlap another
-# chapter's.  The longest chapters are listed first so they start first.  No chapter reads another's
-# results; only the ledger does, after all of them.
+# chapter's.  The longest chapters are listed first so they start first.  Chapter 04's lectures run
+# in their order (the second reads the grid the first cached); the ledger runs after all of them.
 JOBS ?= 2
 MAKEFLAGS += --jobs=$(JOBS)
-LONGEST := $(addprefix $(EXEC)/,04_simulator.ipynb 03_solver.ipynb 02_theory.ipynb)
+CH04 := $(filter $(EXEC)/04_%,$(EXECUTED))
+LONGEST := $(CH04) $(addprefix $(EXEC)/,03_solver.ipynb 02_theory.ipynb)
+_seq := 1 2 3 4 5 6 7 8 9
+$(foreach n,$(wordlist 2,$(words $(CH04)),$(_seq)),$(eval $(word $(n),$(CH04)): | $(word $(word $(n),0 $(_seq)),$(CH04))))
 book: $(filter $(EXECUTED),$(LONGEST)) $(EXECUTED) _static/vega-bundle.js $(MATHJAX)
 	@rm -rf book/generated && mkdir -p book/generated
 	@cp $(EXECUTED) book/generated/

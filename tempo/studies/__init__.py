@@ -9,6 +9,7 @@ import resource
 import time
 
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from ..core.version import git_commit, machine_name
 from ..paper.readings import Reading
@@ -81,7 +82,10 @@ def run(name: str, config: dict, profile: str, refresh: bool = False, tag: str |
     if refresh and _forget:  # recompute everything: also what the grid memo kept from earlier runs here
         memo_clear()
     clock = _clock()
-    with labelled(name if alternative is None else f"{name} ({alternative[0]}={alternative[1]})"):
+    # one BLAS thread while the study runs here: its calls are tiny and a pool of spinning threads
+    # burns the cores (tempo.core.threads; a grid's workers run with one thread each already)
+    label = name if alternative is None else f"{name} ({alternative[0]}={alternative[1]})"
+    with labelled(label), threadpool_limits(limits=1, user_api="blas"):
         df = cached(name, config, EXPERIMENTS[name], refresh=refresh)
     _log_time(key, profile, clock)
     # provenance for the claims ledger: which experiment, config and code (source hash and git commit) wrote

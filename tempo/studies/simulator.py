@@ -19,7 +19,7 @@ from . import readings
 from .registry import FIRST_REPLICA, STATIC, experiment, result_of
 from .scenarios import (PROXY_CALIBRATION_B, PROXY_TARGET_G, TraceRouting, calibrate_proxy_skew, drift_batches, drift_g,
                         placement_weights, proxy_skew_of, zipf_placement)
-from .sweep import run_grid
+from .sweep import map_cells, run_grid
 
 #: Routed-expert shapes (experts, top-k) and their Table 6 parameter sets.
 SHAPES = {m.label: (m.n_experts, m.top_k, m.params)
@@ -335,31 +335,37 @@ def token_lp_faces(config: dict) -> pd.DataFrame:
     vertex ever differ in makespan, and how far the spread is from both."""
 
     reading = readings.of(config)
+    cells = [{"shape": sh, "seed": seed, "ep": ep, "skew": s, "config": config, "reading": reading}
+             for sh in config["shapes"] for seed in _seeds(config) for ep in config["eps"] for s in config["skews"]]
+    rows = map_cells(_faces_cell, cells, workers=config.get("workers"), progress=config.get("progress", True),
+                     desc="token-LP faces")
+    return pd.DataFrame([r for cell_rows in rows for r in cell_rows])
+
+
+def _faces_cell(cell: dict) -> list[dict]:
+    """The rows of :func:`token_lp_faces` of one shape, seed, EP size and skew, in the study's order."""
+    config, reading, sh, seed, ep, s = (cell[k] for k in ("config", "reading", "shape", "seed", "ep", "skew"))
+    E, K, params = SHAPES[sh]
+    model = CostModel.named(params)
     rows = []
-    for sh in config["shapes"]:
-        E, K, params = SHAPES[sh]
-        model = CostModel.named(params)
-        for seed in _seeds(config):
-            for ep in config["eps"]:
-                for s in config["skews"]:
-                    for r in config["replications"]:
-                        for B in config["tokens"]:
-                            insts = readings.batches(reading, E, ep, B, s, r, config["batches"], seed=seed, top_k=K)
-                            for b, inst in enumerate(insts):
-                                out = {}
-                                for face in TOKEN_LP_FACES:
-                                    d = solve(inst, model, "token_lp", face=face)
-                                    G, N, T = model.gpu_features(inst, d)
-                                    out[face] = {"makespan_us": float(model.time(G, N, T).max()),
-                                                 "max_G": float(G.max()), "max_N": float(N.max()),
-                                                 "active_slots": int((d.shares > 0).sum()),
-                                                 "fallback": d.meta.get("fallback", "")}
-                                ref = out["highs_vertex"]["makespan_us"]
-                                for face, v in out.items():
-                                    rows.append({"shape": sh, "seed": seed, "ep": ep, "skew": s, "replication": r,
-                                                 "B": B, "batch": b, "face": face, **v,
-                                                 "same_as_highs": bool(abs(v["makespan_us"] - ref) <= 1e-9 * ref)})
-    return pd.DataFrame(rows)
+    for r in config["replications"]:
+        for B in config["tokens"]:
+            insts = readings.batches(reading, E, ep, B, s, r, config["batches"], seed=seed, top_k=K)
+            for b, inst in enumerate(insts):
+                out = {}
+                for face in TOKEN_LP_FACES:
+                    d = solve(inst, model, "token_lp", face=face)
+                    G, N, T = model.gpu_features(inst, d)
+                    out[face] = {"makespan_us": float(model.time(G, N, T).max()),
+                                 "max_G": float(G.max()), "max_N": float(N.max()),
+                                 "active_slots": int((d.shares > 0).sum()),
+                                 "fallback": d.meta.get("fallback", "")}
+                ref = out["highs_vertex"]["makespan_us"]
+                for face, v in out.items():
+                    rows.append({"shape": sh, "seed": seed, "ep": ep, "skew": s, "replication": r,
+                                 "B": B, "batch": b, "face": face, **v,
+                                 "same_as_highs": bool(abs(v["makespan_us"] - ref) <= 1e-9 * ref)})
+    return rows
 
 
 #: Table 4's dispatch kernels, in the paper's row order (study design, see :data:`FIXED`).
