@@ -39,9 +39,13 @@ def test_the_prose():
     # the uniform table is not the uniform policy: its median ratio is the data's, never "1"
     assert numbers["lv_before_med"] == pytest.approx(1.05) and (numbers["lv_before_lo"], numbers["lv_before_hi"]) == (1.04, 1.06)
     assert numbers["lv_after_med"] == pytest.approx(0.85) and numbers["lv_rel"] == pytest.approx(0.85 / 1.05)
-    assert words == {"lv_outcomes": "{'published': 2}", "lv_arrival": "arrived 4.98 s after the start"}
+    assert (words["lv_outcomes"], words["lv_arrival"], words["lv_lead"]) == (
+        "{'published': 2}", "arrived 4.98 s after the start", "Before it, the")
+    assert "median 0.850 " in words["lv_after"] and "0.810 of the uniform table" in words["lv_after"]
     none, words = ch06.live_glue(live.assign(tables_published=0), {"published": 0}, 2.0)
-    assert words["lv_arrival"] == "did not arrive within the run"
+    assert words["lv_arrival"] == "did not arrive within the run" and words["lv_lead"] == "All"
+    # no solved table: the sentence says so instead of printing nan
+    assert "nan" not in words["lv_after"] and words["lv_after"].startswith("No table arrived")
     assert none["lv_first"] != none["lv_first"] and none["lv_after_med"] != none["lv_after_med"] and none["lv_before_n"] == 5
     assert ch06.latency_markdown("serving: a\nserving: b") == "- a\n- b"
 

@@ -49,8 +49,9 @@ def live_glue(live_df: pd.DataFrame, stats: dict, seconds: float) -> tuple[dict,
     table's arrival (s), invalid routes, and the median (min, max) modeled cost against the
     uniform policy of the batches before the first table (under the kernel's uniform table)
     and after it, and the second median over the first (NaN where a side has no batch);
-    words: ``lv_outcomes``, the refresher's outcome counts, and ``lv_arrival``, when the first
-    table arrived."""
+    words: ``lv_outcomes``, the refresher's outcome counts, ``lv_arrival``, when the first
+    table arrived, ``lv_lead``, the opening of the before-sentence, and ``lv_after``, the sentence
+    on the batches under solved tables (or that there were none)."""
     nan = float("nan")
     before = live_df[live_df.tables_published == 0].table_vs_uniform
     after_rows = live_df[live_df.tables_published > 0]
@@ -61,8 +62,14 @@ def live_glue(live_df: pd.DataFrame, stats: dict, seconds: float) -> tuple[dict,
                "lv_before_lo": before.min() if len(before) else nan, "lv_before_hi": before.max() if len(before) else nan,
                "lv_after_med": after.median() if len(after) else nan,
                "lv_rel": after.median() / before.median() if len(after) and len(before) else nan}
-    arrival = f"arrived {numbers['lv_first']:.2f} s after the start" if len(after_rows) else "did not arrive within the run"
-    return numbers, {"lv_outcomes": str(stats), "lv_arrival": arrival}
+    if len(after_rows):
+        arrival, lead = f"arrived {numbers['lv_first']:.2f} s after the start", "Before it, the"
+        after_text = (f"Once tables arrive the batches run at a median {numbers['lv_after_med']:.3f} of the uniform "
+                      f"policy's modeled time, {numbers['lv_rel']:.3f} of the uniform table's own median.")
+    else:
+        arrival, lead = "did not arrive within the run", "All"
+        after_text = "No table arrived within the run, so there is no batch under a solved table to compare."
+    return numbers, {"lv_outcomes": str(stats), "lv_arrival": arrival, "lv_lead": lead, "lv_after": after_text}
 
 
 def latency_markdown(report: str) -> str:
