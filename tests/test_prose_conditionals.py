@@ -81,6 +81,7 @@ def test_fit_glue_gpu_and_cpu():
     assert (words["ft_device"], words["ft_shape"], words["ft_kind"], words["ft_err_verdict"]) == ("NVIDIA H200", "dsv3", "GPU", "within")
     assert numbers["ft_b"] == 12.0 and numbers["ft_ratio"] == pytest.approx(1.2) and numbers["ft_err"] == pytest.approx(0.0)
     assert words["ft_pred_b"] == "none" and words["ft_tile"] == "not checked" and numbers["ft_tile_b"] != numbers["ft_tile_b"]
+    assert words["ft_pred_words"].startswith("Chapter 05's prediction of b and n* does not cover") and "nan" not in words["ft_pred_words"]
     bad = tempo.CostModel(a=0, b=6.0, c=0, beta=0.125)             # 50% off on the first cell
     assert ch08.fit_glue(rec(), bad, samples, bound_us=10.0)[1]["ft_err_verdict"] == "above"
     assert ch08.fit_glue(rec("cpu", "AMD EPYC"), good, samples, bound_us=10.0)[1]["ft_kind"] == "CPU"
@@ -93,6 +94,7 @@ def test_fit_glue_gpu_and_cpu():
     numbers, words = ch08.fit_glue(r, good, samples, bound_us=10.0, check=check)
     assert (words["ft_pred_b"], words["ft_pred_n"], words["ft_b_where"], words["ft_n_where"]) == ("10.4-11.4", "110-120", "above", "below")
     assert words["ft_tile"] == "inside both ranges" and (numbers["ft_tile_b"], numbers["ft_tile_ns"]) == (11.42, 113.0)
+    assert "b = 10.4-11.4 us" in words["ft_pred_words"] and "b = 11.4 us and n* ≈ 113: inside both ranges" in words["ft_pred_words"]
     assert ch08.fit_glue(rec(), good, samples, bound_us=10.0, check=check)[1] == ch08.fit_glue(rec(), good, samples, bound_us=10.0)[1]
 
 
@@ -173,6 +175,9 @@ def test_solver_glue_when_the_build_shows_no_batch_below_one():
     g = ch03.solver_glue(svm([1.0, 1.002, 1.0], [True, True, True]), 10.0)
     assert (g["svm_below"], g["svm_batches"], g["svm_proven"], g["svm_timed_out"]) == (0, 3, 3, 0)
     assert g["svm_bound_max"] == g["svm_max"] == pytest.approx(1.002) and g["milp_limit"] == 10.0
+    # every batch proven: no sentence about batches stopped at the limit or a bound above the table's max
+    w = ch03.solver_words(svm([1.0, 1.002, 1.0], [True, True, True]))["svm_bound_words"]
+    assert w.startswith("Here HiGHS reported every batch optimal") and "exceeds" not in w and "1.0020" in w
 
 
 def test_solver_glue_when_the_build_shows_some():
@@ -182,6 +187,11 @@ def test_solver_glue_when_the_build_shows_some():
     g = ch03.solver_glue(frame, 10.0)
     assert (g["svm_below"], g["svm_below_to"], g["svm_below_proven"], g["svm_timed_out"]) == (1, 0, 1, 2)
     assert g["svm_min"] == 0.97 and g["svm_bound_max"] == pytest.approx(1.02) and g["svm_bound_max"] > g["svm_max"]
+    w = ch03.solver_words(frame)["svm_bound_words"]
+    assert "(2 batches here)" in w and "its maximum, 1.0200" in w and "exceeds the table's incumbent max (1.0110)" in w
+    # batches stopped at the limit whose bound does not raise the worst ratio: "exceeds" is not written
+    w = ch03.solver_words(svm([1.0, 1.011, 1.0], [True, True, False], to_lb=[1.0, 1.011, 1.0]))["svm_bound_words"]
+    assert "(1 batch here)" in w and "exceeds" not in w and "equals its incumbent max (1.0110)" in w
     t = ch03.milp_summary(frame).set_index("quantity")
     assert t.iloc[-1, -1] == pytest.approx(1.02) and t.loc["tempo / MILP, max"].iloc[-1] == pytest.approx(1.011)
 
