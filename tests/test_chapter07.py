@@ -16,7 +16,7 @@ def test_sizes_paper_numbers_and_claims():
 
 def test_wallclock_glue():
     numbers, words = ch07.wallclock_glue("4 gloo ranks on this CPU", 3, {"agreement": 0.75, "pairs": 8, "gain_transfer_error_p": 2.5})
-    assert words == {"eb_where": "4 gloo ranks on this CPU", "eb_ranks": "ranks the policies"}
+    assert words == {"eb_where": "4 gloo ranks on this CPU", "eb_ranks": "ranks the policies", "eb_agree_words": "75% agreement"}
     assert (numbers["eb_steps"], numbers["eb_pairs"], numbers["eb_agree"], numbers["eb_agree_pct"], numbers["eb_err"]) == (3, 8, 6, 75, 2.5)
     import pandas as pd
 
@@ -24,6 +24,7 @@ def test_wallclock_glue():
     tied = pd.DataFrame({"expert_us": [100.0, 80.0, 60.0], "model_us": [73.9] * 3}, index=["static", "metro", "tempo"])
     numbers, words = ch07.wallclock_glue("cpu", 3, {"agreement": 0.6, "pairs": 3, "gain_transfer_error_p": 9.0}, tied)
     assert words["eb_ranks"] == "prices every policy alike" and numbers["eb_agree_pct"] != numbers["eb_agree_pct"]
+    assert words["eb_agree_words"].startswith("no agreement is reported") and "nan" not in words["eb_agree_words"]
     assert ch07.model_ranking(tied) == {"pairs": 3, "separated": 0, "agree": 0}
     # a model that separates two of three pairs, one ordered as measured
     mixed = tied.assign(model_us=[70.0, 70.0, 75.0])

@@ -78,8 +78,9 @@ def wallclock_glue(where: str, steps: int, transfer: dict, summary: pd.DataFrame
     without one, ``transfer``'s agreement over its pairs), the agreement in % (NaN when the
     model separates no pair) and the mean gain-transfer error in points (``transfer``,
     :func:`tempo.benchmarks.epbench.transfer`); words: ``eb_where`` (from
-    :func:`tempo.benchmarks.epbench.run_here`) and ``eb_ranks``, whether the model ranks the
-    policies or prices them all alike."""
+    :func:`tempo.benchmarks.epbench.run_here`), ``eb_ranks``, whether the model ranks the
+    policies or prices them all alike, and ``eb_agree_words``, the agreement in words (none
+    reported when the model separates no pair)."""
     if summary is None:
         r = {"pairs": transfer["pairs"], "separated": transfer["pairs"], "agree": transfer["agreement"] * transfer["pairs"]}
         flat = False
@@ -90,7 +91,10 @@ def wallclock_glue(where: str, steps: int, transfer: dict, summary: pd.DataFrame
     numbers = {"eb_steps": steps, "eb_pairs": r["pairs"], "eb_separated": r["separated"], "eb_agree": r["agree"],
                "eb_agree_pct": 100 * r["agree"] / r["separated"] if r["separated"] else float("nan"),
                "eb_err": transfer["gain_transfer_error_p"]}
-    return numbers, {"eb_where": where, "eb_ranks": "prices every policy alike" if flat else "ranks the policies"}
+    agree = (f"{numbers['eb_agree_pct']:.0f}% agreement" if r["separated"] else
+             "no agreement is reported: a model that separates no pair ranks nothing")
+    return numbers, {"eb_where": where, "eb_ranks": "prices every policy alike" if flat else "ranks the policies",
+                     "eb_agree_words": agree}
 
 
 # ---------------------------------------------------------------------------- this artifact's recordings
