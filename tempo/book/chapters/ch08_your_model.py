@@ -75,8 +75,9 @@ def fit_glue(rec: pd.Series, model: CostModel, samples: pd.DataFrame, bound_us: 
     :func:`~tempo.book.chapters.ch05_calibration.prediction_check` table; NaN when it does not
     hold this recording); words: the recording's device, shape, backend and date, ``ft_kind``
     (GPU or CPU), ``ft_err_verdict`` against the paper's 4-8%, the predicted b and n* ranges
-    (``none`` without a check), where this fit lies against them and whether the tile-aware
-    fit lies inside both."""
+    (``none`` without a check), where this fit lies against them, whether the tile-aware
+    fit lies inside both, and ``ft_pred_words``, the paragraph on the prediction written from
+    those (or saying there is none)."""
     from ...calib import fit_error
 
     err = 100 * fit_error(model, samples)
@@ -104,6 +105,20 @@ def fit_glue(rec: pd.Series, model: CostModel, samples: pd.DataFrame, bound_us: 
 
         words.update(ft_pred_b=p["predicted b (us)"], ft_pred_n=p["predicted n*"],
                      ft_b_where=where(model.b, b_lo, b_hi, 1), ft_n_where=where(model.n_star, n_lo, n_hi, 0))
+    if len(mine):
+        text = (f"Before measuring, chapter 05 predicted for this shape on an H200 b = {words['ft_pred_b']} us and "
+                f"n* = {words['ft_pred_n']} tokens (chapter 01's exercise 3 scales the paper's n* by bandwidth the "
+                f"same way). This fit's b is {words['ft_b_where']} that range and its n* {words['ft_n_where']} it.")
+        if t is not None:
+            text += (f" Eq. 1 has no term for the 128-token tiles of the grouped GEMM; the tile-aware fit (Eq. 2) of "
+                     f"the same samples gives b = {numbers['ft_tile_b']:.1f} us and n* ≈ {numbers['ft_tile_ns']:.0f}: "
+                     f"{words['ft_tile']} as printed, b to 0.1 us and n* to the token (chapter 05, \"The H200 "
+                     f"prediction, checked\").")
+    else:
+        text = ("Chapter 05's prediction of b and n* does not cover this recording, so there is no predicted range "
+                "to hold this fit against; chapter 01's exercise 3 shows how to scale the paper's n* by bandwidth "
+                "for your GPU.")
+    words["ft_pred_words"] = text
     return numbers, words
 
 
