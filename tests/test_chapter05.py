@@ -68,6 +68,9 @@ def test_main_recording_and_its_tables(recs, rec):
     assert list(ci.columns) == ["2.5%", "median", "97.5%"] and list(ci.index) == ["a", "b", "c", "beta", "n_star"]
     assert numbers["bt_b_lo"] == ci.loc["b", "2.5%"] and numbers["bt_ns_hi"] == ci.loc["n_star", "97.5%"]
     assert words["bt_identifies"] == ch05.identified(ci)
+    # the operating-range sentence: its numbers where the grid has two G in 9-20, the reason where not
+    op = words["bt_op_words"]
+    assert "nan" not in op and (("cannot be bootstrapped" in op) == (numbers["bt_corr_op"] != numbers["bt_corr_op"]))
     assert words["bt_G"] == ", ".join(str(int(g)) for g in sorted(rec.samples[rec.samples.kind == "grid"].G.unique()))
     tile = ch05.tile_sweep_view(rec, "smoke")
     assert len(tile) in (1, 4)

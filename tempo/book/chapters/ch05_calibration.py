@@ -256,7 +256,15 @@ def bootstrap_glue(rec: Recording, n_boot: int) -> tuple[pd.DataFrame, dict, dic
                "bt_b_op_hi": nan if bn is None else bn.b.quantile(0.975),
                "bt_beta_op_lo": nan if bn is None else bn.beta.quantile(0.025),
                "bt_beta_op_hi": nan if bn is None else bn.beta.quantile(0.975)}
-    words = {"bt_G": ", ".join(str(int(g)) for g in sorted(grid.G.unique())), "bt_identifies": identified(ci)}
+    if bn is None:
+        op = ("Only the cells with G in 9-20 (the paper's operating range): this grid has fewer than two "
+              "such G, so they cannot be bootstrapped on their own.")
+    else:
+        op = (f"Only the cells with G in 9-20 (the paper's operating range): corr(a, b) = "
+              f"{numbers['bt_corr_op']:.3f}, b in [{numbers['bt_b_op_lo']:.1f}, {numbers['bt_b_op_hi']:.1f}] us, "
+              f"β in [{numbers['bt_beta_op_lo']:.4f}, {numbers['bt_beta_op_hi']:.4f}] us/token.")
+    words = {"bt_G": ", ".join(str(int(g)) for g in sorted(grid.G.unique())), "bt_identifies": identified(ci),
+             "bt_op_words": op}
     return ci, numbers, words
 
 
