@@ -141,10 +141,12 @@ def _max_gain_cause(sub, per, paper: float) -> str:
 
     k = whole_step(float(w.gain_pct), tol=0.05)
     step = f", a whole step of 100/{k}" if k else ""
-    return (f"largest at {_where(w)}: {best} {w[f'ms_{best}']:.1f} us, TEMPO {w['ms_tempo']:.1f} us "
-            f"(mean of {int(w['batches'])} batches{step}); ours / paper = {per.median() / paper:.2f}; "
-            f"{int(per_seed.median())} of {n_cells} cells per seed (median) above {paper:g}%, at B = {_list(over.B)}, "
-            f"best fixed there " + ", ".join(f"{k} {v}" for k, v in by_best.items())
+    head = (f"largest at {_where(w)}: {best} {w[f'ms_{best}']:.1f} us, TEMPO {w['ms_tempo']:.1f} us "
+            f"(mean of {int(w['batches'])} batches{step}); ours / paper = {per.median() / paper:.2f}; ")
+    if over.empty:
+        return head + f"no cell above {paper:g}%; lowest seed's maximum {per.min():.2f}%"
+    return (head + f"{int(per_seed.median())} of {n_cells} cells per seed (median) above {paper:g}%, at B = "
+            f"{_list(over.B)}, best fixed there " + ", ".join(f"{k} {v}" for k, v in by_best.items())
             + f"; lowest seed's maximum {per.min():.2f}%; best fixed policy {cut.median():.1f}% faster "
             f"(median; up to {cut.max():.1f}%) gives {paper:g}%")
 
