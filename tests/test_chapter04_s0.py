@@ -106,6 +106,9 @@ def test_activation_balancer_check_on_two_cells():
         assert cell.ms_tempo.iloc[0] == r.ms_tempo and cell.gain_pct.iloc[0] == r.gain_pct
     t = ch04.activation_balancer_table(cells)
     assert t.cells.tolist() == [2] and t.min_gain_vs_exact_pct.iloc[0] == pytest.approx(cells.gain_vs_exact_pct.min())
+    v = ch04.activation_balancer_view(t)
+    assert v.loc["DSv2-Lite", "cells"] == 2 and all(" " in c for c in v.columns if c != "cells")
+    assert v.loc["DSv2-Lite", "lowest vs exact %"] == pytest.approx(round(cells.gain_vs_exact_pct.min(), 3))
     numbers, words = ch04.activation_balancer_glue(t)
     assert numbers["ab_cells"] == 2 and numbers["ab_lo_exact"] == pytest.approx(cells.gain_vs_exact_pct.min())
     assert (t.max_gain_vs_exact_pct <= t.max_gain_vs_fixed_pct + 1e-9).all()

@@ -420,11 +420,11 @@ def test_min_gain_cause_counts_the_switching_band_apart_from_the_flat_cells():
                 (1, 1024, "token_lp", 100.0, 100.5), (2, 16, "metro", 24.0, 23.0), (2, 1024, "token_lp", 100.0, 100.1)])
     v = ch04_regimes.phase_min_gain({"phase_diagram": p}, reading=Reading.paper())
     assert v.ours == pytest.approx(-100 / 24)
-    assert v.cause.startswith("2 of 6 cells over the seeds lie below -0.3%; in 1 token-LP is best "
-                              "(B = 1024) and TEMPO sits 0.50-0.50% above it, inside its own 1% switching band")
-    assert "in 1 other cell(s) TEMPO stops short of the best fixed policy, the lowest at DSv2-Lite, s = 0, 1.25x, " \
-           "B = 16, seed 0: metro 24.00 us, TEMPO 25.00 us, a whole step of 100/24" in v.cause
-    assert "without the latter, 1 of 3 seeds still fail" in v.cause
+    assert v.cause.startswith("2 of 6 cells below -0.3%; 1 in TEMPO's 1% switching band (token-LP best, B = 1024; "
+                              "TEMPO 0.50-0.50% above it)")
+    assert "1 other below the best fixed policy, lowest at DSv2-Lite, s = 0, 1.25x, B = 16, seed 0: metro 24.00 us, " \
+           "TEMPO 25.00 us, a whole step of 100/24" in v.cause
+    assert "without these, 1 of 3 seeds fail" in v.cause
 
 
 def test_max_gain_cause_names_the_cell_its_baseline_and_the_cells_above_the_paper():
@@ -434,11 +434,10 @@ def test_max_gain_cause_names_the_cell_its_baseline_and_the_cells_above_the_pape
     p["shape"] = "DSv3"
     v = ch04_regimes._max_gain({"phase_diagram": p}, "DSv3", reading=Reading.paper())
     assert v.ours == pytest.approx(16.0)
-    assert v.cause.startswith("the largest at s = 0, 1.25x, B = 256, seed 0: token-bound (token-LP best), token_lp "
-                              "100.0 us against TEMPO 80.0 us (mean of 3 batches, a whole step of 100/5: one activated expert fewer on "
-                              "the bottleneck GPU); ours / paper = 1.88; 1 of 3 cells "
-                              "per seed (median) exceed 8.5%, at B = 256, 512, best fixed policy there (all seeds) token_lp 3")
-    assert "(the lowest seed's maximum is 12.00%)" in v.cause
+    assert v.cause.startswith("largest at s = 0, 1.25x, B = 256, seed 0: token_lp 100.0 us, TEMPO 80.0 us (mean of 3 "
+                              "batches, a whole step of 100/5); ours / paper = 1.88; 1 of 3 cells per seed (median) above "
+                              "8.5%, at B = 256, 512, best fixed there token_lp 3")
+    assert "; lowest seed's maximum 12.00%;" in v.cause
     # at 80 us TEMPO gains 8.5% over 87.43 us: a 12.6% faster token-LP
     assert f"up to {100 * (1 - 80 / 0.915 / 100):.1f}%)" in v.cause
 

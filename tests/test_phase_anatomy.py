@@ -51,6 +51,23 @@ def test_anatomy_gains_known_answer():
         anatomy_gains(pd.DataFrame({"shape": ["X"]}))
 
 
+def test_the_anatomy_views_keep_every_value_under_headers_that_wrap():
+    from tempo.book.chapters.ch04_simulator import anatomy_gains_view, anatomy_table
+
+    rows = [{"shape": "X", "skew": 1.0, "replication": 1.25, "B": 64, "placement": "long-run loads", "policy": p,
+             "makespan_us": v, "lower_bound_us": 80.0, "max_G": 9.0, "max_N": 96.0}
+            for p, v in {"metro": 120.0, "token_lp": 100.0, "token_lp_vertex": 90.0, "uniform": 110.0,
+                         "tempo": 80.0, "tempo_paper": 85.0}.items()]
+    an = pd.DataFrame(rows)
+    g = anatomy_gains_view(anatomy_gains(an))
+    assert g.index[0] == ("X s=1 1.25x B=64", "long-run loads")
+    assert list(g.iloc[0]) == ["token_lp", 20.0, "token_lp_vertex", 11.11, 1.0, 15.0]
+    t = anatomy_table(an)
+    assert t.loc[("X s=1 1.25x B=64", "tempo_paper")].tolist() == [85.0, 9.0, 96.0, 80.0]
+    # no header wider than a word or two: every header has a space a narrow column can wrap at
+    assert all(" " in c for c in list(g.columns) + list(t.columns))
+
+
 def test_max_gain_cells_and_the_numbers_chapter_04_glues():
     from tempo.book.chapters.ch04_simulator import anatomy_numbers, max_gain_cells
 

@@ -68,6 +68,7 @@ ALLOWED = {
     },
     "notebooks/04_2_phase_diagram.md": {
         "small counts, list items": "0 1 2 8",
+        "a whole activation step, 100/k percent (the ledger causes' unit)": "100",
         "grid inputs (Zipf skews, the communication term's k_r in us per token, EP sizes up to 64, the s = 0 "
         "candidate's 64 measured batches)": "1.2 0.0037 64",
         "Exercise 1: its batch (600 and 15 x 20 tokens on 8 GPUs, 16 experts) and the hand arithmetic":

@@ -101,7 +101,7 @@ def test_ba2a_flip_that_finds_no_traffic_bound_b_says_why(build):
     _write("ba2a_regimes", df, {"pairs": [256, 512, 1024], "reading": {"proxy_skew": "calibrated"}})
     e = claims.evaluate(_row("ba2a_flip"), "smoke")
     # the claimed flip is absent from a grid that reaches past it: a deviation, with the function's why
-    assert e["status"] == "deviates" and "no B of this grid (256, 512, 1024)" in e["note"]
+    assert e["status"] == "deviates" and "no traffic-bound bottleneck on B = 256, 512, 1024" in e["note"]
     assert "import-trace" not in e["note"]
 
 

@@ -419,12 +419,30 @@ def anatomy_gains(anatomy: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _cell_label(row) -> str:
+    """A phase cell's keys in one short label: ``"DSv3 s=1.2 1.25x B=128"``."""
+    return f"{row['shape']} s={row['skew']:g} {row['replication']:g}x B={int(row['B'])}"
+
+
+def anatomy_gains_view(why: pd.DataFrame) -> pd.DataFrame:
+    """:func:`anatomy_gains` for the page: one row per (cell, placement) indexed by the cell's
+    label and the placement, headers with spaces so a narrow column wraps them, gains to 0.01."""
+    t = why.assign(cell=why.apply(_cell_label, axis=1)).set_index(["cell", "placement"])
+    t = t[["best_fixed", "gain_pct", "best_with_vertex", "gain_vs_vertex_pct", "tempo_over_lb", "paper_preset_gain_pct"]]
+    t.columns = ["best fixed", "gain %", "best with vertex", "gain over it %", "TEMPO / lower bound",
+                 "paper preset gain %"]
+    return t.round(2)
+
+
 def anatomy_table(anat: pd.DataFrame) -> pd.DataFrame:
     """The ``phase_anatomy`` rows under the phase diagram's own placement (long-run loads): per
-    cell and dispatch, the makespan, the busiest GPU's activations and tokens, the lower bound."""
-    t = anat[anat.placement == "long-run loads"][["shape", "skew", "replication", "B", "policy", "makespan_us",
-                                                   "max_G", "max_N", "lower_bound_us"]]
-    return t.round({"makespan_us": 1, "max_N": 1, "lower_bound_us": 1})  # the cell's keys (1.25x) stay whole
+    cell (its label) and dispatch, the makespan (us), the busiest GPU's activated slots (G) and
+    tokens (N), and the cell's lower bound (us), measures to 0.1."""
+    t = anat[anat.placement == "long-run loads"]
+    t = t.assign(cell=t.apply(_cell_label, axis=1)).set_index(["cell", "policy"])
+    t = t[["makespan_us", "max_G", "max_N", "lower_bound_us"]].round(1)
+    t.columns = ["makespan us", "busiest G", "busiest N", "lower bound us"]
+    return t
 
 
 #: the anatomy's shapes by the short names the chapter's prose glues them under
@@ -719,6 +737,17 @@ def activation_balancer_table(cells: pd.DataFrame) -> pd.DataFrame:
                     "cells_below_-0.3pct": int((g.gain_vs_exact_pct < -0.3).sum()), "cells": len(g),
                     "lowest_at": f"s = {worst['skew']:g}, {worst['replication']:g}x, B = {int(worst['B'])}"})
     return pd.DataFrame(out)
+
+
+def activation_balancer_view(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`activation_balancer_table` for the page: indexed by shape, headers with spaces so a
+    narrow column wraps them, gains to 0.001."""
+    t = table.set_index("shape")
+    t = t[["min_gain_vs_fixed_pct", "min_gain_vs_exact_pct", "max_gain_vs_fixed_pct", "max_gain_vs_exact_pct",
+           "cells_below_-0.3pct", "cells", "lowest_at"]]
+    t.columns = ["lowest gain vs fixed %", "lowest vs exact %", "highest vs fixed %", "highest vs exact %",
+                 "cells below -0.3% vs exact", "cells", "lowest vs exact at"]
+    return t.round(3)
 
 
 def activation_balancer_glue(table: pd.DataFrame) -> tuple[dict, dict]:

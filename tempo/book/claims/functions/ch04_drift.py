@@ -83,11 +83,10 @@ def _moon_copies(f) -> str:
     d = m[(m.baseline == "static") & (m.tokens_per_gpu <= 64) & (m.policy == "static")]
     lo, hi = claim_row("moonep_charged_decode")["paper"]
     st, cu = d.makespan_us.median(), float(d.copy_us.iloc[0])
-    return (f"the replay copies a median of {d.fetched.median():g} experts per decode batch, {d.fetched_max.median():g} "
-            f"on the busiest receiver, at {cu:.1f} us a copy; over static's median "
-            f"{st:.0f} us the paper's +{lo:g} to +{hi:g}% needs about {lo / 100 * st / cu:.0f}-{hi / 100 * st / cu:.0f} "
-            f"copies on one receiver, where the replay's fill (a receiver's quota from the donor's largest expert first) "
-            f"makes at most {int(d.fetched_max.max())}")
+    return (f"median {d.fetched.median():g} copies per decode batch, {d.fetched_max.median():g} on the busiest receiver, "
+            f"{cu:.1f} us each; the paper's +{lo:g} to +{hi:g}% of static's {st:.0f} us needs "
+            f"{lo / 100 * st / cu:.0f}-{hi / 100 * st / cu:.0f} on one receiver; the replay's fill makes at most "
+            f"{int(d.fetched_max.max())}")
 
 
 claim("moonep_decode_free_max", ["moonep_replay"], "synthetic", _MOON)(lambda f: _moon(f, "moonep_free"))
@@ -141,9 +140,8 @@ def ba2a_flip(f):
         return float(traffic.min())
     if reg.index.max() < 384:  # the paper's flip lies past this grid: nothing to say
         return None
-    why = (f"no B of this grid ({', '.join(str(int(b)) for b in reg.index)}) has a traffic-bound bottleneck under "
-           f"TEMPO (dominant terms: {', '.join(f'{int(b)} {r}' for b, r in reg.items())}): the flip lies above "
-           f"B = {int(reg.index.max())} or not at all")
+    why = (f"no traffic-bound bottleneck on B = {', '.join(str(int(b)) for b in reg.index)} (dominant term: "
+           f"{', '.join(f'{int(b)} {r}' for b, r in reg.items())}); the flip lies above B = {int(reg.index.max())} or nowhere")
     return Value(float("nan"), note=why, cause=why)
 
 

@@ -89,25 +89,20 @@ def _min_gain_cause(p, edge: float, paper: float) -> str:
     best = bad.apply(_best_of, axis=1)
     band = bad[(best == "token_lp") & (bad.gain_pct >= -_TAU_PCT)]
     rest = bad.drop(band.index)
-    parts = [f"{len(bad)} of {len(p)} cells over the seeds lie below {paper:g}%"]
+    parts = [f"{len(bad)} of {len(p)} cells below {paper:g}%"]
     if len(band):
-        parts.append(f"in {len(band)} token-LP is best (B = {_list(band.B)}) and TEMPO sits "
-                     f"{-band.gain_pct.max():.2f}-{-band.gain_pct.min():.2f}% above it, inside its own {_TAU_PCT:g}% "
-                     f"switching band (Section 4.2 stage 4 keeps its dispatch unless token-LP is more than "
-                     f"{_TAU_PCT:g}% better), so the paper's {paper:g}% is tighter than its own tolerance")
+        parts.append(f"{len(band)} in TEMPO's {_TAU_PCT:g}% switching band (token-LP best, B = {_list(band.B)}; TEMPO "
+                     f"{-band.gain_pct.max():.2f}-{-band.gain_pct.min():.2f}% above it)")
     if len(rest):
         w = rest.loc[rest.gain_pct.idxmin()]
         k = whole_step(-float(w.gain_pct))
-        step = f", a whole step of 100/{k} (one activated expert more on the bottleneck GPU)" if k else ""
-        parts.append(f"in {len(rest)} {'other ' if len(band) else ''}cell(s) TEMPO stops short of the best fixed "
-                     f"policy, the lowest at {w['shape']}, {_where(w)}: {_best_of(w)} {w[f'ms_{_best_of(w)}']:.2f} us, "
-                     f"TEMPO {w['ms_tempo']:.2f} us{step}")
+        step = f", a whole step of 100/{k}" if k else ""
+        parts.append(f"{len(rest)} {'other ' if len(band) else ''}below the best fixed policy, lowest at {w['shape']}, "
+                     f"{_where(w)}: {_best_of(w)} {w[f'ms_{_best_of(w)}']:.2f} us, TEMPO {w['ms_tempo']:.2f} us{step}")
     if "seed" in p and len(band) and len(rest):
         without = p.drop(rest.index).groupby("seed").gain_pct.min()
-        parts.append(f"without the latter, {int((without < edge).sum())} of {p.seed.nunique()} seeds still fail "
+        parts.append(f"without these, {int((without < edge).sum())} of {p.seed.nunique()} seeds fail "
                      f"(per-seed minimum {without.min():.2f} to {without.max():.2f}%)")
-    if len(band):
-        parts.append(f"the bound would hold in the band only with a switching tolerance under {-paper:g}%")
     return "; ".join(parts)
 
 
@@ -136,8 +131,6 @@ def _max_gain_cause(sub, per, paper: float) -> str:
     be for it to hold, and what the excess is not (the spread over seeds, one cell)."""
     w = sub.loc[sub.gain_pct.idxmax()]
     best = _best_of(w)
-    regime = {"metro": "activation-bound (METRO best)", "token_lp": "token-bound (token-LP best)",
-              "uniform": "the even split best"}[best]
     over = sub[sub.gain_pct > paper]
     n_cells = len(sub) // max(len(per), 1)
     per_seed = over.groupby("seed").size().reindex(per.index, fill_value=0) if "seed" in sub else pd.Series([len(over)])
@@ -147,14 +140,15 @@ def _max_gain_cause(sub, per, paper: float) -> str:
     from .ch03 import whole_step
 
     k = whole_step(float(w.gain_pct), tol=0.05)
-    step = f", a whole step of 100/{k}: one activated expert fewer on the bottleneck GPU" if k else ""
-    return (f"the largest at {_where(w)}: {regime}, {best} {w[f'ms_{best}']:.1f} us against TEMPO {w['ms_tempo']:.1f} us "
-            f"(mean of {int(w['batches'])} batches{step}); ours / paper = {per.median() / paper:.2f}; "
-            f"{int(per_seed.median())} of {n_cells} cells per seed (median) exceed {paper:g}%, at B = {_list(over.B)}, "
-            f"best fixed policy there (all seeds) " + ", ".join(f"{k} {v}" for k, v in by_best.items())
-            + f"; not the spread of a maximum over seeds (the lowest seed's maximum is {per.min():.2f}%) and not one cell; "
-            f"for {paper:g}% to be the maximum the best fixed policy would have to be {cut.median():.1f}% faster in those "
-            f"cells (median; up to {cut.max():.1f}%), or TEMPO that much slower")
+    step = f", a whole step of 100/{k}" if k else ""
+    head = (f"largest at {_where(w)}: {best} {w[f'ms_{best}']:.1f} us, TEMPO {w['ms_tempo']:.1f} us "
+            f"(mean of {int(w['batches'])} batches{step}); ours / paper = {per.median() / paper:.2f}; ")
+    if over.empty:
+        return head + f"no cell above {paper:g}%; lowest seed's maximum {per.min():.2f}%"
+    return (head + f"{int(per_seed.median())} of {n_cells} cells per seed (median) above {paper:g}%, at B = "
+            f"{_list(over.B)}, best fixed there " + ", ".join(f"{k} {v}" for k, v in by_best.items())
+            + f"; lowest seed's maximum {per.min():.2f}%; best fixed policy {cut.median():.1f}% faster "
+            f"(median; up to {cut.max():.1f}%) gives {paper:g}%")
 
 
 def _max_gain(f, shape, rep=None, reading=None):
@@ -222,11 +216,9 @@ def phase_tokenlp_memory_max(f, reading=None):
         w = m.loc[m.pen.idxmax()]
         k = whole_step(float(w.pen))
         small = int((m.pen < 5 - 0.5).sum())
-        step = f", a whole step of 100/{k} (one activated expert more on token-LP's bottleneck GPU)" if k else ""
-        return (f"the two ends are set by single cells of a few random batches: the highest at {w['shape']}, {_where(w)}, "
-                f"token-LP {w.ms_token_lp:.2f} us against METRO's {w.ms_metro:.2f} us (+{w.pen:.2f}%{step}); "
-                f"{small} of the {len(m)} cells METRO wins alone over the seeds cost token-LP under 4.5%, the lowest "
-                f"{m.pen.min():.2f}%")
+        step = f", a whole step of 100/{k}" if k else ""
+        return (f"highest at {w['shape']}, {_where(w)}: token-LP {w.ms_token_lp:.2f} us, METRO {w.ms_metro:.2f} us "
+                f"(+{w.pen:.2f}%{step}); {small} of {len(m)} METRO-only cells under 4.5%, lowest {m.pen.min():.2f}%")
 
     return Value((float(lo.median()), float(hi.median())), seeds=(seed_range(lo), seed_range(hi)), n_seeds=len(lo),
                  cause=cause_of(cause_text, p, ("ms_metro", "ms_token_lp", "ms_uniform", "winner", "shape")),
@@ -249,8 +241,7 @@ def phase_boundary_hits(f, reading=None):
     return Value(float(share.mean()), ci=ci, n_seeds=len(share),
                  note=f"{share.mean() * cols / 100:.1f} of {cols} columns on average (paper: 12 of 12); per seed "
                       f"{int(share.min() * cols / 100 + 0.5)} to {int(share.max() * cols / 100 + 0.5)} of {cols}; "
-                      f"{never.min()} to {never.max()} columns per seed never flip from M to L on the ladder "
-                      f"(tied top cells, M+L, end no band)")
+                      f"{never.min()} to {never.max()} columns per seed never flip from M to L")
 
 
 # ------------------------------------------------------------------ scale (Section 3.3, Fig. 12)
@@ -272,12 +263,9 @@ def _s0_cause(sub, claim_id: str) -> str:
             lose = int((g.gain_pct < -0.05).sum())
             best = g[["ms_metro", "ms_token_lp", "ms_uniform"]].idxmin(axis=1).str[3:].value_counts().idxmax()
             parts.append(f"EP{int(ep)}: {'mean' if isinstance(paper, list) else 'largest'} {stat:.2f}%, "
-                         f"{max(lo - stat, 0):.2f} points short; TEMPO ends level with the best fixed policy in "
-                         f"{tie} of {len(g)} cells and behind it in {lose} ({best} best most often)")
-        return (f"for the paper's {printed(row['paper_text'])}% TEMPO would have to beat the best fixed policy by that "
-                "many more points at s = 0, where EPLB spreads the replicas evenly (the chain_depth reading shows what "
-                "augmenting paths longer than 2 steps give): "
-                + "; ".join(parts))
+                         f"{max(lo - stat, 0):.2f} points short; level with the best fixed policy in {tie} of {len(g)} "
+                         f"cells, behind in {lose} ({best} best most often)")
+        return f"paper {printed(row['paper_text'])}%: " + "; ".join(parts)
 
     return cause_of(text, sub, ("ms_metro", "ms_token_lp", "ms_uniform", "ms_tempo", "gain_pct"))
 
