@@ -65,30 +65,23 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
          mip_rel_gap: float = 1e-6, threads: int = 1, node_limit: int | None = None) -> Dispatch:
     """The exact fixed-charge makespan MILP of Eq. 3, solved by HiGHS.
 
-    Variables per live (expert, replica slot): share ``x >= 0``, activation ``z`` binary with
-    ``x <= n_e z``; with ``b2 > 0`` an integer tile count ``k`` with ``x <= tile*k`` and
-    ``k >= z`` (Eq. 2); and the makespan ``M``.  Per GPU: ``a + b*sum z + b2*sum(k - z) <= M``,
-    ``c + beta*sum x <= M`` and, with the traffic piece, ``c2 + gamma*sum x <= M`` (Eq. 4).
+    ``warm_start``: False (cold), True (seed with tempo_fast's dispatch) or a :class:`Dispatch`;
+    with a start the result is never worse than it.  ``time_limit=None, node_limit=N``
+    (single-threaded) limits work, not seconds: the same answer on any machine.
 
-    Returns the incumbent, with activations read from the binaries ``z`` (a share on a pair
-    with ``z = 0`` is solver tolerance and is dropped), or the warm start (else tempo's
-    dispatch) when that is better under the model.  ``meta`` holds ``objective`` (the model's
-    makespan of the returned dispatch), ``highs_objective``, ``lower_bound``, ``gap``,
-    ``bound_checked`` and ``optimal``.  HiGHS's dual bound is the ``lower_bound`` only when it is
-    finite and not above the makespan of the returned dispatch nor of tempo's (``bound_checked``);
-    a finite bound above them is replaced by the model's lower bound (Appendix A.4); no bound
-    is ``-inf`` (``gap`` ``inf``).  ``optimal`` is True only when the bound
-    is checked and the re-priced gap is within 10x ``mip_rel_gap`` (at least 1e-5).  Units are
-    scaled (:func:`milp_scales`); an instance whose tile counts HiGHS could not resolve raises
-    ``ValueError``.  A HiGHS "Solve error" is retried once without presolve; with no feasible
-    point within ``time_limit`` (counted from the call) the warm start (else tempo's dispatch) is
-    returned with ``optimal`` False and ``meta["fallback"]``.
-
-    ``warm_start``: False (default) solves cold; True seeds HiGHS with tempo_fast's dispatch,
-    or pass a :class:`Dispatch` to seed with it.  With a start, the result is never worse
-    than the start.  ``time_limit=None, node_limit=N`` (single-threaded): a limit in work, not
-    seconds, so the answer is the same on any machine under any load.
+    Returns the best of the incumbent and the warm start (else tempo's dispatch) under the model,
+    with ``meta``: ``objective``, ``highs_objective``, ``lower_bound``, ``gap``,
+    ``bound_checked``, ``optimal`` (bound checked and re-priced gap within 10x ``mip_rel_gap``,
+    at least 1e-5), and ``fallback`` when no feasible point came within ``time_limit``.  Raises
+    ``ValueError`` when an instance's tile counts are past what HiGHS resolves (:func:`milp_scales`).
     """
+    # Variables per live (expert, slot): share x >= 0, binary activation z with x <= n_e z; with
+    # b2 > 0 an integer tile count k, x <= tile*k, k >= z (Eq. 2); the makespan M.  Per GPU:
+    # a + b*sum z + b2*sum(k - z) <= M, c + beta*sum x <= M and, with traffic, c2 + gamma*sum x <= M
+    # (Eq. 4).  Activations are read from z (a share on z = 0 is solver tolerance, dropped).
+    # HiGHS's dual bound is kept only when finite and not above the returned or tempo's makespan
+    # (bound_checked); else the model's lower bound (Appendix A.4); none: -inf, gap inf.
+    # A HiGHS "Solve error" is retried once without presolve.
     import highspy
 
     MilpOptions(time_limit, warm_start, mip_rel_gap, threads, node_limit)  # checks them, naming the option

@@ -30,32 +30,17 @@ class PolicySpec:
 
     Attributes
     ----------
-    name : str
-        The name :func:`solve` takes.
-    fn : callable
-        ``fn(inst, model, **options) -> Dispatch``.
-    needs_model : bool
-        True when the policy prices dispatches with the cost model (``solve(..., model=None)``
-        is refused); proxies ignore the model.
-    options : type or None
-        The frozen dataclass of the policy's keyword options (validated in its
-        ``__post_init__``), or None when it takes none.
-    family : str
-        One of :data:`FAMILIES`.
-    servable : bool
-        The serving runtime may run it (``TEMPO_POLICY``, :class:`~tempo.serving.solver.TableSolver`).
-    color : str
-        Its colour in the book's charts (``#rrggbb``).
-    label : str
-        A short human-readable name with its source in the paper.
-    full_replication : bool
-        It needs every expert on every GPU (:meth:`Instance.is_full_replication`), so it
-        cannot run on an EPLB placement.
-    order : float
-        Place in :func:`select` listings (smaller first; ``inf`` when not given).
-    variants : mapping
-        Named option sets studies compare as dispatches of their own (``token_lp_vertex`` is
-        ``token_lp`` with ``vertex=True``); see :func:`variant`.
+    name : str, the name :func:`solve` takes.
+    fn : callable ``fn(inst, model, **options) -> Dispatch``.
+    needs_model : bool, it prices with the cost model (``solve(..., model=None)`` is refused).
+    options : the frozen dataclass of its keyword options (checked in ``__post_init__``), or None.
+    family : str, one of :data:`FAMILIES`.
+    servable : bool, the serving runtime may run it (``TEMPO_POLICY``).
+    color : str, its colour in the book's charts (``#rrggbb``).
+    label : str, a short name with its source in the paper.
+    full_replication : bool, it needs every expert on every GPU (not on an EPLB placement).
+    order : float, place in :func:`select` listings (smaller first; ``inf`` when not given).
+    variants : mapping of named option sets compared as dispatches of their own (:func:`variant`).
     """
 
     name: str

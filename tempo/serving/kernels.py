@@ -60,32 +60,18 @@ def dispatch_and_count_reference(topk_ids, prob, phys_map, counts, u, num_token_
 
     Parameters
     ----------
-    topk_ids : int[T, K] torch tensor
-        Logical expert ids from the router (negative = masked slot; ids >= E raise
-        ``ValueError``).
-    prob : float[E, R]
-        One layer's table row weights (need not be normalised).
-    phys_map : int[E, R]
-        Physical id of each replica column, -1 padding.
-    counts : int64[E] (or int32[E])
-        Persistent cumulative counter, updated in place for non-padding rows.
-    u : float[T*K]
-        Uniforms in [0, 1), one per routed pair; 1.0 (float32 rounding) is taken as the row's
-        last positive column; values below 0, above 1 or NaN raise ``ValueError``.
-    num_token_non_padded : int or 0-d tensor, optional
-        Rows ``t >= num_token_non_padded`` are padding (default: none).
-    row_valid : bool[T] torch tensor, optional
-        Rows with a false entry are padding too (default: none).
-    invalid : int[1] torch tensor, optional
-        A counter, as the Triton kernel's: with it, a logical id ``>= E`` or a uniform outside
-        ``[0, 1]`` (or NaN) is not an error -- the pair is routed as a masked slot (``-1``, not
-        counted) when its id is out of range, with its uniform clamped to ``[0, 1]`` (NaN as 1)
-        otherwise -- and every such pair of a real row adds one to ``invalid``.  The serving
-        runtime always passes it: nothing raises inside a forward pass.
+    topk_ids : int[T, K] torch tensor, logical ids (negative: masked slot).
+    prob : float[E, R], one layer's replica weights (need not be normalised).
+    phys_map : int[E, R], physical id of each replica column, -1 padding.
+    counts : int64[E] (or int32[E]), cumulative counter, updated in place for non-padding rows.
+    u : float[T*K], one uniform in [0, 1) per routed pair (1.0 takes the last positive column).
+    num_token_non_padded : int or 0-d tensor, optional; rows ``t >=`` it are padding.
+    row_valid : bool[T] torch tensor, optional; rows with a false entry are padding.
+    invalid : int[1] torch tensor, optional, as the Triton kernel's: with it a bad pair does not
+        raise but is counted (an id ``>= E`` is routed to ``-1``; a uniform is clamped, NaN as 1).
 
-    Returns
-    -------
-    int[T, K] physical ids, dtype of ``topk_ids``.
+    Returns int[T, K] physical ids, the dtype of ``topk_ids``.  Raises ValueError, without
+    ``invalid``, for an id ``>= E`` or a uniform below 0, above 1 or NaN.
     """
     import torch
 

@@ -1,37 +1,14 @@
 """The refresher (paper Section 4.4): a thread in the server process that, every refresh
-period, snapshots the cumulative counters, recovers the window by wrap-safe differencing,
-aggregates it across ranks, hands it to the solver backend and publishes the returned table
-with one copy into the live table.
+period, snapshots the cumulative counters ``int64[L, E]``, recovers the window by wrap-safe
+differencing, aggregates it across ranks, hands it to the solver backend
+(:func:`~tempo.serving.solver.make_solver`: ``process``, ``thread`` or ``noop``) and publishes
+the returned table ``float32[N, L, E, R]`` with one copy into the live table.
 
-It lives as long as the server: an EPLB rebalance hands it the new placement
-(:meth:`Refresher.set_placement`, a cheap call from the scheduler thread), which the refresher
-thread passes to the solver with its next request -- no thread, process or aggregation round
-is restarted.  A table solved for an older placement is never published (``stale``).
-
-Failure behaviour (each case keeps the last good table live):
-
-* malformed counts (wrong shape, negative, not integers): rejected, logged, never solved;
-* a solve that misses its deadline: abandoned; its late reply is dropped, never applied;
-* the worker process dies: its death is confirmed (joined), it is restarted, the refresh
-  resumes on the next period;
-* the worker misses ``max_misses`` deadlines in a row (stopped, wedged in native code) or
-  does not come up within ``startup_timeout_s``: killed and replaced at the next period;
-* a reply that is not a valid table (shape, NaN, negative, mass on a padding column):
-  rejected and logged;
-* nothing published for ``stale_windows`` windows with traffic in a row: a warning (and a
-  ``stale_warnings`` count in the stats) every as many windows again;
-* a peer rank's refresher stopped (summed windows, :class:`~tempo.serving.runtime.GlooAggregator`):
-  this one stops after the same round and says so in the log;
-* a summed-window round failed (a gloo timeout: a rank lagged its peers by more than the
-  group's timeout) or the group is being rebuilt: this rank solves from its own window
-  (``local_windows`` in the stats, logged once when it starts and once when summed windows
-  resume) until every rank has rebuilt the group.
-
-Variants (Sections 5.11-5.15) are solver backends (:func:`~tempo.serving.solver.make_solver`):
-``process`` (the paper's design), ``thread`` (the in-thread control) and ``noop`` (the whole
-data path -- counting, snapshots, aggregation -- but never a solve, so the table stays
-uniform over replicas); ``topology="hier"`` publishes one table per source node.  Tables are
-``float32[N, L, E, R]`` throughout (:mod:`tempo.serving.tables`).
+Every failure keeps the last good table live: malformed counts and invalid replies are
+rejected and logged; a missed deadline's late reply is dropped; a dead, wedged or
+slow-to-start worker is replaced; a table solved for an older placement is never published
+(``stale``); a failed summed-window round falls back to this rank's own window
+(``local_windows``); a stopped peer stops this refresher after the same round.
 """
 from __future__ import annotations
 
@@ -104,29 +81,17 @@ class Refresher:
 
     Parameters
     ----------
-    table : DispatchTable
-        The live table (``prob [N, L, E, R]``, ``phys [L, E, R]``); its ``prob`` is what the
-        default publication writes.  The width ``R`` is the one every table has.
-    snapshot : callable
-        Returns the cumulative counter ``[L, E]`` (numpy or torch).
+    table : DispatchTable, the live ``prob [N, L, E, R]`` over ``phys [L, E, R]``.
+    snapshot : callable returning the cumulative counter ``[L, E]`` (numpy or torch).
     physical_to_logical_map : int[L, P]
     n_gpus : int
-    settings : ServingSettings
-        Everything configurable, passed whole: the policy and cost model, the solver backend
-        (``process``, ``thread``, ``noop``), the refresh period and deadline, the pricing, the
-        topology, the worker count, the misses and start-up limits, the stale-window warning.
-    aggregate : callable, optional
-        ``window [L, E] -> window`` summed over ranks (a gloo all-reduce in SGLang).
-    publish : callable, optional
-        ``(new_prob, epoch) -> bool`` (False: the placement moved on, nothing published);
-        default copies into ``table.prob``.
-    on_publish : callable, optional
-        Called with ``(new_prob, window)`` after each publication (monitoring, tests).
-    steps : callable, optional
-        Returns the cumulative count of forward steps; with ``settings.pricing == "step"``
-        each window is priced per forward step (its counts divided by the steps it spans).
-    solver : optional
-        A solver backend (default :func:`~tempo.serving.solver.make_solver` of ``settings``).
+    settings : ServingSettings, passed whole (policy, cost model, solver, period, deadline, ...).
+    aggregate : callable ``window [L, E] -> window`` summed over ranks, optional.
+    publish : callable ``(new_prob, epoch) -> bool`` (False: placement moved on); default
+        copies into ``table.prob``.
+    on_publish : callable ``(new_prob, window)`` after each publication, optional.
+    steps : callable returning the cumulative forward steps (``pricing == "step"``), optional.
+    solver : a solver backend (default ``make_solver(settings)``), optional.
     """
 
     def __init__(self, table: DispatchTable, snapshot: Callable, physical_to_logical_map, n_gpus: int,

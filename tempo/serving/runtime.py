@@ -1,50 +1,13 @@
-"""What TEMPO holds inside a server process (paper Section 4.4), independent of SGLang's
-classes so it runs and is tested on CPU: the live tables on the device, the cumulative
-counters the dispatch kernel increments, the refresher, and -- with several ranks -- the
-agreement that makes every rank switch tables at the same forward step.
+"""What TEMPO holds inside a server process (paper Section 4.4), independent of SGLang so it
+runs and is tested on CPU: the live tables on the device, the cumulative counters the dispatch
+kernel increments, the refresher, and with several ranks the agreement that makes every rank
+switch tables at the same forward step.
 
-Allocated once, updated in place: ``phys``, ``prob``, ``counts`` and the
-invalid-pair counter are allocated at start-up -- tables ``prob [N, L, E, R]`` (``N`` source
-nodes, 1 when flat) over ``phys [L, E, R]``, with a fixed replica width ``R = P - E + 1`` (the
-most replicas one expert can have when every expert has one) -- and never reallocated: a
-captured CUDA graph reads and writes them through fixed pointers.  An EPLB rebalance rewrites
-the rows of the layers it moved, chunk by chunk, in place (:meth:`TempoRuntime.update_layers`),
-and hands the refresher the new placement; nothing is stopped or restarted: the scheduler
-thread does host work in proportion to the rows moved and waits on nothing but
-:attr:`TempoRuntime.device_lock` (held by a counter snapshot or a publication for one small
-copy), and the refresher (and, with several ranks, its summed-window rounds) keeps running
-through any number of rebalances.  The wall time of each chunk is counted
-(``update_layers_us``, ``update_layers_max_us`` in :attr:`TempoRuntime.stats`);
-``scripts/forward_path_timing.py`` measures it on gloo ranks.  It is a few hundred
-microseconds to a millisecond for two DSv3-wide layers on an idle core and grows with the
-machine's load (the thread is descheduled), so no bound is promised.  Tables solved for
-an older placement are never published.  The side stream and the pinned staging buffers are
-created once.  While SGLang captures a CUDA graph (any capture: decode, prefill, speculative
-drafts, elastic recapture) the refresher makes no CUDA call: capture holds
-:attr:`TempoRuntime.device_lock` (:meth:`TempoRuntime.capture_guard`), which every snapshot
-and publication takes too.
-
-Rank-invariant dispatch (``--moe-a2a-backend none``, EP > 1): every rank
-routes the same tokens and must pick the same replica for the same (token, slot).  The
-uniforms are rank-invariant (:func:`uniforms`), and so is the table: only rank 0 solves
-(from its own counts, which are every rank's counts, so nothing is multiplied by the world
-size); it broadcasts each table with a version number (:class:`TableSync`), and every
-``agree_every`` forward steps all ranks agree on the newest version every rank holds and apply
-it before the same forward step.  The agreement's small all-reduce runs on a thread of its own,
-not on the scheduler thread: it is started at one agreement point and its answer used at the
-next, so the forward path only hands over a number and reads one back.  Rank 0 sends a
-heartbeat when it has published nothing for a while, so no receiver waits on the table group
-past the group's timeout, however long the server idles.
-
-One kernel per MoE layer: :meth:`TempoRuntime.dispatch` hands the whole tables, the counters
-and three small device tensors (the forward step, the real rows per DP slot, the invalid-pair
-counter) to the fused kernel, which draws the uniforms, builds the padding mask and reads the
-ids through their strides itself; around it there is one allocation (the output) and no other
-operation.
-
-Pricing: the refresher divides a window's counts by the forward steps it spans
-(:attr:`TempoRuntime.steps`, counted by the forward hook), so the cost model prices one
-forward step's batch, not a 200 ms window as one batch.
+Tables ``prob float32[N, L, E, R]`` over ``phys int32[L, E, R]`` (``N`` source nodes, 1 when
+flat; ``R = P - E + 1``), counters ``counts int64[L, E]``: allocated once and updated in place,
+since captured CUDA graphs read them through fixed pointers.  :class:`TempoRuntime` is the
+entry point; :class:`TableSync` makes dispatch rank-invariant (``--moe-a2a-backend none``,
+EP > 1); :class:`GlooAggregator` sums windows over ranks (a2a backends).
 """
 from __future__ import annotations
 
@@ -266,38 +229,23 @@ class TableSync:
     """Versioned tables published by rank 0 and applied by every rank at one agreed forward
     step (rank-invariant dispatch).
 
-    ``broadcast_group`` carries the tables (rank 0's refresher thread sends, a receiver thread
-    on every other rank receives; rank 0 sends a heartbeat every ``heartbeat_s`` -- by default
-    a fifth of the group's timeout, at most 60 s -- when it has sent nothing, so a receiver
-    never times out on an idle server).  ``agree_group`` carries the agreement: every
-    ``agree_every`` steps each rank offers the newest version of the current placement it
-    holds, an all-reduce MIN on a thread of its own (not the scheduler thread) finds the
-    newest version every rank holds, and that answer is used at the *next* agreement point
-    (the forward path waits only if the all-reduce has not finished by then: when a peer
-    reaches the agreement point later, so the wait is the ranks' skew, counted in ``stats`` as
-    ``agree_waits``, ``agree_wait_us`` and ``agree_wait_max_us``).  Every rank calls
-    :meth:`agree` at the same steps (ranks run forward passes in lock step) and rebalances at
-    the same steps, so every rank applies the same table before the same forward pass.
-    Versions are received in order, and a version is dropped only when older than the applied
-    one or of an older placement (``epoch``), so the agreed version is held by every rank.
-
-    Recovery: a rank that lags its peers by more than a group's timeout (a late start, a
-    stopped or swapped-out process) makes that group's collectives fail on every rank; each
-    failure is counted (``send_failed``, ``receive_failed``, ``agree_failed``), never fatal,
-    and the group is rebuilt on every rank (:class:`GroupRejoin`: ``broadcast_rebuilt``,
-    ``agree_rebuilt``).  Meanwhile no table is applied anywhere (an agreement that failed
-    decides nothing) and rank 0 keeps staging the tables it publishes; once the table group is
-    rebuilt it sends its newest one again.  Each generation of the agreement group starts with an
-    alignment round (the ranks' newest agreement step and newest applied version): rounds of
-    that generation are for the steps after it, and a rank that missed a table another rank
-    applied (a round that failed on one rank only, at the timeout's edge) applies it at its next
-    agreement point (``agree_caught_up``).  Every round carries its step; a round whose ranks
-    are at different steps decides nothing and rebuilds the group.
-
-    ``prepare``, when set (the runtime sets it), turns each table into what :meth:`agree`
-    returns, off the forward path (a pinned host tensor on CUDA).  ``store``: where rebuilt
-    groups meet (default: the default process group's store); ``name``: the keys' prefix there.
+    ``shape``: the tables' ``[N, L, E, R]``.  ``broadcast_group`` carries the tables (rank 0
+    sends, a receiver thread on every other rank receives; a heartbeat every ``heartbeat_s``,
+    default a fifth of the group's timeout, at most 60 s).  ``agree_group`` carries the
+    agreement: every ``agree_every`` steps an all-reduce MIN finds the newest version every
+    rank holds; :meth:`agree` returns it at the next agreement point.  ``prepare`` (set by
+    the runtime) turns each table into what :meth:`agree` returns; ``store`` / ``name``: where
+    rebuilt groups meet and their keys' prefix.  Collective failures are counted in ``stats``
+    and the group rebuilt (:class:`GroupRejoin`), never fatal.  Raises ValueError on a bad
+    shape or ``agree_every < 1``.
     """
+    # The all-reduce runs on its own thread, started at one agreement point and read at the
+    # next, so the forward path waits only for the ranks' skew (agree_wait_us).  Versions arrive
+    # in order and are dropped only when older than the applied one or of an older placement
+    # (epoch), so the agreed version is held by every rank.  After a rebuild, each generation of
+    # the agreement group starts with an alignment round; a rank that missed an applied table
+    # applies it at its next agreement point (agree_caught_up); a round whose ranks are at
+    # different steps decides nothing and rebuilds the group.
 
     def __init__(self, rank: int, world_size: int, shape: tuple, broadcast_group=None, agree_group=None,
                  agree_every: int = 8, heartbeat_s: float | None = None, *, store=None, name: str | None = None):
@@ -668,60 +616,31 @@ class DpPadding:
 
 
 class TempoRuntime:
-    """Everything the server holds for TEMPO (see the module docstring).
-
-    API (what the SGLang plugin, the GPU checks and the tests use)::
-
-        rt = TempoRuntime(physical_to_logical_map, n_gpus, device="cuda",
-                          settings=ServingSettings(...),          # passed whole
-                          n_logical=None, max_replicas=None, node=0, rank_invariant=False,
-                          aggregate=None, sync=None, dp_size=None, start=True,
-                          rank=0, kernel="auto")
-        with rt.capture_guard(): ...        # held around any CUDA-graph capture
-        rt.on_forward(dp_tokens=None)       # once per forward pass, before it (scheduler thread)
-        rt.dispatch(layer_id, topk_ids, num_token_non_padded=None, dp_widths=None)  # in the forward
-        rt.update_layers(physical_to_logical_map, layer_ids=None)   # once per EPLB rebalance chunk
-        rt.stats                            # a dict of counters (see :attr:`stats`)
-        rt.close()
+    """Everything the server holds for TEMPO: tables, counters, refresher, optional sync.
 
     Parameters
     ----------
     physical_to_logical_map : int[L, P] (torch or numpy)
-    n_gpus : int
-        EP size.
+    n_gpus : int, the EP size.
     device : torch device of the tables and counters.
-    settings : ServingSettings
-        Default: ``ServingSettings()``.  The solver backend is ``settings.solver``
-        (``process``, ``thread``, or ``noop`` for ``tempo_noop``: the full data path, never a
-        solve, the table stays uniform).
-    n_logical : int, optional
-        Logical experts E (default: largest id + 1).
-    max_replicas : int, optional
-        Table width R (default ``P - E + 1``).
-    node : int
-        This rank's source node (``hier`` tables).
-    rank_invariant : bool
-        Every rank draws the same uniforms (a2a ``none``).
-    rank : int
-        This rank (mixed into the uniforms when not rank-invariant).
-    kernel : str
-        ``auto`` (the Triton kernel for CUDA tensors, the torch reference otherwise), ``triton``
-        or ``torch``.
-    aggregate : callable, optional
-        ``window -> window`` summed over ranks (a2a backends; :class:`GlooAggregator`).
-    sync : TableSync, optional
-        Versioned tables applied at agreed forward steps (rank-invariant, EP > 1).  With it,
-        only the leader (rank 0) runs a refresher.
-    dp_size : int, optional
-        Attention-DP size when the MoE input is the DP-gathered buffer (a2a ``none``): padding
-        rows of every DP slot are masked (:class:`DpPadding`, :attr:`dp_padding`).
-    start : bool
-        Start the refresher now (else :meth:`start`).
+    settings : ServingSettings (default ``ServingSettings()``); ``settings.solver`` is
+        ``process``, ``thread`` or ``noop`` (``tempo_noop``: full data path, the table stays uniform).
+    n_logical : int, logical experts E (default: largest id + 1).
+    max_replicas : int, table width R (default ``P - E + 1``).
+    node : int, this rank's source node (``hier`` tables).
+    rank_invariant : bool, every rank draws the same uniforms (a2a ``none``).
+    rank : int, this rank (mixed into the uniforms when not rank-invariant).
+    kernel : ``auto`` (Triton for CUDA tensors, torch otherwise), ``triton`` or ``torch``.
+    aggregate : callable ``window -> window`` summed over ranks (a2a; :class:`GlooAggregator`).
+    sync : TableSync, versioned tables applied at agreed steps; only rank 0 then runs a refresher.
+    dp_size : int, attention-DP size when the MoE input is DP-gathered (masks padding rows).
+    start : bool, start the refresher now (else :meth:`start`).
 
-    Tables are ``prob float32[N, L, E, R]`` (``N`` source nodes of ``hier``, 1 when flat) over
-    ``phys int32[L, E, R]``, the counters ``counts int64[L, E]`` and ``invalid int64[1]``
-    (routed pairs with an id ``>= E`` or a bad uniform, which the kernel cannot raise for
-    inside a graph: read with each snapshot, counted in :attr:`stats` and logged).
+    Holds ``prob float32[N, L, E, R]``, ``phys int32[L, E, R]``, ``counts int64[L, E]`` and
+    ``invalid int64[1]`` (routed pairs with an id ``>= E`` or a bad uniform, counted in
+    :attr:`stats`).  Raises ValueError/TypeError on a bad argument.  Use: ``capture_guard()``
+    around CUDA-graph capture, ``on_forward`` before each forward, ``dispatch`` in it,
+    ``update_layers`` per EPLB rebalance chunk, ``close()``.
     """
 
     def __init__(self, physical_to_logical_map, n_gpus: int, device="cpu", settings: ServingSettings | None = None,
@@ -756,7 +675,8 @@ class TempoRuntime:
         prob = uniform_prob(phys, self.n_nodes)
         if sync is not None and tuple(sync.shape) != prob.shape:
             raise ValueError(f"sync's table shape {tuple(sync.shape)} != this runtime's {prob.shape} ([N, L, E, R])")
-        # ---- allocated once; every later change is in place
+        # ---- allocated once; every later change is in place (captured CUDA graphs hold these
+        # pointers; an EPLB rebalance rewrites the moved layers' rows, update_layers)
         self.phys = torch.tensor(phys, device=device)
         self.prob = torch.tensor(prob, device=device)
         self.counts = torch.zeros((L, self.n_logical), dtype=torch.int64, device=device)
@@ -833,6 +753,8 @@ class TempoRuntime:
         if epoch is not None and epoch != self.epoch:
             return False
         if self.sync is not None:
+            # rank-invariant: rank 0 solved from its own counts (every rank's counts: nothing is
+            # multiplied by the world size); every rank applies it at an agreed step
             return self.sync.publish(new, epoch)
         with self.device_lock:
             if epoch is not None and epoch != self.epoch:

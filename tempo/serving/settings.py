@@ -1,50 +1,29 @@
-"""Settings of the serving runtime, read once (paper Section 4.4 / Appendix D).
+"""Settings of the serving runtime (paper Section 4.4 / Appendix D): one frozen
+:class:`ServingSettings`; ``from_env`` reads the ``TEMPO_*`` variables once and raises
+ValueError naming the variable, so a bad setting fails the server at start-up.
 
-One frozen :class:`ServingSettings` object replaces the environment variables that the plugin
-used to parse inline and the flags passed through three constructors.  ``from_env`` reads the
-``TEMPO_*`` variables once, validates every value and names the variable in its error, so a
-bad setting fails the server at start-up instead of on the first refresh.
+Variables (default in brackets):
 
-==========================  ===========================================================  ===============
-variable                    meaning                                                      default
-==========================  ===========================================================  ===============
-``TEMPO_PARAMS``            cost parameters the solver prices with: a named set of      ``proxy-serving``
-                            ``data/params/cost_params.csv`` (paper Tables 6-7), or the
-                            path of a ``fit.json`` from ``python -m tempo calibrate`` (or
-                            its recording folder), optionally ``#form``: ``three_term``
-                            (default when fitted), ``tile``, ``max_affine``
-``TEMPO_POLICY``            a servable policy: ``tempo`` or ``token_lp`` (Section 5.12's   ``tempo``
-                            control); :func:`servable_policies`
-``TEMPO_REFRESH_MS``        refresh period                                               200
-``TEMPO_DEADLINE_MS``       most a solve may take                                        150
-``TEMPO_TOPOLOGY``          ``flat`` or ``hier`` (per-source-node tables, Section 4.3)   ``flat``
-``TEMPO_GPUS_PER_NODE``     GPUs per node; required with ``hier``                        --
-``TEMPO_SOLVER_WORKERS``    solver processes (layers split among them)                   1
-``TEMPO_PRICING``           ``step``: a window is priced per forward step (its counts    ``step``
-                            divided by the forward steps it spans); ``window``: the
-                            window as one batch; ``fixed``: rescaled to
-                            ``TEMPO_BATCH_TOKENS`` token-expert pairs
-``TEMPO_BATCH_TOKENS``      pairs per batch for ``fixed`` pricing                        --
-``TEMPO_SOLVER``            where tables are solved: ``process`` (a worker process,      ``process``
-                            Section 4.4), ``thread`` (in the refresher thread: Section
-                            5.11's control), ``noop`` (count and snapshot, never solve:
-                            the table stays uniform; ``--ep-dispatch-algorithm
-                            tempo_noop`` sets it)
-``TEMPO_MAX_MISSES``        deadlines a worker may miss in a row before it is replaced   3
-``TEMPO_STARTUP_TIMEOUT_S`` seconds the solver's compiled code may take to build       900
-                            before serving starts (a cold numba compile; also the bound
-                            of a worker when that build did not finish)
-``TEMPO_WARMUP_TIMEOUT_S``  seconds a solver worker may go without CPU progress before   20
-                            it is ready (stopped, wedged) before it is replaced, counted
-                            from its start; the code is built by then
-``TEMPO_STALE_WINDOWS``     refresh windows with traffic and no new table before a       25
-                            warning (and every as many again); counted in the stats
-``TEMPO_AGREE_EVERY``       forward steps between table agreements across ranks          8
-                            (rank-invariant dispatch, a2a ``none``)
-``TEMPO_RECORDER_BUFFER_CAP``  cap of SGLang's expert-distribution recorder buffer in    off
-                            tempo runs (steps); unset: SGLang's own size
-``TEMPO_SGLANG_ANY_VERSION``  ``1``: skip the SGLang version check                       0
-==========================  ===========================================================  ===============
+- ``TEMPO_PARAMS``: cost parameters, a named set of ``data/params/cost_params.csv`` (Tables 6-7)
+  or a calibration ``fit.json`` (or its folder), optionally ``#three_term|tile|max_affine`` [``proxy-serving``]
+- ``TEMPO_POLICY``: a servable policy, ``tempo`` or ``token_lp`` (Section 5.12's control) [``tempo``]
+- ``TEMPO_REFRESH_MS``: refresh period [200]
+- ``TEMPO_DEADLINE_MS``: most a solve may take [150]
+- ``TEMPO_TOPOLOGY``: ``flat`` or ``hier`` (per-source-node tables, Section 4.3) [``flat``]
+- ``TEMPO_GPUS_PER_NODE``: GPUs per node; required with ``hier`` [--]
+- ``TEMPO_SOLVER_WORKERS``: solver processes, layers split among them [1]
+- ``TEMPO_PRICING``: ``step`` (counts / forward steps in the window), ``window`` (one batch),
+  ``fixed`` (rescaled to ``TEMPO_BATCH_TOKENS``) [``step``]
+- ``TEMPO_BATCH_TOKENS``: token-expert pairs per batch for ``fixed`` pricing [--]
+- ``TEMPO_SOLVER``: ``process`` (Section 4.4), ``thread`` (Section 5.11's control), ``noop``
+  (never solve; set by ``tempo_noop``) [``process``]
+- ``TEMPO_MAX_MISSES``: deadlines a worker may miss in a row before it is replaced [3]
+- ``TEMPO_STARTUP_TIMEOUT_S``: seconds the solver's compiled code may take to build before serving [900]
+- ``TEMPO_WARMUP_TIMEOUT_S``: seconds a worker may go without CPU progress before ready [20]
+- ``TEMPO_STALE_WINDOWS``: windows with traffic and no new table before a warning [25]
+- ``TEMPO_AGREE_EVERY``: forward steps between table agreements (rank-invariant dispatch) [8]
+- ``TEMPO_RECORDER_BUFFER_CAP``: cap (steps) of SGLang's recorder buffer in tempo runs [off]
+- ``TEMPO_SGLANG_ANY_VERSION``: ``1`` skips the SGLang version check [0]
 """
 from __future__ import annotations
 

@@ -1,61 +1,22 @@
 """TEMPO as an SGLang plugin (paper Section 4.4, Appendix D), with no patched SGLang sources.
 
-SGLang loads general plugins from the entry-point group ``sglang.srt.plugins`` (our
-``pyproject.toml`` registers :func:`register`) and applies the hooks they register with
-``sglang.srt.plugins.hook_registry.HookRegistry``.  The paper's seven patch points become:
+:func:`register` (entry point of the ``sglang.srt.plugins`` group) refuses any SGLang but
+``SGLANG_VERSION`` (``TEMPO_SGLANG_ANY_VERSION=1`` overrides) and registers :data:`HOOKS`, the
+paper's seven patch points (each hook's docstring says what it does):
 
-1. ``--ep-dispatch-algorithm`` accepts ``tempo`` and ``tempo_noop``: an AFTER hook on
-   ``ServerArgs.add_cli_args`` widens the argument's choices.
-2. Tables, counters, the refresher thread and the solver process are installed after
-   ``ModelRunner.maybe_init_lplb_solvers`` (AFTER), before weight loading and graph capture;
-   rank and node come from SGLang's own parallel state (``get_parallel().moe_ep_rank``).
-   With an a2a backend, window counts are summed over ranks on a dedicated gloo group; with
-   ``--moe-a2a-backend none`` and EP > 1 (every rank routes the same tokens) rank 0 solves
-   from its own counts and every rank applies its versioned tables at the same forward step
-   (:class:`tempo.serving.runtime.TableSync`).
-3. ``ExpertLocationDispatchInfo.init_new`` (AROUND) tags each layer's dispatch info with its
-   layer id; ``topk_ids_logical_to_physical`` (AROUND) sends tempo layers through the
-   dispatch-and-count kernel; ``select_experts`` and ``_biased_grouped_topk_postprocess``
-   (AROUND) hand the kernel ``num_token_non_padded`` so padding rows are not counted where
-   SGLang gives a bound.  With attention DP and a2a ``none`` SGLang gives none (the MoE input
-   is the DP-gathered buffer, one padded slot per DP rank): the kernel gets a per-row mask
-   built from the gather's slot widths (``dp_attention.get_dp_global_num_tokens()``) and the
-   step's real tokens per DP rank (:class:`tempo.serving.runtime.DpPadding`).
-   ``ModelRunner.forward`` (BEFORE) counts forward steps (windows are priced per step),
-   records the forward batch's real tokens per DP rank (``global_num_tokens_cpu``, read before
-   SGLang pads it inside ``forward``) and applies agreed tables.
-4. The recorder gatherer accepts ``deepep_mode=auto`` (AROUND on
-   ``_SinglePassGatherer.init_new``: auto resolves per batch, so we gather at select_experts,
-   which sees every token in either mode).
-5. After an EPLB rebalance (AFTER on ``update_expert_location_with_recovery``, once per
-   chunk) the moved layers' rows are rewritten in place (captured graphs keep valid pointers)
-   and the refresher is handed the new placement; nothing is restarted.
-6. Every CUDA-graph capture holds the runtime's device lock, so the refresher makes no CUDA
-   call while any graph is captured, in any capture mode: AROUND on
-   ``torch.cuda.graphs.CUDAGraph.capture_begin`` / ``capture_end`` (every capture SGLang
-   0.5.23 performs goes through them: ``torch.cuda.graph``, the breakable and piecewise
-   backends, speculative drafts, elastic recapture), and AROUND on the capture entry points
-   by name (:data:`CAPTURE_ENTRY_POINTS`: ``ModelRunner.init_cuda_graphs``,
-   ``init_decode_cuda_graph``, ``init_prefill_cuda_graph``, ``recapture_decode_cuda_graph``,
-   ``_recapture_elastic_cuda_graphs``, and the EAGLE v2, base and frozen-KV MTP draft
-   workers' ``init_cuda_graphs`` / ``_capture_cuda_graphs``), so a whole capture sequence
-   holds it once.
-7. In tempo runs, when ``TEMPO_RECORDER_BUFFER_CAP`` is set, a finite expert-distribution
-   recorder buffer is capped (BEFORE on ``_Buffer.init_new``): buffer x L x P x 4 bytes on GPU.
+1. ``--ep-dispatch-algorithm`` accepts ``tempo`` / ``tempo_noop`` (:func:`hook_add_cli_args`).
+2. The runtime (tables, counters, refresher, solver) is installed before weight loading and
+   graph capture (:func:`hook_after_lplb_init`); :func:`hook_before_forward` counts steps.
+3. Tempo layers' logical-to-physical map goes through the dispatch-and-count kernel, with a
+   padding bound where SGLang gives one (:func:`hook_logical_to_physical` and neighbours).
+4. The recorder gathers with ``deepep_mode=auto`` (:func:`hook_gatherer_init_new`).
+5. After an EPLB rebalance the moved layers' rows are rewritten in place (:func:`hook_after_rebalance`).
+6. Every CUDA-graph capture holds the runtime's device lock (:data:`CAPTURE_ENTRY_POINTS`).
+7. ``TEMPO_RECORDER_BUFFER_CAP`` caps the recorder buffer (:func:`hook_buffer_init_new`).
 
-Written against SGLang ``SGLANG_VERSION``; :func:`register` refuses other versions with a
-clear error (``TEMPO_SGLANG_ANY_VERSION=1`` overrides, at your own risk).  Configuration:
-:class:`tempo.serving.settings.ServingSettings` (``TEMPO_*`` variables, read and validated once).
-With ``SGLANG_OPT_DEEPGEMM_MEGA_GATE=1`` SGLang's mega gate would pick replicas itself and
-bypass tempo; the runtime refuses to start instead.
-
-Which tokens a rank routes (SGLang's ``is_moe_input_scattered_across_dp_ranks``): with an a2a
-backend, and with ``--moe-a2a-backend none`` plus the FP4 all-gather or dwdp, each rank routes
-its own shard, so window counts are summed over ranks and no cross-rank agreement is needed;
-otherwise every rank routes the same gathered buffer (rank-invariant dispatch, above).  Two
-gathered layouts give the kernel no way to tell padding from tokens -- attention-TP sequence
-sharding (no bound under CUDA-graph replay) and attention context parallelism (real rows
-zigzag-permuted) -- and the runtime refuses to start there rather than count padding.
+Configuration: :class:`tempo.serving.settings.ServingSettings`.  Raises RuntimeError at install
+for layouts whose padding the kernel cannot tell from tokens (:func:`_routing_layout`) and under
+``SGLANG_OPT_DEEPGEMM_MEGA_GATE=1`` (SGLang's mega gate would pick replicas itself).
 """
 from __future__ import annotations
 
@@ -217,9 +178,14 @@ def _par(par, name: str, default):
 
 
 def _routing_layout(par) -> tuple[bool, int]:
-    """(rank_invariant, dp_size) of this server's MoE input (SGLang 0.5.23), refusing the
-    gathered layouts whose padding rows the kernel cannot tell from tokens (see the module
-    docstring)."""
+    """(rank_invariant, dp_size) of this server's MoE input (SGLang 0.5.23).
+
+    Raises RuntimeError for the gathered layouts whose padding rows the kernel cannot tell
+    from tokens: attention context parallelism and attention-TP sequence sharding.
+    """
+    # Scattered input (SGLang's is_moe_input_scattered_across_dp_ranks): each rank routes its own
+    # shard, window counts are summed over ranks, no cross-rank agreement is needed.  Otherwise
+    # every rank routes the same gathered buffer and dispatch must be rank-invariant (TableSync).
     from sglang.srt.layers.moe.utils import is_moe_input_scattered_across_dp_ranks
 
     if is_moe_input_scattered_across_dp_ranks():

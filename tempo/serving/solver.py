@@ -418,35 +418,21 @@ def _stop_workers(procs: list, conns: list) -> None:
 class SolverProcess:
     """Server-side handle of the solver worker process(es); the ``process`` solver backend.
 
-    ``submit`` hands a window over and returns its request id; ``result(req_id, timeout)``
-    waits for that reply (``("ok", table, seconds)``, ``("error", message)``, ``("timeout",)``,
-    ``("died",)``, ``("cancelled",)`` or ``("unknown",)`` for an id that is not waiting: never
-    issued, already answered or abandoned), discarding late replies to earlier, abandoned
-    requests; :meth:`solve` does both (the backend interface, :func:`make_solver`).  Tables are
-    ``float32[N, L, E, width]`` (:class:`TableSolver`).  With ``workers > 1`` the layers are
-    split into contiguous slices, one worker process each, solved concurrently (layers are
-    independent); the reply is complete only when every slice is back.  :meth:`set_placement`
-    moves the workers to a new placement with the next request (no restart).
-
-    Protocol: windows and tables travel through shared memory, the
-    pipe carries only small control messages, and each worker has at most one request in
-    flight.  A window submitted while the worker is still busy with an abandoned request
-    waits server-side (only the newest is kept) and is sent when the late reply has been
-    drained.  Nothing can fill a pipe, so neither ``submit``, ``result`` nor ``close`` can
-    block on one.
-
-    Faults: a worker whose pipe breaks or that exits is *confirmed* dead (killed if needed and
-    joined) before it is reported as ``died``; :meth:`ensure_alive` replaces every worker
-    that is dead, has a broken pipe, or missed ``max_misses`` deadlines in a row while ready
-    (a stopped or wedged worker) or, before it is ready, made no CPU progress for
-    ``warmup_timeout_s`` from its start (the compiled code is built before any worker starts,
-    :func:`build_solver_code`, so a worker only loads it) or did not come up within
-    ``startup_timeout_s`` (:data:`~tempo.serving.settings.STARTUP_TIMEOUT_S` by default, which
-    covers a cold numba compile: the bound of a worker when the build did not finish).  After
-    :meth:`close`, ``submit`` and ``result`` raise :class:`SolverClosedError` and
-    ``ensure_alive`` restarts nothing.  A handle dropped without ``close()`` stops its
-    workers when it is garbage-collected (a finalizer).
+    ``submit(window int64[L, E]) -> req_id``; ``result(req_id, timeout)`` returns
+    ``("ok", table float32[N, L, E, width], seconds)``, ``("error", message)``, ``("timeout",)``,
+    ``("died",)``, ``("cancelled",)`` or ``("unknown",)``; :meth:`solve` does both.  With
+    ``workers > 1`` the layers are split into contiguous slices solved concurrently.
+    :meth:`set_placement` moves the workers to a new placement with the next request.
+    :meth:`ensure_alive` replaces a worker that died, missed ``max_misses`` deadlines in a row,
+    made no CPU progress for ``warmup_timeout_s`` before ready, or did not come up within
+    ``startup_timeout_s``.  Raises ValueError on a bad argument; after :meth:`close`,
+    ``submit`` and ``result`` raise :class:`SolverClosedError`.
     """
+    # Windows and tables travel through shared memory, the pipe carries only small control
+    # messages and each worker has at most one request in flight (a window submitted while the
+    # worker is busy with an abandoned request waits here, newest only), so nothing can fill a
+    # pipe and no call blocks on one.  A worker is reported ``died`` only once confirmed dead
+    # (killed if needed, joined).  A handle dropped without close() stops its workers (finalizer).
 
     physical_to_logical_map: np.ndarray
     n_gpus: int

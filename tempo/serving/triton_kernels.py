@@ -1,34 +1,12 @@
-"""The fused dispatch-and-count kernel in Triton (paper Section 4.4): same contract as
-:func:`tempo.serving.kernels.dispatch_and_count_reference`, one launch per MoE layer, no host
-sync, safe inside a captured CUDA graph.
+"""The fused dispatch-and-count kernel in Triton (paper Section 4.4): the contract of
+:func:`tempo.serving.kernels.dispatch_and_count_reference`, one launch per MoE layer (zero
+extra kernels relative to static dispatch), no host sync, safe inside a captured CUDA graph.
 
-One program handles ``BLOCK`` routed pairs.  Everything the dispatch needs is done inside the
-one launch, so a MoE layer costs one kernel (Section 4.4: zero extra kernels relative to
-static dispatch):
-
-* the uniform of each pair (:func:`tempo.serving.kernels.pair_uniforms` is the same arithmetic in torch): from the
-  pair index, the layer and the forward step read from a one-element device tensor (written
-  once per forward pass, so a captured graph draws new uniforms at every replay);
-* the padding rows: a prefix bound (an int or a device scalar) and, under attention DP, the
-  per-DP-slot mask built from the slot width and a small device tensor of real counts;
-* the ids read through their strides (a strided slice needs no copy) and the physical ids
-  stored in the input's dtype.
-
-The table width ``R`` is a runtime argument: each pair walks its row one column at a time in
-a loop that is not unrolled, so the compiled code does not grow with ``R`` (R = 33 for DSv3 on
-EP8 with 32 redundant experts, 65 at 1.25x).  A first pass sums the row's valid mass (and
-counts the holders, for the uniform fallback), a second walks the cumulative mass to the first
-column exceeding ``u * total``, in the same column order and float32 arithmetic as the torch
-reference.  The two passes read the row separately, so a table published between them can
-give them different rows; any mixture of old and new entries is still a distribution over the
-expert's replicas (:mod:`tempo.serving.tables`), and a walk that passes the end takes the last
-positive column, so the pick is a replica of the expert either way.
-
-Inputs the torch reference rejects with an error (a logical id ``>= E``, a given uniform
-outside ``[0, 1]`` or NaN) cannot raise inside a captured graph.  Here such a pair is routed as
-a masked slot (``-1``, not counted) when its id is out of range, and every such pair of a real
-(non-padding) row is counted in the optional ``invalid`` counter, which the host reads when it
-already synchronises (the refresher's snapshot).
+The uniforms (the arithmetic of :func:`tempo.serving.kernels.pair_uniforms`), the padding mask
+and the strided id reads are all done inside the launch.  Inputs the reference rejects (an id
+``>= E``, a uniform outside ``[0, 1]`` or NaN) cannot raise inside a graph: an out-of-range id
+is routed to ``-1`` (not counted) and each such real pair is added to the optional ``invalid``
+counter, read by the host at its next synchronisation.
 """
 from __future__ import annotations
 
@@ -96,6 +74,12 @@ def _dispatch_count_kernel(ids_ptr, prob_ptr, phys_ptr, counts_ptr, out_ptr, u_p
     hbase = phys_ptr + phys_off + ec * R
     total = tl.zeros([BLOCK], dtype=tl.float32)
     holders = tl.zeros([BLOCK], dtype=tl.float32)
+    # Two passes over the row (valid mass and holders, then the walk to the first column past
+    # u * total), in the torch reference's column order and float32 arithmetic.  A table
+    # published between the passes mixes old and new entries: still a distribution over the
+    # expert's replicas, and a walk past the end takes the last positive column, so the pick is
+    # a replica either way.  R is a runtime loop bound, so the compiled code does not grow with
+    # R (33 for DSv3 on EP8 with 32 redundant experts).
     for r in range(0, R):  # a runtime loop: nothing unrolled in R
         p = tl.load(pbase + r, mask=routed, other=0.0).to(tl.float32)
         ph = tl.load(hbase + r, mask=routed, other=-1).to(tl.int64)

@@ -18,37 +18,30 @@ WORK = 2_000_000
 class TempoOptions:
     """tempo_fast's options: a preset (:meth:`preset`) with field overrides (:meth:`resolve`).
 
-    ``"default"`` is the library's solver; ``"paper"`` is Section 4.2 as written: whole-expert
-    seed, chains of depth 2, no restarts, no compound moves, no activation balancer, no paper
-    candidate, no slot split.  Every field is
-    checked on construction (``TypeError`` / ``ValueError`` naming it).
+    ``"default"`` is the library's solver; ``"paper"`` is Section 4.2 as written.  Raises
+    ``TypeError`` / ``ValueError`` naming a bad field.
 
     Fields
     ------
-    seed : "greedy" (water-filling allowed), "whole" (the paper's greedy) or "static" (first replica): stage 1
-    chains : bool: stage 2 (1- and 2-step chains, augmenting paths); False also drops chain moves from stage 3
-    chain_depth : int >= 2 or None: longest augmenting path (None: unlimited, Lemma 2; 2: the paper's chains)
+    seed : stage 1: "greedy" (water-filling), "whole" (the paper's greedy) or "static" (first replica)
+    chains : bool: stage 2 (augmenting-path chains); False also drops chain moves from stage 3
+    chain_depth : int >= 2 or None: longest augmenting path (None: unlimited, Lemma 2; 2: the paper)
     local_search : bool: stage 3
     partial : bool: stage 3 may split experts (False: Table 2's "no partial moves")
-    ensemble : bool: stage 4, token-LP candidates and round robin taken when > ``tau`` better (Proposition 1)
+    ensemble : bool: stage 4, token-LP candidates and round robin, taken when > ``tau`` better (Prop. 1)
     tau : float in [0, 1): the switching tolerance
     max_iter : int >= 0: accepted moves per stage, at most
     fanout : int >= 0: 2-step chains, destination GPUs per first move (0: no limit)
-    lp_variants : "auto" or a tuple of "vertex", "even", "highs": the token-LP candidates of stage 4
-    restarts : bool: full replication, local search from the wrap-around and apportionment seeds, then exchanges
-    paper_candidate : bool: the heuristic pool holds the "paper" preset's output under the same
-        overrides (:func:`paper_twin`): never worse than it
+    lp_variants : "auto" or a tuple of "vertex", "even", "highs": stage 4's token-LP candidates
+    restarts : bool: full replication, local search from wrap-around and apportionment seeds, exchanges
+    paper_candidate : bool: the "paper" preset's output joins the pool (:func:`paper_twin`): never worse
     compound : bool: stage 3 under Eq. 4, the whole-then-partial chain and the support polish
-    balancer : bool: the local search again from an exact activation balancer's dispatch (the
-        optimal semi-matching of Lemma 2), into the heuristic pool
-    uniform : bool: under the tile model (Eq. 2), stage 4 also scores the uniform split (each
-        expert evenly over its replica slots: pieces of fewer tiles)
-    work : int >= 0: move evaluations stages 1-3 and the restarts may spend per preset (0: no
-        limit); a solve that reaches it returns its best dispatch so far, marked
-        ``meta["fallback"]``.  A count, not a clock: the same answer on any machine
-    slot_split : bool: an expert with two or more slots on one GPU has its tokens there split over
-        them as Eq. 2 prices least (pieces of whole tiles when ``b2 > b``, else one piece), in the
-        local search after every move and on every candidate of stage 4 (:mod:`.slots`)
+    balancer : bool: local search from the exact activation balancer (semi-matching, Lemma 2) too
+    uniform : bool: under the tile model (Eq. 2), stage 4 also scores each expert split evenly
+    work : int >= 0: move evaluations per preset (0: no limit); reaching it returns the best so far
+        with ``meta["fallback"]`` (a count, not a clock: the same answer on any machine)
+    slot_split : bool: tokens of an expert with several slots on one GPU split as Eq. 2 prices least
+        (:mod:`.slots`)
     """
 
     seed: str = "greedy"
