@@ -1,6 +1,6 @@
 """The book's explorers (``_static/explorers/*.js``, :mod:`tempo.book.explorers`).
 
-The parity test draws instances from a random seed (``TEMPO_PARITY_SEED`` to replay one; the
+The parity test draws instances from seed 0 (``TEMPO_PARITY_SEED`` to draw others; the
 seed is in every failure message), runs every in-page routine under node
 (``tests/js/run_explorers.js``) and compares it with the library policy it names:
 the deterministic policies' makespans equal the library's to 1e-9 (and their shares too); the
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import subprocess
 import tempfile
@@ -118,7 +117,7 @@ def known_cases() -> list[dict]:
 
 
 def test_policy_parity_with_the_library():
-    seed = int(os.environ.get("TEMPO_PARITY_SEED", random.SystemRandom().randrange(2**31)))
+    seed = int(os.environ.get("TEMPO_PARITY_SEED", "0"))  # fixed: a verdict never rests on a draw
     cases = known_cases() + random_cases(seed, N_RANDOM)
     info = _node("info")
     assert info["order"] == list(DETERMINISTIC) + ["tempo_paper", "optimum"]
@@ -221,7 +220,7 @@ def test_tempo_paper_port_matches_the_library():
     dispatch (the algorithm is deterministic), makespan, candidate chosen and makespan after
     every stage, on thousands of random instances; its recorded steps end at the dispatch, the
     search's steps never raise the makespan."""
-    seed = int(os.environ.get("TEMPO_PARITY_SEED", random.SystemRandom().randrange(2**31)))
+    seed = int(os.environ.get("TEMPO_PARITY_SEED", "0"))  # fixed: a verdict never rests on a draw
     # a batch where the even token split wins the ensemble (rare at random: about 1 in 3,000)
     even = {"inst": {"counts": [150, 31], "replicas": [[0, 1, 2, 3]] * 2, "nGpus": 4},
             "model": {"a": 18.093699597797215, "b": 0.3893141077781628, "c": 29.415582460079147,
