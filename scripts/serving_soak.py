@@ -33,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -128,11 +129,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rebalances", type=int, default=12)
     ap.add_argument("--deadline-ms", type=float, default=10000.0, help="the solve deadline (a loaded machine)")
     ap.add_argument("--bound", type=float, default=180.0, help="seconds to wait for tables after a fault")
-    ap.add_argument("--workdir", default="/tmp/tempo-soak")
+    ap.add_argument("--workdir", default=None, help="where the ranks' scripts and logs go (default: a new temporary folder)")
     a = ap.parse_args(argv)
     import torch.distributed as dist
 
-    work = Path(a.workdir)
+    work = Path(a.workdir or tempfile.mkdtemp(prefix="tempo-soak-"))
     work.mkdir(parents=True, exist_ok=True)
     script = work / "rank.py"
     script.write_text(RANK)
