@@ -330,3 +330,64 @@ def test_table_sync_survives_an_idle_spell_longer_than_the_gloo_timeout(tmp_path
         assert r["before"] >= 2, r
         assert r["after"] >= 2, f"rank {r['rank']}: {r['after']} tables after the idle spell ({r})"
         assert r["receiver"] in (None, True)
+
+
+_CLOSE = r"""
+import json, logging, sys
+from datetime import timedelta
+import numpy as np
+import torch.distributed as dist
+from tempo.serving.runtime import TableSync
+
+
+class Keep(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record.getMessage())
+
+
+kept = Keep()
+logging.getLogger("tempo.serving").addHandler(kept)
+
+rank, world, port, timeout_s = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+bcast = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+agree = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+shape = (1, 2, 8, 5)
+sync = TableSync(rank, world, shape, bcast, agree, 2)
+dist.barrier()
+if rank:
+    sync.close()         # the followers stop first, as a server's ranks do in any order
+dist.barrier()
+if rank == 0:            # rank 0 still publishes (its refresher stops in its own close), then stops
+    table = np.full(shape, 0.2, np.float32)
+    sync.publish(table)
+    sync.close()
+dist.barrier()
+staged = sync._offer()   # the newest version this rank holds
+receiving = sync.receiving
+print(json.dumps({"rank": rank, "stats": dict(sync.stats), "staged": staged, "receiving": receiving,
+                  "warnings": kept.records}))
+dist.barrier()
+"""
+
+
+@pytest.mark.needs("torch")
+def test_rank_0_stops_the_followers_receivers_after_they_closed(tmp_path):
+    """Three ranks, the followers close their table sync before rank 0 publishes a last table
+    and closes: every follower still takes that table and then rank 0's stop message (a gloo
+    broadcast completes only when every follower has received it), so rank 0's close never
+    waits on a receiver that has left.  A receiver that left on its own close after the last
+    table would leave rank 0's stop message untaken: its close would wait for the group's
+    timeout (20 s here, 30 min in SGLang) and log that the message was not sent."""
+    res = _launch(tmp_path, _CLOSE, 3, 20.0, timeout=300)
+    assert res[0]["stats"].get("published") == 1 and res[0]["staged"] == 1
+    assert res[0]["warnings"] == [], res[0]                # the stop message was taken, nothing failed
+    assert res[0]["stats"].get("stop_unconfirmed", 0) == 0, res[0]
+    for r in res[1:]:
+        assert r["staged"] == 1, r                        # the table published after this rank's close
+        assert r["stats"].get("stop_received") == 1, r   # then rank 0's stop message
+        assert r["receiving"] is False

@@ -56,6 +56,10 @@ def group_timeout_s(group, default: float = 1800.0) -> float:
 #: seconds a rebuilt group's rendezvous may wait for the slowest rank
 REJOIN_S = 60.0
 
+#: seconds rank 0's close waits for the followers to take its stop message (it is delivered
+#: later if they are slower; close never waits longer)
+STOP_WAIT_S = 5.0
+
 
 class GroupRejoin:
     """Rebuild a gloo group on every rank after a failure, one generation at a time.
@@ -276,6 +280,7 @@ class TableSync:
         self._answer = None     # (threading.Event, [value, step]) of the agreement in flight
         self._bgroup = self._agroup = None
         self._bbroken = self._abroken = False
+        self._stop_sent = False  # rank 0: the stop message was sent (or tried)
         self._aligned = None    # the step of this agreement generation's alignment round
         self.closed = False
         if world_size > 1:
@@ -296,11 +301,17 @@ class TableSync:
             self._agreer.start()
 
     # ------------------------------------------------------------------ transport
-    def _bcast(self, header, table=None):
+    def _bcast(self, header, table=None, wait_s: float | None = None):
+        import datetime
+
         import torch
 
         h = torch.as_tensor(header, dtype=torch.int64)
-        self._bgroup.broadcast(h, 0).wait()
+        work = self._bgroup.broadcast(h, 0)
+        if wait_s is None:
+            work.wait()
+        else:  # on timeout the broadcast stays posted: a follower that reaches it later still gets it
+            work.wait(datetime.timedelta(seconds=wait_s))
         if int(h[0]) == 1:
             t = torch.from_numpy(np.ascontiguousarray(table, np.float32)) if table is not None else \
                 torch.empty(self.shape, dtype=torch.float32)
@@ -311,7 +322,7 @@ class TableSync:
     def _send(self, header, table=None) -> bool:
         """Rank 0: send one message; False (counted, the group marked for a rebuild) when it failed."""
         with self._send_lock:
-            if self._bbroken:
+            if self._bbroken or self._stop_sent:  # nothing follows the stop message: no follower receives it
                 return False
             try:
                 self._bcast(header, table)
@@ -347,7 +358,10 @@ class TableSync:
                 self.stats["heartbeats"] += 1
 
     def _receive_loop(self) -> None:
-        while not self._closing.is_set():
+        # Runs until rank 0's stop message, also after this rank's close: rank 0's broadcasts
+        # (a last table, a heartbeat, the stop message) complete only once every follower has
+        # received them, so a receiver that left on its own close would leave rank 0 blocked.
+        while True:
             try:
                 (kind, epoch, version), table = self._bcast([0, 0, 0])
             except Exception as exc:  # rank 0 (or this rank) lagged past the timeout, or rank 0 is gone
@@ -356,20 +370,28 @@ class TableSync:
                 self.stats["receive_failed"] += 1
                 log.warning("tempo table sync: receiving failed (%s); rebuilding the table group",
                             str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
-                while not self._closing.is_set():
+                group = None
+                while group is None and not self._closing.is_set():
                     group = self._brejoin.step()
-                    if group is not None:
-                        self._bgroup = group
-                        self.stats["broadcast_rebuilt"] += 1
-                        break
-                    self._closing.wait(0.1)
+                    if group is None:
+                        self._closing.wait(0.1)
+                if group is None:  # closed while the group was down: rank 0 sends nothing on it
+                    return
+                self._bgroup = group
+                self.stats["broadcast_rebuilt"] += 1
                 continue
             if kind == 0:
+                self.stats["stop_received"] += 1
                 return
             if kind == 2:
                 self.stats["heartbeats"] += 1
                 continue
-            self._stage(version, epoch, table)
+            try:
+                self._stage(version, epoch, table)
+            except Exception as exc:  # noqa: BLE001 -- the receiver must keep taking rank 0's broadcasts
+                self.stats["stage_failed"] += 1
+                log.warning("tempo table sync: table version %d not staged (%s: %s)", version,
+                            type(exc).__name__, exc)
 
     def _stage(self, version: int, epoch: int, table: np.ndarray) -> None:
         item = self.prepare(table) if self.prepare is not None else table
@@ -500,16 +522,24 @@ class TableSync:
         return None if self._thread is None else self._thread.is_alive()
 
     def close(self) -> None:
+        """Stop this rank's sync: no agreement round starts; rank 0 sends the stop message and
+        waits at most :data:`STOP_WAIT_S` for the followers to take it; a follower's receiver
+        keeps taking rank 0's broadcasts until that message."""
         if self.closed:
             return
         self.closed = True
         self._closing.set()
-        if self.leader and self.world_size > 1 and not self._bbroken:
-            try:
-                with self._send_lock:
-                    self._bcast([0, 0, 0])
-            except Exception as exc:
-                log.warning("tempo table sync: stop message not sent (%s)", exc)
+        if self.leader and self.world_size > 1:
+            with self._send_lock:
+                if not self._bbroken and not self._stop_sent:
+                    self._stop_sent = True
+                    try:
+                        self._bcast([0, 0, 0], wait_s=STOP_WAIT_S)
+                    except Exception as exc:  # noqa: BLE001 -- a follower gone or slower than STOP_WAIT_S
+                        self.stats["stop_unconfirmed"] += 1
+                        log.warning("tempo table sync: the followers did not take the stop message within %.0f s "
+                                    "(%s)", STOP_WAIT_S, str(exc).splitlines()[0][:300] if str(exc) else
+                                    type(exc).__name__)
         self._offers.put(None)
         for th in (self._thread, self._heartbeat, self._agreer):
             if th is not None:
@@ -874,7 +904,9 @@ class TempoRuntime:
           ``sync_agree_wait_max_us``; the sync's recoveries: ``sync_send_failed``,
           ``sync_receive_failed``, ``sync_agree_failed`` (rounds that failed), ``sync_unsent``
           (tables staged while the table group was down), ``sync_broadcast_rebuilt``,
-          ``sync_agree_rebuilt``, ``sync_agree_caught_up``.
+          ``sync_agree_rebuilt``, ``sync_agree_caught_up``, ``sync_stage_failed`` (received tables
+          not staged); at close ``sync_stop_received`` (a follower took rank 0's stop message)
+          and ``sync_stop_unconfirmed`` (rank 0: not taken within ``STOP_WAIT_S``).
         """
         out = Counter()
         r = self.refresher
