@@ -272,6 +272,66 @@ def test_table_sync_recovers_from_a_stopped_rank(tmp_path, world, victim):
     assert all(r["sync"].get("sync_agree_failed", 0) >= 1 for r in res if r["rank"] != victim), res
 
 
+def _rejoin_all(failing: int, order, world: int = 3):
+    """Step ``world`` GroupRejoin ranks in ``order`` over one in-process store until each has a
+    group; the first build of rank ``failing`` fails (its rendezvous timed out while its
+    peers' completed).  Returns (groups, the ranks' GroupRejoin)."""
+    import torch.distributed as dist
+
+    from tempo.serving.runtime import GroupRejoin
+
+    store = dist.HashStore()
+    calls = []
+
+    def build(prefix_store, rank, world_size, timeout_s):
+        generation = rejoins[rank].generation + 1
+        calls.append((rank, generation))
+        if rank == failing and sum(c[0] == rank for c in calls) == 1:
+            raise RuntimeError("Socket Timeout")
+        return {"rank": rank, "generation": generation}
+
+    rejoins = [GroupRejoin("g", r, world, 2.0, store, build=build) for r in range(world)]
+    groups = [None] * world
+    for _ in range(50):
+        for r in order:
+            if groups[r] is None:
+                groups[r] = rejoins[r].step()
+        if all(g is not None for g in groups):
+            break
+    return groups, rejoins
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0), (1, 0, 2)])
+@pytest.mark.parametrize("failing", [0, 1, 2])
+def test_a_rebuild_that_fails_on_one_rank_fails_on_every_rank(failing, order):
+    """Three ranks rebuild a group; the build of one rank fails while the others' succeed.  No
+    rank uses the generation one rank failed (its peers would wait in their first collective
+    for the group's timeout, 30 min in SGLang): every rank drops it, and every rank takes the
+    next generation's group, whichever rank failed and whatever order the ranks step in."""
+    groups, rejoins = _rejoin_all(failing, order)
+    assert [g and g["generation"] for g in groups] == [2, 2, 2]
+    assert [g["rank"] for g in groups] == [0, 1, 2]
+    assert [rj.generation for rj in rejoins] == [2, 2, 2]
+    assert [rj.stats["rebuild_failed"] for rj in rejoins] == [1, 1, 1]
+    assert [rj.stats["rebuilt"] for rj in rejoins] == [1, 1, 1]
+
+
+def test_a_rebuild_waits_for_every_rank():
+    """No rank takes a group before every rank is ready and has built it."""
+    import torch.distributed as dist
+
+    from tempo.serving.runtime import GroupRejoin
+
+    store = dist.HashStore()
+    rejoins = [GroupRejoin("g", r, 3, 2.0, store, build=lambda s, rank, w, t: ("group", rank)) for r in range(3)]
+    assert rejoins[0].step() is None and rejoins[1].step() is None   # rank 2 not ready yet
+    assert rejoins[2].step() is None                                  # built; ranks 0 and 1 have not
+    assert rejoins[0].step() is None                                  # built; rank 1 has not
+    assert rejoins[1].step() == ("group", 1)                          # every rank has built
+    assert rejoins[0].step() == ("group", 0) and rejoins[2].step() == ("group", 2)
+    assert [rj.generation for rj in rejoins] == [1, 1, 1]
+
+
 P2L = np.array([[0, 1, 2, 3, 0, 1], [3, 2, 1, 0, 0, 3]])
 
 

@@ -61,6 +61,18 @@ REJOIN_S = 60.0
 STOP_WAIT_S = 5.0
 
 
+def _gloo_group(store, rank: int, world_size: int, timeout_s: float):
+    """A gloo process group meeting in ``store``: the rendezvous may wait up to
+    :data:`REJOIN_S` for the slowest rank; its operations time out after ``timeout_s``."""
+    import datetime
+
+    import torch.distributed as dist
+
+    group = dist.ProcessGroupGloo(store, rank, world_size, datetime.timedelta(seconds=max(timeout_s, REJOIN_S)))
+    group.set_timeout(datetime.timedelta(seconds=timeout_s))
+    return group
+
+
 class GroupRejoin:
     """Rebuild a gloo group on every rank after a failure, one generation at a time.
 
@@ -68,17 +80,22 @@ class GroupRejoin:
     each rank calls :meth:`step` until it returns the next generation's group: a step marks
     this rank ready for generation ``generation + 1`` under ``name`` in ``store`` (default: the
     default process group's) and, once every rank is ready (a non-blocking check), builds the
-    group under that generation's prefix (the rendezvous waits up to :data:`REJOIN_S` for the
-    slowest rank's next step; the group's operations time out after ``timeout_s``).  A build that
-    fails moves every rank to the next generation and waits twice as many steps before the next
-    try (at most 32).  ``stats``: ``rebuilt``, ``rebuild_failed``."""
+    group under that generation's prefix (``build(store, rank, world_size, timeout_s)``,
+    default :func:`_gloo_group`: the rendezvous waits up to :data:`REJOIN_S` for the slowest
+    rank's next step) and reports the outcome in the store.  The group is returned once every
+    rank has reported a build (a non-blocking check per step); a build that failed on any rank
+    moves every rank to the next generation, dropping the groups built, and waits twice as many
+    steps before the next try (at most 32).  So every rank uses the same generation, whichever
+    rank failed.  ``stats``: ``rebuilt``, ``rebuild_failed``."""
 
-    def __init__(self, name: str, rank: int, world_size: int, timeout_s: float, store=None):
+    def __init__(self, name: str, rank: int, world_size: int, timeout_s: float, store=None, build=None):
         self.name, self.rank, self.world_size = name, int(rank), int(world_size)
         self.timeout_s = float(timeout_s)
         self.generation = 0
         self.stats: Counter = Counter()
         self._store = store
+        self._build = build or _gloo_group
+        self._built = None       # this rank's group of generation + 1, until every rank has reported
         self._wait, self._skip = 1, 0
 
     def _base_store(self):
@@ -99,39 +116,51 @@ class GroupRejoin:
         return self._store
 
     def step(self):
-        """One non-blocking step towards the next generation's group: the group once built, else None."""
+        """One non-blocking step towards the next generation's group: the group once every
+        rank has built it, else None."""
         if self._skip > 0:
             self._skip -= 1
             return None
-        import datetime
-
-        import torch.distributed as dist
-
         gen = self.generation + 1
         prefix = f"{self.name}/{gen}"
+        import torch.distributed as dist
+
         store = self._base_store()
-        store.set(f"{prefix}/ready/{self.rank}", "1")
-        if not store.check([f"{prefix}/ready/{r}" for r in range(self.world_size)]):
+        if self._built is None:
+            store.set(f"{prefix}/ready/{self.rank}", "1")
+            if not store.check([f"{prefix}/ready/{r}" for r in range(self.world_size)]):
+                return None
+            try:
+                # the peers build theirs at their next step (a refresh period, a solve's
+                # deadline later); the group's operations time out after timeout_s, as the
+                # group it replaces
+                self._built = self._build(dist.PrefixStore(f"{prefix}/pg", store), self.rank, self.world_size,
+                                          self.timeout_s)
+            except Exception as exc:  # noqa: BLE001 -- a rendezvous that timed out or a peer gone
+                store.set(f"{prefix}/failed", str(self.rank))
+                return self._next_generation(gen, f"rank {self.rank}: {exc}")
+            store.set(f"{prefix}/built/{self.rank}", "1")
+        # a rank sets either built or failed: all built means no rank failed this generation
+        if store.check([f"{prefix}/failed"]):
+            self._built = None
+            return self._next_generation(gen, "a peer's build failed")
+        if not store.check([f"{prefix}/built/{r}" for r in range(self.world_size)]):
             return None
-        try:
-            # the peers build theirs at their next step (a refresh period, a solve's deadline
-            # later): the rendezvous may wait up to REJOIN_S; the group's operations then time
-            # out after timeout_s, as the group it replaces
-            group = dist.ProcessGroupGloo(dist.PrefixStore(f"{prefix}/pg", store), self.rank, self.world_size,
-                                          datetime.timedelta(seconds=max(self.timeout_s, REJOIN_S)))
-            group.set_timeout(datetime.timedelta(seconds=self.timeout_s))
-        except RuntimeError as exc:
-            self.generation = gen  # every rank failed this generation: all move to the next
-            self.stats["rebuild_failed"] += 1
-            self._skip, self._wait = self._wait, min(2 * self._wait, 32)
-            log.warning("tempo %s: rebuilding the group failed (%s); next try in %d steps", self.name, exc,
-                        self._skip)
-            return None
+        group, self._built = self._built, None
         self.generation = gen
         self._wait = 1
         self.stats["rebuilt"] += 1
         log.warning("tempo %s: group rebuilt (generation %d)", self.name, gen)
         return group
+
+    def _next_generation(self, gen: int, why: str) -> None:
+        """Generation ``gen`` failed (on every rank: each sees the failure in the store)."""
+        self.generation = gen
+        self.stats["rebuild_failed"] += 1
+        self._skip, self._wait = self._wait, min(2 * self._wait, 32)
+        log.warning("tempo %s: rebuilding the group failed (%s); next try in %d steps", self.name,
+                    str(why).splitlines()[0][:300], self._skip)
+        return None
 
 
 class GlooAggregator:
