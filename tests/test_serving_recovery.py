@@ -253,8 +253,8 @@ def test_table_sync_recovers_from_a_stopped_rank(tmp_path, world, victim):
     """Rank-invariant dispatch on ``world`` ranks, sync groups with a 2 s timeout: rank
     ``victim`` (rank 0 publishes the tables, the others receive them) is stopped (SIGSTOP) for
     6 s at an agreement point, so the other ranks' agreement rounds time out.  The failed rounds
-    are counted, every rank rebuilds both groups to the same generation, and tables are applied
-    on every rank again, the first within 30 s of the resume; the ranks apply the same version
+    are counted, every rank rebuilds the agreement group, and tables are applied on every rank
+    again, the first within 30 s of the resume; the ranks apply the same version
     and pick the same physical ids at every step, before, during and after the fault; no bad id."""
     res = _launch(tmp_path, _SYNC, world, 2.0, 6.0, 30.0, tmp_path, victim, timeout=300)
     print(res)
