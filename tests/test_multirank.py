@@ -367,6 +367,8 @@ if rank == 0:            # rank 0 still publishes (its refresher stops in its ow
     sync.publish(table)
     sync.close()
 dist.barrier()
+if rank:                 # rank 0's stop broadcast completed: the receiver returns on it
+    sync._thread.join(timeout=60)
 staged = sync._offer()   # the newest version this rank holds
 receiving = sync.receiving
 print(json.dumps({"rank": rank, "stats": dict(sync.stats), "staged": staged, "receiving": receiving,
