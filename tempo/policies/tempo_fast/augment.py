@@ -1,4 +1,5 @@
-"""Stage 2 of Section 4.2 beyond 2 steps: augmenting paths of whole-expert moves (Lemma 2)."""
+"""Stage 2 of Section 4.2 beyond 2 steps: augmenting paths of whole-expert moves (Lemma 2), and
+the alternating cycles through the bottleneck where no path can end."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,6 +20,24 @@ def _is_ancestor(w, u, bottleneck, par_u):
             return True
         v = par_u[v]
     return False
+
+
+@njit(cache=True)
+def _active_on(x, pairs, h):
+    """GPU ``h``'s pairs holding tokens, in pair order: int64[k]."""
+    gptr, gpairs = pairs.gptr, pairs.gpairs
+    na = 0
+    for r in range(gptr[h], gptr[h + 1]):
+        if x[gpairs[r]] > EPS:
+            na += 1
+    act = np.empty(na, np.int64)
+    k = 0
+    for r in range(gptr[h], gptr[h + 1]):
+        q = gpairs[r]
+        if x[q] > EPS:
+            act[k] = q
+            k += 1
+    return act
 
 
 @njit(cache=True)
@@ -54,35 +73,71 @@ def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
     """
     # Each intermediate GPU receives one expert and sends another; the last absorbs an
     # activation.  Label-correcting: a GPU is re-entered when a path brings it fewer tokens.
+    act = _active_on(x, pairs, bottleneck)
+    act = act[np.argsort(x[act], kind="mergesort")]  # the smallest share first (stable)
+    return _search(p, x, pairs, L, bottleneck, thresh, depth, act, False, _work_arrays(L.G.size, x.size))
+
+
+@njit(cache=True)
+def exchange_cycle(p, x, pairs, L, bottleneck, thresh, depth):
+    """An alternating cycle of whole-expert moves ``bottleneck -> v1 -> ... -> vk -> bottleneck``:
+    the bottleneck sends an expert (the root) and receives another back from vk, every GPU on the
+    cycle keeps its activation count but for the tokens and tiles it trades; applied when every
+    GPU on it ends below ``thresh``.  Searched from each of the bottleneck's pairs in turn, the
+    largest share first, as :func:`augmenting_path` searches.
+
+    Parameters:
+        p, x, pairs, L: Pricer; shares float64[P]; Pairs; Loads (x and L updated in place)
+        bottleneck: int; thresh: float
+        depth: int, the most moves before the one back to the bottleneck, or UNLIMITED
+
+    Returns:
+        (bool, int): whether a cycle was applied, and the GPUs taken off the frontiers
+    """
+    # Where every GPU sits at its activation floor no augmenting path can end (each end adds
+    # an activation), yet trading a heavy expert off the bottleneck for a light one around a
+    # ring of GPUs lowers the makespan: Lemma 2's alternating cycles, priced with the model.
+    # One search per root: the labels of a search from every root at once would keep the
+    # lightest root's paths, while a cycle needs the bottleneck to lose more than it gets back.
+    act = _active_on(x, pairs, bottleneck)
+    act = act[np.argsort(-x[act], kind="mergesort")]  # the largest share first (stable)
+    tree = _work_arrays(L.G.size, x.size)
+    spent = 0
+    for k in range(act.size):
+        found, n = _search(p, x, pairs, L, bottleneck, thresh, depth, act[k:k + 1], True, tree)
+        spent += n
+        if found:
+            return True, spent
+    return False, spent
+
+
+@njit(cache=True)
+def _work_arrays(g, P):
+    """The label search's work arrays for ``g`` GPUs and ``P`` pairs: ``(has, lab, par_u, par_p,
+    par_q, fv, fd, fl)``: whether each GPU is labelled, its label (the tokens its path brings),
+    its parent GPU, the pair it receives from and the pair it arrives on; the frontier."""
+    cap_f = 64 + 4 * P
+    return (np.zeros(g, np.bool_), np.zeros(g), np.full(g, -1, np.int64), np.full(g, -1, np.int64),
+            np.full(g, -1, np.int64), np.empty(cap_f, np.int64), np.empty(cap_f, np.int64), np.empty(cap_f))
+
+
+@njit(cache=True)
+def _search(p, x, pairs, L, bottleneck, thresh, depth, roots, cycle, tree):
+    """The label-correcting breadth-first search of :func:`augmenting_path` (``cycle`` False: a
+    path ends on a GPU that absorbs the expert it receives) and :func:`exchange_cycle` (True: a
+    path ends by sending an expert back to the bottleneck), from the bottleneck's pairs ``roots``
+    (int64[k], in that order).  Applies what it finds; returns ``(found, GPUs taken off the
+    frontier)``.
+    """
     pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
     G, N, T = L
     g = G.size
-    has = np.zeros(g, np.bool_)
-    lab = np.zeros(g)
-    par_u = np.full(g, -1, np.int64)
-    par_p = np.full(g, -1, np.int64)
-    par_q = np.full(g, -1, np.int64)
+    has, lab, par_u, par_p, par_q, fv, fd, fl = tree
+    has[:] = False
     has[bottleneck] = True
     lab[bottleneck] = -1.0
-    cap_f = 64 + 4 * x.size
-    fv = np.empty(cap_f, np.int64)
-    fd = np.empty(cap_f, np.int64)
-    fl = np.empty(cap_f)
     nf = 0
-    # pairs on bottleneck with tokens, by their share (stable)
-    na = 0
-    for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
-        if x[gpairs[r]] > EPS:
-            na += 1
-    act = np.empty(na, np.int64)
-    k = 0
-    for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
-        q = gpairs[r]
-        if x[q] > EPS:
-            act[k] = q
-            k += 1
-    act = act[np.argsort(x[act], kind="mergesort")]
-    for pp in act:
+    for pp in roots:
         xp = x[pp]
         if gpu_time(p, G[bottleneck] - 1, N[bottleneck] - xp, T[bottleneck] - tiles(p, xp)) >= thresh:
             continue
@@ -96,6 +151,7 @@ def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
             lab[w] = xp
             par_u[w], par_p[w], par_q[w] = bottleneck, pp, q
             fv, fd, fl, nf = _push(fv, fd, fl, nf, w, 1, xp)
+    er = pe[roots[0]] if cycle else -1  # the expert a cycle takes off the bottleneck
     head = 0
     budget = 50 * g + nf
     while head < nf and head < budget:
@@ -107,7 +163,7 @@ def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
         n_in = x[p_in]
         add = 1.0 if x[q_in] <= EPS else 0.0
         dT = tiles(p, x[q_in] + n_in) - tiles(p, x[q_in])
-        if gpu_time(p, G[v] + add, N[v] + n_in, T[v] + dT) < thresh:
+        if not cycle and gpu_time(p, G[v] + add, N[v] + n_in, T[v] + dT) < thresh:
             node = v  # apply the path backwards from v
             while node != bottleneck:
                 u, pp, q = par_u[node], par_p[node], par_q[node]
@@ -124,7 +180,7 @@ def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
             if not x[pp] > EPS:
                 continue
             e = pe[pp]
-            if e == e_in:
+            if e == e_in or e == er:
                 continue
             xp = x[pp]
             if gpu_time(p, G[v] + add - 1, N[v] + n_in - xp, T[v] + dT - tiles(p, xp)) >= thresh:
@@ -133,7 +189,12 @@ def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
                 w = pgpu[q]
                 if w == v:
                     continue
-                if w == bottleneck or (has[w] and lab[w] <= xp):
+                if w == bottleneck:
+                    if cycle and _close_cycle(p, x, pairs, L, bottleneck, thresh, v, pp, q, roots[0], par_u, par_p,
+                                              par_q):
+                        return True, head
+                    continue
+                if has[w] and lab[w] <= xp:
                     continue
                 if has[w] and v != bottleneck and _is_ancestor(w, v, bottleneck, par_u):
                     continue
@@ -142,3 +203,55 @@ def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
                 par_u[w], par_p[w], par_q[w] = v, pp, q
                 fv, fd, fl, nf = _push(fv, fd, fl, nf, w, d + 1, xp)
     return False, head
+
+
+@njit(cache=True)
+def _close_cycle(p, x, pairs, L, bottleneck, thresh, v, pp, q, root, par_u, par_p, par_q):
+    """Close the path from the bottleneck to GPU ``v`` (``par_u, par_p, par_q``: each GPU's parent,
+    the pair it receives from and the pair it arrives on; ``root``: the pair it takes off the
+    bottleneck) by moving pair ``pp`` (on v) to pair ``q`` (on the bottleneck).  Applied, and True
+    returned, when the bottleneck and every GPU on the path then end below ``thresh`` (re-priced:
+    a label corrected after its GPU's children were checked may have changed what it receives).
+    """
+    G, N, T = L
+    xr, xp, xq = x[root], x[pp], x[q]
+    add = 1.0 if xq <= EPS else 0.0
+    tb = gpu_time(p, G[bottleneck] - 1.0 + add, N[bottleneck] - xr + xp,
+                  T[bottleneck] - tiles(p, xr) - tiles(p, xq) + tiles(p, xq + xp))
+    if not tb < thresh:
+        return False
+    # apply, keeping the old shares of the pairs it touches, then re-price the cycle's GPUs
+    n = 1
+    node = v
+    while node != bottleneck:
+        n += 1
+        node = par_u[node]
+    touched = np.empty(2 * n, np.int64)
+    old = np.empty(2 * n)
+    k = 0
+    node = v
+    while node != bottleneck:
+        a, b = par_p[node], par_q[node]
+        touched[k], old[k], touched[k + 1], old[k + 1] = a, x[a], b, x[b]
+        k += 2
+        node = par_u[node]
+    touched[k], old[k], touched[k + 1], old[k + 1] = pp, x[pp], q, x[q]
+    node = v
+    while node != bottleneck:
+        a, b = par_p[node], par_q[node]
+        x[b] += x[a]
+        x[a] = 0.0
+        node = par_u[node]
+    x[q] += x[pp]
+    x[pp] = 0.0
+    features(p, x, pairs.pgpu, L)
+    ok = gpu_time(p, G[bottleneck], N[bottleneck], T[bottleneck]) < thresh
+    node = v
+    while ok and node != bottleneck:
+        ok = gpu_time(p, G[node], N[node], T[node]) < thresh
+        node = par_u[node]
+    if not ok:
+        for i in range(2 * n - 1, -1, -1):
+            x[touched[i]] = old[i]
+        features(p, x, pairs.pgpu, L)
+    return ok
