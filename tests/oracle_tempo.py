@@ -29,6 +29,7 @@ from tempo.core.pricing import activation_time, gpu_time, token_time
 from tempo.policies.exact import token_lp_even, token_lp_highs, token_lp_vertex
 from tempo.policies.proxies import round_robin, static, uniform
 from tempo.policies.tempo_fast import TempoOptions, exchange_pass
+from tempo.policies.tempo_fast.recut import recut_pass, wants_recut
 from tempo.policies.tempo_fast import slots as _slots
 from tempo.policies.tempo_fast.options import paper_twin
 
@@ -843,6 +844,10 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
         x, ms2 = exchange_pass(inst, model, shares)
         if ms2 < best_ms * (1 - 1e-12):
             shares, best_ms, chosen = x, ms2, "exchange"
+    if o.recut and o.local_search and wants_recut(inst, model):
+        x, ms2 = recut_pass(inst, model, shares)
+        if ms2 < best_ms * (1 - 1e-12):
+            shares, best_ms, chosen = x, ms2, "recut"
             stages["ensemble"] = ms2
     return Dispatch(shares, {"policy": "tempo", "makespan": best_ms, "chosen": chosen,
                              "stages": stages, "solve_s": time.perf_counter() - t0})
