@@ -501,9 +501,14 @@ class _State:
             x[:] = old
             return False
 
+        left = 50 * self.g  # all roots' searches share one augmenting path search's budget
         for root in sorted(active.get(gb, []), key=lambda p: -xs[p]):
+            if left <= 0:
+                break
             xr = xs[root]
             if cost(Gl[gb] - 1, Nl[gb] - xr, Tl[gb] - tl(xr)) >= thresh:
+                continue
+            if cost(Gl[gb], Nl[gb] - xr, Tl[gb] - tl(xr) + 1) >= thresh:  # an expert comes back
                 continue
             er = pel[root]
             label, parent, frontier = {}, {}, []
@@ -516,7 +521,7 @@ class _State:
                 frontier.append((w, 1, xr))
 
             head = 0
-            budget = 50 * self.g + len(frontier)
+            budget = left + len(frontier)
             while head < len(frontier) and head < budget:
                 v, d, n_lab = frontier[head]
                 head += 1
@@ -549,6 +554,7 @@ class _State:
                         label[w] = xp
                         parent[w] = (v, p, q)
                         frontier.append((w, d + 1, xp))
+            left -= head
         return False
 
     def _chain(self, gb, thresh, t, i, j, whole_only, fanout, single_val=None, cap=64):

@@ -75,7 +75,8 @@ def augmenting_path(p, x, pairs, L, bottleneck, thresh, depth):
     # activation.  Label-correcting: a GPU is re-entered when a path brings it fewer tokens.
     act = _active_on(x, pairs, bottleneck)
     act = act[np.argsort(x[act], kind="mergesort")]  # the smallest share first (stable)
-    return _search(p, x, pairs, L, bottleneck, thresh, depth, act, False, _work_arrays(L.G.size, x.size))
+    return _search(p, x, pairs, L, bottleneck, thresh, depth, act, False, _work_arrays(L.G.size, x.size),
+                   50 * L.G.size)
 
 
 @njit(cache=True)
@@ -83,7 +84,10 @@ def exchange_cycle(p, x, pairs, L, bottleneck, thresh, depth):
     """An alternating cycle of whole-expert moves ``bottleneck -> v1 -> ... -> vk -> bottleneck``:
     the bottleneck sends an expert (the root) and receives another back from vk, every GPU on the
     cycle keeps its activation count but for the tokens and tiles it trades; applied when every
-    GPU on it ends below ``thresh``.  Searched from each of the bottleneck's pairs in turn, the
+    GPU on it ends below ``thresh``.  Only roots whose bottleneck would end below ``thresh``
+    with a new activation and tile in their place are searched (the expert brought back may be
+    one the bottleneck holds already, but such cycles are not sought), within one augmenting
+    path search's budget in all.  Searched from each of the bottleneck's pairs in turn, the
     largest share first, as :func:`augmenting_path` searches.
 
     Parameters:
@@ -103,9 +107,13 @@ def exchange_cycle(p, x, pairs, L, bottleneck, thresh, depth):
     act = act[np.argsort(-x[act], kind="mergesort")]  # the largest share first (stable)
     tree = _work_arrays(L.G.size, x.size)
     spent = 0
+    left = 50 * L.G.size  # the searches share one augmenting path search's budget
     for k in range(act.size):
-        found, n = _search(p, x, pairs, L, bottleneck, thresh, depth, act[k:k + 1], True, tree)
+        if left <= 0:
+            break
+        found, n = _search(p, x, pairs, L, bottleneck, thresh, depth, act[k:k + 1], True, tree, left)
         spent += n
+        left -= n
         if found:
             return True, spent
     return False, spent
@@ -122,16 +130,15 @@ def _work_arrays(g, P):
 
 
 @njit(cache=True)
-def _search(p, x, pairs, L, bottleneck, thresh, depth, roots, cycle, tree):
+def _search(p, x, pairs, L, bottleneck, thresh, depth, roots, cycle, tree, limit):
     """The label-correcting breadth-first search of :func:`augmenting_path` (``cycle`` False: a
     path ends on a GPU that absorbs the expert it receives) and :func:`exchange_cycle` (True: a
     path ends by sending an expert back to the bottleneck), from the bottleneck's pairs ``roots``
-    (int64[k], in that order).  Applies what it finds; returns ``(found, GPUs taken off the
-    frontier)``.
+    (int64[k], in that order), taking at most ``limit`` GPUs off the frontier beyond those the
+    roots put on it.  Applies what it finds; returns ``(found, GPUs taken off the frontier)``.
     """
     pe, pgpu, ptr, gptr, gpairs = pairs.pe, pairs.pgpu, pairs.ptr, pairs.gptr, pairs.gpairs
     G, N, T = L
-    g = G.size
     has, lab, par_u, par_p, par_q, fv, fd, fl = tree
     has[:] = False
     has[bottleneck] = True
@@ -140,6 +147,10 @@ def _search(p, x, pairs, L, bottleneck, thresh, depth, roots, cycle, tree):
     for pp in roots:
         xp = x[pp]
         if gpu_time(p, G[bottleneck] - 1, N[bottleneck] - xp, T[bottleneck] - tiles(p, xp)) >= thresh:
+            continue
+        # a cycle brings an expert back: one activation and a tile at least (an activation-bound
+        # bottleneck, the serving regime, never gains from one)
+        if cycle and gpu_time(p, G[bottleneck], N[bottleneck] - xp, T[bottleneck] - tiles(p, xp) + 1) >= thresh:
             continue
         e = pe[pp]
         for q in range(ptr[e], ptr[e + 1]):
@@ -153,7 +164,7 @@ def _search(p, x, pairs, L, bottleneck, thresh, depth, roots, cycle, tree):
             fv, fd, fl, nf = _push(fv, fd, fl, nf, w, 1, xp)
     er = pe[roots[0]] if cycle else -1  # the expert a cycle takes off the bottleneck
     head = 0
-    budget = 50 * g + nf
+    budget = limit + nf
     while head < nf and head < budget:
         v, d, n_lab = fv[head], fd[head], fl[head]
         head += 1
