@@ -29,6 +29,7 @@ from tempo.core.pricing import activation_time, gpu_time, token_time
 from tempo.policies.exact import token_lp_even, token_lp_highs, token_lp_vertex
 from tempo.policies.proxies import round_robin, static, uniform
 from tempo.policies.tempo_fast import TempoOptions, exchange_pass
+from tempo.policies.tempo_fast.augment import CYCLE_BUDGET
 from tempo.policies.tempo_fast.recut import recut_pass, wants_recut
 from tempo.policies.tempo_fast import slots as _slots
 from tempo.policies.tempo_fast.options import paper_twin
@@ -501,7 +502,7 @@ class _State:
             x[:] = old
             return False
 
-        left = 50 * self.g  # all roots' searches share one augmenting path search's budget
+        left = CYCLE_BUDGET * self.g  # all roots' searches share it
         for root in sorted(active.get(gb, []), key=lambda p: -xs[p]):
             if left <= 0:
                 break

@@ -22,6 +22,12 @@ def _is_ancestor(w, u, bottleneck, par_u):
     return False
 
 
+#: GPUs per GPU of the instance the alternating-cycle searches of one call may take off their
+#: frontiers, all roots together (an augmenting path search takes 50): the search runs each time
+#: the local search stalls, on the serving path too
+CYCLE_BUDGET = 10
+
+
 @njit(cache=True)
 def _active_on(x, pairs, h):
     """GPU ``h``'s pairs holding tokens, in pair order: int64[k]."""
@@ -86,9 +92,9 @@ def exchange_cycle(p, x, pairs, L, bottleneck, thresh, depth):
     cycle keeps its activation count but for the tokens and tiles it trades; applied when every
     GPU on it ends below ``thresh``.  Only roots whose bottleneck would end below ``thresh``
     with a new activation and tile in their place are searched (the expert brought back may be
-    one the bottleneck holds already, but such cycles are not sought), within one augmenting
-    path search's budget in all.  Searched from each of the bottleneck's pairs in turn, the
-    largest share first, as :func:`augmenting_path` searches.
+    one the bottleneck holds already, but such cycles are not sought).  Searched from each
+    root in turn, the largest share first, as :func:`augmenting_path` searches, taking at most
+    ``CYCLE_BUDGET * g`` GPUs off their frontiers in all.
 
     Parameters:
         p, x, pairs, L: Pricer; shares float64[P]; Pairs; Loads (x and L updated in place)
@@ -103,11 +109,28 @@ def exchange_cycle(p, x, pairs, L, bottleneck, thresh, depth):
     # ring of GPUs lowers the makespan: Lemma 2's alternating cycles, priced with the model.
     # One search per root: the labels of a search from every root at once would keep the
     # lightest root's paths, while a cycle needs the bottleneck to lose more than it gets back.
-    act = _active_on(x, pairs, bottleneck)
+    G, N, T = L
+    gptr, gpairs = pairs.gptr, pairs.gpairs
+    # the roots worth a search (checked again in _search), before anything is allocated: on the
+    # serving path the bottleneck is mostly activation-bound and none is
+    na = 0
+    for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
+        q = gpairs[r]
+        if x[q] > EPS and _cycle_root(p, G[bottleneck], N[bottleneck], T[bottleneck], x[q], thresh):
+            na += 1
+    if na == 0:
+        return False, 0
+    act = np.empty(na, np.int64)
+    k = 0
+    for r in range(gptr[bottleneck], gptr[bottleneck + 1]):
+        q = gpairs[r]
+        if x[q] > EPS and _cycle_root(p, G[bottleneck], N[bottleneck], T[bottleneck], x[q], thresh):
+            act[k] = q
+            k += 1
     act = act[np.argsort(-x[act], kind="mergesort")]  # the largest share first (stable)
-    tree = _work_arrays(L.G.size, x.size)
+    tree = _work_arrays(G.size, x.size)
     spent = 0
-    left = 50 * L.G.size  # the searches share one augmenting path search's budget
+    left = CYCLE_BUDGET * G.size  # the roots' searches share it
     for k in range(act.size):
         if left <= 0:
             break
@@ -117,6 +140,15 @@ def exchange_cycle(p, x, pairs, L, bottleneck, thresh, depth):
         if found:
             return True, spent
     return False, spent
+
+
+@njit(cache=True)
+def _cycle_root(p, Gb, Nb, Tb, xr, thresh):
+    """Whether a share of ``xr`` tokens may root a cycle off a bottleneck of features ``Gb, Nb,
+    Tb``: it ends below ``thresh`` without them and with a new activation and tile in their place
+    (what a cycle brings back costs that at least; an activation-bound bottleneck never gains)."""
+    Tr = tiles(p, xr)
+    return gpu_time(p, Gb - 1, Nb - xr, Tb - Tr) < thresh and gpu_time(p, Gb, Nb - xr, Tb - Tr + 1) < thresh
 
 
 @njit(cache=True)
@@ -148,9 +180,7 @@ def _search(p, x, pairs, L, bottleneck, thresh, depth, roots, cycle, tree, limit
         xp = x[pp]
         if gpu_time(p, G[bottleneck] - 1, N[bottleneck] - xp, T[bottleneck] - tiles(p, xp)) >= thresh:
             continue
-        # a cycle brings an expert back: one activation and a tile at least (an activation-bound
-        # bottleneck, the serving regime, never gains from one)
-        if cycle and gpu_time(p, G[bottleneck], N[bottleneck] - xp, T[bottleneck] - tiles(p, xp) + 1) >= thresh:
+        if cycle and not _cycle_root(p, G[bottleneck], N[bottleneck], T[bottleneck], xp, thresh):
             continue
         e = pe[pp]
         for q in range(ptr[e], ptr[e + 1]):
