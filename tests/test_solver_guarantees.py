@@ -401,8 +401,8 @@ def test_the_slot_split_never_raises_a_gpus_time():
 
 def test_duplicate_slot_tile_instances_against_the_milp():
     """tempo / the MILP's proven optimum on 60 random tile models on duplicate-slot layouts
-    (E <= 8, g <= 4, b2 up to 40 against b up to 12).  Measured: mean 1.0001, max 1.0070, 1 of
-    60 above the optimum; without the re-cut (recut=False) mean 1.0032, max 1.152, 4 above;
+    (E <= 8, g <= 4, b2 up to 40 against b up to 12).  Measured: all 60 at the optimum; without
+    the re-cut (recut=False) mean 1.0032, max 1.152, 4 above;
     without it and the slot split (slot_split=False) mean 1.0618, max 1.762, 16 above.
     Asserted with a margin."""
     ratios, off = [], []
@@ -414,5 +414,5 @@ def test_duplicate_slot_tile_instances_against_the_milp():
                        / opt.meta["objective"])
     r, o = np.array(ratios), np.array(off)
     assert (r >= 1 - 1e-6).all() and (r <= o * (1 + REL)).all()
-    assert r.mean() <= 1.002 and r.max() <= 1.02 and np.sum(r > 1 + 1e-9) <= 3, (r.mean(), r.max())
+    assert r.mean() <= 1.002 and r.max() <= 1.02 and np.sum(r > 1 + 1e-9) <= 2, (r.mean(), r.max())
     assert o.mean() >= 1.03  # the instances are ones where the split matters

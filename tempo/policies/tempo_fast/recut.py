@@ -27,8 +27,8 @@ def wants_recut(inst: Instance, model: CostModel) -> bool:
 
 def recut_pass(inst: Instance, model: CostModel, shares: np.ndarray, max_solves: int | None = None):
     """Re-cut the tokens of the experts the bottleneck GPU shares with other GPUs: the bottleneck
-    and one GPU h it shares an expert with (h by rising time), then two such GPUs, re-solved
-    exactly (the fixed-charge MILP of Eq. 3 on their pairs, each expert's tokens on them kept,
+    and one GPU h it shares an expert with (h by rising time), then two such GPUs, then one and
+    any other GPU, re-solved exactly (the fixed-charge MILP of Eq. 3 on their pairs, each expert's tokens on them kept,
     everything else fixed; :data:`NODE_LIMIT` nodes); the first that lowers the makespan (or
     the number of GPUs at it) is taken, and the search starts again from the new bottleneck, at
     most ``max_solves`` MILPs in all (default ``4 g``).
@@ -65,7 +65,11 @@ def recut_pass(inst: Instance, model: CostModel, shares: np.ndarray, max_solves:
         near = np.unique(pg[on_b[pe] & (pg != b)])
         near = near[np.lexsort((near, t[near]))]
         moved = False
-        sets = [(b, int(h)) for h in near] + [(b, int(h), int(k)) for i, h in enumerate(near) for k in near[i + 1:]]
+        # pairs, then triples: two GPUs the bottleneck shares experts with, then one of them
+        # and a third GPU (tokens may pass through h on to it)
+        rest = np.array([k for k in np.argsort(t, kind="stable") if k != b and k not in near], np.int64)
+        sets = ([(b, int(h)) for h in near] + [(b, int(h), int(k)) for i, h in enumerate(near) for k in near[i + 1:]]
+                + [(b, int(h), int(k)) for h in near for k in rest])
         for S in sets:
             if solves >= limit:
                 break
