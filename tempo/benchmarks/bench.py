@@ -856,7 +856,7 @@ def serving(layers: int = 94, experts: int = 128, n_gpus: int = 8, tokens: int =
         lines.append("serving: torch not installed, reference kernel not timed")
     else:
         lines.append(f"serving: reference dispatch-and-count kernel (torch CPU), 4096 x 8 routed pairs: "
-                     f"{1e3 * f['kernel_s']:.2f} ms per call, {f['kernel_pairs'] / f['kernel_s'] / 1e6:.1f} M pairs/s")
+                     f"{1e3 * f['kernel_s']:.2f} ms per call, {f['kernel_pairs'] / f['kernel_s'] / 1e6:.3g} M pairs/s")
     return "\n".join(lines)
 
 
