@@ -29,6 +29,8 @@ from tempo.core.pricing import activation_time, gpu_time, token_time
 from tempo.policies.exact import token_lp_even, token_lp_highs, token_lp_vertex
 from tempo.policies.proxies import round_robin, static, uniform
 from tempo.policies.tempo_fast import TempoOptions, exchange_pass
+from tempo.policies.tempo_fast.augment import CYCLE_BUDGET
+from tempo.policies.tempo_fast.recut import recut_pass, wants_recut
 from tempo.policies.tempo_fast import slots as _slots
 from tempo.policies.tempo_fast.options import paper_twin
 
@@ -80,6 +82,26 @@ def regroup(model: CostModel, x, pe, pgpu) -> bool:
     return changed
 
 
+def _ancestors(parent, v, gb):
+    """The GPUs on the path from gb to v (v included, gb not)."""
+    seen = set()
+    while v != gb:
+        seen.add(v)
+        v = parent[v][0]
+    return seen
+
+
+def _apply_path(x, parent, v, gb):
+    """Move each pair on the path from gb to v (``parent[w] = (u, p, q)``: w receives pair p's
+    share, from GPU u, on pair q) whole, from v backwards."""
+    node = v
+    while node != gb:
+        u, p, q = parent[node]
+        x[q] += x[p]
+        x[p] = 0.0
+        node = u
+
+
 class _State:
     """Flat per-(live expert, valid slot) pair arrays plus per-GPU (G, N, T)."""
 
@@ -115,6 +137,16 @@ class _State:
 
     def cost(self, G, N, T):
         return gpu_time(self.model, G, N, T)
+
+    def cost1(self, G, N, T) -> float:
+        """One GPU's time (Eq. 1/2/4) from scalar features."""
+        return float(gpu_time(self.model, G, N, T))
+
+    def tl1(self, v) -> float:
+        """M-tiles of one share of ``v`` tokens (0 when empty)."""
+        if v <= EPS_TOKENS:
+            return 0.0
+        return max(1.0, float(np.ceil(v / self.tile - 1e-9))) if self.b2 else 1.0
 
     def features(self):
         act = self.x > EPS_TOKENS
@@ -350,7 +382,7 @@ class _State:
                 break
             found = self._chain(gb, thresh, t, i, j, whole_only, fanout, val)
             if not found and (self.chain_depth is None or self.chain_depth > 2):
-                found = self._augment(gb, thresh, self.chain_depth)
+                found = self._augment(gb, thresh, self.chain_depth) or self._cycle(gb, thresh, self.chain_depth)
             if not found:
                 break
             if self.split and regroup(self.model, self.x, self.pe, self.pgpu):
@@ -365,15 +397,7 @@ class _State:
         augmenting path of Lemma 2, priced with the full model at every GPU it touches."""
         x = self.x
         Gl, Nl, Tl = self.G.tolist(), self.N.tolist(), self.T.tolist()
-        b2, tile, model = self.b2, self.tile, self.model
-
-        def cost(G, N, T):
-            return float(gpu_time(model, G, N, T))
-
-        def tl(v):
-            if v <= EPS_TOKENS:
-                return 0.0
-            return max(1.0, float(np.ceil(v / tile - 1e-9))) if b2 else 1.0
+        cost, tl = self.cost1, self.tl1
 
         pe, pgpu, ptr = self.pe, self.pgpu, self.ptr
         act = x > EPS_TOKENS
@@ -390,11 +414,7 @@ class _State:
         frontier = []
 
         def ancestors(v):
-            seen = set()
-            while v != gb:
-                seen.add(v)
-                v = parent[v][0]
-            return seen
+            return _ancestors(parent, v, gb)
 
         def push(u, p, q, d):
             w = pgl[q]
@@ -427,13 +447,7 @@ class _State:
             add = 1.0 if xs[q_in] <= EPS_TOKENS else 0.0
             dT = tl(xs[q_in] + n_in) - tl(xs[q_in])
             if cost(Gl[v] + add, Nl[v] + n_in, Tl[v] + dT) < thresh:
-                # apply the path backwards from v
-                node = v
-                while node != gb:
-                    u, p, q = parent[node]
-                    x[q] += x[p]
-                    x[p] = 0.0
-                    node = u
+                _apply_path(x, parent, v, gb)
                 self.G, self.N, self.T = self.features()
                 return True
             if depth is not None and d >= depth:
@@ -449,6 +463,99 @@ class _State:
                 for q in range(ptrl[e], ptrl[e + 1]):
                     if pgl[q] != v:
                         push(v, p, q, d + 1)
+        return False
+
+    def _cycle(self, gb, thresh, depth):
+        """Alternating cycle gb -> v1 -> ... -> vk -> gb of whole-expert moves, searched breadth
+        first from each of gb's pairs, the largest share first: gb sends the root expert and
+        receives another back from vk; every GPU on it must end below thresh (re-priced once
+        applied, else undone)."""
+        x = self.x
+        Gl, Nl, Tl = self.G.tolist(), self.N.tolist(), self.T.tolist()
+        cost, tl = self.cost1, self.tl1
+
+        pe, pgpu, ptr = self.pe, self.pgpu, self.ptr
+        active = {}
+        for p in np.flatnonzero(x > EPS_TOKENS).tolist():
+            active.setdefault(int(pgpu[p]), []).append(p)
+        xs = x.tolist()
+        pel, pgl, ptrl = pe.tolist(), pgpu.tolist(), ptr.tolist()
+
+        def close(parent, root, v, p, q):
+            xr, xp, xq = xs[root], xs[p], xs[q]
+            add = 1.0 if xq <= EPS_TOKENS else 0.0
+            if not cost(Gl[gb] - 1.0 + add, Nl[gb] - xr + xp, Tl[gb] - tl(xr) - tl(xq) + tl(xq + xp)) < thresh:
+                return False
+            old = x.copy()
+            _apply_path(x, parent, v, gb)
+            x[q] += x[p]
+            x[p] = 0.0
+            G, N, T = self.features()
+            path = [gb]
+            node = v
+            while node != gb:
+                path.append(node)
+                node = parent[node][0]
+            if all(cost(G[h], N[h], T[h]) < thresh for h in path):
+                self.G, self.N, self.T = G, N, T
+                return True
+            x[:] = old
+            return False
+
+        left = CYCLE_BUDGET * self.g  # all roots' searches share it
+        for root in sorted(active.get(gb, []), key=lambda p: -xs[p]):
+            if left <= 0:
+                break
+            xr = xs[root]
+            if cost(Gl[gb] - 1, Nl[gb] - xr, Tl[gb] - tl(xr)) >= thresh:
+                continue
+            if cost(Gl[gb], Nl[gb] - xr, Tl[gb] - tl(xr) + 1) >= thresh:  # an expert comes back
+                continue
+            er = pel[root]
+            label, parent, frontier = {}, {}, []
+            for q in range(ptrl[er], ptrl[er + 1]):
+                w = pgl[q]
+                if w == gb or w in label:
+                    continue
+                label[w] = xr
+                parent[w] = (gb, root, q)
+                frontier.append((w, 1, xr))
+
+            head = 0
+            budget = left + len(frontier)
+            while head < len(frontier) and head < budget:
+                v, d, n_lab = frontier[head]
+                head += 1
+                if label.get(v) != n_lab:
+                    continue
+                if depth is not None and d >= depth:
+                    continue
+                _, p_in, q_in = parent[v]
+                n_in = xs[p_in]
+                add = 1.0 if xs[q_in] <= EPS_TOKENS else 0.0
+                dT = tl(xs[q_in] + n_in) - tl(xs[q_in])
+                e_in = pel[p_in]
+                for p in active.get(v, []):
+                    e = pel[p]
+                    if e == e_in or e == er:
+                        continue
+                    xp = xs[p]
+                    if cost(Gl[v] + add - 1, Nl[v] + n_in - xp, Tl[v] + dT - tl(xp)) >= thresh:
+                        continue
+                    for q in range(ptrl[e], ptrl[e + 1]):
+                        w = pgl[q]
+                        if w == v:
+                            continue
+                        if w == gb:
+                            if close(parent, root, v, p, q):
+                                return True
+                            continue
+                        if w in label and (label[w] <= xp or w in _ancestors(parent, v, gb)):
+                            continue
+                        label[w] = xp
+                        parent[w] = (v, p, q)
+                        frontier.append((w, d + 1, xp))
+            left -= head
         return False
 
     def _chain(self, gb, thresh, t, i, j, whole_only, fanout, single_val=None, cap=64):
@@ -744,6 +851,10 @@ def tempo_oracle(inst: Instance, model: CostModel, options: TempoOptions | str |
         x, ms2 = exchange_pass(inst, model, shares)
         if ms2 < best_ms * (1 - 1e-12):
             shares, best_ms, chosen = x, ms2, "exchange"
+    if o.recut and o.local_search and wants_recut(inst, model):
+        x, ms2 = recut_pass(inst, model, shares)
+        if ms2 < best_ms * (1 - 1e-12):
+            shares, best_ms, chosen = x, ms2, "recut"
             stages["ensemble"] = ms2
     return Dispatch(shares, {"policy": "tempo", "makespan": best_ms, "chosen": chosen,
                              "stages": stages, "solve_s": time.perf_counter() - t0})

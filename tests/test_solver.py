@@ -585,6 +585,27 @@ def test_issue_instance_few_experts_many_gpus():
     assert t <= m.makespan(inst, tempo.solve(inst, m, "llep"))
 
 
+def test_an_alternating_cycle_trades_the_heavy_expert_where_every_gpu_is_at_its_floor():
+    """Restricted replication, linear model (a = c = 0): 8 experts on 4 GPUs, two per GPU at the
+    optimum, so every augmenting path ends on a GPU paying a third activation.  The optimum
+    (the MILP's, proven: 30.8337) trades expert 2 (516 tokens) off the bottleneck around the
+    ring 0 -> 3 -> 2 -> 1 -> 0; the paper preset (2-step chains) stays at 35.845."""
+    counts = [2, 7, 516, 62, 101, 208, 44, 92]
+    reps = [[2, 3], [3], [0, 2, 3], [2], [1, 3], [0, 1, 2], [1, 2], [0, 1]]
+    rep = np.full((8, 3), -1)
+    for e, r in enumerate(reps):
+        rep[e, :len(r)] = r
+    inst = Instance(np.array(counts), rep, 4)
+    m = CostModel(a=0.0, b=12.676673633082585, c=0.0, beta=0.05895545163965138)
+    opt = tempo.solve(inst, m, "milp", time_limit=30)
+    assert opt.meta["optimal"] and opt.meta["objective"] == pytest.approx(30.833701207537672, rel=1e-9)
+    t = m.makespan(inst, tempo.solve(inst, m))
+    assert t == pytest.approx(30.833701207537672, rel=1e-12)
+    assert m.makespan(inst, tempo.solve(inst, m, "tempo", options="paper")) == pytest.approx(35.84491459690804,
+                                                                                             rel=1e-12)
+    assert m.makespan(inst, tempo_oracle(inst, m)) == t
+
+
 def test_never_beaten_by_a_proxy_on_random_instances():
     """Proposition 1 holds against the token-LP candidates the ensemble scores: the default
     (``lp_variants="auto"``: the max-flow vertex) against every proxy but the HiGHS vertex,

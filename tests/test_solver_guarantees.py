@@ -401,16 +401,18 @@ def test_the_slot_split_never_raises_a_gpus_time():
 
 def test_duplicate_slot_tile_instances_against_the_milp():
     """tempo / the MILP's proven optimum on 60 random tile models on duplicate-slot layouts
-    (E <= 8, g <= 4, b2 up to 40 against b up to 12).  Measured: mean 1.0032, max 1.152, 4 of
-    60 above the optimum, with the slot split; without it (slot_split=False) mean 1.0618, max
-    1.762, 16 above.  Asserted with a margin."""
+    (E <= 8, g <= 4, b2 up to 40 against b up to 12).  Measured: all 60 at the optimum; without
+    the re-cut (recut=False) mean 1.0032, max 1.152, 4 above;
+    without it and the slot split (slot_split=False) mean 1.0618, max 1.762, 16 above.
+    Asserted with a margin."""
     ratios, off = [], []
     for inst, m in _dup_tile_cases(3, 60):
         opt = solve(inst, m, "milp", time_limit=30)
         assert opt.meta["optimal"]
         ratios.append(m.makespan(inst, solve(inst, m, "tempo")) / opt.meta["objective"])
-        off.append(m.makespan(inst, solve(inst, m, "tempo", slot_split=False)) / opt.meta["objective"])
+        off.append(m.makespan(inst, solve(inst, m, "tempo", slot_split=False, recut=False))
+                       / opt.meta["objective"])
     r, o = np.array(ratios), np.array(off)
     assert (r >= 1 - 1e-6).all() and (r <= o * (1 + REL)).all()
-    assert r.mean() <= 1.005 and r.max() <= 1.16 and np.sum(r > 1 + 1e-9) <= 6, (r.mean(), r.max())
+    assert r.mean() <= 1.002 and r.max() <= 1.02 and np.sum(r > 1 + 1e-9) <= 2, (r.mean(), r.max())
     assert o.mean() >= 1.03  # the instances are ones where the split matters

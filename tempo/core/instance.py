@@ -75,7 +75,7 @@ def _as_float_array(value, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be a numeric array ({exc})") from None
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
-    return arr.astype(np.float64)
+    return arr.astype(np.float64, copy=arr is value)
 
 
 def check_shares(inst: "Instance", shares, atol: float = 1e-6) -> np.ndarray:
@@ -87,11 +87,15 @@ def check_shares(inst: "Instance", shares, atol: float = 1e-6) -> np.ndarray:
     s = _as_float_array(shares, "shares")
     if s.shape != inst.replica_gpu.shape:
         raise ValueError(f"shares has shape {s.shape}, instance replica_gpu has {inst.replica_gpu.shape}")
-    if not np.all(np.isfinite(s)):
+    if not s.size:
+        return s
+    # min and max carry any NaN or infinity, so two reductions check finiteness and sign
+    lo, hi = s.min(), s.max()
+    if not (np.isfinite(lo) and np.isfinite(hi)):
         raise ValueError("shares contain NaN or infinite values")
-    if s.size and s.min() < -atol:
-        raise ValueError(f"shares must be non-negative (min {s.min():g})")
-    if np.any(np.abs(s[~inst.valid]) > atol):
+    if lo < -atol:
+        raise ValueError(f"shares must be non-negative (min {lo:g})")
+    if max(hi, -lo) > atol and np.abs(np.where(inst.valid, 0.0, s)).max() > atol:
         raise ValueError("shares are non-zero on unused replica slots")
     return s
 
@@ -256,13 +260,14 @@ class Dispatch:
                 raise ValueError(f"{key} must be a finite non-negative number, got {v!r}")
         s = check_shares(inst, self.shares, atol)
         rows = s.sum(axis=1)
-        bad = ~np.isclose(rows, inst.counts, rtol=rtol, atol=atol)
-        if np.any(bad):
+        # np.isclose's test, |rows - counts| <= atol + rtol * |counts|, without its overhead
+        err = np.abs(rows - inst.counts) - rtol * np.abs(inst.counts)
+        if not err.max(initial=-np.inf) <= atol:
+            bad = ~(err <= atol)
             e = int(np.flatnonzero(bad)[0])
             raise ValueError(f"shares of expert {e} sum to {rows[e]:g}, expected counts[{e}] = {inst.counts[e]}")
-        noise = (s < 0) | ((s != 0) & ~inst.valid)
-        if np.any(noise):
-            self.shares = np.where(noise, 0.0, s)
+        if s.min(initial=0.0) < 0 or np.any(s[~inst.valid]):
+            self.shares = np.where((s < 0) | ~inst.valid, 0.0, s)
         return self
 
     def probabilities(self, inst: Instance) -> np.ndarray:

@@ -61,6 +61,44 @@ def new_highs():
     return h
 
 
+class RowBlocks:
+    """A HiGHS model's constraint rows, added a block at a time: :meth:`add` takes a block's
+    entries (row numbers counted within the block) and bounds, :meth:`lp` builds the model."""
+
+    def __init__(self):
+        self.rows, self.cols, self.vals, self.lo, self.hi = [], [], [], [], []
+        self.n = 0
+
+    def add(self, rr, cc, vv, l, u):
+        """A block of ``len(l)`` rows: entries ``(rr, cc, vv)``, bounds ``l <= row <= u``."""
+        self.rows.append(np.asarray(rr) + self.n)
+        self.cols.append(np.asarray(cc))
+        self.vals.append(np.asarray(vv, dtype=np.float64))
+        self.lo.append(np.asarray(l, dtype=np.float64))
+        self.hi.append(np.asarray(u, dtype=np.float64))
+        self.n += len(l)
+
+    def lp(self, cost, col_lo, col_hi, integrality):
+        """``highspy.HighsLp``: minimise ``cost @ x`` over ``col_lo <= x <= col_hi`` and the rows
+        (column-wise), ``integrality`` a list of ``highspy.HighsVarType``."""
+        import highspy
+        import scipy.sparse as sp
+
+        ncol = len(cost)
+        A = sp.csc_matrix((np.concatenate(self.vals), (np.concatenate(self.rows), np.concatenate(self.cols))),
+                          shape=(self.n, ncol))
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = ncol, self.n
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, col_lo, col_hi
+        lp.row_lower_, lp.row_upper_ = np.concatenate(self.lo), np.concatenate(self.hi)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = A.indptr
+        lp.a_matrix_.index_ = A.indices
+        lp.a_matrix_.value_ = A.data
+        lp.integrality_ = integrality
+        return lp
+
+
 # ---------------------------------------------------------------------------- max-flow core
 class _Bipartite:
     """source -> live experts -> GPUs (their replica GPUs) -> sink, as a reusable graph."""

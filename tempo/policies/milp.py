@@ -11,14 +11,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..core.cost import CostModel
 from ..core.instance import Dispatch, Instance
 from . import _options as check
 from .registry import register
 from ._fallback import mark_fallback
-from .exact import new_highs
+from .exact import RowBlocks, new_highs
 from .tempo_fast import tempo_fast
 
 
@@ -107,18 +106,9 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     ox, oz, ok = 0, P, 2 * P
     oM = 3 * P if tiles else 2 * P
     ncol = oM + 1
-    rows, cols, vals, lo, hi = [], [], [], [], []
-    r = 0
+    rows = RowBlocks()
+    add_rows = rows.add
     inf = highspy.kHighsInf
-
-    def add_rows(rr, cc, vv, l, u):
-        nonlocal r
-        rows.append(np.asarray(rr) + r)
-        cols.append(np.asarray(cc))
-        vals.append(np.asarray(vv, dtype=np.float64))
-        lo.append(np.asarray(l, dtype=np.float64))
-        hi.append(np.asarray(u, dtype=np.float64))
-        r += len(l)
 
     live = np.flatnonzero(inst.live)
     row_of = np.full(inst.n_experts, -1)
@@ -147,7 +137,6 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
     if model.has_traffic:
         add_rows(np.r_[gpu, gg], np.r_[ox + ar, np.full(g, oM)], np.r_[np.full(P, model.gamma * S / St), -np.ones(g)],
                  np.full(g, -inf), np.full(g, -model.c2 / St))
-    A = sp.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r, ncol))
     col_lo = np.zeros(ncol)
     col_hi = np.full(ncol, inf)
     col_hi[ox:ox + P] = ns[e_idx]
@@ -164,15 +153,7 @@ def milp(inst: Instance, model: CostModel, time_limit: float = 10.0, warm_start=
         for j in range(ok, ok + P):
             integrality[j] = highspy.HighsVarType.kInteger
 
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = ncol, r
-    lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, col_lo, col_hi
-    lp.row_lower_, lp.row_upper_ = np.concatenate(lo), np.concatenate(hi)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = A.indptr
-    lp.a_matrix_.index_ = A.indices
-    lp.a_matrix_.value_ = A.data
-    lp.integrality_ = integrality
+    lp = rows.lp(cost, col_lo, col_hi, integrality)
     h = new_highs()
     if node_limit is not None:
         h.setOptionValue("mip_max_nodes", int(node_limit))

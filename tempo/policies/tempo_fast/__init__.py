@@ -15,11 +15,13 @@ in this order by :func:`.solver.solve`:
 * ``heuristic.py``: stages 1-3 and the restarts of one preset;
 * ``ensemble.py``: stage 4 (Proposition 1), with ``maxflow.py``'s token LP (Lemma 1);
 * ``solver.py``: the whole, with the paper preset's output (under the caller's overrides) in the
-  heuristic pool.
+  heuristic pool;
+* after it (numpy): ``exchange.py``'s pairwise swaps (full replication) and ``recut.py``'s exact
+  re-cut of the bottleneck with one or two other GPUs (tile models with duplicate slots, HiGHS).
 
 Beside them: ``records.py`` (typed records), ``pricing.py`` (Eq. 1/2/4 compiled),
 ``layout.py`` (the pair layout), ``bounds.py`` (the lower bound), ``jit.py`` (numba and its
-cache), ``options.py``, and ``exchange.py`` (the exchange pass after the compiled solve, numpy).
+cache) and ``options.py``.
 The numpy reference the stages are checked against is ``tests/oracle_tempo.py``.
 """
 from __future__ import annotations
@@ -36,7 +38,8 @@ from .._fallback import mark_fallback
 from ..registry import register
 from .exchange import exchange_pass
 from .options import PRESETS, TempoOptions, lp_candidates, paper_solver_options, solver_options
-from .records import CHOSEN, EXCHANGE
+from .recut import recut_pass, wants_recut
+from .records import CHOSEN, EXCHANGE, RECUT
 
 __all__ = ["PRESETS", "TempoOptions", "exchange_pass", "semi_matching", "solve_layers", "tempo_fast"]
 
@@ -86,6 +89,10 @@ def tempo_fast(inst: Instance, model: CostModel, options: TempoOptions | str | N
         x, ms2 = exchange_pass(inst, model, shares)
         if ms2 < ms * (1 - 1e-12):
             shares, ms, chosen, st = x, ms2, CHOSEN[EXCHANGE], st._replace(ensemble=ms2)
+    if o.recut and o.local_search and wants_recut(inst, model):
+        x, ms2 = recut_pass(inst, model, shares)
+        if ms2 < ms * (1 - 1e-12):
+            shares, ms, chosen, st = x, ms2, CHOSEN[RECUT], st._replace(ensemble=ms2)
     d = Dispatch(shares, {"policy": "tempo", "makespan": float(ms), "chosen": chosen,
                           "stages": _stage_times(st, ms), "solve_s": time.perf_counter() - t0})
     if st.capped:
@@ -182,6 +189,7 @@ def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, options: Te
     pricer, opts, paper = Pricer.of(model), solver_options(o, vertex=True, even=True), paper_solver_options(o, overrides)
     out = np.empty(rep.shape)
     tiled = o.uniform and o.ensemble and model.has_tiles
+    recut = o.recut and o.local_search and model.has_tiles
     for layer in range(counts.shape[0]):
         uni = _NO_SHARES
         if tiled and counts[layer].any():
@@ -189,4 +197,8 @@ def solve_layers(counts, replica_gpu, n_gpus: int, model: CostModel, options: Te
                                        dtype=np.float64)
         out[layer] = solve(counts[layer], rep[layer], int(n_gpus), pricer, opts, paper, _NO_SHARES, _NO_SHARES,
                            uni)[0]
+        if recut and counts[layer].any():
+            inst = Instance(counts[layer], rep[layer], int(n_gpus))
+            if wants_recut(inst, model):
+                out[layer] = recut_pass(inst, model, out[layer])[0]
     return out

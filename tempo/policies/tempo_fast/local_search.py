@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .augment import augmenting_path
+from .augment import augmenting_path, exchange_cycle
 from .chains import two_step_chain, whole_partial_chain
 from .jit import njit
 from .moves import apply_move, evaluate_move
@@ -17,7 +17,8 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o, budget, split):
     """Bottleneck local search (Section 4.2, stages 2 and 3): the best single move off the
     bottleneck (with ``split``, an expert's tokens on a GPU where it holds two or more slots move
     as one group, each group priced in its cheapest split, Eq. 2); when none improves, a 2-step
-    chain, an augmenting path (``o.chain_depth`` unlimited or > 2), then (``o.compound``, Eq. 4,
+    chain, an augmenting path or an alternating cycle through the bottleneck (``o.chain_depth``
+    unlimited or > 2), then (``o.compound``, Eq. 4,
     partial moves) the whole-then-partial chain.
 
     Parameters:
@@ -109,6 +110,9 @@ def improve(p, x, pairs, L, lb, whole_only, chains, o, budget, split):
         if not found and (depth == UNLIMITED or depth > 2):
             found, spent = augmenting_path(p, x, pairs, L, bottleneck, thresh, depth)
             budget[0] -= spent
+            if not found:
+                found, spent = exchange_cycle(p, x, pairs, L, bottleneck, thresh, depth)
+                budget[0] -= spent
         if not found and o.compound and p.has_traffic and not whole_only:
             found, spent = whole_partial_chain(p, x, pairs, L, bottleneck, thresh, t)
             budget[0] -= spent

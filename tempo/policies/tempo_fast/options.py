@@ -42,6 +42,8 @@ class TempoOptions:
         with ``meta["fallback"]`` (a count, not a clock: the same answer on any machine)
     slot_split : bool: tokens of an expert with several slots on one GPU split as Eq. 2 prices least
         (:mod:`.slots`)
+    recut : bool: under the tile model (Eq. 2) with duplicate slots, the bottleneck and one or two
+        GPUs it shares experts with re-solved exactly after the search (:mod:`.recut`)
     """
 
     seed: str = "greedy"
@@ -61,13 +63,14 @@ class TempoOptions:
     uniform: bool = True
     work: int = WORK
     slot_split: bool = True
+    recut: bool = True
 
     def __post_init__(self):
         """Check every field (``TypeError`` / ``ValueError`` naming it): :func:`tempo.solve`
         and :meth:`resolve` build this, so the checks hold for every way in."""
         check.choice("tempo", "seed", self.seed, ("greedy", "whole", "static"))
         for name in ("chains", "local_search", "partial", "ensemble", "restarts", "paper_candidate", "compound",
-                     "balancer", "uniform", "slot_split"):
+                     "balancer", "uniform", "slot_split", "recut"):
             check.flag("tempo", name, getattr(self, name))
         # the 1- and 2-step chains always run (with chains): a depth below 2 would mean 2
         check.integer("tempo", "chain_depth", self.chain_depth, lambda v: v >= 2, ">= 2", optional=True)
@@ -114,7 +117,8 @@ class TempoOptions:
 
 PRESETS = {"default": TempoOptions(),
            "paper": TempoOptions(seed="whole", chain_depth=2, restarts=False, paper_candidate=False,
-                                  compound=False, balancer=False, uniform=False, slot_split=False)}
+                                  compound=False, balancer=False, uniform=False, slot_split=False,
+                                  recut=False)}
 
 
 def lp_candidates(lp_variants) -> tuple[bool, bool]:

@@ -21,9 +21,9 @@ SEEDS = {"greedy": SEED_GREEDY, "whole": SEED_WHOLE, "static": SEED_STATIC}
 UNLIMITED = -1
 # the candidate a solve returns (Candidate.chosen, solve's ``chosen``), named by CHOSEN
 LOCAL_SEARCH, TOKEN_LP_VERTEX, TOKEN_LP_EVEN, ROUND_ROBIN, RESTART_WRAP_AROUND, RESTART_APPORTION, EXCHANGE, \
-    PAPER_PRESET, TOKEN_LP_HIGHS, SEMI_MATCHING, UNIFORM = range(11)
+    PAPER_PRESET, TOKEN_LP_HIGHS, SEMI_MATCHING, UNIFORM, RECUT = range(12)
 CHOSEN = ("local_search", "token_lp_vertex", "token_lp_even", "round_robin", "restart_wrap_around",
-          "restart_apportion", "exchange", "paper_preset", "token_lp_highs", "semi_matching", "uniform")
+          "restart_apportion", "exchange", "paper_preset", "token_lp_highs", "semi_matching", "uniform", "recut")
 
 
 # ---- the instance ----

@@ -1,4 +1,4 @@
-"""Claims of chapter 04 (the simulator), drift and serving scenarios: the policy landscape
+"""Claims of chapter 04 (the studies), drift and serving scenarios: the policy landscape
 (Table 4), staleness (Section 5.5), faster EPLB (Table 10), MoonEP (Appendix H), tile-aware
 prefill (Section 2.2), the b_a2a regimes (Table 3) and the trace replay."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Claims of chapter 04 (the simulator), regimes and scale: the mixed regime (Fig. 5), proxy
+"""Claims of chapter 04 (the studies), regimes and scale: the mixed regime (Fig. 5), proxy
 mispricing (Table 1), the phase diagram and its boundary (Section 3.2, Fig. 6) and the scale
 study (Section 3.3, Fig. 12)."""
 from __future__ import annotations
