@@ -241,11 +241,10 @@ dist.barrier()
 
 
 @pytest.mark.needs("torch")
-# three ranks without an all-to-all backend hung once in three idle runs (a rank waiting past the
-# 540 s limit): run as a soak (TEMPO_SLOW_TESTS=1) until that hang is found
-@pytest.mark.parametrize("world", [2, pytest.param(3, marks=pytest.mark.skipif(
-    os.environ.get("TEMPO_SLOW_TESTS") != "1", reason="three ranks: a known intermittent hang; TEMPO_SLOW_TESTS=1"))])
-@pytest.mark.parametrize("mode", ["a2a", "none"])
+# three ranks summing windows take 14 s idle, up to 66 s on a loaded 2-core machine, on the code
+# path two ranks already cover: run as a soak (TEMPO_SLOW_TESTS=1)
+@pytest.mark.parametrize("mode, world", [("a2a", 2), ("none", 2), ("none", 3), pytest.param("a2a", 3, marks=(
+    pytest.mark.skipif(os.environ.get("TEMPO_SLOW_TESTS") != "1", reason="slow: TEMPO_SLOW_TESTS=1")))])
 def test_tables_keep_refreshing_through_rebalances_on_every_rank(tmp_path, world, mode):
     """Traffic, 5 EPLB rebalances (each in two chunks) and traffic
     again on ``world`` gloo ranks; after every rebalance every rank applies new tables
