@@ -72,6 +72,25 @@ class _NoRun:
         return None
 
 
+class _HighsSpy:
+    """A HiGHS instance that reports each option set (``on_option(name, value)``) and each run
+    (``on_run()``) before passing it on."""
+
+    def __init__(self, h, on_option, on_run=lambda: None):
+        self._h, self._on_option, self._on_run = h, on_option, on_run
+
+    def __getattr__(self, k):
+        return getattr(self._h, k)
+
+    def setOptionValue(self, k, v):
+        self._on_option(k, v)
+        return self._h.setOptionValue(k, v)
+
+    def run(self):
+        self._on_run()
+        return self._h.run()
+
+
 @pytest.mark.parametrize("warm", [False, True])
 def test_the_milp_without_an_incumbent_returns_a_valid_marked_dispatch(monkeypatch, warm):
     from tempo.policies import milp as milp_mod
@@ -93,19 +112,7 @@ def test_the_projection_qp_runs_under_an_iteration_limit_not_a_clock(monkeypatch
 
     seen = []
     real = exact.new_highs
-
-    class Spy:
-        def __init__(self):
-            self._h = real()
-
-        def __getattr__(self, k):
-            return getattr(self._h, k)
-
-        def setOptionValue(self, k, v):
-            seen.append(k)
-            return self._h.setOptionValue(k, v)
-
-    monkeypatch.setattr(exact, "new_highs", Spy)
+    monkeypatch.setattr(exact, "new_highs", lambda: _HighsSpy(real(), lambda k, v: seen.append(k)))
     monkeypatch.setattr(exact, "_kkt_finish", lambda *a: None)
     inst = tempo.Instance([30, 20, 10, 5], [[0, 1], [1, 2], [2, 0], [0, -1]], 3)
     d = tempo.solve(inst, None, "token_lp")
@@ -237,3 +244,37 @@ def test_the_even_split_does_not_depend_on_the_clock(monkeypatch):
         for inst, d in zip(insts, ref[finish]):
             again = exact.token_lp_even(inst)
             assert again.meta["method"] == d.meta["method"] and np.array_equal(again.shares, d.shares)
+
+
+def test_the_milp_limit_counts_the_reference_dispatch_and_nothing_runs_after_highs(monkeypatch):
+    """The MILP's time limit counts from the call: the tempo dispatch it checks HiGHS's bound
+    against is computed before the run (its time is taken off HiGHS's limit), and no solve runs
+    after HiGHS stops (a clock that tempo's solve advances by 0.6 s)."""
+    from tempo.policies import milp as milp_mod
+
+    now = [100.0]
+    calls = []
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return now[0]
+
+    real_tempo, real_highs = milp_mod.tempo_fast, milp_mod.new_highs
+
+    def slow_tempo(inst, model):
+        calls.append("tempo")
+        now[0] += 0.6
+        return real_tempo(inst, model)
+
+    def option(k, v):
+        if k == "time_limit":
+            calls.append(("time_limit", v))
+
+    monkeypatch.setattr(milp_mod, "time", Clock)
+    monkeypatch.setattr(milp_mod, "tempo_fast", slow_tempo)
+    monkeypatch.setattr(milp_mod, "new_highs", lambda: _HighsSpy(real_highs(), option, lambda: calls.append("run")))
+    inst = tempo.Instance([30, 20, 10, 5], [[0, 1], [1, 2], [2, 0], [0, -1]], 3)
+    d = milp_mod.milp(inst, tempo.CostModel.named("dsv3-offline"), time_limit=2.0)
+    d.validate(inst)
+    assert calls == ["tempo", ("time_limit", pytest.approx(1.4)), "run"]
