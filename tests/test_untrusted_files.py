@@ -90,6 +90,19 @@ def npy_header(shape, descr="<i8") -> bytes:
 META = npy(np.array(json.dumps({"source": "test", "top_k": 2})))
 
 
+def bomb_npz(path):
+    """A trace whose counts inflate to 8 MiB of zeros from a few KB on disk (over a 1 MiB limit)."""
+    zeros = npy(np.zeros((64, 16, 1024), np.int64))
+    path.write_bytes(npz_bytes({"counts": zeros, "metadata": META}))
+    assert path.stat().st_size < 64 << 10
+    return zeros
+
+
+def crc_line(body):
+    """One calibration partial-file line: ``body`` and its CRC-32 (so that only its values are wrong)."""
+    return f"{body},{zlib.crc32(body.encode()):08x}\n"
+
+
 # ------------------------------------------------------------------ the bounded readers
 def test_a_fifo_is_refused_by_every_reader_without_blocking(tmp_path):
     from tempo.serving.settings import cost_model
@@ -181,10 +194,8 @@ def test_an_inflation_bomb_is_refused_before_it_inflates(tmp_path, monkeypatch):
     from tempo.world import traces
 
     monkeypatch.setattr(traces, "MAX_TRACE_INFLATED", 1 << 20)
-    zeros = npy(np.zeros((64, 16, 1024), np.int64))  # 8 MiB of zeros, some KB deflated
     path = tmp_path / "bomb.npz"
-    path.write_bytes(npz_bytes({"counts": zeros, "metadata": META}))
-    assert path.stat().st_size < 64 << 10
+    zeros = bomb_npz(path)
     err, peak = peak_bytes(lambda: traces.read_trace(path))
     assert isinstance(err, UnsafeFile) and "inflates to" in str(err)
     assert peak < 1 << 20
@@ -223,6 +234,38 @@ def test_deep_metadata_booleans_and_empty_traces_are_refused(tmp_path):
     write_trace(tmp_path / "ok.npz", np.ones((2, 1, 4), np.int64), top_k=2, step_tokens=[2, 2], history_steps=1)
     counts, meta = read_trace(tmp_path / "ok.npz")
     assert counts.shape == (2, 1, 4) and meta["top_k"] == 2
+
+
+def hostile_trace(tmp_path, case):
+    """A trace file the readers must refuse: a FIFO, 50,000-deep metadata, booleans, or an inflation bomb."""
+    path = tmp_path / f"{case}.npz"
+    if case == "fifo":
+        os.mkfifo(path)
+    elif case == "bomb":
+        bomb_npz(path)
+    else:
+        counts = np.ones((2, 1, 4), bool if case == "bools" else np.int64)
+        meta = npy(np.array("[" * 50_000 + "]" * 50_000)) if case == "deep" else META
+        path.write_bytes(npz_bytes({"counts": npy(counts), "metadata": meta}))
+    return path
+
+
+@pytest.mark.parametrize("case,match", [("fifo", "regular file"), ("deep", "nests deeper than"),
+                                        ("bools", "holds booleans"), ("bomb", "inflates to")])
+def test_drift_location_refuses_a_hostile_trace_with_a_usage_error_and_writes_nothing(tmp_path, monkeypatch,
+                                                                                       capsys, case, match):
+    """``python -m tempo drift-location`` refuses a FIFO (without blocking on it), deep metadata, a
+    trace of booleans and an inflation bomb: exit status 2, a usage message naming the file and
+    why, no traceback, and no output file."""
+    from tempo.world import traces
+
+    monkeypatch.setattr(traces, "MAX_TRACE_INFLATED", 1 << 20)
+    path, out = hostile_trace(tmp_path, case), tmp_path / "d.json"
+    rc, msg = no_hang(lambda: cli(["drift-location", str(path), "--k", "1", "-o", str(out)], capsys),
+                      timeout=10)
+    assert rc == 2 and msg.startswith("usage: python -m tempo drift-location")
+    assert str(path) in msg and match in msg
+    assert not out.exists()
 
 
 def test_recorded_sources_are_read_bounded(tmp_path, monkeypatch):
@@ -337,6 +380,21 @@ def test_ingest_refuses_a_boolean_or_empty_trace(root, tmp_path):
         ingest.prepare(tmp_path / "huge.npz", machine="m")
 
 
+def test_ingest_refuses_an_inflation_bomb_at_the_cli_and_stores_nothing(root, tmp_path, monkeypatch, capsys):
+    """``python -m tempo ingest`` checks a trace's inflated size against its own read limit before
+    inflating it: exit status 2 naming the file, and nothing under the recordings root."""
+    from tempo.book import ingest
+
+    monkeypatch.setattr(ingest, "MAX_READ", 1 << 20)
+    path, store_root = tmp_path / "bomb.npz", tmp_path / "store"
+    bomb_npz(path)
+    store_root.mkdir()
+    rc, msg = cli(["ingest", str(path), "--machine", "m", "--root", str(store_root)], capsys)
+    assert rc == 2 and msg.startswith("usage: python -m tempo ingest")
+    assert str(path) in msg and "bomb.npz inflates to" in msg and "1048576-byte limit" in msg
+    assert list(store_root.iterdir()) == [] and not root.exists()
+
+
 def test_a_stored_recording_whose_manifest_disagrees_with_its_table_is_skipped(root, tmp_path):
     from tempo.book import ingest
     from tempo.measured import catalog
@@ -424,18 +482,36 @@ def test_a_yaml_alias_bomb_in_readings_fails_the_ledger_fast(tmp_path, monkeypat
 def test_partial_calibration_lines_outside_physical_ranges_are_dropped_naming_the_line(tmp_path, caplog):
     from tempo.calib.record import _HEADER, read_partial
 
-    def line(body):
-        return f"{body},{zlib.crc32(body.encode()):08x}\n"
-
     p = tmp_path / "samples.partial.csv"
-    p.write_text(_HEADER + "\n" + line("1,1,grid,10.0") + line(f"{10**30},1,grid,10.0") + line("2,1,grid,1e308")
-                 + line("3,1,grid,0.0") + line(f"4,{2**40},grid,5.0") + line("5,5,grid,12.5"))
+    p.write_text(_HEADER + "\n" + crc_line("1,1,grid,10.0") + crc_line(f"{10**30},1,grid,10.0")
+                 + crc_line("2,1,grid,1e308") + crc_line("3,1,grid,0.0") + crc_line(f"4,{2**40},grid,5.0")
+                 + crc_line("5,5,grid,12.5"))
     with caplog.at_level("WARNING"):
         cells, lines, dropped = read_partial(p)
     assert cells.G.tolist() == [1, 5] and dropped["malformed"] == 4
     for no in (3, 4, 5, 6):
         assert f"line {no} dropped" in caplog.text
     assert "t_us = 1e+308 outside" in caplog.text and "n = 1099511627776 outside" in caplog.text
+
+
+def test_resuming_a_calibration_drops_out_of_range_lines_and_keeps_the_valid_cells(tmp_path, caplog):
+    """Resuming a run whose partial file holds lines with a valid CRC-32 but G = 10^30 or
+    t_us = 1e308 raises nothing: those lines are dropped (and logged), the valid cells are
+    returned, and the file is rewritten with only them."""
+    from tempo.calib.record import _HEADER, PARTIAL, resume_partial
+    from tempo.measured import store
+
+    journal = store.Journal("m", "run", PARTIAL, tmp_path)
+    keep = crc_line("1,1,grid,10.0") + crc_line("5,5,grid,12.5")
+    journal.reset(_HEADER + "\n" + crc_line("1,1,grid,10.0") + crc_line(f"{10**30},1,grid,10.0")
+                  + crc_line("2,1,grid,1e308") + crc_line("5,5,grid,12.5"))
+    with caplog.at_level("WARNING"):
+        cells = resume_partial(journal)
+    assert cells.G.tolist() == [1, 5] and cells.n.tolist() == [1, 5] and cells.t_us.tolist() == [10.0, 12.5]
+    assert journal.path.read_text() == _HEADER + "\n" + keep
+    assert "line 3 dropped" in caplog.text and "line 4 dropped" in caplog.text
+    assert "t_us = 1e+308 outside" in caplog.text
+    assert "kept 2 cells; dropped 2 malformed" in caplog.text
 
 
 def test_cost_model_time_refuses_missing_arguments():
