@@ -239,7 +239,7 @@ def limit_summary(df: pd.DataFrame) -> str:
 
 
 SUITES = {"probe": (_probe_row, 1296, probe_summary), "grid": (_grid_rows, None, grid_summary),
-          "huge-milp": (_huge_row, 1000, huge_summary), "milp-limit": (_limit_row, 40, limit_summary)}
+          "huge-milp": (_huge_row, 1000, huge_summary), "milp-limit": (_limit_row, 200, limit_summary)}
 
 
 def main(argv=None) -> int:
