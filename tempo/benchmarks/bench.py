@@ -176,7 +176,9 @@ def targets(df: pd.DataFrame, baseline: str | None = None) -> list[tuple]:
     ep8 = df[df.ep == 8]
     ep8s = ep8[ep8.tokens_per_gpu <= 256]
     ep64 = df[df.ep == 64]
-    if "speedup" in df:
+    if "speedup" in df and baseline == BASELINE:
+        # the 10x goal is against the Python solver of BASELINE; against another commit the
+        # speed-up is shown in the grid, not judged
         rows.append((f"tempo speed-up against {baseline}, median over cells", df.speedup.median(), 10.0, ">=", "x"))
     if len(ep8s):
         rows.append(("tempo solve, EP8 <= 256 tok/GPU, slowest cell (paper: 1.9 ms in Python)", ep8s.tempo_ms.max(),
